@@ -36,6 +36,8 @@ COMMANDS = (
     "autorecovery",
     "recover",
     "decommission",
+    "rebalance",
+    "drain",
     "simpletest",
     "bench",
     "export",
@@ -95,6 +97,8 @@ def load_command(name: str) -> click.Command:
             from .commands import cluster as module
         case "recover" | "decommission":
             from .commands import recovery as module
+        case "rebalance" | "drain":
+            from .commands import rebalance as module
         case "simpletest" | "bench":
             from .commands import workload as module
         case "export":

@@ -117,6 +117,17 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("bkctl decommission 10.0.0.3:3181", "retire a stopped bookie"),
         ("bkctl decommission 10.0.0.3:3181 --no-daemons --force", "copying from this process"),
     ],
+    "rebalance": [
+        ("bkctl rebalance --dry-run", "the moves that even out the bookies, nothing changed"),
+        ("bkctl rebalance --force --max-rate 50M", "carry them out, at most 50 MiB/s"),
+        ("bkctl rebalance --fix-placement --placement rack --dry-run", "ensembles that break rack spread"),
+        ("bkctl --json rebalance --force --tolerance 0.05", "from cron: one event per line"),
+    ],
+    "drain": [
+        ("bkctl drain 10.0.0.3:3181 --dry-run", "what would move off the bookie"),
+        ("bkctl drain 10.0.0.3:3181 --force", "read-only, then every replica moved off"),
+        ("bkctl drain 10.0.0.3:3181 --force --decommission", "and once stopped, its cookie deleted"),
+    ],
     "simpletest": [
         ("bkctl simpletest", "100 entries on 3/2/2"),
         ("bkctl simpletest -e 2 -w 2 -a 2 -n 1000", "on two bookies"),

@@ -104,6 +104,7 @@ class LedgerProgress:
     def note(self, text: str) -> None:
         if self.bar is None:
             self.start(None)
+        assert self.bar is not None
         self.bar.note(text)
 
     def ledger(self, result: dict) -> None:

@@ -1,0 +1,136 @@
+"""Planning replica moves (bkctl.wire.rebalance: survey and plan), from metadata alone."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bkctl.wire.client.placement import RackAwarePlacement, RandomPlacement
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.store import LedgerRead
+from bkctl.wire.rebalance.plan import MoveReason, plan_balance, plan_drain, plan_fix_placement
+from bkctl.wire.rebalance.survey import ClusterSurvey, UnmovableKind
+
+A, B, C, D, E = (f"127.0.0.1:{3181 + i}" for i in range(5))
+
+
+def closed(ensemble, entries=10, length=10_000, qw=None):
+    md = LedgerMetadata.new(list(ensemble), qw)
+    return md.closed(entries - 1, length)
+
+
+def survey_of(ledgers: dict[int, LedgerMetadata], **kw) -> ClusterSurvey:
+    return ClusterSurvey(**kw).add_all(LedgerRead(lid, md, 0) for lid, md in sorted(ledgers.items()))
+
+
+def apply(ledgers: dict[int, LedgerMetadata], plan) -> dict[int, LedgerMetadata]:
+    out = dict(ledgers)
+    for move in plan.moves:
+        md = out[move.ledger_id]
+        for seg in move.segments:
+            md = md.replace_bookie(seg.first_entry_id, seg.source, seg.target)
+        out[move.ledger_id] = md
+    return out
+
+
+def test_the_survey_counts_each_bookies_live_bytes_by_the_write_sets():
+    # E3/Qw2: each bookie holds 2/3 of the entries; 9 entries of 100 bytes
+    survey = survey_of({1: closed([A, B, C], entries=9, length=900, qw=2)})
+    assert survey.used == {A: 600, B: 600, C: 600}
+    assert survey.ledgers == {A: 1, B: 1, C: 1}
+    [replica] = survey.replicas(A)
+    assert (replica.ledger_id, replica.entries, replica.nbytes) == (1, 6, 600)
+
+
+def test_an_open_ledgers_last_segment_is_unmovable_and_its_closed_ones_move():
+    md = LedgerMetadata.new([A, B]).with_ensemble_change(5, [A, C])
+    survey = survey_of({1: md})
+    kinds = {(u.bookie, u.kind) for u in survey.unmovable}
+    assert kinds == {(A, UnmovableKind.OPEN_TAIL), (C, UnmovableKind.OPEN_TAIL)}
+    [on_b] = survey.replicas(B)
+    assert [first for first, _ in on_b.shape.segments] == [0] and on_b.entries == 5 and on_b.nbytes == 0
+
+
+def test_balance_moves_from_the_full_bookies_to_the_empty_ones_until_within_tolerance():
+    rng = random.Random(7)
+    ledgers = {}
+    for lid in range(1, 301):
+        pair = rng.sample([A, B, C], 2)
+        size = rng.randint(1, 10) * 1_000_000
+        ledgers[lid] = closed(pair, entries=100, length=size)
+    survey = survey_of(ledgers)
+    assert D not in survey.used and E not in survey.used
+    plan = plan_balance(survey, [A, B, C, D, E], RandomPlacement(), tolerance=0.1)
+    assert plan.moves and not plan.outside()
+    mean = plan.mean
+    assert all(abs(plan.after[b] - mean) <= 0.1 * mean for b in [A, B, C, D, E])
+    assert len({m.ledger_id for m in plan.moves}) == len(plan.moves)  # a ledger moves once
+    moved = apply(ledgers, plan)
+    for md in moved.values():  # never two copies on one bookie
+        for _first, ensemble in md.ensembles:
+            assert len(set(ensemble)) == len(ensemble)
+    assert survey_of(moved).used == {b: n for b, n in plan.after.items() if n}  # the plan's figures hold
+
+
+def test_balance_leaves_a_balanced_cluster_alone():
+    ledgers = {1: closed([A, B]), 2: closed([B, C]), 3: closed([C, A])}
+    plan = plan_balance(survey_of(ledgers), [A, B, C], RandomPlacement(), tolerance=0.1)
+    assert plan.moves == [] and plan.after == plan.before
+
+
+def test_balance_never_breaks_the_rack_policy():
+    racks = {A: "/r1", B: "/r1", C: "/r2", D: "/r2", E: "/r1"}
+    placement = RackAwarePlacement(racks)
+    # every ledger on (A, C): one per rack; D (rack r2) and E (rack r1) empty
+    ledgers = {lid: closed([A, C], length=1_000_000) for lid in range(1, 41)}
+    plan = plan_balance(survey_of(ledgers), [A, B, C, D, E], placement, tolerance=0.1)
+    assert plan.moves
+    for md in apply(ledgers, plan).values():
+        assert placement.adherence(list(md.ensembles[0][1]), md.write_quorum) == "MEETS_STRICT"
+
+
+def test_drain_moves_every_replica_and_names_what_waits():
+    ledgers = {
+        1: closed([A, B]),
+        2: closed([A, C]),
+        3: LedgerMetadata.new([A, B]),  # open: its writer's
+        4: closed([B, C]),
+    }
+    survey = survey_of(ledgers, keep=[A])
+    plan = plan_drain(survey, A, [B, C, D], RandomPlacement())
+    assert sorted(m.ledger_id for m in plan.moves) == [1, 2]
+    assert all(m.reason is MoveReason.DRAIN and m.pairs[0][0] == A for m in plan.moves)
+    assert [(u.ledger_id, u.kind) for u in plan.unmovable] == [(3, UnmovableKind.OPEN_TAIL)]
+    for md in apply(ledgers, plan).values():
+        if md.is_closed:
+            assert A not in md.bookies
+
+
+def test_drain_with_no_bookie_left_to_take_a_replica_says_so():
+    plan = plan_drain(survey_of({1: closed([A, B])}, keep=[A]), A, [B], RandomPlacement())
+    assert plan.moves == [] and [u.kind for u in plan.unmovable] == [UnmovableKind.NO_TARGET]
+
+
+def test_fix_placement_replaces_the_fewest_members_that_make_an_ensemble_comply():
+    racks = {A: "/r1", B: "/r1", C: "/r2", D: "/r2"}
+    placement = RackAwarePlacement(racks, rng=random.Random(1))
+    from bkctl.wire.client.placement import segments_not_adhering
+
+    ledgers = {1: closed([A, B]), 2: closed([A, C]), 3: LedgerMetadata.new([A, B])}
+    survey = survey_of(ledgers, placement_check=lambda md: segments_not_adhering(md, placement))
+    assert [lid for lid, _md, _f in survey.not_adhering] == [1, 3]
+    plan = plan_fix_placement(survey, [A, B, C, D], placement)
+    [move] = plan.moves
+    assert move.ledger_id == 1 and len(move.segments) == 1 and move.reason is MoveReason.PLACEMENT
+    fixed = apply(ledgers, plan)[1]
+    assert segments_not_adhering(fixed, placement) == []
+    assert [(u.ledger_id, u.kind) for u in plan.unmovable] == [(3, UnmovableKind.OPEN_TAIL)]
+
+
+@pytest.mark.parametrize("tolerance", [0.05, 0.1, 0.2])
+def test_balance_converges_for_any_tolerance_when_replicas_are_small(tolerance):
+    ledgers = {lid: closed([A, B], length=100_000) for lid in range(1, 201)}
+    plan = plan_balance(survey_of(ledgers), [A, B, C, D], RandomPlacement(), tolerance=tolerance)
+    assert not plan.outside()
+    assert plan.nbytes == sum(m.nbytes for m in plan.moves) > 0

@@ -1,0 +1,270 @@
+"""Carrying out a :class:`~.plan.LedgerMove` with never a copy fewer.
+
+Under the ledger's replication lock (``underreplication/locks/urL<id>``, the znode Java's
+replication workers and its over-replicated-ledger collection create before they touch a
+ledger, as bookied's do), a move:
+
+1. checks the ledger against the plan: it exists, is not marked under-replicated (a repair
+   comes first: the move is left), and each segment to move is closed, still names the
+   source and not the target;
+2. copies each entry the source holds of those segments to the target with recovery adds,
+   read from the live copies (the source's first, in write-set order; digest verified, the
+   next copy on any failure): :func:`~bkctl.wire.client.rereplication.replicate_fragment`,
+   the copying ``recover`` and the autorecovery workers share;
+3. swaps the bookies in the metadata with one version-checked write.  A conflict is read
+   again: a ledger deleted, fenced (its state moved) or marked under-replicated meanwhile,
+   or a moved segment changed, is left alone and the move abandoned (the target's copies
+   are garbage its bookie collects); anything else (a writer's new segment) is merged.
+
+Until step 3 the ledger's metadata is what it was, so a move stopped anywhere (Ctrl-C, a
+kill -9 of bkctl, a dead target) leaves the ledger as fully replicated as before, and a
+rerun plans from what the cluster holds: nothing moved twice.
+"""
+
+from __future__ import annotations
+
+import enum
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+
+from bkctl.wire.client.credentials import ledger_credentials
+from bkctl.wire.client.fragments import Fragment
+from bkctl.wire.client.rereplication import failure_cause, replicate_fragment
+from bkctl.wire.codecs.digest import DigestManager, master_key
+from bkctl.wire.metadata.errors import MetadataVersionConflict, NoSuchLedger
+from bkctl.wire.metadata.ledger import LedgerMetadata
+
+from .plan import LedgerMove
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+
+__all__ = ["MoveOutcome", "MoveResult", "default_holder", "move_ledger", "move_ledgers"]
+
+
+class MoveOutcome(enum.Enum):
+    MOVED = "moved"
+    #: not started: the ledger is locked, marked, deleted or changed since the plan
+    SKIPPED = "skipped"
+    #: copied, then left: deleted, fenced, marked or changed meanwhile (the copies are garbage)
+    ABANDONED = "abandoned"
+    #: a copy failed (a read, the target): the metadata was not touched
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    move: LedgerMove
+    outcome: MoveOutcome
+    reason: str | None = None
+    entries_copied: int = 0
+    #: for a failure, one of :data:`~bkctl.wire.client.rereplication.CAUSES`
+    cause: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ledger_id": self.move.ledger_id,
+            "outcome": self.outcome.value,
+            "reason": self.reason,
+            "cause": self.cause,
+            "moves": [{"source": s, "target": t} for s, t in self.move.pairs],
+            "bytes": self.move.nbytes if self.outcome is MoveOutcome.MOVED else 0,
+            "entries_copied": self.entries_copied,
+            "why": self.move.reason.value,
+        }
+
+
+def default_holder() -> str:
+    """The name a move's lock shows (``autorecovery status`` lists lock holders)."""
+    return f"bkctl-move@{socket.gethostname()}"
+
+
+def problem_with(md: LedgerMetadata, move: LedgerMove) -> str | None:
+    """Why ``move`` no longer fits ``md`` (None: it does)."""
+    if md.is_in_recovery:
+        return "it is being recovered (fenced)"
+    segments = {first: (last, ensemble) for first, last, ensemble in md.segment_ranges()}
+    for seg in move.segments:
+        found = segments.get(seg.first_entry_id)
+        if found is None:
+            return f"no segment starts at entry {seg.first_entry_id} any more"
+        last, ensemble = found
+        if last is None:
+            return f"its segment from entry {seg.first_entry_id} is its open last segment"
+        if seg.source not in ensemble:
+            return f"{seg.source} left its segment from entry {seg.first_entry_id}"
+        if seg.target in ensemble:
+            return f"{seg.target} joined its segment from entry {seg.first_entry_id}"
+    return None
+
+
+def _moved(md: LedgerMetadata, move: LedgerMove) -> LedgerMetadata:
+    for seg in move.segments:
+        md = md.replace_bookie(seg.first_entry_id, seg.source, seg.target)
+    return md
+
+
+def _segments_of(md: LedgerMetadata, move: LedgerMove) -> dict[int, tuple[str, ...]]:
+    firsts = {s.first_entry_id for s in move.segments}
+    return {first: tuple(ensemble) for first, ensemble in md.ensembles if first in firsts}
+
+
+async def move_ledger(
+    client: BookKeeperClient,
+    move: LedgerMove,
+    *,
+    holder: str | None = None,
+    window: int = 64,
+    throttle: Callable[..., Any] | None = None,
+    on_entry: Callable[[int], Any] | None = None,
+) -> MoveResult:
+    """Carry out ``move`` (see the module doc); never raises for the ledger's own problems."""
+    store = client.store
+    run = client.run_blocking
+    holder = holder or default_holder()
+    try:
+        locked = await run(store.underreplication.lock, move.ledger_id, holder)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper gone: reported, the caller decides
+        return MoveResult(move, MoveOutcome.FAILED, f"taking its replication lock: {exc}", cause="other")
+    if not locked:
+        who = await run(store.underreplication.lock_holder, move.ledger_id)
+        return MoveResult(
+            move,
+            MoveOutcome.SKIPPED,
+            f"its replication lock is held by {who or 'another process'}: a repair or another move is on it",
+        )
+    try:
+        return await _locked_move(client, move, window, throttle, on_entry)
+    finally:
+        try:
+            await run(store.underreplication.release, move.ledger_id)
+        except Exception:  # noqa: BLE001 - the lock is ephemeral: it goes with the session
+            pass
+
+
+async def _locked_move(
+    client: BookKeeperClient,
+    move: LedgerMove,
+    window: int,
+    throttle: Callable[..., Any] | None,
+    on_entry: Callable[[int], Any] | None,
+) -> MoveResult:
+    store = client.store
+    run = client.run_blocking
+    ledger_id = move.ledger_id
+    mark = await run(store.underreplication.get, ledger_id)
+    if mark is not None:
+        return MoveResult(
+            move,
+            MoveOutcome.SKIPPED,
+            f"marked under-replicated (missing on {', '.join(mark.replicas) or '?'}): left to the repair",
+        )
+    try:
+        md, version = await run(store.ledgers.read, ledger_id)
+    except NoSuchLedger:
+        return MoveResult(move, MoveOutcome.SKIPPED, "deleted since the plan")
+    problem = problem_with(md, move)
+    if problem is not None:
+        return MoveResult(move, MoveOutcome.SKIPPED, f"changed since the plan: {problem}")
+    copied_from = _segments_of(md, move)
+    copied = 0
+    try:
+        password, digest_type = ledger_credentials(ledger_id, md)
+        digest = DigestManager(ledger_id, digest_type, password, getattr(client, "twins", None))
+        key = master_key(password)
+        ranges = {first: (last, ensemble) for first, last, ensemble in md.segment_ranges()}
+        by_segment: dict[int, dict[str, str]] = {}
+        for seg in move.segments:
+            by_segment.setdefault(seg.first_entry_id, {})[seg.source] = seg.target
+        for first, replacements in by_segment.items():
+            last, ensemble = ranges[first]
+            members = tuple(b for b in ensemble if b in replacements)
+            fragment = Fragment(ledger_id, first, last, tuple(ensemble), members, md.write_quorum)
+            copied += await replicate_fragment(
+                client,
+                fragment,
+                replacements,
+                digest,
+                key,
+                window=window,
+                on_entry=on_entry,
+                throttle=throttle,
+                read_replaced=True,
+            )
+    except Exception as exc:  # noqa: BLE001 - reported; the metadata was not touched
+        if not await run(store.ledgers.exists, ledger_id):
+            return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
+        cause, reason = failure_cause(exc)
+        return MoveResult(move, MoveOutcome.FAILED, f"copying: {reason}", copied, cause)
+    for _attempt in range(50):
+        mark = await run(store.underreplication.get, ledger_id)
+        if mark is not None:
+            return MoveResult(
+                move,
+                MoveOutcome.ABANDONED,
+                "marked under-replicated during the move: left to the repair",
+                copied,
+            )
+        try:
+            await run(store.ledgers.update, ledger_id, _moved(md, move), version)
+            return MoveResult(move, MoveOutcome.MOVED, None, copied)
+        except NoSuchLedger:
+            return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
+        except MetadataVersionConflict as conflict:
+            now, version = conflict.metadata, conflict.current_version
+            if now.state is not md.state:
+                return MoveResult(
+                    move,
+                    MoveOutcome.ABANDONED,
+                    f"{now.state.name.lower().replace('_', ' ')} during the move (it was {md.state.name.lower()})",
+                    copied,
+                )
+            if _segments_of(now, move) != copied_from or problem_with(now, move) is not None:
+                return MoveResult(move, MoveOutcome.ABANDONED, "its ensemble changed during the move", copied)
+            md = now  # a writer's new segment, say: the move still holds
+    return MoveResult(move, MoveOutcome.FAILED, "its metadata keeps changing", copied, "other")
+
+
+def _forget(result: object, running: set[defer.Deferred[MoveResult]], d: defer.Deferred[MoveResult]) -> object:
+    running.discard(d)
+    return result
+
+
+async def move_ledgers(
+    client: BookKeeperClient,
+    moves: Iterable[LedgerMove],
+    *,
+    concurrency: int = 4,
+    on_result: Callable[[MoveResult], Any] | None = None,
+    stopping: Callable[[], bool] | None = None,
+    **options: Any,
+) -> list[MoveResult]:
+    """:func:`move_ledger` for each of ``moves``, at most ``concurrency`` at a time, in order;
+    ``on_result`` hears each (in the reactor thread).  Once ``stopping()`` says so no further
+    move starts (those running finish: a move is all or nothing)."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    results: list[MoveResult] = []
+    running: set[defer.Deferred[MoveResult]] = set()
+
+    def done(result: MoveResult) -> MoveResult:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    for move in moves:
+        while len(running) >= concurrency:
+            await defer.DeferredList(list(running), fireOnOneCallback=True, consumeErrors=True)
+        if stopping is not None and stopping():
+            break
+        d = defer.ensureDeferred(move_ledger(client, move, **options)).addCallback(done)
+        running.add(d)
+        d.addBoth(_forget, running, d)
+    while running:
+        await defer.DeferredList(list(running), consumeErrors=True)
+    return results

@@ -1,0 +1,314 @@
+"""Which replicas move where, decided from a :class:`~.survey.ClusterSurvey` alone (pure):
+the moves of ``bkctl rebalance`` (live bytes evened out to within a tolerance of the mean),
+of ``bkctl rebalance --fix-placement`` (ensembles that break the placement policy) and of
+``bkctl drain`` (every replica off one bookie).
+
+Every target is a writable bookie outside each segment the replica spans (never two copies
+of an entry on one bookie), and a move never makes a segment break the placement policy
+that met it.  A plan moves a ledger at most once: its shape changes with the move, and a
+rerun plans again from what the cluster then holds.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from bkctl.wire.client.placement import FAIL, RandomPlacement
+from bkctl.wire.client.quorum import QuorumSchedule
+
+from .survey import ClusterSurvey, Replica, Shape, Unmovable, UnmovableKind
+
+__all__ = [
+    "LedgerMove",
+    "MoveReason",
+    "Plan",
+    "SegmentMove",
+    "plan_balance",
+    "plan_drain",
+    "plan_fix_placement",
+]
+
+
+class MoveReason(enum.Enum):
+    BALANCE = "balance"
+    DRAIN = "drain"
+    PLACEMENT = "placement"
+
+
+@dataclass(frozen=True)
+class SegmentMove:
+    """``source``'s copies in the segment from ``first_entry_id`` go to ``target``."""
+
+    first_entry_id: int
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class LedgerMove:
+    """The moves of one ledger, carried out together: every copy first, then one metadata
+    write.  ``nbytes`` and ``entries``: about how many bytes, and how many entry copies,
+    the targets receive."""
+
+    ledger_id: int
+    segments: tuple[SegmentMove, ...]
+    nbytes: int
+    entries: int
+    reason: MoveReason
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """The distinct ``(source, target)`` of its segments, in order."""
+        return list(dict.fromkeys((s.source, s.target) for s in self.segments))
+
+    def describe(self) -> str:
+        """``a -> b`` (``a -> b, c -> d`` when it moves more than one replica)."""
+        return ", ".join(f"{source} -> {target}" for source, target in self.pairs)
+
+
+@dataclass
+class Plan:
+    """The moves, what cannot move, and each bookie's live bytes before and after."""
+
+    moves: list[LedgerMove]
+    unmovable: list[Unmovable]
+    before: dict[str, int]
+    after: dict[str, int]
+    #: the mean of the balanced bookies' live bytes, and the tolerance asked (rebalance only)
+    mean: float = 0.0
+    tolerance: float | None = None
+    ledgers_walked: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(m.nbytes for m in self.moves)
+
+    def outside(self, use: dict[str, int] | None = None) -> list[str]:
+        """The bookies of ``use`` (default :attr:`after`) outside the tolerance of the mean."""
+        if self.tolerance is None:
+            return []
+        use = self.after if use is None else use
+        lo, hi = self.mean * (1 - self.tolerance), self.mean * (1 + self.tolerance)
+        return [b for b, n in sorted(use.items()) if not lo <= n <= hi]
+
+
+class _PolicyCheck:
+    """Whether a move keeps a segment within the placement policy, each ensemble judged once."""
+
+    def __init__(self, placement: RandomPlacement):
+        self.placement = placement
+        self._seen: dict[tuple[tuple[str, ...], int], bool] = {}
+
+    def meets(self, ensemble: tuple[str, ...], write_quorum: int) -> bool:
+        key = (ensemble, write_quorum)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = self.placement.adherence(list(ensemble), write_quorum) != FAIL
+        return found
+
+    def allows(self, shape: Shape, source: str, target: str) -> bool:
+        for _first, ensemble in shape.segments:
+            if not self.meets(ensemble, shape.write_quorum):
+                continue  # broke the policy already: a move cannot make it worse than failing
+            moved = tuple(target if b == source else b for b in ensemble)
+            if not self.meets(moved, shape.write_quorum):
+                return False
+        return True
+
+
+def _move_of(replica: Replica, target: str, reason: MoveReason) -> LedgerMove:
+    segments = tuple(SegmentMove(first, replica.bookie, target) for first, _ in replica.shape.segments)
+    return LedgerMove(replica.ledger_id, segments, replica.nbytes, replica.entries, reason)
+
+
+def plan_balance(
+    survey: ClusterSurvey,
+    bookies: Sequence[str],
+    placement: RandomPlacement,
+    tolerance: float = 0.1,
+    max_moves: int | None = None,
+) -> Plan:
+    """Moves from the fullest of ``bookies`` (the writable ones: they are the targets too)
+    to the emptiest until each holds within ``tolerance`` of their mean live bytes.
+
+    Greedy: the fullest bookie above the mean gives the emptiest below it the replica whose
+    size best fits what both lack (at most the smaller of the source's excess and the
+    target's shortfall; else the smallest that still narrows their gap).  Each move narrows
+    a gap, so the spread only shrinks; it stops once every bookie is within the tolerance,
+    or no move fits (the plan says which bookies stay outside)."""
+    bookies = list(dict.fromkeys(bookies))
+    used = {b: survey.used.get(b, 0) for b in bookies}
+    before = dict(used)
+    mean = sum(used.values()) / len(bookies) if bookies else 0.0
+    lo, hi = mean * (1 - tolerance), mean * (1 + tolerance)
+    policy = _PolicyCheck(placement)
+    order: dict[str, list[int]] = {}  # bookie -> its replicas' indexes by ascending size
+    taken: dict[str, set[int]] = {}
+    moved: set[int] = set()
+    moves: list[LedgerMove] = []
+
+    def fitting(source: str, target: str) -> Replica | None:
+        sizes = survey.sizes(source)
+        if source not in order:
+            order[source] = sorted((i for i in range(len(sizes)) if sizes[i] > 0), key=sizes.__getitem__)
+        ranked = order[source]
+        gap = used[source] - used[target]
+        ideal = min(used[source] - mean, mean - used[target])
+        at = bisect.bisect_right(ranked, ideal, key=sizes.__getitem__)
+        gone = taken.setdefault(source, set())
+        # the largest that fits, then (overshooting) the smallest that narrows the gap
+        for index in [*range(at - 1, -1, -1), *range(at, len(ranked))]:
+            i = ranked[index]
+            if i in gone:
+                continue
+            size = sizes[i]
+            if size >= gap:
+                break
+            replica = survey.replica(source, i)
+            if replica.ledger_id in moved or replica.shape.names(target):
+                continue
+            if not policy.allows(replica.shape, source, target):
+                continue
+            gone.add(i)
+            return replica
+        return None
+
+    while max_moves is None or len(moves) < max_moves:
+        if all(lo <= n <= hi for n in used.values()):
+            break
+        chosen = None
+        for source in sorted((b for b in bookies if used[b] > mean), key=lambda b: -used[b]):
+            for target in sorted((b for b in bookies if used[b] < mean), key=lambda b: used[b]):
+                replica = fitting(source, target)
+                if replica is not None:
+                    chosen = (replica, target)
+                    break
+            if chosen is not None:
+                break
+        if chosen is None:
+            break
+        replica, target = chosen
+        moves.append(_move_of(replica, target, MoveReason.BALANCE))
+        moved.add(replica.ledger_id)
+        used[replica.bookie] -= replica.nbytes
+        used[target] += replica.nbytes
+    plan = Plan(moves, [], before, used, mean, tolerance, survey.walked)
+    if plan.outside():
+        plan.notes.append(
+            f"{len(plan.outside())} of {len(bookies)} bookies stay outside ±{tolerance:.0%} of the mean: "
+            "no closed ledger's replica fits (too few, too large, or the placement policy forbids the move)"
+        )
+    return plan
+
+
+def plan_drain(survey: ClusterSurvey, bookie: str, targets: Sequence[str], placement: RandomPlacement) -> Plan:
+    """Every movable replica of ``bookie`` to the emptiest of ``targets`` that can take it
+    (by live bytes, then by replicas given this plan); the rest, and the replicas that
+    cannot move now (open ledgers' last segments), in :attr:`Plan.unmovable`."""
+    targets = [t for t in dict.fromkeys(targets) if t != bookie]
+    used = {b: survey.used.get(b, 0) for b in [bookie, *targets]}
+    before = dict(used)
+    given = dict.fromkeys(targets, 0)
+    policy = _PolicyCheck(placement)
+    moves: list[LedgerMove] = []
+    unmovable = [u for u in survey.unmovable if u.bookie == bookie]
+    for replica in survey.replicas(bookie):
+        for target in sorted(targets, key=lambda t: (used[t], given[t])):
+            if not replica.shape.names(target) and policy.allows(replica.shape, bookie, target):
+                break
+        else:
+            unmovable.append(
+                Unmovable(
+                    replica.ledger_id,
+                    bookie,
+                    UnmovableKind.NO_TARGET,
+                    "no writable bookie outside its ensemble can take it within the placement policy",
+                )
+            )
+            continue
+        moves.append(_move_of(replica, target, MoveReason.DRAIN))
+        used[bookie] -= replica.nbytes
+        used[target] += replica.nbytes
+        given[target] += 1
+    return Plan(moves, unmovable, before, used, ledgers_walked=survey.walked)
+
+
+def plan_fix_placement(survey: ClusterSurvey, targets: Sequence[str], placement: RandomPlacement) -> Plan:
+    """For each ledger whose segment breaks the placement policy (:attr:`ClusterSurvey.not_adhering`),
+    the fewest members replaced (one if one will do) for the segment to meet it, by the
+    policy's own choice of replacements; an open ledger's last segment is its writer's and
+    stays (unmovable)."""
+    targets = list(dict.fromkeys(targets))
+    used = {b: survey.used.get(b, 0) for b in targets}
+    before = dict(used)
+    policy = _PolicyCheck(placement)
+    moves: list[LedgerMove] = []
+    unmovable: list[Unmovable] = []
+    for ledger_id, md, failing in survey.not_adhering:
+        per_entry = md.length // (md.last_entry_id + 1) if md.is_closed and md.last_entry_id >= 0 else 0
+        schedule = QuorumSchedule(md.ensemble_size, md.write_quorum)
+        segments: list[SegmentMove] = []
+        nbytes = entries = 0
+        stuck = None
+        for first, last, ensemble in md.segment_ranges():
+            if first not in failing:
+                continue
+            if last is None:
+                stuck = Unmovable(
+                    ledger_id,
+                    "",
+                    UnmovableKind.OPEN_TAIL,
+                    f"its open last segment (from entry {first}) breaks the placement policy: "
+                    "it is its writer's until the ledger is closed",
+                )
+                continue
+            fixed = _fixed_ensemble(tuple(ensemble), md.write_quorum, targets, placement, policy)
+            if fixed is None:
+                stuck = Unmovable(
+                    ledger_id,
+                    "",
+                    UnmovableKind.NO_TARGET,
+                    f"no writable bookies make its segment from entry {first} meet the placement policy",
+                )
+                continue
+            counts = schedule.held_by_position(first, last)
+            for position, (old, new) in enumerate(zip(ensemble, fixed)):
+                if old != new:
+                    segments.append(SegmentMove(first, old, new))
+                    entries += counts[position]
+                    nbytes += counts[position] * per_entry
+                    used[new] = used.get(new, 0) + counts[position] * per_entry
+                    used[old] = used.get(old, 0) - counts[position] * per_entry
+        if segments:
+            moves.append(LedgerMove(ledger_id, tuple(segments), nbytes, entries, MoveReason.PLACEMENT))
+        if stuck is not None:
+            unmovable.append(stuck)
+    return Plan(moves, unmovable, before, used, ledgers_walked=survey.walked)
+
+
+def _fixed_ensemble(
+    ensemble: tuple[str, ...],
+    write_quorum: int,
+    targets: Sequence[str],
+    placement: RandomPlacement,
+    policy: _PolicyCheck,
+) -> tuple[str, ...] | None:
+    """``ensemble`` with as few members replaced as makes it meet the policy (None: no way)."""
+    from bkctl.wire.client.errors import NotEnoughBookies
+
+    writable = [t for t in targets if t not in ensemble]
+    # one member replaced, then all but one: the policy picks the racks (rack/region-aware)
+    tries: list[list[str]] = [[m] for m in ensemble]
+    tries += [[m for m in ensemble if m != kept] for kept in ensemble]
+    for failed in tries:
+        try:
+            candidate = tuple(placement.replace_bookies(list(ensemble), failed, writable, write_quorum=write_quorum))
+        except (NotEnoughBookies, ValueError):
+            continue
+        if policy.meets(candidate, write_quorum):
+            return candidate
+    return None
