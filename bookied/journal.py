@@ -70,6 +70,7 @@ from bkctl.wire.fastpath import Twins
 
 from . import disk_layout as layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
+from .journal_stats import JournalStats
 from .page_cache import SyncedPages
 
 # the format's names, as the journal's users have always imported them from here
@@ -102,19 +103,6 @@ log = logging.getLogger("bookied.journal")
 
 
 # ---------------------------------------------------------------- the journal
-class JournalStats:
-    """Counters kept by the writer thread (read them from anywhere; they are only indicative)."""
-
-    __slots__ = ("records", "bytes", "groups", "writes", "fsyncs", "max_group_records", "files_created")
-
-    def __init__(self):
-        self.records = self.bytes = self.groups = self.writes = self.fsyncs = 0
-        self.max_group_records = self.files_created = 0
-
-    def as_dict(self) -> dict:
-        return {k: getattr(self, k) for k in self.__slots__}
-
-
 def _call_all(callbacks: list, error: BaseException | None) -> None:
     for cb in callbacks:
         try:
@@ -361,10 +349,10 @@ class Journal:
         self._file_id = last
         try:
             self._open_file(last + 1)
-        except JournalNoSpace as e:
-            # a full disk does not keep the bookie from starting (read-only): the
-            # first group that finds room creates the file
-            log.warning("journal %s: %s; the file is created once there is room", self.directory, e)
+        except JournalNoSpace:
+            # a full disk does not keep the bookie from starting (read-only): no preallocation
+            # (the next mark in it, the files before can go), else the first group with room
+            self._open_unpreallocated(last + 1)
         self._durable = LogMark(self._file_id, self._offset)
         self._started = True
         self._thread = threading.Thread(target=self._run, name="bookied-journal", daemon=True)
@@ -550,20 +538,58 @@ class Journal:
                 return
             write_mark_file(self.directory, mark)
             self._checkpointed = mark
-            limit = mark.file_id
-            if self._started:
-                limit = min(limit, self._file_id)
-            removed = False
-            older = [fid for fid in self.file_ids() if fid < limit]
-            # journalMaxBackups: the newest of them stay (never replayed: the mark is past them)
-            for fid in older[: max(0, len(older) - self.max_backups)]:
-                try:
-                    os.unlink(os.path.join(self.directory, file_name(fid)))
-                    removed = True
-                except FileNotFoundError:
-                    pass
-            if removed:
-                layout.fsync_dir(self.directory)
+            self._trim(self.max_backups)
+
+    def _trim(self, keep: int) -> int:
+        """With the checkpoint lock held: delete the files before the mark's (and the current) file
+        but the newest ``keep`` (journalMaxBackups: never replayed); returns the bytes freed."""
+        assert self._checkpointed is not None
+        limit = min(self._checkpointed.file_id, self._file_id) if self._started else self._checkpointed.file_id
+        older = [fid for fid in self.file_ids() if fid < limit]
+        freed = 0
+        for fid in older[: max(0, len(older) - keep)]:
+            path = os.path.join(self.directory, file_name(fid))
+            try:
+                size = os.stat(path).st_blocks * 512
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+            freed += size or 1
+        if freed:
+            layout.fsync_dir(self.directory)
+        return freed
+
+    def reclaim(self) -> int:
+        """A full disk's way out of what the journal holds and no replay needs
+        (the disk check calls it over diskUsageThreshold); returns the bytes freed. A file goes
+        once the mark is in a newer one, and a journal that filled a disk below journalMaxSizeMB
+        never rolled: a current file wholly checkpointed is closed for a new, unpreallocated
+        one; then every file before the mark goes, journalMaxBackups's backups too."""
+        with self._commit_lock:
+            current = LogMark(self._file_id, self._offset)
+            done = self._checkpointed is not None and current <= self._checkpointed and current.offset > HEADER_SIZE
+            done = done and self._started and not self._closing and self.failed is None and self._fd >= 0
+            done = done and self._open_unpreallocated(current.file_id + 1)
+        if done:
+            self.checkpoint(LogMark(current.file_id + 1, HEADER_SIZE))  # (the new file's start: nothing past it)
+        with self._ckpt_lock:
+            freed = self._trim(0) if self._checkpointed is not None else 0
+        if freed:
+            log.warning("journal %s: disk full: freed %d bytes of checkpointed files", self.directory, freed)
+        return freed
+
+    def _open_unpreallocated(self, file_id: int) -> bool:
+        """Open ``file_id`` without preallocating it (no room for that); False: no room at all."""
+        step, self.preallocate = self.preallocate, 0
+        try:
+            self._open_file(file_id)
+            self._durable = LogMark(self._file_id, self._offset)
+            return True
+        except JournalNoSpace as e:
+            log.warning("journal %s: %s; the file is created once there is room", self.directory, e)
+            return False
+        finally:
+            self.preallocate = step
 
     # ------------------------------------------------------------ writer thread
     def _open_file(self, file_id: int) -> None:

@@ -746,6 +746,14 @@ def read_only_text(doc: dict) -> str | None:
                 f"; {human_size(b['other_files_bytes'])} of the {human_size(b['used_bytes'])} used on its "
                 "filesystem is not bookie data"
             )
+        journal = b.get("journal_bytes") or 0
+        if b.get("used_bytes") and journal * 4 >= b["used_bytes"]:
+            why += (
+                f"; its journal holds {human_size(journal)}: a journal file is trimmed only once the journal "
+                "rolls past it (journalMaxSizeMB, or a restart) -- bookied rolls and frees what is "
+                "checkpointed by itself over diskUsageThreshold; beside a small disk keep journalMaxSizeMB "
+                "and journalMaxBackups small"
+            )
         parts.append(f"{b['bookie_id']} ({why})")
     return f"read-only: {', '.join(parts)}" if parts else None
 

@@ -347,3 +347,18 @@ def test_each_bookies_entries_are_what_rereplicating_it_alone_would_copy(sizes, 
         if held:
             expected[bookie] = held
     assert entries_by_bookie(md, last_entry_id) == expected
+
+
+def test_a_read_only_bookie_filled_by_its_journal_is_told_the_way_out():
+    """Issue 69, point 3: 0 B live and a journal that fills the disk: the line names the
+    journal and how it is trimmed, not only the disk usage."""
+    walk = walk_with([(A, Owner("application", "app"), 10, 0, False)])
+    reading = bookied(A, [log(1, 4_096, 0)])
+    reading.state = "read-only"
+    reading.info.update(
+        journalBytes=57 << 20, indexBytes=0, readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
+    )
+    doc = bookie_doc(reading, walk, "namespace")
+    line = summary_line({"bookies": [doc], "totals": totals([doc])})
+    assert "its journal holds 57.0 MiB: a journal file is trimmed only once the journal rolls" in line, line
+    assert "journalMaxSizeMB" in line

@@ -864,3 +864,28 @@ def test_creating_and_preallocating_journal_files_calls_on_grow(jdir):
     acks.wait(1)
     j.close()
     assert len(grown) >= 2  # grown past the first step: checked again
+
+
+def test_reclaim_rolls_past_a_checkpointed_file_and_drops_the_backups(jdir):
+    """A journal that filled its disk below journalMaxSizeMB never rolled, so
+    its checkpointed file (and journalMaxBackups's backups) stayed for good:
+    reclaim rolls to a file without preallocation and frees every file the
+    mark is past; what is appended afterwards replays."""
+    acks = Acks()
+    j = Journal(jdir, max_group_wait_ms=0, max_backups=5, preallocate_mb=1)
+    j.start()
+    for i in range(50):
+        j.append(EntryRecord(1, i, payload(i, 2000)), acks.cb(i))
+    acks.wait(50)
+    first = j.current_file_id
+    assert j.reclaim() == 0  # nothing checkpointed: everything is still needed
+    j.checkpoint(j.mark())
+    assert files(jdir) == [jmod.file_name(first)]  # the mark is in it: a checkpoint keeps it
+    freed = j.reclaim()
+    assert freed >= 1024 * 1024 and files(jdir) == [jmod.file_name(first + 1)]
+    assert os.path.getsize(os.path.join(j.directory, jmod.file_name(first + 1))) < 4096  # not preallocated
+    j.append(EntryRecord(1, 50, b"after"), acks.cb(50))
+    acks.wait(51)
+    assert j.reclaim() == 0  # a record not checkpointed: the file stays
+    j.close()
+    assert [(r.entry_id, r.data) for r in Journal(jdir).replay()] == [(50, b"after")]

@@ -6,6 +6,7 @@ and readOnlyModeEnabled=false, which shuts the bookie down instead."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 from twisted.internet.testing import MemoryReactorClock
@@ -265,3 +266,22 @@ def test_an_entry_log_write_error_makes_the_bookie_read_only_until_a_checkpoint_
     assert service.stores[0].flushes == 2
     assert service.bookie.readonly is False
     assert service.changes == [True, False]
+
+
+def test_a_disk_over_the_threshold_frees_what_the_journal_no_longer_needs(tmp_path, monkeypatch):
+    """Issue 69, point 3: a bookie filled by its own journal stayed read-only for good (the
+    checkpointed file never rolled); the disk check over the threshold frees it."""
+    from bkctl.bookied.journal import EntryRecord, Journal
+
+    svc = make_service(tmp_path, monkeypatch)
+    j = Journal(str(tmp_path / "j"), max_group_wait_ms=0, max_backups=5, preallocate_mb=1)
+    j.start()
+    done = threading.Event()
+    j.append(EntryRecord(1, 0, b"x" * 5000), lambda err: done.set())
+    assert done.wait(10)
+    j.checkpoint(j.mark())
+    svc.journals = [j]
+    before = j.file_ids()
+    assert check(svc, 0.5) is False and j.file_ids() == before  # below the threshold: left alone
+    assert check(svc, 0.96) is True and j.file_ids() == [before[-1] + 1]
+    j.close()
