@@ -24,6 +24,9 @@ checked, so a failed export leaves the previous one untouched.
 Re-exporting: by default the partitions of the exported ledgers are replaced
 and every other ledger's partitions are kept (re-running is idempotent);
 --overwrite replaces the whole folder, --append adds rows to what is there.
+One folder holds one topic with one set of columns: another topic, or the
+same topic with another `value` type (--raw, a changed schema), into a
+folder that holds an export is refused (exit 4) naming the folder to use.
 
 \b
 Pulsar topics: --topic persistent://tenant/ns/topic exports one row per
@@ -63,7 +66,9 @@ gone, a version that cannot be resolved, bad bytes) keeps its row with
 `value` null and `error` naming the topic, the message id and why, and is
 counted in the summary and the manifest's `schema` section.  A topic without
 a schema, or with BYTES, gets no `value` (its payload is the value); --raw
-leaves `value` out whatever the schema.  `SELECT value.amount FROM t`, or
+leaves `value` out whatever the schema.  A topic with a schema none of whose
+versions reads (their ledgers' bookies down) exports nothing (exit 1, the
+ledger named): its `value` column is never dropped without --raw.  `SELECT value.amount FROM t`, or
 `value.*`, in Spark SQL.
 
 \b

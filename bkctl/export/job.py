@@ -361,6 +361,8 @@ def run_export(
     timings["plan"] = time.monotonic() - t0
     with out.locked():
         previous = out.check_target(options.mode, source.partition_by)
+        if hasattr(source, "refuse_mixing") and options.mode != "overwrite":
+            source.refuse_mixing(plan, previous, out.path)
         to_read = [p for p in plan.plans if p.entries]
         master = options.master
         reports: list[dict[str, Any]] = []

@@ -87,6 +87,9 @@ class ExportSource(Protocol):
     def describe(self) -> dict[str, Any]:
         """What was asked for, as the manifest records it."""
 
+    # optional: ``refuse_mixing(plan, previous, out)``, called before anything is written
+    # (not with --overwrite): raise Conflict when the previous export in ``out`` (its
+    # manifest) and this one's rows would not read as one dataset (a topic export's)
     # optional: ``redo(plan, reports) -> list[int]``, called once the tasks ran: the
     # numbers of the tasks to run again (their files are replaced), with ``plan.tasks``
     # updated for them -- what one task reads can change another's rows (a topic's

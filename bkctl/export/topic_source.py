@@ -527,6 +527,38 @@ class TopicSource:
             },
         }
 
+    def refuse_mixing(self, plan: SourcePlan, previous: dict[str, Any] | None, out: Any) -> None:
+        """Refuse to add this topic's rows to ``out`` beside a previous export
+        Spark could not read as one dataset with them: another topic's (each
+        topic's ``value`` has a type of its own; Spark takes one file's schema
+        for the whole folder), or this topic's with other columns or another
+        ``value`` type (``--raw`` then typed, a schema that changed)."""
+        from bkctl.wire.errors import Conflict
+        from bkctl.wire.pulsar.managed_ledger import TopicName
+
+        if not previous:
+            return
+        before = (previous.get("last_export") or {}).get("options") or {}
+        mine = TopicName.parse(self.spec.topic).partitioned_topic
+        if before.get("topic") and TopicName.parse(before["topic"]).partitioned_topic != mine:
+            raise Conflict(
+                f"{out} holds the export of {before['topic']}: one folder per topic (Spark reads a folder's "
+                f"files as one schema, and each topic's `value` has its own); export {mine} into a folder "
+                f"of its own, e.g. --out {out.parent / mine.local}, or --overwrite to replace {out}"
+            )
+        was = (previous.get("schema") or {}).get("value_type") if "value" in (previous.get("columns") or ()) else None
+        now = (self._typing[1].get("value_type") if self._typing else None) if "value" in self.names() else None
+        if previous.get("columns") is not None and was != now:
+            raise Conflict(
+                f"{out} holds {mine} exported with other columns (value: {was or 'none'}; now: {now or 'none'}): "
+                f"Spark could not read the folder as one dataset; export into a new folder, or --overwrite "
+                f"to replace {out}"
+            )
+
+    def names(self) -> list[str]:
+        """The rows' column names."""
+        return [c.name for c in self.columns]
+
     def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
         summary["entries"] = sum(r["entries"] for r in reports if "task" in r)
         topics = plan.details.get("topics") or {}

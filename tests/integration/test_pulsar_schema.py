@@ -354,6 +354,29 @@ def test_messages_whose_schema_ledger_is_gone_are_error_rows(schema_cluster, spa
     assert err.count("does not decode by its schema") == 2
 
 
+def test_one_folder_holds_one_topic_with_one_value_type(schema_cluster, spark, capsys, tmp_path):
+    """Another topic, or the same topic with another `value`, into a folder
+    already holding an export: refused (exit 4) saying which folder to use,
+    the folder untouched; Spark reads what is there as written."""
+    from bkctl.export.reading import manifest, read_export
+
+    c = schema_cluster
+    out = tmp_path / "one"
+    code, _, err = export(capsys, c, out, "--topic", topic("s_avro"))
+    assert code == 0, err
+    before = manifest(out)
+    code, _, err = export(capsys, c, out, "--topic", topic("s_json"))
+    assert code == 4 and len(err.strip().splitlines()) == 1, err
+    assert f"holds the export of {topic('s_avro')}: one folder per topic" in err
+    assert f"--out {tmp_path / topic('s_json').rsplit('/', 1)[1]}" in err
+    code, _, err = export(capsys, c, out, "--topic", topic("s_avro"), "--raw")
+    assert code == 4 and "other columns (value: struct<" in err and "now: none" in err, err
+    assert manifest(out) == before
+    assert read_export(spark, str(out)).count() == len(expected_rows("s_avro"))
+    code, _, err = export(capsys, c, out, "--topic", topic("s_json"), "--overwrite")
+    assert code == 0, err
+
+
 def test_spark_sql_selects_a_typed_field(schema_cluster, spark, capsys, tmp_path):
     from bkctl.export.reading import read_export
 
