@@ -506,8 +506,11 @@ def schema_check(app: App, older_than):
     locator-unreadable, hash-mismatch (the version's data does not hash to
     the locator's SHA-256), orphan (a ledger with component=schema that no
     locator names: leaked space; younger than --older-than is not judged),
-    under-replicated (fewer copies on live bookies than its write quorum).
-    Read-only.  Exit 0 when nothing is found, 1 when anything is, 5 when
+    under-replicated (fewer copies on live bookies than its write quorum),
+    no-live-copy (every bookie holding it is down: the topic cannot load
+    until one returns; said instead of the two findings above).  One
+    finding per cause, grouped by kind, its consequence once; the schema
+    ledgers not judged are named.  Read-only.  Exit 0 when nothing is found, 1 when anything is, 5 when
     ZooKeeper is unreachable: fit for cron.  --json: one line per finding:
     kind, schema_id, topic, version, ledger_id, detail, consequence.
     """
@@ -522,19 +525,23 @@ def schema_check(app: App, older_than):
     rows = doc["findings"]
 
     def human(rows):
-        for r in rows:
+        kind = None
+        for r in rows:  # grouped by kind: its consequence once, then one line per finding
+            if r["kind"] != kind:
+                kind = r["kind"]
+                n = sum(1 for x in rows if x["kind"] == kind)
+                app.console.print(f"{kind} ({n}): {r['consequence']}", highlight=False, soft_wrap=True)
             where = r["topic"] or r["schema_id"] or "no schema id"
             version = "" if r["version"] is None else f" version {r['version']}"
             app.console.print(
-                f"{r['kind']}: {where}{version}, ledger {r['ledger_id']}: {r['detail']}",
-                highlight=False,
-                soft_wrap=True,
+                f"  {where}{version}, ledger {r['ledger_id']}: {r['detail']}", highlight=False, soft_wrap=True
             )
-            app.console.print(f"  -> {r['consequence']}", highlight=False, soft_wrap=True)
+        young = doc["young_ledgers"]
+        named = f" (ledger{'s' if len(young) > 1 else ''} {', '.join(map(str, young))})" if young else ""
         app.console.print(
             f"{plural(len(rows), 'finding')} among {plural(doc['schemas'], 'schema')} and "
             f"{plural(doc['schema_ledgers'], 'schema ledger')}; not judged: {doc['young']} younger "
-            f"than {older_than}",
+            f"than {older_than}{named}",
             highlight=False,
         )
 

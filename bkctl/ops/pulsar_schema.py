@@ -52,6 +52,8 @@ FINDINGS = {
     "(`bkctl ledger delete ID --even-if-owned`)",
     "under-replicated": "fewer live copies than its write quorum: losing another bookie loses the version and "
     "the topic cannot load",
+    "no-live-copy": "the topic cannot load while no bookie holding this version runs: bring one back (if none "
+    "can return, the version is lost)",
 }
 
 
@@ -105,7 +107,29 @@ def schema_ledger_owner(topics, ledger_id: int, schema_id: str) -> dict[str, Any
     return out
 
 
-def _version_doc(registry, schema_id: str, entry, locator) -> dict[str, Any]:
+def _copies_down(store, live: set[str], ledger_id: int) -> str | None:
+    """Why a schema ledger cannot be read now, in the operator's words -- every
+    bookie holding entry 0 is down (``0 of 2 copies live: 10.0.0.1:3181, ... down``)
+    -- or None: it has a live copy (or no metadata: the read says what is wrong)."""
+    from bkctl.wire.metadata.errors import NoSuchLedger
+    from bkctl.wire.metadata.ledger import write_set_indices
+
+    try:
+        md, _version = store.ledgers.read(ledger_id)
+    except NoSuchLedger:
+        return None
+    if not md.ensembles or _live_copies(md, live):
+        return None
+    ensemble = md.ensembles[0][1]
+    holders = [str(ensemble[i]) for i in write_set_indices(0, len(ensemble), md.write_quorum)]
+    return f"0 of {md.write_quorum} copies live: {', '.join(holders)} down"
+
+
+def _live_set(store) -> set[str]:
+    return set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
+
+
+def _version_doc(registry, schema_id: str, entry, locator, down: str | None = None) -> dict[str, Any]:
     from bkctl.wire.pulsar.errors import SchemaUnreadable
     from bkctl.wire.text import utc_iso
 
@@ -119,6 +143,9 @@ def _version_doc(registry, schema_id: str, entry, locator) -> dict[str, Any]:
         "deleted": None,
         "problem": None,
     }
+    if down is not None:
+        doc["problem"] = f"schema ledger {entry.ledger_id}: {down}"
+        return doc
     try:
         schema = registry.entry(entry.ledger_id, entry.entry_id).schema
     except SchemaUnreadable as exc:
@@ -159,7 +186,11 @@ def list_schemas(store, base: str | None = None, bk: BookKeeperFactory | None = 
         if locator is None:
             continue  # deleted meanwhile
         row["newest"] = locator.info.version
-        row["versions"] = [_version_doc(reg, sid, e, locator) for e in sorted(locator.index)]
+        live = _live_set(store) if bk is not None else set()
+        row["versions"] = [
+            _version_doc(reg, sid, e, locator, _copies_down(store, live, e.ledger_id) if bk is not None else None)
+            for e in sorted(locator.index)
+        ]
         rows.append(row)
     return rows
 
@@ -224,7 +255,7 @@ def check_schemas(
     from bkctl.wire.text import custom_metadata_text, utc_iso
 
     reg = registry(store, base, bk)
-    live = set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
+    live = _live_set(store)
     findings: list[dict[str, Any]] = []
 
     def find(kind, sid, version, ledger_id, detail):
@@ -265,6 +296,10 @@ def check_schemas(
                     f"version {entry.version}'s ledger {ledger_id} does not exist",
                 )
                 continue
+            down = _copies_down(store, live, ledger_id)
+            if down is not None:  # one finding for one cause: not also under-replicated, nor a read's error
+                find("no-live-copy", sid, entry.version, ledger_id, f"version {entry.version}'s ledger: {down}")
+                continue
             if md.ensembles and _live_copies(md, live) < md.write_quorum:
                 find(
                     "under-replicated",
@@ -291,6 +326,7 @@ def check_schemas(
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     cutoff = now_ms - older_than * 1000
     schema_ledgers = young = 0
+    young_ids: list[int] = []
     for ledger_id, md, _version in store.ledgers.read_many(store.ledgers.ids()):
         if md is None or isinstance(md, Exception):
             continue
@@ -303,6 +339,7 @@ def check_schemas(
         sid = custom.get(SCHEMA_ID_KEY)
         if md.ctime is None or md.ctime > cutoff:
             young += 1
+            young_ids.append(ledger_id)
             continue
         located = sid is not None and sid in ids
         find(
@@ -313,4 +350,12 @@ def check_schemas(
             f"created {utc_iso(md.ctime)}, {md.length if md.is_closed else '?'} B; "
             + ("its schema has a locator that does not name it" if located else "its schema has no locator"),
         )
-    return {"findings": findings, "schemas": len(ids), "schema_ledgers": schema_ledgers, "young": young}
+    order = {kind: i for i, kind in enumerate(FINDINGS)}
+    findings.sort(key=lambda f: order[f["kind"]])  # grouped by cause (stable: in the walk's order within one)
+    return {
+        "findings": findings,
+        "schemas": len(ids),
+        "schema_ledgers": schema_ledgers,
+        "young": young,
+        "young_ledgers": young_ids,
+    }

@@ -214,9 +214,14 @@ def test_schema_check_names_the_missing_ledger_and_the_orphan_and_exits_1(schema
     # the default age caution: the orphan was written a moment ago, so not judged yet
     assert run(["-m", c.uri, "pulsar", "schema", "check"]) == 1
     out = " ".join(capsys.readouterr().out.split())
-    assert out.startswith(f"missing-ledger: {topic('s_schema_ledger_missing')} version 1, ledger {missing}")
-    assert "-> the topic cannot load" in out
-    assert out.endswith("1 finding among 9 schemas and 11 schema ledgers; not judged: 1 younger than 1h")
+    assert out.startswith(
+        f"missing-ledger (1): the topic cannot load: a broker treats a missing schema ledger as non-recoverable "
+    )
+    assert f" {topic('s_schema_ledger_missing')} version 1, ledger {missing}: " in out
+    orphan = c.orphans["s_schema_ledger_missing"][0]
+    assert out.endswith(
+        f"1 finding among 9 schemas and 11 schema ledgers; not judged: 1 younger than 1h (ledger {orphan})"
+    )
 
 
 def test_ledger_owner_names_a_schema_ledger_by_its_topic_and_version(schema_cluster, capsys):

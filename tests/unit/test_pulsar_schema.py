@@ -533,6 +533,43 @@ def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledge
     assert under["detail"] == "1 of 2 copies on live bookies"
 
 
+class _NoAnswer:
+    """A client whose every read fails, as the real one's does with a ledger's bookies down
+    (its error names retries: what an operator should not have to read)."""
+
+    def open(self, ledger_id, password):
+        return self
+
+    def read_entry(self, entry_id):
+        from bkctl.wire.client.errors import BookieUnavailable
+
+        raise BookieUnavailable("10.0.0.9:3181: connection refused; retrying in 1.6 s")
+
+
+def test_a_version_whose_bookies_are_all_down_is_one_finding_in_the_operators_words():
+    from bkctl.ops.pulsar_schema import FINDINGS, check_schemas, list_schemas
+
+    store, c = doctor_store("s_avro_evolved", bookies=("10.0.0.8:3181", "10.0.0.9:3181"))  # neither is live
+    doc = check_schemas(store, bk=_NoAnswer, now_ms=10_000_000)
+    assert [(f["kind"], f["version"]) for f in doc["findings"]] == [("no-live-copy", 0), ("no-live-copy", 1)]
+    assert doc["findings"][0]["detail"] == "version 0's ledger: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down"
+    assert doc["findings"][0]["consequence"] == FINDINGS["no-live-copy"]
+    assert "losing another bookie" not in doc["findings"][0]["consequence"]
+    [row] = list_schemas(store, bk=_NoAnswer)
+    assert [v["problem"] for v in row["versions"]] == [
+        "schema ledger 2000: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down",
+        "schema ledger 2001: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down",
+    ]
+
+
+def test_check_groups_its_findings_by_kind_and_names_the_ledgers_it_did_not_judge():
+    from bkctl.ops.pulsar_schema import check_schemas
+
+    store, c = doctor_store()
+    doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=2_000)
+    assert doc["young"] == 1 and doc["young_ledgers"] == [2002]
+
+
 def test_list_and_show_read_each_version_from_its_ledger():
     from bkctl.ops.pulsar_schema import list_schemas, show_schema
 
