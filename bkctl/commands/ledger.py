@@ -261,8 +261,9 @@ def ledger_delete(
     it), a comma-separated list of both (1,2,5-9, as `export --ledgers`) or -
     (read ids, ranges, or the JSON lines `pulsar orphans --json` prints, one
     per line, from stdin).  A ledger that Pulsar uses -- a data ledger a
-    topic's managed ledger lists, a cursor's ledger, a schema or compaction
-    ledger, or a Pulsar ledger created less than --older-than (1h) ago that
+    topic's managed ledger lists, a cursor's ledger, a schema version's
+    ledger (its locator names it; an orphan schema ledger is not refused),
+    a compaction ledger, or a Pulsar ledger created less than --older-than (1h) ago that
     nothing lists yet (its broker may be about to) -- is refused, named with
     its owner, unless --even-if-owned (each such ledger deleted is named
     with its owner on stderr); the others are deleted after one

@@ -271,6 +271,11 @@ def refusal(owner: dict) -> str | None:
         return f"an orphan, but {owner['caution']}" if owner["caution"] else None
     if kind == "not-pulsar":
         return None
+    if kind == "schema" and "locator_unreadable" in owner and not owner["locator_unreadable"]:
+        # the schema registry says: a version the topic loads, or an orphan `pulsar schema check` names
+        if owner["listed"]:
+            return f"version {owner['schema_version']} of the schema of topic {owner['topic']}: the topic cannot load without it"
+        return f"an orphan schema ledger, but {owner['caution']}" if owner["caution"] else None
     return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
 
 

@@ -566,6 +566,11 @@ class Owners:
                 from .pulsar_schema import schema_ledger_owner
 
                 doc.update(schema_ledger_owner(self.topics, ledger_id, custom[SCHEMA_ID_KEY]))
+                if not doc["listed"] and (age is None or age < self.young_seconds):
+                    doc["caution"] = (
+                        f"created {'at an unknown time' if age is None else f'{age:.0f} s ago'}: a broker writes "
+                        "a schema ledger before its locator names it, so it may be named soon"
+                    )
             return doc
         for ml in self.candidates(custom):
             topic = None if ml.topic is None else str(ml.topic)

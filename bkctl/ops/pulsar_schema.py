@@ -96,10 +96,12 @@ def schema_ledger_owner(topics, ledger_id: int, schema_id: str) -> dict[str, Any
         "topic": topic_of_schema_id(schema_id) if schema_id.count("/") >= 2 else None,
         "listed": False,
         "schema_version": None,
+        "locator_unreadable": False,
     }
     try:
         locator = SchemaRegistry(topics.pulsar, schemas_base(topics.base)).locator(schema_id)
     except PulsarFormatError:
+        out["locator_unreadable"] = True  # whether a locator names it cannot be told
         return out
     for e in locator.index if locator is not None else ():
         if e.ledger_id == ledger_id:

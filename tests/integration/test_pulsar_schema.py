@@ -239,10 +239,28 @@ def test_ledger_owner_names_a_schema_ledger_by_its_topic_and_version(schema_clus
     )
     orphan = c.orphans["s_schema_ledger_missing"][0]
     assert run(["-m", c.uri, "pulsar", "ledger-owner", str(orphan)]) == 0
-    assert capsys.readouterr().out.strip() == (
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == (
         f"ledger {orphan}: schema registry ledger of {topic('s_schema_ledger_missing')}: no schema locator "
         "names it (an orphan schema ledger; see `pulsar schema check`)"
     )
+    assert lines[1].startswith("caution: created ") and lines[1].endswith("so it may be named soon")  # just written
+
+
+def test_the_delete_guard_follows_the_schema_registry(schema_cluster, capsys):
+    """A live version's schema ledger is refused, naming the version and topic; the
+    orphan `schema check` says to delete goes without --even-if-owned once old enough."""
+    c = schema_cluster
+    live = c.schema_ledgers["s_avro_evolved"][2001]
+    orphan = c.orphans["s_schema_ledger_missing"][0]
+    code, [doc], err = bkctl(capsys, c.uri, "ledger", "delete", live, orphan, "--dry-run", "--older-than", "0")
+    assert code == 4, err
+    assert doc["would_delete"] == [orphan]
+    assert [r["reason"] for r in doc["refused"]] == [
+        f"version 1 of the schema of topic {topic('s_avro_evolved')}: the topic cannot load without it"
+    ]
+    code, [doc], err = bkctl(capsys, c.uri, "ledger", "delete", orphan, "--dry-run")  # written a moment ago
+    assert code == 4 and "an orphan schema ledger, but created" in doc["refused"][0]["reason"], err
 
 
 # ---------------------------------------------------------------- bkctl export --topic: typed values
