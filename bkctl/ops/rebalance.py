@@ -147,6 +147,7 @@ def rebalance(
     from bkctl.wire.rebalance.plan import plan_balance, plan_fix_placement
 
     bookies = writable_bookies(store)
+    placement.refresh(store.registration.all_bookies())  # the racks as they are now
     if len(bookies) < 2 and not fix_placement:
         raise CommandError(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between", CONFLICT)
     survey = read_cluster(store, placement=placement if fix_placement else None, progress=progress)
@@ -234,6 +235,7 @@ def drain(
     targets = [b for b in writable_bookies(store) if b != bookie]
     if not targets:
         raise CommandError(f"no writable bookie but {bookie}: nowhere to move its replicas", CONFLICT)
+    placement.refresh(store.registration.all_bookies())
     report = DrainReport(bookie, dry_run=dry_run)
     first_plan = None
     deadline = clock() + wait
