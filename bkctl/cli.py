@@ -41,6 +41,8 @@ COMMANDS = (
     "simpletest",
     "bench",
     "export",
+    "backup",
+    "restore",
     "pulsar",
     "disk",
     "top",
@@ -103,6 +105,8 @@ def load_command(name: str) -> click.Command:
             from .commands import workload as module
         case "export":
             from .commands import export as module
+        case "backup" | "restore":
+            from .commands import backup as module
         case "pulsar":
             from .commands import pulsar as module
         case "disk":

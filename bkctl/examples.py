@@ -287,6 +287,20 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
         ("bkctl cluster nuke --instance-id 6f1c...", "delete the cluster's metadata, checked"),
         ("bkctl cluster nuke --force", "no questions, no check"),
     ],
+    "backup": [
+        ("bkctl backup --to /backups/bk", "the whole cluster: ledgers and Pulsar topics"),
+        ("bkctl backup --to s3://bk-backups/prod --s3-endpoint http://10.0.0.9:8333", "into an S3 bucket"),
+        ("bkctl backup --to /backups/bk --namespace public/default --json", "one namespace, totals as JSON"),
+        ("bkctl backup --to /backups/bk --topic persistent://public/default/orders", "one topic"),
+        ("bkctl backup list /backups/bk", "the backups an archive holds"),
+        ("bkctl backup show /backups/bk --json", "what the newest holds"),
+        ("bkctl backup verify /backups/bk", "re-read everything, check every hash"),
+    ],
+    "restore": [
+        ("bkctl restore --from /backups/bk", "the newest backup, same ledger ids; asks first"),
+        ("bkctl restore --from /backups/bk --remap --remap-table ids.json --force", "new ids, no questions"),
+        ("bkctl restore --from s3://bk-backups/prod --backup 20261127T191500Z-1a2b3c --force", "one backup"),
+    ],
     "cluster backup": [
         ("bkctl cluster backup cluster.backup", "every ledger's metadata, cookies, INSTANCEID..."),
         ("bkctl cluster backup cluster.backup --force --json", "replace last night's, say what"),

@@ -145,7 +145,7 @@ def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str],
     elif settings.get("enabled") is True:
         store.underreplication.enable()
     highest = max(doc["ledgers"], default=None)
-    above = _move_id_generator_past(store, highest) if highest is not None else None
+    above = move_id_generator_past(store, highest) if highest is not None else None
     return {
         "file": path,
         "ledgers": len(doc["ledgers"]),
@@ -159,7 +159,7 @@ def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str],
     }
 
 
-def _move_id_generator_past(store, highest: int) -> int | None:
+def move_id_generator_past(store, highest: int) -> int | None:
     """Draw ledger ids until one is above ``highest`` (ZooKeeper's sequence counter
     cannot be set); the last drawn, or None when that would take more than
     :data:`MAX_IDS_DRAWN` (then a new ledger may be given a restored id, and fail)."""

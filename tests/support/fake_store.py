@@ -688,6 +688,8 @@ class FakePulsarMetadata(_Manager):
         self._managed: dict[tuple[str, str], list] = {}
         self._partitioned: dict[tuple[str, str], tuple[bytes, int]] = {}
         self._locators: dict[tuple[str, str], tuple[bytes, int]] = {}
+        # path -> value: what restore_value wrote (read back by restore_value only)
+        self._values: dict[str, bytes] = {}
 
     def _base(self, base: str | None) -> str:
         return (base or P.managed_ledgers_base(self._store.root)).rstrip("/") or "/"
@@ -761,6 +763,18 @@ class FakePulsarMetadata(_Manager):
     def schema_locator(self, base: str, schema_id: str) -> StoredValue | None:
         node = self._locators.get((base.rstrip("/"), schema_id))
         return None if node is None else StoredValue(f"{base.rstrip('/')}/{schema_id}", *node)
+
+    @_call
+    def restore_value(self, path: str, value: bytes) -> bool:
+        """As ZooKeeper's: the value a path names, created where missing."""
+        from bkctl.wire.metadata.errors import ValueExists
+
+        if path in self._values:
+            if self._values[path] == bytes(value):
+                return False
+            raise ValueExists(path)
+        self._values[path] = bytes(value)
+        return True
 
 
 class FakeClusterManager(_Manager):

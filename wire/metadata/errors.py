@@ -78,6 +78,14 @@ class LedgerExists(ZKStoreError, Conflict):
         self.ledger_id = ledger_id
 
 
+class ValueExists(ZKStoreError, Conflict):
+    """A znode to restore holds another value already."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path} exists with another value")
+        self.path = path
+
+
 class NoSuchCookie(ZKStoreError, NotFound):
     def __init__(self, bookie_id: str):
         super().__init__(f"bookie {bookie_id} has no cookie")

@@ -428,6 +428,12 @@ class PulsarMetadata(Protocol):
     def schema_locator(self, base: str, schema_id: str) -> StoredValue | None:
         """The schema locator of ``schema_id`` (``base/<schema id>``); None when there is none."""
 
+    def restore_value(self, path: str, value: bytes) -> bool:
+        """Write one of Pulsar's znodes back as a backup holds it (``bkctl restore``: a
+        managed ledger, a cursor, a schema locator, partitioned-topic metadata), its parents
+        made where missing: True when written, False when it holds ``value`` already;
+        :class:`~.errors.ValueExists` when it holds something else."""
+
 
 @runtime_checkable
 class ClusterManager(Protocol):

@@ -1,4 +1,4 @@
-"""Pulsar's metadata beside the cluster's, read-only: the managed-ledger znodes
+"""Pulsar's metadata beside the cluster's, read (and written back only by a restore): the managed-ledger znodes
 Pulsar's managed-ledger store (``MetaStoreImpl``) keeps, each with its cursors as
 children, and the partitioned-topic metadata of its configuration store.  Values
 are returned as stored; :mod:`bkctl.wire.pulsar` decodes them."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Iterable, Iterator
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.store import StoredManagedLedger, StoredValue
@@ -99,3 +99,18 @@ class ZKPulsarMetadata(Manager):
         except NoNodeError:
             return None
         return StoredValue(path, value, stat.version)
+
+    @zk_call
+    def restore_value(self, path: str, value: bytes) -> bool:
+        from bkctl.wire.metadata.errors import ValueExists
+
+        s = self._session
+        s.ensure_parents(path)
+        try:
+            s.client.create(path, value)
+            return True
+        except NodeExistsError:
+            current, _stat = s.get(path)
+            if bytes(current) == bytes(value):
+                return False
+            raise ValueExists(path) from None

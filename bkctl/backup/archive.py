@@ -1,0 +1,252 @@
+"""The archive's format (``bkctl-archive/1``, described for other readers in docs/backup.md).
+
+Objects, by name:
+
+* ``archive.json`` -- ``{"format": "bkctl-archive/1", "created": ms}``;
+* ``ledgers/<id>/<ctoken>-<entries>.data`` -- a ledger's first ``entries`` entries:
+  the 16-byte header ``BKLEDGR1`` + the ledger id (u64), then for each entry
+  ``[u64 entry id][u32 length][u32 CRC32C of the payload][payload]``, all big-endian;
+* ``ledgers/<id>/<ctoken>-<entries>.json`` -- that copy's :class:`LedgerRecord`: the
+  ledger's metadata znode as stored, what a restore needs of it (quorums, digest,
+  password, custom metadata) and the data object's SHA-256 and size.  Written after the
+  data object, so a record names a complete copy;
+* ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds.
+
+A ledger's entries never change once confirmed, so a copy is named by what it holds:
+a second backup finds ``<ctoken>-<entries>`` there already and copies nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import struct
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any, BinaryIO
+
+from crc32c import crc32c
+
+__all__ = [
+    "ARCHIVE_FORMAT",
+    "MANIFEST_FORMAT",
+    "DataWriter",
+    "LedgerRecord",
+    "Manifest",
+    "read_data",
+]
+
+ARCHIVE_FORMAT = "bkctl-archive/1"
+MANIFEST_FORMAT = "bkctl-backup/1"
+MAGIC = b"BKLEDGR1"
+_HEADER = struct.Struct(">8sQ")
+_ENTRY = struct.Struct(">QII")
+
+
+class ArchiveDamaged(Exception):
+    """An object that does not read as its format says, or whose hash is not the recorded one."""
+
+
+def ledger_object(ledger_id: int, ctoken: int, entries: int) -> str:
+    """The name of a ledger copy's objects, without the suffix."""
+    return f"ledgers/{ledger_id}/{ctoken}-{entries}"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    return base64.b64decode(text, validate=True)
+
+
+class DataWriter:
+    """Writes a data object to a file while hashing it: :meth:`add` each entry in order."""
+
+    def __init__(self, out: IO[bytes], ledger_id: int):
+        self.out = out
+        self.sha = hashlib.sha256()
+        self.size = 0
+        self.entries = 0
+        self.payload_bytes = 0
+        self._write(_HEADER.pack(MAGIC, ledger_id))
+
+    def _write(self, data: bytes) -> None:
+        self.out.write(data)
+        self.sha.update(data)
+        self.size += len(data)
+
+    def add(self, entry_id: int, payload: bytes) -> None:
+        if entry_id != self.entries:
+            raise ValueError(f"entry {entry_id} out of order (expected {self.entries})")
+        self._write(_ENTRY.pack(entry_id, len(payload), crc32c(payload)))
+        self._write(payload)
+        self.entries += 1
+        self.payload_bytes += len(payload)
+
+
+def read_data(f: BinaryIO, ledger_id: int, expect_sha256: str | None = None) -> Iterator[tuple[int, bytes]]:
+    """The entries of a data object, each checked against its CRC32C; at the end the
+    object's SHA-256 against ``expect_sha256`` (:class:`ArchiveDamaged` on any mismatch)."""
+    sha = hashlib.sha256()
+
+    def take(n: int) -> bytes:
+        data = f.read(n)
+        if len(data) != n:
+            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
+        sha.update(data)
+        return data
+
+    magic, lid = _HEADER.unpack(take(_HEADER.size))
+    if magic != MAGIC or lid != ledger_id:
+        raise ArchiveDamaged(f"ledger {ledger_id}: not its data object (header {magic!r}, ledger {lid})")
+    expected = 0
+    while True:
+        head = f.read(_ENTRY.size)
+        if not head:
+            break
+        if len(head) != _ENTRY.size:
+            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
+        sha.update(head)
+        entry_id, length, crc = _ENTRY.unpack(head)
+        if entry_id != expected:
+            raise ArchiveDamaged(f"ledger {ledger_id}: entry {entry_id} where {expected} was expected")
+        payload = take(length)
+        if crc32c(payload) != crc:
+            raise ArchiveDamaged(f"ledger {ledger_id} entry {entry_id}: CRC32C does not match")
+        expected += 1
+        yield entry_id, payload
+    if expect_sha256 is not None and sha.hexdigest() != expect_sha256:
+        raise ArchiveDamaged(f"ledger {ledger_id}: data object's SHA-256 is not the recorded one")
+
+
+@dataclass
+class LedgerRecord:
+    """One copy of a ledger (``ledgers/<id>/<ctoken>-<entries>.json``)."""
+
+    ledger_id: int
+    ctoken: int
+    entries: int
+    #: payload bytes of those entries
+    payload_bytes: int
+    #: the ledger's state when it was copied: CLOSED, OPEN or IN_RECOVERY (then copied up
+    #: to the last entry an ack quorum holds, read without fencing)
+    state: str
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    digest_type: str
+    password_b64: str
+    custom_metadata_b64: dict[str, str]
+    #: the ledger znode's value as stored (its own format version)
+    metadata_b64: str
+    data_object: str
+    data_sha256: str
+    data_size: int
+    copied_at: int
+
+    @property
+    def name(self) -> str:
+        return ledger_object(self.ledger_id, self.ctoken, self.entries) + ".json"
+
+    @property
+    def password(self) -> bytes:
+        return unb64(self.password_b64)
+
+    @property
+    def custom_metadata(self) -> dict[str, bytes]:
+        return {k: unb64(v) for k, v in self.custom_metadata_b64.items()}
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
+
+    @classmethod
+    def decode(cls, data: bytes, name: str = "") -> "LedgerRecord":
+        try:
+            return cls(**json.loads(data))
+        except (ValueError, TypeError) as exc:
+            raise ArchiveDamaged(f"{name}: not a ledger record ({exc})") from None
+
+
+@dataclass
+class TopicRecord:
+    """A managed ledger as backed up: its znode's value and its cursors' (znode name -> value)."""
+
+    managed_ledger: str
+    value_b64: str
+    cursors_b64: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ValueRecord:
+    """A znode value kept as is: a schema locator (``key`` its schema id) or
+    partitioned-topic metadata (``key`` the topic's managed-ledger name)."""
+
+    key: str
+    value_b64: str
+
+
+@dataclass
+class ManifestLedger:
+    """A ledger of a backup: the record naming its copy, and whether this backup copied it."""
+
+    ledger_id: int
+    record: str
+    entries: int
+    payload_bytes: int
+    copied: bool
+
+
+@dataclass
+class Manifest:
+    """What one backup holds (``backups/<id>.json``)."""
+
+    id: str
+    started: int
+    finished: int
+    source: dict[str, Any]
+    selection: dict[str, Any]
+    ledgers: list[ManifestLedger]
+    topics: list[TopicRecord]
+    schemas: list[ValueRecord]
+    partitioned: list[ValueRecord]
+    #: ledgers named by the topics or schemas backed up that were gone from the cluster
+    missing: list[int]
+    #: ledgers and managed ledgers in the previous backup and gone since
+    deleted: dict[str, list[Any]]
+    previous: str | None = None
+    format: str = MANIFEST_FORMAT
+
+    @property
+    def name(self) -> str:
+        return f"backups/{self.id}.json"
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
+
+    @classmethod
+    def decode(cls, data: bytes, name: str = "") -> "Manifest":
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != MANIFEST_FORMAT:
+                raise ValueError(f"format {doc.get('format')!r}, not {MANIFEST_FORMAT}")
+            doc["ledgers"] = [ManifestLedger(**x) for x in doc["ledgers"]]
+            doc["topics"] = [TopicRecord(**x) for x in doc["topics"]]
+            doc["schemas"] = [ValueRecord(**x) for x in doc["schemas"]]
+            doc["partitioned"] = [ValueRecord(**x) for x in doc["partitioned"]]
+            return cls(**doc)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ArchiveDamaged(f"{name}: not a backup manifest ({exc})") from None
+
+    def totals(self) -> dict[str, int]:
+        copied = [x for x in self.ledgers if x.copied]
+        return {
+            "ledgers": len(self.ledgers),
+            "entries": sum(x.entries for x in self.ledgers),
+            "bytes": sum(x.payload_bytes for x in self.ledgers),
+            "copied_ledgers": len(copied),
+            "copied_bytes": sum(x.payload_bytes for x in copied),
+            "topics": len(self.topics),
+            "schemas": len(self.schemas),
+        }

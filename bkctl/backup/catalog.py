@@ -1,0 +1,59 @@
+"""An archive's catalogue: its marker object and its backups' manifests, newest last."""
+
+from __future__ import annotations
+
+import json
+
+from ..exitcodes import NOT_FOUND, USAGE, CommandError
+from .archive import ARCHIVE_FORMAT, ArchiveDamaged, Manifest
+from .storage import ArchiveStorage
+
+__all__ = ["ensure_archive", "latest_manifest", "load_manifest", "manifest_ids", "require_archive"]
+
+MARKER = "archive.json"
+
+
+def ensure_archive(storage: ArchiveStorage, now: float) -> None:
+    """Make ``storage`` an archive (its marker) unless it is one; something else there: exit 2."""
+    if storage.exists(MARKER):
+        require_archive(storage)
+        return
+    storage.put(MARKER, json.dumps({"format": ARCHIVE_FORMAT, "created": int(now * 1000)}).encode() + b"\n")
+
+
+def require_archive(storage: ArchiveStorage) -> None:
+    """Exit 3 when there is no archive at ``storage``, 2 when something else is there."""
+    try:
+        doc = json.loads(storage.get(MARKER))
+    except FileNotFoundError:
+        raise CommandError(f"{storage.url}: no backup archive there ({MARKER} missing)", NOT_FOUND) from None
+    except ValueError as exc:
+        raise CommandError(f"{storage.url}: {MARKER} is not an archive marker ({exc})", USAGE) from None
+    if not isinstance(doc, dict) or doc.get("format") != ARCHIVE_FORMAT:
+        raise CommandError(f"{storage.url}: not a {ARCHIVE_FORMAT} archive", USAGE)
+
+
+def manifest_ids(storage: ArchiveStorage) -> list[str]:
+    """Every backup's id, oldest first (ids start with their UTC time)."""
+    return [n[len("backups/") : -len(".json")] for n in storage.list("backups/") if n.endswith(".json")]
+
+
+def load_manifest(storage: ArchiveStorage, backup_id: str | None = None) -> Manifest:
+    """Backup ``backup_id``'s manifest (default: the newest); exit 3 when there is none."""
+    ids = manifest_ids(storage)
+    if backup_id is None:
+        if not ids:
+            raise CommandError(f"{storage.url}: the archive holds no backup yet", NOT_FOUND)
+        backup_id = ids[-1]
+    elif backup_id not in ids:
+        raise CommandError(f"{storage.url}: no backup {backup_id} (there are {len(ids)})", NOT_FOUND)
+    name = f"backups/{backup_id}.json"
+    try:
+        return Manifest.decode(storage.get(name), name)
+    except ArchiveDamaged as exc:
+        raise CommandError(str(exc), USAGE) from None
+
+
+def latest_manifest(storage: ArchiveStorage) -> Manifest | None:
+    """The newest backup's manifest, None when there is none yet."""
+    return load_manifest(storage) if manifest_ids(storage) else None

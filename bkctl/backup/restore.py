@@ -1,0 +1,316 @@
+"""``bkctl restore``: a backup's ledgers and Pulsar metadata written into a cluster.
+
+Each ledger is created again -- with its own id, or with ``remap`` a new one drawn from
+the target's id generator -- with its quorums, digest type, password and custom
+metadata, on bookies the target's placement policy picks; its entries are added and it
+is closed (a ledger that was open when backed up is restored closed, at the entries
+copied).  Then the Pulsar values: each managed ledger (its ledger list renamed, the
+open ledger's size filled in), its cursors, the schema locators and the
+partitioned-topic metadata; with ``remap`` every ledger id they and the cursor and
+schema ledgers' entries name is rewritten (:mod:`bkctl.wire.pulsar.remap`).
+
+Nothing is written before everything is checked: a ledger id that is taken, or a
+Pulsar znode that holds another value, refuses the restore with one line (exit 4).
+A journal in the archive (``restores/<key>.json``) records the id each ledger gets
+(before it is created) and which are done, so that a restore killed midway and run
+again finishes the job: a ledger it had begun is deleted and written again, one it
+had finished is kept, and no ledger is made twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..exitcodes import CONFLICT, CommandError
+from .archive import LedgerRecord, Manifest, read_data, unb64
+from .catalog import load_manifest, require_archive
+from .storage import ArchiveStorage
+from .take import Progress
+
+__all__ = ["restore_backup"]
+
+#: entries (or bytes) added to a ledger per call: a chunk read from the archive, then added pipelined
+_CHUNK_ENTRIES, _CHUNK_BYTES = 2000, 8 << 20
+#: the journal is written at most this often while ledgers finish (and at the end)
+_JOURNAL_EVERY = 1.0
+
+
+class Journal:
+    """What a restore did so far, kept in the archive (``restores/<key>.json``)."""
+
+    def __init__(self, storage: ArchiveStorage, name: str, doc: dict[str, Any]):
+        self.storage, self.name, self.doc = storage, name, doc
+        self.ids: dict[int, int] = {int(k): v for k, v in doc.get("ids", {}).items()}
+        self.done: set[int] = set(doc.get("done", []))
+        self.lock = threading.Lock()
+        self._saved = 0.0
+
+    @classmethod
+    def open(cls, storage: ArchiveStorage, key: str, fresh: dict[str, Any]) -> "Journal":
+        name = f"restores/{key}.json"
+        try:
+            doc = json.loads(storage.get(name))
+        except FileNotFoundError:
+            doc = fresh
+        return cls(storage, name, doc)
+
+    def save(self, force: bool = True) -> None:
+        with self.lock:
+            now = time.monotonic()
+            if not force and now - self._saved < _JOURNAL_EVERY:
+                return
+            self._saved = now
+            self.doc["ids"] = {str(k): v for k, v in sorted(self.ids.items())}
+            self.doc["done"] = sorted(self.done)
+            data = json.dumps(self.doc, indent=1, sort_keys=True).encode() + b"\n"
+        self.storage.put(self.name, data)
+
+    def finish_ledger(self, old: int) -> None:
+        with self.lock:
+            self.done.add(old)
+        self.save(force=False)
+
+
+@dataclass
+class _Znode:
+    path: str
+    value: bytes
+    what: str
+
+
+def _records(storage: ArchiveStorage, manifest: Manifest) -> dict[int, LedgerRecord]:
+    return {x.ledger_id: LedgerRecord.decode(storage.get(x.record), x.record) for x in manifest.ledgers}
+
+
+def _znodes(store, manifest: Manifest, ids: dict[int, int], records: dict[int, LedgerRecord]) -> list[_Znode]:
+    """The Pulsar values to write, rewritten for ``ids``, parents before children."""
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.pulsar.registry import schemas_base
+    from bkctl.wire.pulsar.remap import remap_cursor_info, remap_managed_ledger_info, remap_schema_locator
+
+    base = P.managed_ledgers_base(store.root)
+    closed = {lid: (r.entries, r.payload_bytes) for lid, r in records.items() if r.state != "CLOSED"}
+    out = []
+    for t in manifest.topics:
+        path = P.managed_ledger_path(base, t.managed_ledger)
+        out.append(_Znode(path, remap_managed_ledger_info(unb64(t.value_b64), ids, closed), t.managed_ledger))
+        for cursor, value in sorted(t.cursors_b64.items()):
+            out.append(_Znode(f"{path}/{cursor}", remap_cursor_info(unb64(value), ids), f"{t.managed_ledger} {cursor}"))
+    schemas = schemas_base(base)
+    for s in manifest.schemas:
+        out.append(_Znode(f"{schemas}/{s.key}", remap_schema_locator(unb64(s.value_b64), ids), f"schema {s.key}"))
+    for p in manifest.partitioned:
+        out.append(_Znode(P.partitioned_topic_path(base, p.key), unb64(p.value_b64), f"partitioned topic {p.key}"))
+    return out
+
+
+def _current(store, z: _Znode) -> bytes | None:
+    """What the target holds at ``z.path`` (None: nothing), read through the Pulsar manager."""
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.pulsar.registry import schemas_base
+
+    base = P.managed_ledgers_base(store.root)
+    schemas = schemas_base(base)
+    partitioned = P.partitioned_topic_path(base, "")
+    if z.path.startswith(schemas + "/"):
+        got = store.pulsar.schema_locator(schemas, z.path[len(schemas) + 1 :])
+        return None if got is None else got.value
+    if z.path.startswith(partitioned):
+        got = store.pulsar.partitioned_topic(base, z.path[len(partitioned) :])
+        return None if got is None else got.value
+    name = z.path[len(base) + 1 :]
+    parts = name.split("/")
+    is_cursor = len(parts) >= 5 and parts[-2] != "persistent"
+    ml_name = "/".join(parts[:-1]) if is_cursor else name
+    stored = store.pulsar.managed_ledger(base, ml_name, cursors=is_cursor)
+    if stored is None:
+        return None
+    return stored.cursors.get(parts[-1]) if is_cursor else stored.value
+
+
+def _entries(storage: ArchiveStorage, record: LedgerRecord) -> Iterator[list[bytes]]:
+    """The ledger's entries from the archive, checked, in chunks."""
+    chunk: list[bytes] = []
+    size = 0
+    with storage.open_read(record.data_object) as f:
+        for _entry_id, payload in read_data(f, record.ledger_id, record.data_sha256):
+            chunk.append(payload)
+            size += len(payload)
+            if len(chunk) >= _CHUNK_ENTRIES or size >= _CHUNK_BYTES:
+                yield chunk
+                chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _rewriter(record: LedgerRecord, ids: dict[int, int]) -> Callable[[bytes], bytes] | None:
+    """How a cursor or schema ledger's entries change under ``ids`` (None: they do not)."""
+    from bkctl.wire.pulsar.managed_ledger import COMPONENT_KEY, COMPONENT_SCHEMA, CURSOR_KEY
+    from bkctl.wire.pulsar.remap import remap_position_info, remap_schema_entry
+
+    if all(old == new for old, new in ids.items()):
+        return None
+    custom = record.custom_metadata
+    remap = None
+    if CURSOR_KEY in custom:
+        remap = remap_position_info
+    elif custom.get(COMPONENT_KEY) == COMPONENT_SCHEMA.encode():
+        remap = remap_schema_entry
+    if remap is None:
+        return None
+    chosen = remap
+
+    def rewrite(data: bytes) -> bytes:
+        try:
+            return chosen(data, ids)
+        except Exception:  # noqa: BLE001 - an entry that does not decode is restored as it was
+            return data
+
+    return rewrite
+
+
+def restore_backup(
+    store,
+    bk,
+    storage: ArchiveStorage,
+    target_uri: str,
+    *,
+    backup_id: str | None = None,
+    remap: bool = False,
+    confirm: Callable[[str], None] = lambda question: None,
+    parallel: int = 4,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Restore backup ``backup_id`` (default: the newest) of ``storage`` into ``store``'s cluster;
+    ``progress`` (a context manager, entered once ``confirm`` has said yes) counts the bytes written."""
+    from bkctl.wire.metadata.errors import ValueExists
+
+    from ..ops.metadata_backup import move_id_generator_past
+
+    progress = progress or Progress()
+    require_archive(storage)
+    manifest = load_manifest(storage, backup_id)
+    if not store.cluster.exists():
+        store.cluster.init()
+    instance = store.cluster.instance_id()
+    key = hashlib.sha256(f"{instance}|{manifest.id}|{remap}".encode()).hexdigest()[:16]
+    journal = Journal.open(
+        storage,
+        key,
+        {"backup": manifest.id, "target": target_uri, "instance_id": instance, "remap": remap, "started": _now()},
+    )
+    records = _records(storage, manifest)
+    writable = len(store.registration.writable_bookies())
+    widest = max((r.ensemble_size for r in records.values()), default=0)
+    if widest > writable:
+        raise CommandError(
+            f"the backup has ledgers on {widest} bookies and the target has {writable} writable: "
+            "start more bookies first",
+            CONFLICT,
+        )
+    fresh = [lid for lid in records if lid not in journal.ids]
+    if not remap:
+        taken = [lid for lid in fresh if store.ledgers.exists(lid)]
+        if taken:
+            raise CommandError(
+                f"ledger {taken[0]} exists in the target cluster ({len(taken)} of the backup's {len(records)} "
+                "ledger ids are taken): restore into an empty cluster, or with --remap",
+                CONFLICT,
+            )
+    if not remap:  # the values are known: each must be missing or already the same
+        for z in _znodes(store, manifest, {}, records):
+            current = _current(store, z)
+            if current is not None and bytes(current) != z.value:
+                raise CommandError(f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT)
+    elif not journal.ids:  # the values depend on ids not drawn yet: each must be missing
+        for z in _znodes(store, manifest, {}, records):
+            if _current(store, z) is not None:
+                raise CommandError(f"{z.what} exists in the target cluster ({z.path})", CONFLICT)
+    pending = [lid for lid in records if lid not in journal.done]
+    confirm(
+        f"Restore backup {manifest.id} ({len(pending)} ledgers, {len(manifest.topics)} topics) "
+        f"into {target_uri}{' under new ledger ids' if remap else ''}?"
+    )
+    for lid in fresh:  # the id each ledger gets, recorded before it is created
+        journal.ids[lid] = store.ledger_ids.generate() if remap else lid
+    if remap:  # a ledger named but gone when backed up is named by an id no ledger has here either
+        for lid in manifest.missing:
+            if lid not in journal.ids:
+                journal.ids[lid] = store.ledger_ids.generate()
+    journal.save()
+    ids = dict(journal.ids)
+    progress.update(total=sum(records[lid].payload_bytes for lid in pending))
+    counts = {"entries": 0, "bytes": 0}
+    lock = threading.Lock()
+
+    def restore_one(old: int) -> None:
+        record = records[old]
+        new = ids[old]
+        if store.ledgers.exists(new):  # begun by a restore that was stopped: written again
+            store.ledgers.delete(new)
+        lh = bk.create(
+            record.ensemble_size,
+            record.write_quorum,
+            record.ack_quorum,
+            digest_type=record.digest_type,
+            password=record.password,
+            custom_metadata=record.custom_metadata,
+            ledger_id=new,
+        )
+        rewrite = _rewriter(record, ids)
+        n = size = 0
+        for chunk in _entries(storage, record):
+            if rewrite is not None:
+                chunk = [rewrite(e) for e in chunk]
+            lh.add_many(chunk)
+            n += len(chunk)
+            size += sum(map(len, chunk))
+            progress.advance(sum(map(len, chunk)))
+        lh.close()
+        with lock:
+            counts["entries"] += n
+            counts["bytes"] += size
+        journal.finish_ledger(old)
+
+    with progress, ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="restore") as pool:
+        for future in [pool.submit(restore_one, lid) for lid in pending]:
+            future.result()
+    journal.save()
+    written = 0
+    for z in _znodes(store, manifest, ids, records):
+        try:
+            written += store.pulsar.restore_value(z.path, z.value)
+        except ValueExists:
+            raise CommandError(f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT)
+    above = None
+    if not remap and records:
+        above = move_id_generator_past(store, max(records))
+    journal.doc["finished"] = _now()
+    journal.save()
+    return {
+        "backup": manifest.id,
+        "target": target_uri,
+        "remap": remap,
+        "ledgers": len(records),
+        "ledgers_written": len(pending),
+        "entries": counts["entries"],
+        "bytes": counts["bytes"],
+        "topics": len(manifest.topics),
+        "schemas": len(manifest.schemas),
+        "znodes_written": written,
+        "missing_in_backup": manifest.missing,
+        "ledger_ids": {str(k): v for k, v in sorted(ids.items())},
+        "journal": f"{storage.url.rstrip('/')}/{journal.name}",
+        "next_ledger_id_above": above,
+    }
+
+
+def _now() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,312 @@
+"""``bkctl backup``: a cluster's ledgers and Pulsar topics copied into an archive,
+read-only towards the cluster (no fencing, no metadata written).
+
+One topic is kept at one consistent point: its managed-ledger znode and cursor znodes
+are read first (one pipelined read), then its cursor ledgers, then its data ledgers --
+so every position a cursor names lies inside the entries copied.  A closed ledger is
+copied whole; an open one up to its last add confirmed and the entries past it that an
+ack quorum of their bookies holds (what ledger recovery would keep: a live cursor's
+newest position is often there), read without fencing.  Ledgers are copied by a
+bounded pool of threads (``parallel``); a copy already in the archive is not copied
+again (the incremental backup), and the manifest, written last, says what the backup
+holds.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .archive import (
+    DataWriter,
+    LedgerRecord,
+    Manifest,
+    ManifestLedger,
+    TopicRecord,
+    ValueRecord,
+    b64,
+    ledger_object,
+)
+from .catalog import ensure_archive, latest_manifest
+from .storage import ArchiveStorage, spool
+
+__all__ = ["Selection", "take_backup"]
+
+
+@dataclass
+class Selection:
+    """What to back up: ``topics`` (names; a partitioned topic means its partitions),
+    ``namespaces`` (``tenant/ns``), ``ledgers`` (a ledger spec); all empty: the whole cluster."""
+
+    topics: list[str] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    ledgers: str | None = None
+
+    @property
+    def whole_cluster(self) -> bool:
+        return not (self.topics or self.namespaces or self.ledgers)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topics": self.topics, "namespaces": self.namespaces, "ledgers": self.ledgers}
+
+
+@dataclass
+class _Plan:
+    topics: list[TopicRecord] = field(default_factory=list)
+    schemas: list[ValueRecord] = field(default_factory=list)
+    partitioned: list[ValueRecord] = field(default_factory=list)
+    #: cursor ledgers first (copied before the data ledgers: a consistent point)
+    first: list[int] = field(default_factory=list)
+    then: list[int] = field(default_factory=list)
+
+
+class Progress:
+    """What the backup and restore tell as they go: ``total(n)`` bytes, ``advance(n)``."""
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, **kw: Any) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+
+def new_backup_id(now: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+def plan(store, selection: Selection) -> _Plan:
+    """The topics, schemas and ledgers ``selection`` names, read from the metadata store."""
+    from bkctl.wire.metadata import paths as P
+    from bkctl.wire.pulsar.managed_ledger import (
+        TopicName,
+        encode_local_name,
+        parse_cursor_info,
+        parse_managed_ledger_info,
+    )
+    from bkctl.wire.pulsar.registry import schemas_base
+    from bkctl.wire.proto import pulsar_schema_pb2 as spb
+
+    from ..exitcodes import USAGE, CommandError
+    from ..export.planning import SpecError, parse_ledger_spec, resolve_spec
+    from ..ops.pulsar import reader, resolve_topics
+
+    out = _Plan()
+    base = P.managed_ledgers_base(store.root)
+    topics = reader(store, base)
+    names: list[str] = []
+    if selection.whole_cluster:
+        names = store.pulsar.managed_ledger_names(base)
+    for ns in selection.namespaces:
+        tenant, _, namespace = ns.partition("/")
+        if not tenant or not namespace:
+            raise CommandError(f"{ns!r} is not a namespace (want tenant/namespace)", USAGE)
+        names.extend(store.pulsar.managed_ledger_names(base, tenant, namespace))
+    for name in selection.topics:
+        names.extend(ml.name for ml in resolve_topics(topics, name))
+    names = list(dict.fromkeys(names))
+    cursor_ledgers: list[int] = []
+    data_ledgers: list[int] = []
+    schema_ids: list[str] = []
+    partitioned: list[str] = []
+    # (managed_ledgers leaves out those deleted meanwhile: matched by path)
+    by_path = {s.path: s for s in store.pulsar.managed_ledgers(base, names)}
+    for name in names:
+        stored = by_path.get(P.managed_ledger_path(base, name))
+        if stored is None:
+            continue  # deleted meanwhile
+        out.topics.append(TopicRecord(name, b64(stored.value), {k: b64(v) for k, v in stored.cursors.items()}))
+        info = parse_managed_ledger_info(stored.value)
+        for li in info.ledgerInfo:
+            offloaded = li.HasField("offloadContext") and li.offloadContext.bookkeeperDeleted
+            if not offloaded:
+                data_ledgers.append(li.ledgerId)
+        for value in stored.cursors.values():
+            cursor = parse_cursor_info(value)
+            if cursor.cursorsLedgerId >= 0:
+                cursor_ledgers.append(cursor.cursorsLedgerId)
+            for prop in cursor.properties:
+                if prop.name == "CompactedTopicLedger" and prop.value >= 0:
+                    data_ledgers.append(prop.value)
+        try:
+            topic = TopicName.from_managed_ledger(name)
+        except ValueError:
+            continue
+        whole = topic.partitioned_topic
+        schema_ids.append(f"{whole.tenant}/{whole.namespace}/{encode_local_name(whole.local)}")
+        if whole != topic:
+            partitioned.append(whole.managed_ledger)
+    schemas = schemas_base(base)
+    if selection.whole_cluster:
+        schema_ids = store.pulsar.schema_ids(schemas)
+    schema_ledgers: list[int] = []
+    for sid in dict.fromkeys(schema_ids):
+        got = store.pulsar.schema_locator(schemas, sid)
+        if got is None:
+            continue
+        out.schemas.append(ValueRecord(sid, b64(got.value)))
+        locator = spb.SchemaLocator.FromString(got.value)
+        schema_ledgers.extend(e.position.ledgerId for e in [locator.info, *locator.index] if e.position.ledgerId >= 0)
+    for name in dict.fromkeys(partitioned):
+        got = store.pulsar.partitioned_topic(base, name)
+        if got is not None:
+            out.partitioned.append(ValueRecord(name, b64(got.value)))
+    other: list[int] = []
+    if selection.ledgers:
+        try:
+            other = resolve_spec(store, parse_ledger_spec(selection.ledgers))
+        except SpecError as exc:
+            raise CommandError(str(exc), USAGE) from None
+    elif selection.whole_cluster:
+        other = sorted(store.ledgers.ids())
+    out.first = list(dict.fromkeys(cursor_ledgers))
+    seen = set(out.first)
+    out.then = [i for i in dict.fromkeys(data_ledgers + schema_ledgers + other) if i not in seen]
+    return out
+
+
+class _Copier:
+    """Copies ledgers into the archive, each once (a copy already there is kept)."""
+
+    def __init__(self, store, bk, storage: ArchiveStorage, progress: Progress):
+        self.store, self.bk, self.storage, self.progress = store, bk, storage, progress
+        self.lock = threading.Lock()
+        self.done: dict[int, ManifestLedger] = {}
+        self.missing: list[int] = []
+
+    def copy(self, ledger_id: int) -> None:
+        from bkctl.wire.metadata.errors import NoSuchLedger
+        from bkctl.wire.metadata.ledger import serialize_ledger_metadata
+
+        try:
+            raw, _version = self.store.ledgers.read_bytes(ledger_id)
+            md, _version = self.store.ledgers.read(ledger_id)
+        except NoSuchLedger:
+            with self.lock:
+                self.missing.append(ledger_id)
+            return
+        handle = self.bk.open(ledger_id)
+        if md.is_closed:
+            last = md.last_entry_id
+        else:
+            last = handle.read_tail().last
+        entries = last + 1
+        stem = ledger_object(ledger_id, md.ctoken, entries)
+        record_name = stem + ".json"
+        if self.storage.exists(record_name):
+            record = LedgerRecord.decode(self.storage.get(record_name), record_name)
+            self._finish(ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
+            self.progress.advance(record.payload_bytes)
+            return
+        with spool() as f:
+            writer = DataWriter(f, ledger_id)
+            if entries:
+                for batch in handle.read_range(0, last, batch=256, allow_unconfirmed=not md.is_closed):
+                    n = 0
+                    for entry_id, payload in batch:
+                        writer.add(entry_id, payload)
+                        n += len(payload)
+                    self.progress.advance(n)
+            if writer.entries != entries:
+                raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
+            f.flush()
+            self.storage.put_file(stem + ".data", f.name)
+        record = LedgerRecord(
+            ledger_id=ledger_id,
+            ctoken=md.ctoken,
+            entries=entries,
+            payload_bytes=writer.payload_bytes,
+            state=md.state.name,
+            ensemble_size=md.ensemble_size,
+            write_quorum=md.write_quorum,
+            ack_quorum=md.ack_quorum,
+            digest_type=md.digest_type.name if md.digest_type is not None else "CRC32C",
+            password_b64=b64(md.password or b""),
+            custom_metadata_b64={k: b64(v) for k, v in md.custom_metadata.items()},
+            metadata_b64=b64(raw if raw else serialize_ledger_metadata(md)),
+            data_object=stem + ".data",
+            data_sha256=writer.sha.hexdigest(),
+            data_size=writer.size,
+            copied_at=int(time.time() * 1000),
+        )
+        self.storage.put(record_name, record.encode())
+        self._finish(ManifestLedger(ledger_id, record_name, entries, writer.payload_bytes, True))
+
+    def _finish(self, entry: ManifestLedger) -> None:
+        with self.lock:
+            self.done[entry.ledger_id] = entry
+
+
+def _estimate(store, ledger_ids: Iterable[int]) -> int:
+    """The payload bytes the ledgers hold as their metadata says (closed ones; open ones count 0)."""
+    total = 0
+    for got in store.ledgers.read_many(list(ledger_ids)):
+        md = got.metadata
+        if md is not None and not isinstance(md, Exception) and md.is_closed:
+            total += md.length
+    return total
+
+
+def take_backup(
+    store,
+    bk,
+    storage: ArchiveStorage,
+    selection: Selection,
+    source_uri: str,
+    *,
+    parallel: int = 4,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Manifest:
+    """Back ``selection`` up into ``storage``; the manifest written."""
+    progress = progress or Progress()
+    started = clock()
+    ensure_archive(storage, started)
+    storage.clean_partial()
+    previous = latest_manifest(storage)
+    work = plan(store, selection)
+    progress.update(total=_estimate(store, work.first + work.then))
+    copier = _Copier(store, bk, storage, progress)
+    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="backup") as pool:
+        for phase in (work.first, work.then):
+            for future in [pool.submit(copier.copy, lid) for lid in phase]:
+                future.result()
+    ledger_ids = [lid for lid in work.first + work.then if lid in copier.done]
+    deleted: dict[str, list[Any]] = {"ledgers": [], "topics": []}
+    if previous is not None and previous.selection == selection.to_json():
+        had = {x.ledger_id for x in previous.ledgers}
+        deleted["ledgers"] = sorted(had - set(ledger_ids))
+        deleted["topics"] = sorted(
+            {t.managed_ledger for t in previous.topics} - {t.managed_ledger for t in work.topics}
+        )
+    manifest = Manifest(
+        id=new_backup_id(started),
+        started=int(started * 1000),
+        finished=int(clock() * 1000),
+        source={
+            "metadata_uri": source_uri,
+            "instance_id": store.cluster.instance_id(),
+            "host": os.uname().nodename,
+        },
+        selection=selection.to_json(),
+        ledgers=[copier.done[lid] for lid in ledger_ids],
+        topics=work.topics,
+        schemas=work.schemas,
+        partitioned=work.partitioned,
+        missing=sorted(set(copier.missing)),
+        deleted=deleted,
+        previous=previous.id if previous is not None else None,
+    )
+    storage.put(manifest.name, manifest.encode())
+    return manifest

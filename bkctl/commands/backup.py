@@ -1,0 +1,234 @@
+"""``bkctl backup`` and ``bkctl restore``: ledgers and Pulsar topics to an archive and back
+(the work is :mod:`bkctl.backup`'s)."""
+
+from __future__ import annotations
+
+import click
+
+from ..app import App, confirm_destructive
+from ..completers import complete_topic
+from ..exitcodes import FAILED, USAGE, CommandError
+from ..render import emit, emit_rows, human_size
+from . import pass_app
+
+ARCHIVE_HELP = "The archive: a local directory or s3://bucket/prefix."
+
+
+def _storage(app: App, where: str, endpoint: str | None):
+    from ..backup.storage import open_storage
+
+    return open_storage(where, endpoint)
+
+
+@click.command("backup")
+@click.argument("action", required=False, type=click.Choice(["verify", "list", "show"]))
+@click.argument("archive", metavar="[ARCHIVE]", required=False)
+@click.option("--to", "to", metavar="DIR_OR_URL", help="Back up into this archive (made if missing). " + ARCHIVE_HELP)
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    metavar="TOPIC",
+    shell_complete=complete_topic,
+    help="Only this topic (a partitioned topic: its partitions); repeatable.",
+)
+@click.option("--namespace", "namespaces", multiple=True, metavar="TENANT/NS", help="Only this namespace's topics.")
+@click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Only these ledgers: 1,2,5-9 (with topics: too).")
+@click.option("--backup", "backup_id", metavar="ID", help="show/verify: this backup (default: show the newest).")
+@click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 64), help="Ledgers copied at once.")
+@click.option("--s3-endpoint", metavar="URL", help="The S3 server (not AWS: SeaweedFS, MinIO...).")
+@pass_app
+def backup(
+    app: App,
+    action: str | None,
+    archive: str | None,
+    to: str | None,
+    topics: tuple[str, ...],
+    namespaces: tuple[str, ...],
+    ledger_spec: str | None,
+    backup_id: str | None,
+    parallel: int,
+    s3_endpoint: str | None,
+):
+    """Back ledgers and Pulsar topics up into an archive, or list, show or verify one.
+
+    `bkctl backup --to ARCHIVE` copies the whole cluster: every ledger, and for
+    every topic its managed ledger, its cursors (znodes and cursor ledgers), its
+    schemas (locators and schema ledgers) and its partitioned-topic metadata;
+    --topic, --namespace and --ledgers narrow it.  Read-only towards the
+    cluster: nothing is fenced or written.  A closed ledger is copied whole, an
+    open one up to its last add confirmed and the entries past it an ack
+    quorum holds (what recovery would keep); a topic's znodes are read first,
+    then its cursor ledgers, then its data ledgers, so the copy is one
+    consistent prefix even while the topic is written.  A copy the archive
+    holds already is not copied again (incremental); the backup records the
+    ledgers and topics deleted since the previous one.  The archive's format:
+    docs/backup.md.  Progress and ETA on a terminal, nothing on a pipe.
+
+    `bkctl backup list ARCHIVE` lists its backups, `show ARCHIVE [--backup ID]`
+    says what one holds, `verify ARCHIVE [--backup ID]` re-reads every object
+    and checks each entry's CRC32C and each object's SHA-256 (exit 1 when
+    anything is wrong).  --json: the backup's totals (copied_ledgers,
+    copied_bytes, ...); list: one line per backup.
+    """
+    if action is None:
+        if archive is not None:
+            raise CommandError(f"unexpected {archive!r}: back up with --to ARCHIVE", USAGE)
+        if not to:
+            raise CommandError("give --to DIR_OR_URL (or list, show or verify ARCHIVE)", USAGE)
+        _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint)
+        return
+    if to or topics or namespaces or ledger_spec:
+        raise CommandError(f"backup {action} takes ARCHIVE and --backup only", USAGE)
+    if archive is None:
+        raise CommandError(f"backup {action}: give the ARCHIVE", USAGE)
+    storage = _storage(app, archive, s3_endpoint)
+    if action == "list":
+        from ..backup.inspect import list_backups
+
+        emit_rows(app, list_backups(storage), lambda rows: _print_list(app, rows))
+    elif action == "show":
+        from ..backup.inspect import show_backup
+
+        doc = show_backup(storage, backup_id)
+        emit(app, doc, lambda: _print_show(app, doc))
+    else:
+        from ..backup.inspect import expected_bytes, verify_archive
+
+        with app.progress(expected_bytes(storage, backup_id), "verifying") as bar:
+            doc = verify_archive(storage, backup_id, parallel=parallel, advance=bar.advance)
+        emit(app, doc, lambda: _print_verify(app, doc))
+        if not doc["ok"]:
+            raise CommandError(f"{len(doc['problems'])} problems in {archive}", FAILED)
+
+
+def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> None:
+    from ..backup.take import Selection, take_backup
+
+    storage = _storage(app, to, s3_endpoint)
+    selection = Selection(list(topics), list(namespaces), ledger_spec)
+    with app.progress(None, "backing up") as bar:
+        manifest = take_backup(app.store, app.bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar)
+    doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": manifest.missing}
+    doc["deleted"] = manifest.deleted
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"backup {manifest.id}: {doc['ledgers']} ledgers ({doc['copied_ledgers']} copied, "
+            f"{human_size(doc['copied_bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas -> {to}"
+            + (f"; {len(manifest.missing)} ledgers named but gone" if manifest.missing else "")
+        ),
+    )
+
+
+def _print_list(app: App, rows: list[dict]) -> None:
+    if not rows:
+        app.console.print("no backups")
+    for r in rows:
+        app.console.print(
+            f"{r['id']}  {r['finished']}  {r['ledgers']} ledgers  {r['topics']} topics  "
+            f"{human_size(r['bytes'])} ({human_size(r['copied_bytes'])} copied)  from {r['source']}"
+        )
+
+
+def _print_show(app: App, doc: dict) -> None:
+    app.console.print(
+        f"backup {doc['id']} of {doc['source']} ({doc['instance_id']}), {doc['started']} .. {doc['finished']}"
+    )
+    app.console.print(
+        f"{doc['ledgers']} ledgers, {doc['entries']} entries, {human_size(doc['bytes'])}; "
+        f"{doc['copied_ledgers']} copied by this backup ({human_size(doc['copied_bytes'])})"
+    )
+    for t in doc["topics"]:
+        app.console.print(f"  {t['managed_ledger']}: ledgers {t['ledgers']}, cursors {', '.join(t['cursors']) or '-'}")
+    if doc["schemas"]:
+        app.console.print(f"schemas: {', '.join(doc['schemas'])}")
+    if doc["missing"]:
+        app.console.print(f"named but gone when backed up: {doc['missing']}")
+    if doc["deleted"].get("ledgers") or doc["deleted"].get("topics"):
+        app.console.print(f"deleted since {doc['previous']}: {doc['deleted']}")
+
+
+def _print_verify(app: App, doc: dict) -> None:
+    for p in doc["problems"]:
+        app.console.print(p)
+    app.console.print(
+        f"{doc['backups']} backups, {doc['ledger_copies']} ledger copies, {doc['entries']} entries, "
+        f"{human_size(doc['bytes'])}: " + ("ok" if doc["ok"] else f"{len(doc['problems'])} problems")
+    )
+
+
+@click.command("restore")
+@click.option("--from", "source", required=True, metavar="DIR_OR_URL", help="The archive. " + ARCHIVE_HELP)
+@click.option("--backup", "backup_id", metavar="ID", help="This backup (default: the newest).")
+@click.option("--remap", is_flag=True, help="Give every ledger a new id and rewrite every reference to it.")
+@click.option(
+    "--remap-table", metavar="FILE", type=click.Path(dir_okay=False), help="Write the old id -> new id table here."
+)
+@click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 64), help="Ledgers written at once.")
+@click.option("--s3-endpoint", metavar="URL", help="The S3 server (not AWS: SeaweedFS, MinIO...).")
+@click.option("--force", is_flag=True, help="Do not ask.")
+@pass_app
+def restore(
+    app: App,
+    source: str,
+    backup_id: str | None,
+    remap: bool,
+    remap_table: str | None,
+    parallel: int,
+    s3_endpoint: str | None,
+    force: bool,
+):
+    """Write a backup's ledgers and Pulsar topics into this cluster (empty, or another one).
+
+    Each ledger is created with its own id -- refused (exit 4, one line) where
+    an id is taken -- or with --remap under a new id, every reference rewritten
+    (the managed ledgers' ledger lists, cursor positions and individually
+    deleted ranges, cursor ledgers' entries, schema locators and schema
+    entries); the table is kept in the archive's journal and written to
+    --remap-table.  Digest type, password and custom metadata are kept;
+    ensembles are placed by this cluster's placement policy.  A ledger that
+    was open is restored closed; each topic's managed ledger, cursors, schemas
+    and partitioned-topic metadata are written last, so that a broker loads the
+    topic with its cursors where they were.  A Pulsar znode that holds other
+    metadata refuses the restore (exit 4) before anything is written.  Stopped
+    midway (kill -9), the same command finishes the job: the journal in the
+    archive says what was done.  Asks on a terminal; elsewhere refuses (exit 2)
+    without --force.  --json: ledgers, entries, bytes, topics, ledger_ids
+    (old -> new), journal.
+    """
+    from ..backup.restore import restore_backup
+
+    storage = _storage(app, source, s3_endpoint)
+
+    def confirm(question: str) -> None:
+        confirm_destructive(app, question, force, f"restore into {app.metadata_uri}")
+
+    doc = restore_backup(
+        app.store,
+        app.bk,
+        storage,
+        app.require_uri(),
+        backup_id=backup_id,
+        remap=remap,
+        confirm=confirm,
+        parallel=parallel,
+        progress=app.progress(None, "restoring"),
+    )
+    if remap_table:
+        import json
+
+        with open(remap_table, "w") as f:
+            json.dump(doc["ledger_ids"], f, indent=1, sort_keys=True)
+            f.write("\n")
+        doc["remap_table"] = remap_table
+    emit(
+        app,
+        doc,
+        lambda: app.console.print(
+            f"restored backup {doc['backup']}: {doc['ledgers']} ledgers ({doc['ledgers_written']} written, "
+            f"{human_size(doc['bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas"
+            + (" under new ids" if remap else "")
+        ),
+    )

@@ -1,0 +1,120 @@
+"""The archive's data objects and records (bkctl/backup/archive.py), the local storage twin, and
+the ledger-id rewriting of a restore under new ids (wire/pulsar/remap.py)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from bkctl.backup.archive import ArchiveDamaged, DataWriter, read_data
+from bkctl.backup.storage import LocalStorage
+from bkctl.wire.proto import pulsar_ml_pb2 as ml
+from bkctl.wire.proto import pulsar_schema_pb2 as spb
+from bkctl.wire.pulsar import remap
+
+
+def _object(entries, ledger_id=7):
+    buf = io.BytesIO()
+    w = DataWriter(buf, ledger_id)
+    for i, e in enumerate(entries):
+        w.add(i, e)
+    return buf.getvalue(), w.sha.hexdigest()
+
+
+def test_a_data_object_reads_back_its_entries_and_checks_its_hash():
+    data, sha = _object([b"a", b"", b"c" * 1000])
+    assert [p for _e, p in read_data(io.BytesIO(data), 7, sha)] == [b"a", b"", b"c" * 1000]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d[:-1],  # cut short
+        lambda d: d[:-1] + bytes([d[-1] ^ 1]),  # a payload byte flipped: its CRC32C
+        lambda d: d[:8] + (8).to_bytes(8, "big") + d[16:],  # another ledger's
+    ],
+)
+def test_a_damaged_data_object_is_refused(damage):
+    data, sha = _object([b"a", b"bcd"])
+    with pytest.raises(ArchiveDamaged):
+        list(read_data(io.BytesIO(damage(data)), 7, sha))
+
+
+def test_the_hash_is_checked_even_when_every_entry_reads():
+    data, _sha = _object([b"a"])
+    with pytest.raises(ArchiveDamaged, match="SHA-256"):
+        list(read_data(io.BytesIO(data), 7, "0" * 64))
+
+
+def test_entries_must_come_in_order():
+    with pytest.raises(ValueError):
+        DataWriter(io.BytesIO(), 1).add(1, b"x")
+
+
+def test_local_storage_writes_whole_objects_and_cleans_what_a_killed_writer_left(tmp_path):
+    s = LocalStorage(str(tmp_path / "a"))
+    s.put("ledgers/1/0-2.json", b"{}")
+    (tmp_path / "a" / "ledgers" / "1" / "0-2.data.part-999").write_bytes(b"half")
+    assert list(s.list("ledgers/")) == ["ledgers/1/0-2.json"]
+    assert s.clean_partial() == 1 and s.get("ledgers/1/0-2.json") == b"{}"
+    with pytest.raises(ValueError):
+        s.get("../x")
+
+
+IDS = {10: 110, 11: 111, 20: 120}
+
+
+def _pos(p, lid, eid):
+    p.ledgerId, p.entryId = lid, eid
+
+
+def test_a_managed_ledger_names_its_new_ledgers_and_its_open_one_gets_its_size():
+    info = ml.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=10, entries=3, size=30, timestamp=5)
+    info.ledgerInfo.add(ledgerId=11, timestamp=0)
+    info.ledgerInfo.add(ledgerId=99, entries=1, size=1)  # gone, not in the table
+    _pos(info.terminatedPosition, 11, 4)
+    out = ml.ManagedLedgerInfo.FromString(remap.remap_managed_ledger_info(info.SerializeToString(), IDS, {11: (5, 50)}))
+    assert [(li.ledgerId, li.entries, li.size) for li in out.ledgerInfo] == [(110, 3, 30), (111, 5, 50), (99, 1, 1)]
+    assert (out.terminatedPosition.ledgerId, out.terminatedPosition.entryId) == (111, 4)
+
+
+def test_a_cursor_names_its_new_ledgers_everywhere():
+    info = ml.ManagedCursorInfo(cursorsLedgerId=20, markDeleteLedgerId=10, markDeleteEntryId=2)
+    r = info.individualDeletedMessages.add()
+    _pos(r.lowerEndpoint, 10, 3)
+    _pos(r.upperEndpoint, 11, 1)
+    b = info.batchedEntryDeletionIndexInfo.add()
+    _pos(b.position, 11, 2)
+    info.properties.add(name="CompactedTopicLedger", value=10)
+    out = ml.ManagedCursorInfo.FromString(remap.remap_cursor_info(info.SerializeToString(), IDS))
+    assert (out.cursorsLedgerId, out.markDeleteLedgerId, out.markDeleteEntryId) == (120, 110, 2)
+    r = out.individualDeletedMessages[0]
+    assert (r.lowerEndpoint.ledgerId, r.upperEndpoint.ledgerId) == (110, 111)
+    assert out.batchedEntryDeletionIndexInfo[0].position.ledgerId == 111
+    assert out.properties[0].value == 110
+
+
+def test_a_cursor_ledgers_entry_and_the_schema_values_name_their_new_ledgers():
+    pos = ml.PositionInfo(ledgerId=10, entryId=1)
+    pos.individualDeletedMessageRanges.add(key=11, values=[1])
+    out = ml.PositionInfo.FromString(remap.remap_position_info(pos.SerializeToString(), IDS))
+    assert (out.ledgerId, out.individualDeletedMessageRanges[0].key) == (110, 111)
+    locator = spb.SchemaLocator()
+    locator.info.version, locator.info.hash = 1, b"h"
+    _pos(locator.info.position, 11, 0)
+    first = locator.index.add(version=0, hash=b"g")
+    _pos(first.position, 10, 0)
+    locator.index.append(locator.info)
+    out = spb.SchemaLocator.FromString(remap.remap_schema_locator(locator.SerializeToString(), IDS))
+    assert [e.position.ledgerId for e in [out.info, *out.index]] == [111, 110, 111]
+    entry = spb.SchemaEntry(schema_data=b"x")
+    placeholder = entry.index.add(version=0, hash=b"g")
+    _pos(placeholder.position, -1, -1)
+    assert remap.remap_schema_entry(entry.SerializeToString(), IDS) == entry.SerializeToString()
+
+
+def test_a_value_with_nothing_to_change_is_kept_byte_for_byte():
+    text = b"cursorsLedgerId: -1\nmarkDeleteLedgerId: 5\nmarkDeleteEntryId: 1\n"  # protobuf text, as old brokers wrote
+    assert remap.remap_cursor_info(text, IDS) == text
