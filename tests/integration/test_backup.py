@@ -209,24 +209,37 @@ def ledger_bytes(bk, ledger_id: int) -> list[bytes]:
     return [p for _e, p in h.read()] if h.last_add_confirmed >= 0 or h.is_closed else []
 
 
-def test_round_trip_into_fresh_clusters_with_the_same_ids_and_with_remap(world, spark, capsys, tmp_path):
+def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_remap(
+    world, spark, capsys, tmp_path, s3_server, s3_bucket, monkeypatch
+):
+    """Backed up into a real S3 server (credentials from the environment, as boto3's chain
+    finds them; the endpoint given by --s3-endpoint), the source destroyed, restored."""
     from bkctl.backup.archive import LedgerRecord, read_data
     from bkctl.backup.catalog import load_manifest
-    from bkctl.backup.storage import LocalStorage
+    from bkctl.backup.storage import S3Storage
 
+    for key, value in s3_server.env().items():
+        if key != "AWS_ENDPOINT_URL_S3":
+            monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    endpoint = ["--s3-endpoint", s3_server.endpoint_url]
     src, base = world["source"], world["base"]
-    archive = base / "archive"
+    archive = f"s3://{s3_bucket.name}/nightly"
     before = views(capsys, src.uri)
     rows_before = exported(capsys, src.uri, tmp_path / "src")
-    code, docs, err = run(capsys, src.uri, "backup", "--to", archive)
+    code, docs, err = run(capsys, src.uri, "backup", "--to", archive, *endpoint)
     assert code == 0, err
     doc = docs[0]
     assert doc["copied_ledgers"] == doc["ledgers"] > 0 and doc["topics"] == len(topics_of(capsys, src.uri))
-    code, docs, err = run(capsys, src.uri, "backup", "verify", archive)
+    code, docs, err = run(capsys, src.uri, "backup", "verify", archive, *endpoint)
     assert code == 0 and docs[0]["ok"], (err, docs)
     src.stop()  # destroyed: its bookies are gone with every entry
 
-    storage = LocalStorage(str(archive))
+    storage = S3Storage(archive, s3_server.endpoint_url)
+    assert any(
+        k.startswith("nightly/ledgers/")
+        for k in (o["Key"] for o in s3_bucket.client.list_objects_v2(Bucket=s3_bucket.name)["Contents"])
+    )
     manifest = load_manifest(storage)
     copies = {}
     for x in manifest.ledgers:
@@ -236,7 +249,7 @@ def test_round_trip_into_fresh_clusters_with_the_same_ids_and_with_remap(world, 
 
     same = Cluster(world["zookeeper"], base, "same").start()
     try:
-        code, docs, err = run(capsys, same.uri, "restore", "--from", archive, "--force")
+        code, docs, err = run(capsys, same.uri, "restore", "--from", archive, "--force", *endpoint)
         assert code == 0, err
         assert views(capsys, same.uri) == before
         assert exported(capsys, same.uri, tmp_path / "same") == rows_before
@@ -250,7 +263,9 @@ def test_round_trip_into_fresh_clusters_with_the_same_ids_and_with_remap(world, 
             )
             assert ledger_bytes(same.bk, lid) == entries, lid
         # the same restore again: its journal says every ledger is done, its metadata is its own
-        code, docs, err = run(capsys, same.uri, "restore", "--from", archive, "--force", "--backup", manifest.id)
+        code, docs, err = run(
+            capsys, same.uri, "restore", "--from", archive, "--force", "--backup", manifest.id, *endpoint
+        )
         assert code == 0 and docs[0]["ledgers_written"] == 0 and docs[0]["znodes_written"] == 0, err
     finally:
         same.stop()
@@ -260,11 +275,11 @@ def test_round_trip_into_fresh_clusters_with_the_same_ids_and_with_remap(world, 
         # ids taken by other ledgers in the target: the same ids are refused, --remap is not
         for _ in range(3):
             moved.bk.create(3, 2, 2).close()
-        code, docs, err = run(capsys, moved.uri, "restore", "--from", archive, "--force")
+        code, docs, err = run(capsys, moved.uri, "restore", "--from", archive, "--force", *endpoint)
         assert code == 4 and "exists in the target cluster" in err and len(err.strip().splitlines()) == 1, err
         table = tmp_path / "ids.json"
         code, docs, err = run(
-            capsys, moved.uri, "restore", "--from", archive, "--remap", "--remap-table", table, "--force"
+            capsys, moved.uri, "restore", "--from", archive, "--remap", "--remap-table", table, "--force", *endpoint
         )
         assert code == 0, err
         ids = {int(k): v for k, v in json.loads(table.read_text()).items()}
