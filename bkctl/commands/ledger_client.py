@@ -41,16 +41,20 @@ def drop_held(app: App, ledger_id: int) -> None:
 _FORCE_LIVE = click.option(
     "-f", "--force", is_flag=True, help="Do not ask before acting on an open ledger that Pulsar writes."
 )
+_FORCE_OPEN = click.option(
+    "-f", "--force", is_flag=True, help="Do not ask before acting on an open ledger (its writer's next add fails)."
+)
 
 
-def _guard_live(app: App, ledger_id: int, verb: str, force: bool) -> None:
+def _guard_live(app: App, ledger_id: int, verb: str, force: bool, any_writer: bool = False) -> None:
     """Fencing, closing or recovering an open ledger that a Pulsar broker
     writes fails the broker's next write: say whose it is, then ask on a
     terminal, refuse without --force elsewhere (as for every command that
-    changes data)."""
+    changes data).  ``any_writer`` (fence, recover: what they are for is
+    stopping another writer): every open ledger, whoever writes it."""
     from ..ops.ledgers import live_writer
 
-    why = live_writer(app.store, ledger_id)
+    why = live_writer(app.store, ledger_id, any_writer=any_writer)
     if why is None:
         return
     app.err_console.print(f"bkctl: ledger {ledger_id} is {why}", markup=False, soft_wrap=True)
@@ -368,7 +372,7 @@ def ledger_close(app: App, ledger_id: int, password: str | None, force: bool):
 @click.command("fence")
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
-@_FORCE_LIVE
+@_FORCE_OPEN
 @pass_app
 def ledger_fence(app: App, ledger_id: int, password: str | None, force: bool):
     """Fence a ledger without closing it: its writer's next add fails.
@@ -377,14 +381,15 @@ def ledger_fence(app: App, ledger_id: int, password: str | None, force: bool):
     step of recovery); those bookies then refuse normal adds, so nobody can
     append, while the metadata stays as it is (OPEN).  `ledger recover` or
     `ledger close` closes it afterwards.  Exit 5 when too few bookies
-    answered to stop every write quorum.  An open ledger that Pulsar writes
-    is asked about, or refused without --force, as for `ledger close`.
+    answered to stop every write quorum.  An open ledger -- whoever writes
+    it: a Pulsar broker, named, or any other application -- is asked about
+    on a terminal, and refused without --force elsewhere (exit 2).
     --json: {"ledger_id", "state", "fenced", "bookies_fenced", "bookies_failed", "last_add_confirmed"}.
     """
     from ..ops.ledgers import fence_ledger
 
     if _held(app, ledger_id) is None:
-        _guard_live(app, ledger_id, "fence", force)
+        _guard_live(app, ledger_id, "fence", force, any_writer=True)
     drop_held(app, ledger_id)
     doc = fence_ledger(app.bk, ledger_id, _password(password))
 
@@ -407,7 +412,7 @@ def ledger_fence(app: App, ledger_id: int, password: str | None, force: bool):
 @click.command("recover")
 @click.argument("ledger_id", type=LEDGER_ID, shell_complete=complete_ledger_id)
 @_PASSWORD
-@_FORCE_LIVE
+@_FORCE_OPEN
 @pass_app
 def ledger_recover(app: App, ledger_id: int, password: str | None, force: bool):
     """Ledger recovery: fence, write the tail back to full write quorums, close.
@@ -416,14 +421,15 @@ def ledger_recover(app: App, ledger_id: int, password: str | None, force: bool):
 
     Every entry acknowledged to the old writer is kept; the writer's next
     add fails (fenced).  Concurrent recoveries agree on the last entry.  A
-    closed ledger is left as is.  An open ledger that Pulsar writes is asked
-    about, or refused without --force, as for `ledger close`.  --json:
+    closed ledger is left as is.  An open ledger -- whoever writes it: a
+    Pulsar broker, named, or any other application -- is asked about on a
+    terminal, and refused without --force elsewhere (exit 2).  --json:
     {"ledger_id", "state", "last_entry_id", "length", "previous_state"}.
     """
     from ..ops.ledgers import recover_ledger
 
     if _held(app, ledger_id) is None:
-        _guard_live(app, ledger_id, "recover", force)
+        _guard_live(app, ledger_id, "recover", force, any_writer=True)
     drop_held(app, ledger_id)
     doc = recover_ledger(app.bk, ledger_id, _password(password))
     emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["previous_state"] == "CLOSED")))

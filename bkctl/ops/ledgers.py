@@ -279,11 +279,15 @@ def refusal(owner: dict) -> str | None:
     return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
 
 
-def live_writer(store, ledger_id: int, base: str | None = None, now_ms: int | None = None) -> str | None:
+def live_writer(
+    store, ledger_id: int, base: str | None = None, now_ms: int | None = None, any_writer: bool = False
+) -> str | None:
     """What fencing, closing or recovering the ledger breaks when Pulsar is
     writing it: a sentence naming the owner (from the owner check ``ledger
     delete`` makes, :meth:`~bkctl.ops.pulsar.Owners.owner_of`), or None when
-    the ledger is closed, missing, or no owner of Pulsar's could be writing it."""
+    the ledger is closed, missing, or no owner of Pulsar's could be writing it.
+    ``any_writer`` (fence, recover): an open ledger that is not Pulsar's, or
+    an old Pulsar orphan, gets its sentence too -- any application may write it."""
     from bkctl.ops.pulsar import Owners
     from bkctl.wire.errors import NotFound
 
@@ -302,16 +306,21 @@ def live_writer(store, ledger_id: int, base: str | None = None, now_ms: int | No
         return (
             f"the open ledger of cursor {owner['cursor']} of topic {topic}: its broker's next mark-delete write fails"
         )
+    anyone = (
+        "an open ledger: whatever writes it (an application, DistributedLog, Pravega, HerdDB, ...) fails at its next add"
+        if any_writer
+        else None
+    )
     if kind == "orphan":
         if not owner["caution"]:
-            return None  # old enough to be an orphan: no broker writes it
+            return anyone  # old enough to be an orphan: no broker writes it
         age = owner["age_seconds"]
         return (
             f"a Pulsar ledger that no topic lists yet, created {'at an unknown time' if age is None else f'{age:.0f} s ago'}"
             ": a broker creates a ledger before it lists it, so one may be writing it"
         )
     if kind == "not-pulsar":
-        return None
+        return anyone
     return f"an open Pulsar {kind} ledger{f' of topic {topic}' if topic else ''}: its writer's next add fails"
 
 

@@ -205,8 +205,14 @@ def test_password_digest_metadata_and_usage_errors(bookie_cluster, metadata_uri)
     one_line_error(bkctl(uri, "ledger", "add", lid, "x", "--password", "wrong"), 1)
     assert ok(bkctl(uri, "ledger", "read", lid, "--password", "s3cret")) == "0\ta\n1\tb\n2\tc\n"
 
-    one_line_error(bkctl(uri, "ledger", "recover", lid, "--password", "wrong"), 1)
-    recovered = json.loads(ok(bkctl(uri, "--json", "ledger", "recover", lid)))
+    wrong = bkctl(uri, "ledger", "recover", lid, "--password", "wrong", "--force")  # said, then tried
+    assert (
+        wrong.returncode == 1
+        and wrong.stderr.decode().splitlines()[-1] == f"bkctl: error: wrong password for ledger {lid}"
+    )
+    refused = bkctl(uri, "ledger", "recover", lid)  # an open ledger: its writer's next add fails
+    assert refused.returncode == 2 and b"refusing to recover ledger" in refused.stderr, refused.stderr
+    recovered = json.loads(ok(bkctl(uri, "--json", "ledger", "recover", lid, "--force")))
     assert recovered == {"ledger_id": lid, "state": "CLOSED", "last_entry_id": 2, "length": 3, "previous_state": "OPEN"}
 
     assert bkctl(uri, "ledger", "add", lid).returncode == 2  # nothing to add
@@ -239,7 +245,7 @@ def test_killed_writer_then_concurrent_recoveries(bookie_cluster, metadata_uri, 
     env = env_for(uri)
     racers = [
         subprocess.Popen(
-            [*BKCTL, "--json", "ledger", "recover", str(lid)],
+            [*BKCTL, "--json", "ledger", "recover", str(lid), "--force"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -272,12 +278,12 @@ def test_live_writer_is_fenced_by_fence_and_recover(bookie_cluster, metadata_uri
     # its entries are visible to readers while it is still open
     assert ok(bkctl(uri, "ledger", "read", lid)) == "0\ta\n1\tb\n2\tc\n"
 
-    fenced = json.loads(ok(bkctl(uri, "--json", "ledger", "fence", lid)))
+    fenced = json.loads(ok(bkctl(uri, "--json", "ledger", "fence", lid, "--force")))
     assert fenced["fenced"] is True and fenced["state"] == "OPEN" and len(fenced["bookies_fenced"]) == 3
     assert json.loads(ok(bkctl(uri, "--json", "ledger", "show", lid)))["state"] == "OPEN"
     refused = writer.run("ledger", "add", lid, "d")
     assert refused["rc"] == 4
-    recovered = json.loads(ok(bkctl(uri, "--json", "ledger", "recover", lid)))
+    recovered = json.loads(ok(bkctl(uri, "--json", "ledger", "recover", lid, "--force")))
     assert (recovered["state"], recovered["last_entry_id"]) == ("CLOSED", 2)
     assert writer.run("ledger", "add", lid, "e")["rc"] == 4
     nothing = json.loads(ok(bkctl(uri, "--json", "ledger", "fence", lid)))

@@ -238,6 +238,14 @@ def test_the_guard_asks_on_a_terminal_and_lets_others_pass(cluster, zkstore, tmp
     assert not zkstore.ledgers.read(10)[0].is_closed
 
     assert live_writer(zkstore, 50) is None  # not Pulsar's: closed as before, without a question
+    # fence and recover stop whatever writes an open ledger: asked about whoever it is
+    assert live_writer(zkstore, 50, any_writer=True).startswith("an open ledger: whatever writes it")
+    assert live_writer(zkstore, 20, any_writer=True).startswith("an open ledger: whatever writes it")
+    for verb in ("fence", "recover"):
+        refused = bkctl(cluster, "ledger", verb, "50")
+        assert refused.returncode == 2 and "ledger 50 is an open ledger: whatever writes it" in refused.stderr
+        assert f"refusing to {verb} ledger 50 without --force" in refused.stderr
+    assert not zkstore.ledgers.read(50)[0].is_closed
     assert live_writer(zkstore, 20) is None  # an old orphan: no broker writes it
     assert live_writer(zkstore, 777) is None  # missing: the command says so in its own words
     md, version = zkstore.ledgers.read(11)
