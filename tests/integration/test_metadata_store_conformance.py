@@ -384,6 +384,24 @@ def test_a_replication_lock_taken_on_an_unmarked_ledger_keeps_workers_off(sessio
     assert sessions.open().underreplication.lock(9, "mover") is True
 
 
+def test_a_write_that_lets_go_of_the_replication_lock_in_the_same_transaction(sessions, store):
+    from bkctl.wire.metadata.errors import MetadataStoreError, MetadataVersionConflict
+
+    lid, version = store.ledgers.create(LedgerMetadata.new([A, B]))
+    md, _ = store.ledgers.read(lid)
+    moved = md.replace_bookie(0, A, C)
+    with pytest.raises(MetadataStoreError):  # not locked: nothing written
+        store.ledgers.update(lid, moved, version, unlock=True)
+    assert store.ledgers.read(lid) == (md, version)
+    assert store.underreplication.lock(lid, "mover")
+    with pytest.raises(MetadataVersionConflict):  # a conflict keeps the lock
+        store.ledgers.update(lid, moved, version + 5, unlock=True)
+    assert store.underreplication.lock_holder(lid) == "mover"
+    new_version = store.ledgers.update(lid, moved, version, unlock=True)
+    assert store.ledgers.read(lid) == (moved, new_version) and new_version == version + 1
+    assert store.underreplication.lock_holder(lid) is None
+
+
 def test_auditor_election(sessions, store):
     assert store.auditor.votes() == [] and store.auditor.current() is None
     first = store.auditor.cast_vote(A)

@@ -214,10 +214,16 @@ class FakeLedgerManager(_Manager):
         return self._read(ledger_id)
 
     @_call
-    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int) -> int:
+    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int, *, unlock: bool = False) -> int:
         current, version = self._read(ledger_id)
         if expected_version not in (-1, version):
             raise MetadataVersionConflict(ledger_id, expected_version, current, version)
+        if unlock:
+            if self._store.underreplication.lock_holder(ledger_id) is None:
+                raise MetadataStoreError(
+                    f"ledger {ledger_id}: its replication lock is gone; its metadata was not written"
+                )
+            self._store.underreplication.release(ledger_id)
         data, _, ctime = self._znodes[ledger_id]
         stored = parse_ledger_metadata(data)
         self._znodes[ledger_id] = (serialize_ledger_metadata(stored_ctime(md, ctime, stored)), version + 1, ctime)

@@ -162,9 +162,12 @@ class LedgerManager(Protocol):
     def read(self, ledger_id: int) -> tuple["LedgerMetadata", int]:
         """``(metadata, version)``; :class:`~.errors.NoSuchLedger` when missing."""
 
-    def update(self, ledger_id: int, md: "LedgerMetadata", expected_version: int) -> int:
+    def update(self, ledger_id: int, md: "LedgerMetadata", expected_version: int, *, unlock: bool = False) -> int:
         """Compare-and-set (version -1: unconditionally); the new version, or
-        :class:`~.errors.MetadataVersionConflict` carrying the current metadata."""
+        :class:`~.errors.MetadataVersionConflict` carrying the current metadata.  ``unlock``:
+        the ledger's replication lock, which this store holds, goes in the same transaction
+        (a replica move's last step); a lock gone already fails the write
+        (:class:`~.errors.MetadataStoreError`), and a write that fails keeps the lock."""
 
     def delete(self, ledger_id: int, version: int = -1) -> None:
         """Delete (a missing ledger is fine; a version that moved on is a conflict)."""

@@ -24,6 +24,7 @@ rerun plans from what the cluster holds: nothing moved twice.
 from __future__ import annotations
 
 import enum
+import itertools
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,8 +36,9 @@ from bkctl.wire.client.credentials import ledger_credentials
 from bkctl.wire.client.fragments import Fragment
 from bkctl.wire.client.rereplication import failure_cause, replicate_fragment
 from bkctl.wire.codecs.digest import DigestManager, master_key
-from bkctl.wire.metadata.errors import MetadataVersionConflict, NoSuchLedger
+from bkctl.wire.metadata.errors import MetadataStoreError, MetadataVersionConflict, NoSuchLedger
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.store import LedgerRead
 
 from .plan import LedgerMove
 
@@ -121,8 +123,11 @@ async def move_ledger(
     window: int = 64,
     throttle: Callable[..., Any] | None = None,
     on_entry: Callable[[int], Any] | None = None,
+    known: LedgerRead | None = None,
 ) -> MoveResult:
-    """Carry out ``move`` (see the module doc); never raises for the ledger's own problems."""
+    """Carry out ``move`` (see the module doc); never raises for the ledger's own problems.
+    ``known``: the ledger's metadata as just read (many at once: :func:`move_ledgers`), not
+    read again; the version-checked write catches any change since."""
     store = client.store
     run = client.run_blocking
     holder = holder or default_holder()
@@ -137,13 +142,16 @@ async def move_ledger(
             MoveOutcome.SKIPPED,
             f"its replication lock is held by {who or 'another process'}: a repair or another move is on it",
         )
+    result = None
     try:
-        return await _locked_move(client, move, window, throttle, on_entry)
+        result = await _locked_move(client, move, window, throttle, on_entry, known)
+        return result
     finally:
-        try:
-            await run(store.underreplication.release, move.ledger_id)
-        except Exception:  # noqa: BLE001 - the lock is ephemeral: it goes with the session
-            pass
+        if result is None or result.outcome is not MoveOutcome.MOVED:  # a move's write let go of it
+            try:
+                await run(store.underreplication.release, move.ledger_id)
+            except Exception:  # noqa: BLE001 - the lock is ephemeral: it goes with the session
+                pass
 
 
 async def _locked_move(
@@ -152,21 +160,22 @@ async def _locked_move(
     window: int,
     throttle: Callable[..., Any] | None,
     on_entry: Callable[[int], Any] | None,
+    known: LedgerRead | None,
 ) -> MoveResult:
     store = client.store
     run = client.run_blocking
     ledger_id = move.ledger_id
-    mark = await run(store.underreplication.get, ledger_id)
-    if mark is not None:
-        return MoveResult(
-            move,
-            MoveOutcome.SKIPPED,
-            f"marked under-replicated (missing on {', '.join(mark.replicas) or '?'}): left to the repair",
-        )
-    try:
-        md, version = await run(store.ledgers.read, ledger_id)
-    except NoSuchLedger:
+    if known is None:
+        try:
+            md, version = await run(store.ledgers.read, ledger_id)
+        except NoSuchLedger:
+            return MoveResult(move, MoveOutcome.SKIPPED, "deleted since the plan")
+    elif known.metadata is None:
         return MoveResult(move, MoveOutcome.SKIPPED, "deleted since the plan")
+    elif isinstance(known.metadata, Exception):
+        return MoveResult(move, MoveOutcome.SKIPPED, f"its metadata does not read: {known.metadata}")
+    else:
+        md, version = known.metadata, known.version
     problem = problem_with(md, move)
     if problem is not None:
         return MoveResult(move, MoveOutcome.SKIPPED, f"changed since the plan: {problem}")
@@ -210,7 +219,7 @@ async def _locked_move(
                 copied,
             )
         try:
-            await run(store.ledgers.update, ledger_id, _moved(md, move), version)
+            await run(store.ledgers.update, ledger_id, _moved(md, move), version, unlock=True)
             return MoveResult(move, MoveOutcome.MOVED, None, copied)
         except NoSuchLedger:
             return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
@@ -226,7 +235,13 @@ async def _locked_move(
             if _segments_of(now, move) != copied_from or problem_with(now, move) is not None:
                 return MoveResult(move, MoveOutcome.ABANDONED, "its ensemble changed during the move", copied)
             md = now  # a writer's new segment, say: the move still holds
+        except MetadataStoreError as exc:  # its lock gone (a lost session): nothing written
+            return MoveResult(move, MoveOutcome.ABANDONED, str(exc), copied)
     return MoveResult(move, MoveOutcome.FAILED, "its metadata keeps changing", copied, "other")
+
+
+#: moves whose metadata is read at once (one multiRead), ahead of their copies
+METADATA_READ_AHEAD = 256
 
 
 def _forget(result: object, running: set[defer.Deferred[MoveResult]], d: defer.Deferred[MoveResult]) -> object:
@@ -248,6 +263,8 @@ async def move_ledgers(
     move starts (those running finish: a move is all or nothing)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
+    store = client.store
+    run = client.run_blocking
     results: list[MoveResult] = []
     running: set[defer.Deferred[MoveResult]] = set()
 
@@ -257,14 +274,33 @@ async def move_ledgers(
             on_result(result)
         return result
 
-    for move in moves:
-        while len(running) >= concurrency:
-            await defer.DeferredList(list(running), fireOnOneCallback=True, consumeErrors=True)
-        if stopping is not None and stopping():
-            break
-        d = defer.ensureDeferred(move_ledger(client, move, **options)).addCallback(done)
-        running.add(d)
-        d.addBoth(_forget, running, d)
+    def read_chunk(chunk: list[LedgerMove]) -> list[LedgerRead]:
+        return list(store.ledgers.read_many([m.ledger_id for m in chunk]))
+
+    marked = {mark.ledger_id: mark for mark in await run(lambda: list(store.underreplication.marks()))}
+    pending = iter(moves)
+    stopped = False
+    while not stopped and (chunk := list(itertools.islice(pending, METADATA_READ_AHEAD))):
+        reads = await run(read_chunk, chunk)
+        for move, read in zip(chunk, reads):
+            while len(running) >= concurrency:
+                await defer.DeferredList(list(running), fireOnOneCallback=True, consumeErrors=True)
+            if stopping is not None and stopping():
+                stopped = True
+                break
+            mark = marked.get(move.ledger_id)
+            if mark is not None:
+                done(
+                    MoveResult(
+                        move,
+                        MoveOutcome.SKIPPED,
+                        f"marked under-replicated (missing on {', '.join(mark.replicas) or '?'}): left to the repair",
+                    )
+                )
+                continue
+            d = defer.ensureDeferred(move_ledger(client, move, known=read, **options)).addCallback(done)
+            running.add(d)
+            d.addBoth(_forget, running, d)
     while running:
         await defer.DeferredList(list(running), consumeErrors=True)
     return results

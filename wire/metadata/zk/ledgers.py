@@ -184,14 +184,15 @@ class ZKLedgerManager(Manager):
         return MetadataVersionConflict(ledger_id, expected_version, self._decode(ledger_id, data, stat), stat.version)
 
     @zk_call
-    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int) -> int:
+    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int, *, unlock: bool = False) -> int:
         """Compare-and-set the metadata; returns the new version.
 
         Raises :class:`MetadataVersionConflict` (carrying the current
         metadata and version) when the znode moved on, :class:`NoSuchLedger`
         when it is gone.  A ``ctime`` that :meth:`read` only filled in
         from the znode is not written into the value (Java keeps such
-        ledgers without a stored ctime).
+        ledgers without a stored ctime).  ``unlock``: the ledger's replication lock
+        (``underreplication/locks/urL<id>``) is deleted in the same multi as the write.
         """
         path = self.path(ledger_id)
         if md.ctime is not None:
@@ -210,6 +211,8 @@ class ZKLedgerManager(Manager):
                     stored = None
                 md = stored_ctime(md, stat.ctime, stored)
         data = serialize_ledger_metadata(md)
+        if unlock:
+            return self._update_unlocking(ledger_id, path, data, expected_version)
         try:
             stat = self._zk.set(path, data, version=expected_version)
         except BadVersionError:
@@ -217,6 +220,21 @@ class ZKLedgerManager(Manager):
         except NoNodeError:
             raise NoSuchLedger(ledger_id) from None
         return int(stat.version)
+
+    def _update_unlocking(self, ledger_id: int, path: str, data: bytes, expected_version: int) -> int:
+        txn = self._zk.transaction()
+        txn.set_data(path, data, version=expected_version)
+        txn.delete(P.underreplication_lock_path(ledger_id, self._root))
+        written, unlocked = txn.commit()
+        if isinstance(written, BadVersionError):
+            raise self._conflict(ledger_id, expected_version)
+        if isinstance(written, NoNodeError):
+            raise NoSuchLedger(ledger_id)
+        if isinstance(unlocked, NoNodeError):
+            raise MetadataStoreError(f"ledger {ledger_id}: its replication lock is gone; its metadata was not written")
+        if isinstance(written, Exception) or isinstance(unlocked, Exception):
+            raise MetadataStoreError(f"ledger {ledger_id}: writing its metadata failed: {written!r}, {unlocked!r}")
+        return int(written.version)
 
     @zk_call
     def delete(self, ledger_id: int, version: int = -1) -> None:
