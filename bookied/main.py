@@ -90,6 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-c", "--conf", metavar="FILE", help="bk_server.conf to read")
     parser.add_argument("-V", "--version", action=_VersionAction)
     parser.add_argument(
+        "--salvage",
+        metavar="DIR",
+        action="append",
+        help="serve a stopped bookie's directories (DIR: its journal, ledger or index directories, or one "
+        "holding them; repeatable) read-only under that bookie's id, for re-replication to copy what only it "
+        "held: Java's Interleaved and DbLedgerStorage and bookied's own; see bookied(8)",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("BOOKIED_LOG_LEVEL", "INFO"),
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -161,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         # every ZooKeeper session of this process uses it (its autorecovery process, given the
         # same configuration, sets the same)
         zksecurity.set_default(cfg.zk_security())
-        service = BookieService(cfg, reactor)
+        if args.salvage:
+            from .salvage import SalvageService
+
+            service = SalvageService(cfg, reactor, args.salvage)
+        else:
+            service = BookieService(cfg, reactor)
         service.start()
     except ConfigError as e:
         print(f"bookied: {e}", file=sys.stderr)

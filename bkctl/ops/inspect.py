@@ -19,8 +19,8 @@ from contextlib import contextmanager
 
 from ..exitcodes import USAGE, CommandError
 
-_IDX_RE = re.compile(r"^[0-9a-f]+\.idx$")
-_HEX_DIR_RE = re.compile(r"^[0-9a-f]{1,2}$")
+#: DbLedgerStorage's databases below ``current/`` (as :data:`bkctl.bookied.storage.foreign.ROCKSDB_DIRS`,
+#: not imported for it: that package loads LMDB)
 ROCKSDB_DIRS = ("ledgers", "locations")
 
 
@@ -290,7 +290,6 @@ def uncommitted_logs(dirs) -> list[str]:
 # -- DbLedgerStorage (RocksDB) -----------------------------------------------------------------------
 
 ROCKSDB_HINT = "reading DbLedgerStorage's RocksDB index needs the rocksdb extra: pip install 'bkctl[rocksdb]'"
-_ROCKSDICT_CONFIG = "rocksdict-config.json"
 
 
 def damaged_records(dirs) -> list[dict]:
@@ -331,56 +330,34 @@ def damaged_records(dirs) -> list[dict]:
 @contextmanager
 def _rocksdb(path: str):
     """A RocksDB database opened read-only, leaving its directory as it was."""
-    import shutil
-    import tempfile
+    from bkctl.bookied.storage.foreign import rocksdb_readonly
 
     try:
-        from rocksdict import AccessType, Options, Rdict
+        import rocksdict  # noqa: F401 - the extra's presence, said as a hint when missing
     except ImportError:
         from ..exitcodes import FAILED
 
         raise CommandError(f"{path}: {ROCKSDB_HINT}", FAILED) from None
-    config = os.path.join(path, _ROCKSDICT_CONFIG)
-    had_config = os.path.exists(config)
-    logs = tempfile.mkdtemp(prefix="bkctl-rocksdb-")
-    opts = Options(raw_mode=True)
-    opts.set_db_log_dir(logs)
-    db = None
-    try:
-        db = Rdict(path, opts, access_type=AccessType.read_only())
+    with rocksdb_readonly(path) as db:
         yield db
-    finally:
-        if db is not None:
-            db.close()
-        if not had_config and os.path.exists(config):
-            os.unlink(config)
-        shutil.rmtree(logs, ignore_errors=True)
 
 
 def _db_pairs(dirs) -> Iterator[tuple[str, str]]:
     """``(index dir, ledger dir)`` of each DbLedgerStorage directory: the i-th index
     directory holds the index of the i-th ledger directory's entry logs."""
+    from bkctl.bookied.storage.foreign import has_rocksdb
+
     index = list(dirs.index or dirs.ledgers)
     for i, ld in enumerate(dirs.ledgers):
         idir = index[i] if i < len(index) else ld
-        if all(os.path.isdir(os.path.join(_current(idir), n)) for n in ROCKSDB_DIRS):
+        if has_rocksdb(_current(idir)):
             yield idir, ld
 
 
 def _db_rows(db, ledger_id: int | None = None) -> Iterator[tuple[int, int, int, int]]:
-    from bkctl.wire.codecs.javadisk import db_location_key, parse_db_location, parse_db_location_key
+    from bkctl.bookied.storage.foreign import db_rows
 
-    it = db.iter()
-    if ledger_id is None:
-        it.seek_to_first()
-    else:
-        it.seek(db_location_key(ledger_id, 0))
-    while it.valid():
-        lid, eid = parse_db_location_key(it.key())
-        if ledger_id is not None and lid != ledger_id:
-            break
-        yield (lid, eid) + parse_db_location(it.value())
-        it.next()
+    return db_rows(db, ledger_id)
 
 
 def _db_ledgers(idir: str) -> Iterator[dict]:
@@ -426,18 +403,9 @@ def _db_entries(idir: str, ldir: str) -> Iterator[dict]:
 
 
 def _java_index_files(d: str) -> Iterator[tuple[int, str]]:
-    top = _current(d)
-    for a in _names(d):
-        pa = os.path.join(top, a)
-        if not (_HEX_DIR_RE.match(a) and os.path.isdir(pa)):
-            continue
-        for b in sorted(os.listdir(pa)):
-            pb = os.path.join(pa, b)
-            if not (_HEX_DIR_RE.match(b) and os.path.isdir(pb)):
-                continue
-            for name in sorted(os.listdir(pb)):
-                if _IDX_RE.match(name):
-                    yield int(name[:-4], 16), os.path.join(pb, name)
+    from bkctl.bookied.storage.foreign import java_index_files
+
+    return java_index_files(_current(d))
 
 
 def index_entries(dirs) -> Iterator[dict]:
@@ -484,12 +452,9 @@ def index_entries(dirs) -> Iterator[dict]:
 
 def _java_logs(ledger_dirs) -> dict[int, str]:
     """Entry log id -> path of the Java entry logs in these ledger directories."""
-    logs: dict[int, str] = {}
-    for d in ledger_dirs:
-        for name in _names(d):
-            if re.fullmatch(r"[0-9a-f]+\.log", name):
-                logs[int(name[:-4], 16)] = os.path.join(_current(d), name)
-    return logs
+    from bkctl.bookied.storage.foreign import java_entry_logs
+
+    return java_entry_logs(_current(d) for d in ledger_dirs)
 
 
 def _java_reader(logs: dict[int, str], log_id: int, offset: int):

@@ -14,6 +14,8 @@ first for an open ledger whose last segment lost a bookie.
   (``refill``: its copies are written back to it).
 * :func:`replicate_fragment` reads each of those entries from the surviving
   replicas of its write set (digest verified, next replica on any failure),
+  and last from its lost members that are still registered (a dead bookie's
+  directories ``bookied --salvage`` serves read-only: the only copy, perhaps),
   and writes the stored bytes unchanged to the replacement with a recovery
   add (accepted on fenced ledgers), at most ``window`` entries being added
   at a time and as many read ahead, optionally paced by a ``throttle``
@@ -125,7 +127,11 @@ class FragmentCopy:
         on_entry: Callable[[int], Any] | None,
         throttle: Callable[..., Any] | None,
         read_replaced: bool = False,
+        readable_lost: Collection[str] = (),
     ):
+        #: lost bookies still registered (a dead bookie ``bookied --salvage`` serves, a bookie
+        #: recovered while up): read from last, after every surviving replica
+        self.readable_lost = frozenset(readable_lost)
         self.client = client
         #: a move, not a repair: the replicas being replaced are live and are read too
         self.read_replaced = read_replaced
@@ -213,13 +219,20 @@ class FragmentCopy:
         a stripe position: never changed)."""
         ensemble = self._fragment.ensemble
         lost, replacements = self._lost_positions, self._replacements
-        sources, targets = [], []
+        sources, targets, last_resort = [], [], []
         for i in write_set:
             if i not in lost or self.read_replaced:
                 sources.append(ensemble[i])
             if i in lost and ensemble[i] in replacements:
                 targets.append(replacements[ensemble[i]])
-        return sources, targets
+            if (
+                i in lost
+                and not self.read_replaced
+                and ensemble[i] in self.readable_lost
+                and ensemble[i] != replacements.get(ensemble[i])
+            ):
+                last_resort.append(ensemble[i])
+        return sources + last_resort, targets
 
     def _fail(self, error: BaseException) -> None:
         if not self._finished:
@@ -350,11 +363,13 @@ async def replicate_fragment(
     on_entry: Callable[[int], Any] | None = None,
     throttle: Callable[..., Any] | None = None,
     read_replaced: bool = False,
+    readable_lost: Collection[str] = (),
 ) -> int:
     """Copy every entry a lost bookie of ``fragment`` held to its replacement.
 
-    Each entry is read from the surviving members of its write set (lost
-    ones never count as sources), verified, and added unchanged to the
+    Each entry is read from the surviving members of its write set, then from
+    the lost members in ``readable_lost`` (still registered: a dead bookie's
+    directories ``bookied --salvage`` serves), verified, and added unchanged to the
     replacement of every lost member of its write set, with recovery adds
     (:class:`FragmentCopy`: reads feeding adds).  At most ``window`` entries
     are being added at a time, and at most ``window`` more read ahead.  ``on_entry(entry_id)`` is called (in the reactor thread)
@@ -369,7 +384,9 @@ async def replicate_fragment(
     """
     if window < 1:
         raise ValueError("window must be >= 1")
-    copy = FragmentCopy(client, fragment, replacements, digest, key, window, on_entry, throttle, read_replaced)
+    copy = FragmentCopy(
+        client, fragment, replacements, digest, key, window, on_entry, throttle, read_replaced, readable_lost
+    )
     return await copy.start()
 
 
@@ -632,7 +649,15 @@ async def rereplicate_ledger(
             if dry_run:
                 continue
             copied = await replicate_fragment(
-                client, fragment, replacements, digest, key, window=window, on_entry=on_entry, throttle=throttle
+                client,
+                fragment,
+                replacements,
+                digest,
+                key,
+                window=window,
+                on_entry=on_entry,
+                throttle=throttle,
+                readable_lost=lost_set.intersection(readonly).union(lost_set.intersection(writable)),
             )
             known = await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements, known)
             doc["entries_copied"] = copied

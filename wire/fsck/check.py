@@ -7,7 +7,8 @@ sets say each must hold, and name one cause (:mod:`.findings`).
   ensemble at all, are looked for on the other registered bookies: found there, the
   metadata names the wrong bookies (:attr:`~.findings.Kind.MISPLACED`, with where the
   data is); found nowhere, they are lost (:attr:`~.findings.Kind.DATA_LOST`, or
-  :attr:`~.findings.Kind.METADATA_ONLY` when no bookie holds any entry of the ledger).
+  :attr:`~.findings.Kind.METADATA_ONLY` when every bookie of the ensemble is registered and
+  none, nor any other, holds any entry of the ledger).
   A bookie that is not registered is not asked: its entries count as missing, and the
   other bookies are searched only for entries with no copy left.
 * With every copy in place, some entries are read from every replica and compared
@@ -138,21 +139,24 @@ def _indices(entry_id: int, size: int, quorum: int) -> list[int]:
     return write_set_indices(entry_id, size, quorum)
 
 
-async def _held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iterable[int]) -> tuple[Held, str | None]:
-    """What a registered bookie holds (its bitmap, else the ``wanted`` entries read one by
-    one); the second item says why the bitmap was not used."""
+async def _held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iterable[int]) -> tuple[Held, bool]:
+    """What a registered bookie holds (its entry list, else the ``wanted`` entries read one
+    by one), and whether it answered at all (False: unreachable, nothing known of it)."""
     held = await req.availability(bookie, ledger_id)
     if held is not None:
-        return held, None
+        return held, True
     got: list[int] = []
+    answered = False
     reads = [(e, defer.ensureDeferred(req.read(bookie, ledger_id, e))) for e in wanted]
     for entry_id, d in reads:
         try:
-            if await d is not None:
-                got.append(entry_id)
+            body = await d
         except Exception:  # noqa: BLE001 - a copy that cannot be read is not a copy
-            pass
-    return Held(runs_of(got)), "no entry list: entries read one by one"
+            continue
+        answered = True
+        if body is not None:
+            got.append(entry_id)
+    return Held(runs_of(got)), answered or not reads
 
 
 async def check_ledger(
@@ -174,8 +178,11 @@ async def check_ledger(
     asked = [b for b in inside if b in registered]
     answers = [defer.ensureDeferred(_held_by(req, b, ledger_id, expected[b])) for b in asked]
     held: dict[str, Held] = {b: NOTHING for b in inside}
+    silent: list[str] = []  # registered and not answering: nothing is known of what they hold
     for bookie, answer in zip(asked, answers):
-        held[bookie] = (await answer)[0]
+        held[bookie], answered = await answer
+        if not answered:
+            silent.append(bookie)
     missing: dict[str, list[int]] = {}
     no_copy: list[int] = []
     for seg in segments:
@@ -201,7 +208,8 @@ async def check_ledger(
             if h:
                 outside[bookie] = h
     lost = [e for e in no_copy if not any(e in h for h in outside.values())]
-    if lost and not any(held.values()) and not outside:
+    unknown = sorted(b for b in inside if b not in registered) + [f"{b} (unreachable)" for b in silent]
+    if lost and not any(held.values()) and not outside and not unknown:
         return Finding(
             ledger_id,
             Kind.METADATA_ONLY,
@@ -213,7 +221,8 @@ async def check_ledger(
         return Finding(
             ledger_id,
             Kind.DATA_LOST,
-            f"{len(lost)} entries with no copy on any live bookie",
+            f"{len(lost)} entries with no copy on any live bookie"
+            + (f" (not live: {', '.join(unknown)})" if unknown else ""),
             missing={b: runs_of(es) for b, es in missing.items()},
             lost=runs_of(lost),
             version=version,
@@ -228,8 +237,8 @@ async def check_ledger(
             moves=tuple(moves),
             version=version,
         )
-    unregistered = sorted(b for b in missing if b not in registered)
-    why = f"not registered: {', '.join(unregistered)}" if unregistered else "registered bookies lack entries"
+    gone = sorted(b for b in missing if b not in registered) + [f"{b} (unreachable)" for b in silent]
+    why = f"not live: {', '.join(gone)}" if gone else "registered bookies lack entries"
     return Finding(
         ledger_id,
         Kind.MISSING,

@@ -31,7 +31,8 @@ class Kind(str, enum.Enum):
     MISPLACED = "misplaced"
     #: replicas of an entry whose bytes differ (a digest that does not verify names the bad one)
     CORRUPT = "corrupt"
-    #: the ledger has entries in its metadata and no bookie holds any of them
+    #: the ledger has entries in its metadata, every bookie of its ensembles is registered, and
+    #: none (nor any other bookie) holds any of them
     METADATA_ONLY = "metadata_only"
     #: entries of a segment with no copy on any live bookie
     DATA_LOST = "data_lost"

@@ -61,6 +61,11 @@ def _pairs(properties: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[t
     return tuple(properties.items() if isinstance(properties, Mapping) else properties)
 
 
+#: the property ``bookied --salvage`` publishes ("true"): its bookie id's copies are to be copied
+#: off, not counted as live (:func:`~bkctl.wire.metadata.store.registered_bookies`)
+SALVAGE_PROPERTY = "bkctl.salvage"
+
+
 @dataclass(frozen=True)
 class BookieServiceInfo:
     """Endpoints and free-form properties a bookie publishes.
@@ -82,6 +87,12 @@ class BookieServiceInfo:
     @property
     def property_map(self) -> dict[str, str]:
         return dict(self.properties)
+
+    @property
+    def is_salvage(self) -> bool:
+        """Published by ``bookied --salvage``: a dead bookie's directories served read-only,
+        to be copied off (:data:`SALVAGE_PROPERTY`)."""
+        return self.property_map.get(SALVAGE_PROPERTY) == "true"
 
     @property
     def is_legacy(self) -> bool:

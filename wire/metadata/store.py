@@ -260,8 +260,20 @@ class RegistrationManager(Protocol):
 
 
 def registered_bookies(registration: RegistrationManager) -> set[str]:
-    """Every registered bookie, writable or read-only (what the auditor counts as alive)."""
-    return set(registration.writable_bookies()) | set(registration.readonly_bookies())
+    """Every registered bookie, writable or read-only (what the auditor counts as alive), but
+    a read-only one ``bookied --salvage`` serves (its service info says so: a dead bookie's
+    directories, there to be copied off): its copies are not live ones, and it is lost to
+    the auditor and the replication workers, which read from it all the same
+    (:mod:`bkctl.wire.client.rereplication`)."""
+    alive = set(registration.writable_bookies())
+    for bookie in registration.readonly_bookies():
+        try:
+            info = registration.service_info(bookie)
+        except Exception:  # noqa: BLE001 - unreadable: counted as the bookie it says it is
+            info = None
+        if info is None or not info.is_salvage:
+            alive.add(bookie)
+    return alive
 
 
 @runtime_checkable

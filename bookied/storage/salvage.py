@@ -1,0 +1,352 @@
+"""A stopped or dead bookie's storage, read-only, as a store ``bookied --salvage`` serves:
+Java's InterleavedLedgerStorage and DbLedgerStorage and bookied's own, and what their
+journals hold that never reached an entry log.
+
+Every ``current/`` directory below the directories given is looked at: Java entry
+logs (``*.log``) with their ``.idx`` files or RocksDB index (``ledgers/``,
+``locations/``), bookied's LMDB index (``index.lmdb/``) with its ``*.bel`` logs,
+and journals (Java ``*.txn``, bookied ``*.bjn``), each entry a journal holds that
+no index has kept in memory.  Nothing in them is written: no lock, no repair, no
+truncation.  A record that cannot be read (a damaged index file, a location past
+its log's end, ids in an entry's header that are not the ones indexed, a journal
+that ends early) is left out and reported in :attr:`SalvageStore.damaged`, never fatal.
+
+What the store answers is what :class:`~bkctl.bookied.bookie.Bookie` reads of a store
+(``has_ledger``, ``get_entry``, ``get_entries``, ``entry_ids``, ``last_entry_id``,
+master key, fenced, explicit LAC); a write to it raises :class:`ReadOnlyStore`, and
+``set_fenced`` says the ledger is fenced already (no add is ever taken here).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .errors import EntryCorrupted
+
+log = logging.getLogger("bookied.salvage")
+
+__all__ = ["Damage", "ReadOnlyStore", "SalvageStore", "current_dirs"]
+
+_JAVA, _BOOKIED, _MEMORY = 0, 1, 2
+
+
+class ReadOnlyStore(OSError):
+    """A write to a salvaged store."""
+
+
+@dataclass(frozen=True)
+class Damage:
+    """What could not be read: where, and why."""
+
+    where: str
+    reason: str
+    ledger_id: int | None = None
+    entry_id: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"where": self.where, "reason": self.reason, "ledger_id": self.ledger_id, "entry_id": self.entry_id}
+
+
+def current_dirs(roots: Iterable[str]) -> list[str]:
+    """Every ``current`` directory at or below ``roots`` (a bookie's journal, ledger and
+    index directories, or a directory holding them), sorted."""
+    found: set[str] = set()
+    for root in roots:
+        root = os.path.abspath(root)
+        if os.path.basename(root) == "current" and os.path.isdir(root):
+            found.add(root)
+            continue
+        for top, subdirs, _names in os.walk(root):
+            if "current" in subdirs:
+                found.add(os.path.join(top, "current"))
+            subdirs[:] = [d for d in subdirs if d != "current" and not d.endswith(".lmdb")]
+    return sorted(found)
+
+
+@dataclass
+class _Ledger:
+    master_key: bytes | None = None
+    fenced: bool = False
+    explicit_lac: bytes | None = None
+    #: entry id -> (source, a, b, c): Java (log id, offset, -), bookied (index number, log id,
+    #: offset, length as a Location), memory (index into the journal entries kept)
+    entries: dict[int, tuple] = field(default_factory=dict)
+
+
+class SalvageStore:
+    """The storage found below ``roots``, read-only (see the module doc)."""
+
+    def __init__(self, roots: Iterable[str]):
+        self.currents = current_dirs(roots)
+        if not self.currents:
+            raise FileNotFoundError(f"no bookie directory (with a current/) below {', '.join(roots)}")
+        #: a directory for :meth:`~bkctl.bookied.bookie.Bookie.disk_space`
+        self.directory = self.currents[0]
+        self.damaged: list[Damage] = []
+        self._ledgers: dict[int, _Ledger] = {}
+        self._java_logs: dict[int, str] = {}
+        self._maps: dict[str, tuple] = {}
+        self._bookied: list = []
+        self._kept: list[bytes] = []
+        self._load()
+
+    # -- loading ----------------------------------------------------------------
+    def _damage(self, where: str, reason: str, ledger_id: int | None = None, entry_id: int | None = None) -> None:
+        self.damaged.append(Damage(where, reason, ledger_id, entry_id))
+        log.warning(
+            "salvage: %s: %s%s left out",
+            where,
+            reason,
+            "" if ledger_id is None else f" (entry {ledger_id}/{entry_id if entry_id is not None else '*'})",
+        )
+
+    def _ledger(self, ledger_id: int) -> _Ledger:
+        led = self._ledgers.get(ledger_id)
+        if led is None:
+            led = self._ledgers[ledger_id] = _Ledger()
+        return led
+
+    def _load(self) -> None:
+        from . import foreign
+
+        self._java_logs = foreign.java_entry_logs(self.currents)
+        for current in self.currents:
+            self._load_java_index(current)
+            if foreign.has_rocksdb(current):
+                self._load_rocksdb(current)
+            if os.path.isdir(os.path.join(current, "index.lmdb")):
+                self._load_bookied(current)
+        for current in self.currents:
+            self._load_journals(current)
+
+    def _load_java_index(self, current: str) -> None:
+        from bkctl.wire.codecs.javadisk import parse_index
+
+        from .foreign import java_index_files
+
+        for ledger_id, path in java_index_files(current):
+            try:
+                with open(path, "rb") as f:
+                    idx = parse_index(f.read())
+            except Exception as exc:  # noqa: BLE001 - one bad index file: that ledger only
+                self._damage(path, str(exc), ledger_id)
+                continue
+            led = self._ledger(ledger_id)
+            led.master_key = led.master_key or idx.master_key
+            led.fenced = led.fenced or idx.fenced
+            led.explicit_lac = idx.explicit_lac or led.explicit_lac
+            for entry_id, (log_id, offset) in idx.locations.items():
+                led.entries[entry_id] = (_JAVA, log_id, offset)
+
+    def _load_rocksdb(self, current: str) -> None:
+        from bkctl.wire.codecs.javadisk import parse_db_ledger_data
+
+        from .foreign import db_rows, rocksdb_readonly
+
+        try:
+            with rocksdb_readonly(os.path.join(current, "ledgers")) as db:
+                for key, value in db.items():
+                    ledger_id = int.from_bytes(key, "big", signed=True)
+                    try:
+                        data = parse_db_ledger_data(value)
+                    except Exception as exc:  # noqa: BLE001
+                        self._damage(os.path.join(current, "ledgers"), str(exc), ledger_id)
+                        continue
+                    led = self._ledger(ledger_id)
+                    led.master_key = data.master_key or led.master_key
+                    led.fenced = led.fenced or data.fenced
+                    led.explicit_lac = data.explicit_lac or led.explicit_lac
+            with rocksdb_readonly(os.path.join(current, "locations")) as db:
+                for ledger_id, entry_id, log_id, offset in db_rows(db):
+                    self._ledger(ledger_id).entries[entry_id] = (_JAVA, log_id, offset)
+        except ImportError:
+            self._damage(current, "DbLedgerStorage's RocksDB index needs the rocksdb extra (rocksdict)")
+        except Exception as exc:  # noqa: BLE001 - a RocksDB that does not open: its entries are left out
+            self._damage(current, f"RocksDB index: {exc}")
+
+    def _load_bookied(self, current: str) -> None:
+        from .offline import OfflineIndex
+
+        try:
+            index = OfflineIndex(os.path.dirname(current))
+        except Exception as exc:  # noqa: BLE001
+            self._damage(os.path.join(current, "index.lmdb"), str(exc))
+            return
+        n = len(self._bookied)
+        self._bookied.append(index)
+        try:
+            for ledger_id, state in index.ledgers().items():
+                led = self._ledger(ledger_id)
+                led.master_key = state["master_key"] or led.master_key
+                led.fenced = led.fenced or bool(state["fenced"])
+                led.explicit_lac = state["explicit_lac"] or led.explicit_lac
+            for ledger_id, entry_id, loc in index.rows():
+                self._ledger(ledger_id).entries[entry_id] = (_BOOKIED, n, loc)
+        except Exception as exc:  # noqa: BLE001
+            self._damage(os.path.join(current, "index.lmdb"), str(exc))
+
+    def _keep(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        led = self._ledger(ledger_id)
+        if entry_id not in led.entries:  # the journal's copy of an entry no index kept
+            led.entries[entry_id] = (_MEMORY, len(self._kept))
+            self._kept.append(bytes(data))
+
+    def _load_journals(self, current: str) -> None:
+        from bkctl.bookied import journal_format as bj
+        from bkctl.wire.codecs.javadisk import scan_journal
+
+        for name in sorted(os.listdir(current)):
+            path = os.path.join(current, name)
+            if name.endswith(".txn"):
+                try:
+                    with open(path, "rb") as f:
+                        _version, records = scan_journal(f.read())
+                        for r in records:
+                            if r.kind == "entry":
+                                self._keep(r.ledger_id, r.entry_id, r.data)
+                            elif r.kind == "master_key":
+                                led = self._ledger(r.ledger_id)
+                                led.master_key = led.master_key or r.data
+                            elif r.kind == "fence":
+                                self._ledger(r.ledger_id).fenced = True
+                except Exception as exc:  # noqa: BLE001
+                    self._damage(path, f"journal: {exc}")
+            elif name.endswith(bj.FILE_SUFFIX):
+                scan = bj.FileScan(path)
+                try:
+                    for _offset, rec in bj.scan_file(path, 0, scan):
+                        if isinstance(rec, bj.EntryRecord):
+                            self._keep(rec.ledger_id, rec.entry_id, rec.data)
+                        elif isinstance(rec, bj.MasterKeyRecord):
+                            led = self._ledger(rec.ledger_id)
+                            led.master_key = led.master_key or rec.key
+                        elif isinstance(rec, bj.FenceRecord):
+                            self._ledger(rec.ledger_id).fenced = True
+                        elif isinstance(rec, bj.ExplicitLacRecord):
+                            self._ledger(rec.ledger_id).explicit_lac = rec.body
+                except Exception as exc:  # noqa: BLE001
+                    scan.problem = scan.problem or str(exc)
+                if scan.problem is not None and scan.discarded_nonzero:
+                    self._damage(path, f"journal: {scan.problem} ({scan.discarded_nonzero} bytes after it unread)")
+
+    # -- what a bookie reads -------------------------------------------------------
+    def summary(self) -> dict:
+        return {
+            "directories": self.currents,
+            "ledgers": len(self._ledgers),
+            "entries": sum(len(led.entries) for led in self._ledgers.values()),
+            "from_journals": len(self._kept),
+            "damaged": len(self.damaged),
+        }
+
+    def has_ledger(self, ledger_id: int) -> bool:
+        return ledger_id in self._ledgers
+
+    def ledger_ids(self, ordered: bool = True) -> list[int]:
+        return sorted(self._ledgers) if ordered else list(self._ledgers)
+
+    def entry_ids(self, ledger_id: int) -> list[int]:
+        led = self._ledgers.get(ledger_id)
+        return sorted(led.entries) if led is not None else []
+
+    def last_entry_id(self, ledger_id: int) -> int | None:
+        led = self._ledgers.get(ledger_id)
+        return max(led.entries) if led is not None and led.entries else None
+
+    def get_master_key(self, ledger_id: int) -> bytes | None:
+        led = self._ledgers.get(ledger_id)
+        return None if led is None else led.master_key
+
+    def get_explicit_lac(self, ledger_id: int) -> bytes | None:
+        led = self._ledgers.get(ledger_id)
+        return None if led is None else led.explicit_lac
+
+    def is_fenced(self, ledger_id: int) -> bool:
+        led = self._ledgers.get(ledger_id)
+        return led is not None and led.fenced
+
+    def set_fenced(self, ledger_id: int) -> bool:
+        """Fenced already, as far as a client can tell: this store takes no add."""
+        return False
+
+    def set_master_key(self, ledger_id: int, key: bytes) -> None:
+        """A ledger it does not hold stays unknown (its key is not kept)."""
+
+    def set_explicit_lac(self, ledger_id: int, body: bytes) -> None:
+        raise ReadOnlyStore("a salvaged bookie's storage is read-only")
+
+    def put_entry(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+        raise ReadOnlyStore("a salvaged bookie's storage is read-only")
+
+    def get_entry(self, ledger_id: int, entry_id: int) -> bytes | None:
+        """The entry's bytes; None if it is not held.  A damaged copy raises
+        EntryCorrupted once, is reported, and is not held from then on."""
+        led = self._ledgers.get(ledger_id)
+        where = None if led is None else led.entries.get(entry_id)
+        if where is None:
+            return None
+        try:
+            return self._read(ledger_id, entry_id, where)
+        except Exception as exc:  # noqa: BLE001 - reported, then left out of what is held
+            assert led is not None
+            led.entries.pop(entry_id, None)
+            self._damage(self._describe(where), str(exc) or type(exc).__name__, ledger_id, entry_id)
+            raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: {exc}") from None
+
+    def get_entries(self, ledger_id: int, entry_ids: list[int]) -> list:
+        out: list = []
+        for entry_id in entry_ids:
+            try:
+                out.append(self.get_entry(ledger_id, entry_id))
+            except OSError as exc:
+                out.append(exc)
+        return out
+
+    def _describe(self, where: tuple) -> str:
+        if where[0] == _JAVA:
+            return self._java_logs.get(where[1], f"entry log {where[1]:x}.log (missing)")
+        if where[0] == _BOOKIED:
+            return self._bookied[where[1]].directory
+        return "a journal"
+
+    def _read(self, ledger_id: int, entry_id: int, where: tuple) -> bytes:
+        from bkctl.wire.codecs.digest import entry_header
+
+        if where[0] == _MEMORY:
+            data = self._kept[where[1]]
+        elif where[0] == _BOOKIED:
+            return bytes(self._bookied[where[1]].read(ledger_id, entry_id, where[2]))
+        else:
+            from bkctl.wire.codecs.javadisk import read_entry_at
+
+            data = read_entry_at(self._java_map(where[1]), where[2])
+        lid, eid, _lac, _length = entry_header(data)
+        if (lid, eid) != (ledger_id, entry_id):
+            raise EntryCorrupted(f"the record there holds entry {lid}/{eid}")
+        return data
+
+    def _java_map(self, log_id: int):
+        path = self._java_logs.get(log_id)
+        if path is None:
+            raise FileNotFoundError(f"entry log {log_id:x}.log is missing")
+        got = self._maps.get(path)
+        if got is None:
+            f = open(path, "rb")
+            size = os.fstat(f.fileno()).st_size
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            got = self._maps[path] = (f, mm)
+        return got[1]
+
+    def close(self) -> None:
+        for f, mm in self._maps.values():
+            if isinstance(mm, mmap.mmap):
+                mm.close()
+            f.close()
+        self._maps.clear()
+        for index in self._bookied:
+            index.close()
+        self._bookied.clear()
