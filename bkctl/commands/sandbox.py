@@ -79,7 +79,11 @@ def sandbox() -> None:
 
 @sandbox.command("up")
 @click.option(
-    "--bookies", "-n", type=click.IntRange(min=0), default=3, show_default=True, help="Number of bookies to run."
+    "--bookies",
+    "-n",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Number of bookies to run (default: as many as the sandbox had; 3 for a new one).",
 )
 @_dir_option
 @click.option(
@@ -129,7 +133,7 @@ def sandbox() -> None:
 @click.pass_context
 def up(
     ctx: click.Context,
-    bookies: int,
+    bookies: int | None,
     directory: str,
     zk_port: int | None,
     zk_heap: int | None,

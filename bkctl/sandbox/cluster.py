@@ -226,9 +226,13 @@ def _public(state: dict) -> dict:
     }
 
 
+#: the bookies of a new sandbox (``up`` without --bookies)
+DEFAULT_BOOKIES = 3
+
+
 def sandbox_up(
     directory: str | os.PathLike | None = None,
-    bookies: int = 3,
+    bookies: int | None = None,
     zk_port: int | None = None,
     *,
     bookie_timeout: float = 60.0,
@@ -239,7 +243,9 @@ def sandbox_up(
     zk_heap_mb: int | None = None,
     s3: bool | None = None,
 ) -> dict:
-    """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies.
+    """Start (or reuse) ZooKeeper, initialise the cluster, run *bookies* bookies
+    (None: as many as the sandbox records -- a sandbox of 4 comes back with 4 --,
+    3 for a new one).
 
     With *s3*, also a real S3 server on 127.0.0.1 (SeaweedFS: :mod:`bkctl.sandbox.s3`), its
     bucket :data:`SANDBOX_BUCKET` and an AWS credentials file (``s3`` in the result: endpoint,
@@ -271,12 +277,14 @@ def sandbox_up(
     "http_port", "pid", "dirs"}], "failed", "retired", "dir"}``.  The state file is updated
     after every process that starts, so ``down`` can clean up after a failure half-way.
     """
-    if bookies < 0:
+    if bookies is not None and bookies < 0:
         raise SandboxError("--bookies must be 0 or more", USAGE)
     d = sandbox_dir(directory)
     with locked(d):
         state = load_state(d) or {}
         recorded = sorted(state.get("bookies", []), key=lambda b: b.get("index", 0))
+        if bookies is None:
+            bookies = len(recorded) or DEFAULT_BOOKIES
         wanted = recorded[:bookies]
         to_start = [b for b in wanted if not bookie_alive(b)]
         missing = bookies - len(wanted)
