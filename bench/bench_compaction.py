@@ -2,7 +2,9 @@
 
 N topics (``--topics``, 50) each add to their current ledger at a steady total rate
 (``--rate`` adds/s), roll to a new ledger every M entries (``--roll``) and delete their
-oldest ledger beyond K closed ones (``--retain``, Pulsar's retention), until ``--volume-mb``
+oldest ledger beyond K closed ones (``--retain``, Pulsar's retention; with ``--retain-long L``
+every ``--long-every``-th topic keeps L instead, so entry logs hold long- and short-lived data side
+by side, as on a real cluster), until ``--volume-mb``
 have been written (the issue's full run is 2048; the default is a short run for a shared
 machine). The bookie rolls its entry logs at ``--log-size-mb`` and runs GC every
 ``--gc-wait-ms``, minor compaction every ``--minor-s`` and major every ``--major-s`` with
@@ -11,10 +13,13 @@ Java's default thresholds and rate limit unless told otherwise (``--set KEY=VALU
 Printed, each with the load average beside it (nothing is asserted):
 
 * disk usage over time against the live bytes (entry logs + index vs. what undeleted
-  ledgers hold; target at steady state <= 1.5x live with the default thresholds), and where
+  ledgers hold; target at steady state <= 1.5x live with the default thresholds; with
+  ``--disk du`` the allocated bytes of the whole ledger directory, as ``du`` counts them), and where
   the dead bytes are, by why bookied keeps them (gc_details' keptBecause): in the log being
   written, waiting below a threshold for the next compaction, in logs above the thresholds;
-  then the mean and peak disk/live and the mean of each part;
+  then the mean and peak disk/live and the mean of each part; and, after warm-up (from the
+  moment every topic has deleted a ledger to the end of writing), the time-weighted mean and
+  the peak of disk/live, and disk/live at the end of ``--settle`` without writes;
 * compaction throughput: MiB moved per second of compaction;
 * add latency p50/p99 while compaction is idle vs. running (target p99 running <= 1.5x idle
   with the default rate limit). ``--writers`` threads (16) share the topics, each sending its
@@ -64,6 +69,19 @@ def disk_bytes(ledgers: Path) -> int:
     current = ledgers / "current"
     logs = sum(p.stat().st_size for p in current.glob("*.bel"))
     return logs + index_bytes(ledgers)
+
+
+def du_bytes(directory: Path) -> int:
+    """The bytes allocated to the files under ``directory``, as ``du`` counts them (blocks, not
+    sizes: a sparse or preallocated file counts what it holds on disk)."""
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except FileNotFoundError:  # deleted meanwhile by GC
+                pass
+    return total
 
 
 def index_bytes(ledgers: Path) -> int:
@@ -179,6 +197,15 @@ class Churn:
         self.samples: list[tuple[float, float]] = []  # (time, latency)
         self.errors: list[BaseException] = []
         self.stop = threading.Event()
+        self.deleted_by: set[int] = set()  # the topics that have deleted a ledger
+        self.warm_at: float | None = None  # time.monotonic() when every topic had
+
+    def retain(self, topic: int) -> int:
+        """The closed ledgers ``topic`` keeps: ``--retain-long`` for every ``--long-every``-th topic."""
+        args = self.args
+        if args.retain_long is not None and args.long_every > 0 and topic % args.long_every == 0:
+            return args.retain_long
+        return args.retain
 
     def writer(self, w: int, writers: int, start: float) -> None:
         """Adds to its topics at rate/writers, rolling and deleting as Pulsar's retention does."""
@@ -213,7 +240,7 @@ class Churn:
                     closed[i].append((current[i].ledger_id, counts[i]))
                     current[i] = bk.create(1, 1, 1, password=b"bench")
                     counts[i] = 0
-                    while len(closed[i]) > args.retain:
+                    while len(closed[i]) > self.retain(i):
                         old, entries = closed[i].popleft()
                         bk.delete(old)
                         freed += entries * args.entry_size
@@ -221,6 +248,10 @@ class Churn:
                     self.samples.append((t0, lat))
                     self.sent += 1
                     self.live_bytes -= freed
+                    if freed and i not in self.deleted_by:
+                        self.deleted_by.add(i)
+                        if len(self.deleted_by) == args.topics:
+                            self.warm_at = time.monotonic()
         except BaseException as exc:  # reported by churn(), which stops the others
             self.errors.append(exc)
             self.stop.set()
@@ -237,8 +268,11 @@ class Side:
     java: bool = False
     log_file: Path | None = None  # the Java bookie's log (its compactions are counted from it)...
     log_offset: int = 0  # ...from here on (log4j appends to it across restarts)
+    du: bool = False  # disk as du of the whole ledger directory
 
     def disk(self) -> int:
+        if self.du:
+            return du_bytes(self.ledgers)
         return java_disk_bytes(self.ledgers) if self.java else disk_bytes(self.ledgers)
 
     def index(self) -> int:
@@ -294,6 +328,8 @@ def churn(args, side: Side) -> dict:
                 t.join(args.every / len(threads))
             report(start, state.written, state.live_bytes, side, watch, totals)
         writing = time.monotonic() - start
+        totals["writing_end"] = writing
+        totals["warm_at"] = state.warm_at - start if state.warm_at is not None else None
         if state.errors:
             raise state.errors[0]
         settle = time.monotonic() + args.settle
@@ -442,6 +478,7 @@ def summary(totals: dict) -> dict:
             "mean_after_30s": float("nan"),
             "p99_after_30s": float("nan"),
             "index_mib": float("nan"),
+            **warm_figures(totals),
         }
     mean_ratio = sum(d / lv for d, lv, _ in samples) / len(samples)
     # without the start, when a bookie with a write cache has flushed nothing yet
@@ -466,7 +503,44 @@ def summary(totals: dict) -> dict:
             f"{rest / 2**20:.1f} MiB"
         )
     print(f"{line}; {load_note()}")
-    return {"mean": mean_ratio, "peak": peak, "mean_after_30s": after, "p99_after_30s": p99, "index_mib": index / 2**20}
+    warm = warm_figures(totals)
+    print(
+        f"after warm-up (every topic had deleted a ledger at {warm['warm_at_s']:.0f} s, writing ended at "
+        f"{totals.get('writing_end', float('nan')):.0f} s): disk/live time-weighted mean {warm['warm_mean']:.3f}, "
+        f"peak {warm['warm_peak']:.3f}; at the end, without writes: {warm['end_ratio']:.3f}; {load_note()}"
+    )
+    return {
+        "mean": mean_ratio,
+        "peak": peak,
+        "mean_after_30s": after,
+        "p99_after_30s": p99,
+        "index_mib": index / 2**20,
+        **warm,
+    }
+
+
+def warm_figures(totals: dict) -> dict:
+    """disk/live after warm-up, the judge's way: from the moment every topic has deleted a ledger
+    to the end of writing, each sample weighted by the time until the next (time-weighted mean),
+    the peak over the same window, and the last sample (after ``--settle`` without writes)."""
+    nan = float("nan")
+    warm_at, end = totals.get("warm_at"), totals.get("writing_end")
+    points = [(t, d / lv) for (d, lv, _), t in zip(totals.get("samples", []), totals.get("times", [])) if lv > 0]
+    out = {"warm_at_s": nan if warm_at is None else warm_at, "warm_mean": nan, "warm_peak": nan, "end_ratio": nan}
+    if points:
+        out["end_ratio"] = points[-1][1]
+    if warm_at is None or end is None:
+        return out
+    window = [(t, r) for t, r in points if warm_at <= t <= end]
+    if not window:
+        return out
+    weighted = total = 0.0
+    for (t, r), (t_next, _r) in zip(window, window[1:] + [(end, 0.0)]):
+        weighted += r * max(0.0, t_next - t)
+        total += max(0.0, t_next - t)
+    out["warm_mean"] = weighted / total if total > 0 else window[0][1]
+    out["warm_peak"] = max(r for _t, r in window)
+    return out
 
 
 def settings_of(args) -> tuple[dict, dict]:
@@ -500,7 +574,7 @@ def run_bookied(args, base: Path, zk, root: str, settings: dict) -> dict:
     try:
         wait_registered(uri, f"127.0.0.1:{port}")
         print(f"bookied pid {proc.pid} on 127.0.0.1:{port} (root {root}); {load_note()}", flush=True)
-        return churn(args, Side("bookied", uri, http, base / "ledgers"))
+        return churn(args, Side("bookied", uri, http, base / "ledgers", du=args.disk == "du"))
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -539,6 +613,7 @@ def run_java(args, peer, zk, settings: dict) -> dict:
                 java=True,
                 log_file=log_file,
                 log_offset=offset,
+                du=args.disk == "du",
             ),
         )
     finally:
@@ -558,7 +633,8 @@ def side_by_side(args) -> None:
         try:
             print(
                 f"{args.topics} topics, {args.rate:,} adds/s of {args.entry_size} B, roll every {args.roll}, "
-                f"retain {args.retain}, {args.volume_mb} MiB per run; {args.rounds} rounds, ours then Java; "
+                f"retain {args.retain} ({args.retain_long} every {args.long_every}th topic), disk as "
+                f"{args.disk}, {args.volume_mb} MiB per run; {args.rounds} rounds, ours then Java; "
                 f"{load_note()}",
                 flush=True,
             )
@@ -578,14 +654,16 @@ def side_by_side(args) -> None:
     print(
         f"{'round':>5} {'bookie':>7} {'adds/s':>7} {'disk/live mean':>14} {'(from 30 s)':>11} {'p99':>5} "
         f"{'peak':>5} {'index MiB':>9} {'add p99 idle':>12} "
-        f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12}  load average at the end"
+        f"{'p99 compacting':>14} {'(adds)':>8} {'compacting s':>12} {'warm mean':>9} {'warm peak':>9} "
+        f"{'end':>5}  load average at the end"
     )
     for r, side, got in results:
         print(
             f"{r:5d} {side:>7} {got['adds_per_s']:7.0f} {got['mean']:14.2f} {got['mean_after_30s']:11.2f} "
             f"{got['p99_after_30s']:5.2f} {got['peak']:5.2f} {got['index_mib']:9.1f} "
             f"{got['p99_idle_ms']:9.2f} ms {got['p99_busy_ms']:11.2f} ms {got['busy_adds']:8,} "
-            f"{got['compacting_s']:12.1f}  {' '.join(f'{x:.2f}' for x in got['load'])}"
+            f"{got['compacting_s']:12.1f} {got['warm_mean']:9.3f} {got['warm_peak']:9.3f} {got['end_ratio']:5.2f}  "
+            f"{' '.join(f'{x:.2f}' for x in got['load'])}"
         )
     for side in ("bookied", java_name):
         runs = [got for _r, s, got in results if s == side]
@@ -593,7 +671,8 @@ def side_by_side(args) -> None:
             f"{side:>7} mean of {len(runs)} runs: disk/live mean {mean(g['mean'] for g in runs):.2f} "
             f"({mean(g['mean_after_30s'] for g in runs):.2f} from 30 s on, p99 "
             f"{mean(g['p99_after_30s'] for g in runs):.2f}), "
-            f"peak {mean(g['peak'] for g in runs):.2f}, add p99 while compacting "
+            f"peak {mean(g['peak'] for g in runs):.2f}; after warm-up mean {mean(g['warm_mean'] for g in runs):.3f}, "
+            f"peak {mean(g['warm_peak'] for g in runs):.3f}; add p99 while compacting "
             f"{mean(g['p99_busy_ms'] for g in runs):.2f} ms, idle {mean(g['p99_idle_ms'] for g in runs):.2f} ms"
         )
 
@@ -611,6 +690,20 @@ def main() -> None:
     parser.add_argument("--entry-size", type=int, default=1024)
     parser.add_argument("--roll", type=int, default=100, help="entries per ledger before a topic rolls")
     parser.add_argument("--retain", type=int, default=1, help="closed ledgers a topic keeps")
+    parser.add_argument(
+        "--retain-long",
+        type=int,
+        default=None,
+        help="closed ledgers every --long-every-th topic keeps instead (mixed retention; default: --retain)",
+    )
+    parser.add_argument("--long-every", type=int, default=5, help="with --retain-long: which topics keep longer")
+    parser.add_argument(
+        "--disk",
+        choices=("files", "du"),
+        default="files",
+        help="disk: the entry logs' and index files' sizes (files), or the allocated bytes of the whole "
+        "ledger directory (du)",
+    )
     parser.add_argument("--volume-mb", type=int, default=64, help="MiB written (the issue's full run: 2048)")
     parser.add_argument("--log-size-mb", type=int, default=4, help="logSizeLimit")
     parser.add_argument("--gc-wait-ms", type=int, default=2000)
@@ -653,11 +746,12 @@ def main() -> None:
             wait_registered(uri, f"127.0.0.1:{port}")
             print(
                 f"bookied pid {proc.pid} on 127.0.0.1:{port}: {args.topics} topics, {args.rate:,} adds/s of "
-                f"{args.entry_size} B, roll every {args.roll}, retain {args.retain}, {args.volume_mb} MiB; "
+                f"{args.entry_size} B, roll every {args.roll}, retain {args.retain} ({args.retain_long} every "
+                f"{args.long_every}th topic), {args.volume_mb} MiB, disk as {args.disk}; "
                 f"settings {settings}; {load_note()}",
                 flush=True,
             )
-            churn(args, Side("bookied", uri, http, base / "bookie" / "ledgers"))
+            churn(args, Side("bookied", uri, http, base / "bookie" / "ledgers", du=args.disk == "du"))
         finally:
             if proc is not None:
                 proc.terminate()
