@@ -10,11 +10,16 @@ rolled: Java's doGcEntryLogs), then, as Java:
   is below ``majorCompactionThreshold``, for at most
   ``majorCompactionMaxTimeMillis``;
 * otherwise **minor compaction** likewise with the minor keys;
-* otherwise, bookied's own rule, a compaction of the rolled logs of at least half of
-  ``logSizeLimit`` whose live fraction is below ``nearlyEmptyCompactionThreshold`` (and the
-  minor threshold; :func:`nearly_empty_size`): a few entries moved give back
-  nearly a whole log, where Java keeps it until the next minor compaction. It restarts neither
-  interval and is counted apart (``nearlyEmptyCompactionCounter``).
+* otherwise, bookied's own rules, a compaction of the rolled logs of at least half of
+  ``logSizeLimit`` (:func:`nearly_empty_size`) whose live fraction is below
+  ``nearlyEmptyCompactionThreshold`` (and the minor threshold): a few entries moved give back
+  nearly a whole log, where Java keeps it until the next minor compaction; or that are settled,
+  below ``settledCompactionThreshold`` with live bytes unchanged for three passes
+  (:class:`~.gc_policy.SettledLogs`, :meth:`~.gc_policy.GcPolicy.takes_at_every_pass`). It
+  restarts neither interval and is counted apart (``nearlyEmptyCompactionCounter``).
+
+Each compaction takes next the log that is emptiest when it gets to it, not when it began, and
+the logs that turn nearly empty or settled meanwhile join it (:meth:`GarbageCollector._in_order`).
 
 While a compaction runs longer than ``gcWaitTime`` (its rate limit makes a
 mostly-live log take seconds), the deleted ledgers are collected again between
@@ -60,7 +65,7 @@ from twisted.internet import defer
 
 from .errors import GcListingStopped
 from .gc_listing import GarbageFinder, PackedIds, pack_ids
-from .gc_policy import MAJOR, MINOR, NEARLY_EMPTY, GcPolicy, choose_compaction
+from .gc_policy import MAJOR, MINOR, NEARLY_EMPTY, GcPolicy, SettledLogs, choose_compaction
 from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
 log = logging.getLogger("bookied.gc")
@@ -218,6 +223,7 @@ class GarbageCollector:
         self.reclaimed_by_compaction = 0
         self.logs_compacted = 0
         self._collected_at = 0.0  # time.monotonic() of the last collection of deleted ledgers
+        self.settled = SettledLogs()  # since when each log's live bytes are unchanged
         self.last_run_ms: int | None = None
         self.last_run_duration_ms: int | None = None  # of the last pass, collecting and compacting
         self._started_ms = 0
@@ -328,14 +334,14 @@ class GarbageCollector:
         """``nearly_empty``: without a compaction of Java's, compact the nearly empty logs."""
         result = PassResult(compaction=kind)
         self._collect_deleted(result)
-        if kind is None and nearly_empty and self._nearly_empty_logs():
+        if kind is None and nearly_empty and any(self._every_pass_candidates(store) for store in self.stores):
             kind = result.compaction = NEARLY_EMPTY
         if kind is None:
             return result
         self.compacting, self.state = kind, COMPACTING[kind]  # plain assignments, read by the reactor thread
         slept = self.throttle.slept
         try:
-            return self._compact(kind, lifted, result)
+            return self._compact(kind, lifted, result, nearly_empty)
         finally:
             result.throttled_ms = int((self.throttle.slept - slept) * 1000)
             self.compacting = None
@@ -346,14 +352,23 @@ class GarbageCollector:
         result.ledgers_removed += self._collect(self.stores)
         for store in self.stores:
             store.delete_empty_logs()
+            usage = store.log_usage()
+            self.settled.observe(store.directory, {lid: u[1] for lid, u in usage.items()}, self.clock.seconds())
 
-    def _nearly_empty_logs(self) -> bool:
-        """Whether a rolled log of the stores is nearly empty (after the collection: a log left
-        without a live entry is gone already)."""
-        below = self.policy.nearly_empty_below
-        return below > 0 and any(
-            store.compaction_candidates(below, nearly_empty_size(store.log_size_limit)) for store in self.stores
-        )
+    def _every_pass_candidates(self, store: CompactableStore) -> list[tuple[int, float]]:
+        """The rolled logs of ``store`` a pass without a compaction of Java's takes, emptiest
+        first: nearly empty, or settled (after the collection: a log left without a live entry
+        is gone already)."""
+        policy = self.policy
+        below = max(policy.nearly_empty_below, policy.settled_below)
+        if below <= 0:
+            return []
+        now = self.clock.seconds()
+        return [
+            (log_id, usage)
+            for log_id, usage in store.compaction_candidates(below, nearly_empty_size(store.log_size_limit))
+            if policy.takes_at_every_pass(usage, self.settled.unchanged_ms(store.directory, log_id, now))
+        ]
 
     def _collect_if_due(self, result: PassResult) -> None:
         """In a compaction running longer than gcWaitTime (between two logs, or two batches
@@ -361,12 +376,14 @@ class GarbageCollector:
         if (time.monotonic() - self._collected_at) * 1000 >= self.policy.gc_wait_ms:
             self._collect_deleted(result)
 
-    def _compact(self, kind: str, lifted: bool, result: PassResult) -> PassResult:
+    def _compact(self, kind: str, lifted: bool, result: PassResult, every_pass: bool = True) -> PassResult:
+        """Compact the candidates of ``kind``, one log at a time in :meth:`_in_order`
+        (``every_pass``: the nearly-empty and settled logs join them as they turn so)."""
         policy = self.policy
         threshold, max_ms = (
             (policy.major_threshold, policy.major_max_ms)
             if kind == MAJOR
-            else (policy.nearly_empty_below, policy.minor_max_ms)
+            else (max(policy.nearly_empty_below, policy.settled_below), policy.minor_max_ms)
             if kind == NEARLY_EMPTY
             else (policy.minor_threshold, policy.minor_max_ms)
         )
@@ -380,11 +397,13 @@ class GarbageCollector:
                 with EntryLogCompactor(
                     store, self.throttle, policy.max_outstanding, between=lambda: self._collect_if_due(result)
                 ) as compactor:
-                    candidates = store.compaction_candidates(
-                        threshold, nearly_empty_size(store.log_size_limit) if kind == NEARLY_EMPTY else 0
+                    candidates = (
+                        self._every_pass_candidates(store)
+                        if kind == NEARLY_EMPTY
+                        else store.compaction_candidates(threshold)
                     )
                     result.candidates += len(candidates)
-                    for log_id, _usage in candidates:
+                    for log_id in self._in_order(store, candidates, every_pass, result):
                         if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
                             log.info(
                                 "%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)", kind, max_ms, kind
@@ -417,6 +436,28 @@ class GarbageCollector:
         finally:
             self.throttle.lifted = False
         return result
+
+    def _in_order(self, store: CompactableStore, candidates: list, every_pass: bool, result: PassResult):
+        """The logs to compact next, each the emptiest of those left as it is *now*: a long
+        compaction (the rate limit makes a mostly-live log take seconds) leaves a young log's
+        short-lived ledgers time to die, so that it is cheaper when its turn comes, or gone
+        whole. With ``every_pass`` the logs that turn nearly empty or settled meanwhile join
+        (no pass of their own runs while this one does). Each log comes once."""
+        left = {log_id for log_id, _usage in candidates}
+        done: set[int] = set()
+        while True:
+            if every_pass:
+                for log_id, _usage in self._every_pass_candidates(store):
+                    if log_id not in left and log_id not in done:
+                        left.add(log_id)
+                        result.candidates += 1
+            if not left:
+                return
+            usage = store.log_usage()
+            log_id = min(left, key=lambda lid: (usage[lid][3] if lid in usage else -1.0, lid))
+            left.discard(log_id)
+            done.add(log_id)
+            yield log_id
 
     # -- bookkeeping (reactor thread)
     def _finish(self) -> None:
@@ -618,8 +659,9 @@ class GarbageCollector:
                 if why is not None:
                     doc["notReclaimed"] = why
                 if usage < 1.0:
+                    unchanged = self.settled.unchanged_ms(store.directory, log_id, self.clock.seconds())
                     doc["keptBecause"] = why or self.kept_because(
-                        usage, log_id in active, store.log_size_limit, entries, size
+                        usage, log_id in active, store.log_size_limit, entries, size, unchanged
                     )
                 logs.append(doc)
         return [
@@ -643,9 +685,16 @@ class GarbageCollector:
         ]
 
     def kept_because(
-        self, usage: float, active: bool, log_size_limit: int, entries: int = 1, size: int | None = None
+        self,
+        usage: float,
+        active: bool,
+        log_size_limit: int,
+        entries: int = 1,
+        size: int | None = None,
+        unchanged_ms: float = 0.0,
     ) -> str:
-        """Why an entry log with dead data in it is still there."""
+        """Why an entry log with dead data in it is still there (``unchanged_ms``: how long its
+        live bytes have stayed what they are)."""
         p = self.policy
         if active:
             return (
@@ -659,6 +708,11 @@ class GarbageCollector:
             return (
                 f"nearly empty (below nearlyEmptyCompactionThreshold {p.nearly_empty_below:g}): the next "
                 "garbage collection pass takes it"
+            )
+        if big and not self.suspend_minor and p.takes_at_every_pass(usage, unchanged_ms):
+            return (
+                f"settled (below settledCompactionThreshold {p.settled_below:g}, live bytes unchanged for "
+                f"{unchanged_ms / 1000:.0f} s): the next garbage collection pass takes it"
             )
         kind = MINOR if usage < p.minor_threshold else MAJOR if usage < p.major_threshold else None
         if kind is None:

@@ -363,12 +363,20 @@ def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
             text += " (suspended: disk nearly full)"
         pairs.append((f"{kind} compaction", text))
     nearly = st.get("nearlyEmptyCompactionCounter")
-    if nearly is not None and st.get("nearlyEmptyCompactionThreshold"):
+    rules = []
+    if st.get("nearlyEmptyCompactionThreshold"):
+        rules.append(f"below {st['nearlyEmptyCompactionThreshold']:g} live")
+    if st.get("settledCompactionThreshold"):
+        rules.append(
+            f"settled below {st['settledCompactionThreshold']:g} live (live bytes unchanged for "
+            f"{st.get('settledCompactionDelayMs', 0) / 1000:g} s)"
+        )
+    if nearly is not None and rules:
         pairs.append(
             (
                 "nearly empty compaction",
                 f"{plural(nearly, 'run')}, at any pass without another, of the logs over half "
-                f"logSizeLimit below {st['nearlyEmptyCompactionThreshold']:g} live (bookied's)",
+                f"logSizeLimit {' or '.join(rules)} (bookied's)",
             )
         )
     last = st.get("lastCompaction")

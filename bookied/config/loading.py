@@ -99,6 +99,7 @@ class BookieConfig:
     minor_compaction_threshold: float
     minor_compaction_interval: int
     nearly_empty_compaction_threshold: float
+    settled_compaction_threshold: float
     minor_compaction_max_time_millis: int
     major_compaction_threshold: float
     major_compaction_interval: int

@@ -1,7 +1,11 @@
-"""Compacting an entry store in a unit test, as one garbage collection pass does for its logs."""
+"""Compacting an entry store in a unit test, as one garbage collection pass does for its logs, and a
+garbage collector whose passes a test runs by hand on an injected clock."""
 
 from __future__ import annotations
 
+from twisted.internet import defer, task
+
+from bkctl.bookied.garbage_collector import GarbageCollector
 from bkctl.bookied.storage.compactor import EntryLogCompactor, Throttle
 
 
@@ -22,3 +26,18 @@ def compact_below(
             stats["moved_bytes"] += result.moved_bytes
             stats["reclaimed_bytes"] += result.reclaimed_bytes
     return stats
+
+
+def gc_on_clock(policy, stores=(), collect=lambda stores: 0):
+    """A :class:`GarbageCollector` on a ``task.Clock`` whose passes wait in ``passes`` (each a
+    Deferred the test fires to run it): ``(gc, clock, passes)``."""
+    clock = task.Clock()
+    passes = []
+
+    def in_thread(fn):
+        d = defer.Deferred()
+        d.addCallback(lambda _: fn())
+        passes.append(d)
+        return d
+
+    return GarbageCollector(policy, list(stores), collect, clock, in_thread), clock, passes

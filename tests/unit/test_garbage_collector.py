@@ -11,7 +11,7 @@ import time
 import pytest
 from twisted.internet import defer, task
 
-from tests.support.compaction import compact_below
+from tests.support.compaction import compact_below, gc_on_clock
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.bookied.garbage_collector import DeletedLedgerCollector, GarbageCollector
 from bkctl.bookied.gc_policy import MAJOR, MINOR, GcPolicy, choose_compaction
@@ -256,19 +256,6 @@ def test_reads_and_adds_go_on_while_compaction_is_throttled(tmp_path):
 
 
 # -- the thread's disk-pressure reactions, on task.Clock -------------------------------------------
-
-
-def gc_on_clock(policy, stores=(), collect=lambda stores: 0):
-    clock = task.Clock()
-    passes = []
-
-    def in_thread(fn):
-        d = defer.Deferred()
-        d.addCallback(lambda _: fn())
-        passes.append(d)
-        return d
-
-    return GarbageCollector(policy, list(stores), collect, clock, in_thread), clock, passes
 
 
 def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path):
@@ -934,7 +921,11 @@ def test_bookie_gc_status_shows_the_nearly_empty_compactions_when_the_rule_is_on
 
     shown: list = []
     monkeypatch.setattr(bkctl.render, "fields", lambda app, pairs: shown.extend(pairs))
-    for policy in (GcPolicy(gc_wait_ms=1000), GcPolicy(gc_wait_ms=1000, nearly_empty_threshold=0)):
+    for policy in (
+        GcPolicy(gc_wait_ms=1000),
+        GcPolicy(gc_wait_ms=1000, settled_threshold=0),
+        GcPolicy(gc_wait_ms=1000, nearly_empty_threshold=0, settled_threshold=0),
+    ):
         gc, _clock, _passes = gc_on_clock(policy)
         gc.nearly_empty_count = 3
         shown.clear()
@@ -944,7 +935,12 @@ def test_bookie_gc_status_shows_the_nearly_empty_compactions_when_the_rule_is_on
             {"status": gc.status(), "details": gc.details(), "triggered": False, "is_in_force_gc": False},
         )
         lines = dict(shown)
-        if policy.nearly_empty_below:
+        if policy.settled_below:
+            assert lines["nearly empty compaction"] == (
+                "3 runs, at any pass without another, of the logs over half logSizeLimit below 0.1 live or "
+                "settled below 0.5 live (live bytes unchanged for 3 s) (bookied's)"
+            )
+        elif policy.nearly_empty_below:
             assert lines["nearly empty compaction"] == (
                 "3 runs, at any pass without another, of the logs over half logSizeLimit below 0.1 live (bookied's)"
             )

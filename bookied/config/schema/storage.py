@@ -209,6 +209,21 @@ OPTIONS: tuple[Option, ...] = (
         max=1.0,
     ),
     Option(
+        "settledCompactionThreshold",
+        "float",
+        0.5,
+        "Entry logs of at least half of logSizeLimit whose live bytes have not changed for three "
+        "gcWaitTime passes and whose live fraction is below this (and below "
+        "majorCompactionThreshold, or minorCompactionThreshold when major compaction is off) are "
+        "compacted at the next garbage collection pass, not only at the intervals: their "
+        "short-lived ledgers are gone and the rest lives on, so waiting saves no copy (bookied "
+        "only; 0: only at the intervals, as Java; off when minor compaction is).",
+        "gc",
+        unit="fraction",
+        min=0.0,
+        max=1.0,
+    ),
+    Option(
         "minorCompactionMaxTimeMillis",
         "int",
         -1,
