@@ -8,6 +8,7 @@ USAGE = 2
 NOT_FOUND = 3
 CONFLICT = 4
 UNREACHABLE = 5
+DENIED = 6
 #: ``ledger fsck``'s findings, by the worst one (:class:`bkctl.wire.fsck.findings.Severity`)
 FSCK_STALE_MARKS = 6
 FSCK_REPAIRABLE = 7
@@ -21,7 +22,8 @@ DESCRIPTIONS = {
     NOT_FOUND: "not found (ledger, entry, bookie, cluster)",
     CONFLICT: "conflict: ledger fenced or closed, concurrent metadata change, already exists, "
     "a ledger Pulsar uses refused",
-    UNREACHABLE: "ZooKeeper or the needed bookies are unreachable",
+    UNREACHABLE: "ZooKeeper, the needed bookies or an object store are unreachable (or too slow)",
+    DENIED: "access refused: an object store (S3) refused the credentials or their permissions",
     FSCK_STALE_MARKS: "ledger fsck: only under-replication marks out of date (a healthy or deleted ledger marked)",
     FSCK_REPAIRABLE: "ledger fsck: copies missing, misplaced or corrupt while a good copy lives",
     FSCK_DATA_LOST: "ledger fsck: entries with no live copy (data lost)",
@@ -41,7 +43,7 @@ def exit_code_for(exc: BaseException) -> int:
     """The exit code for an exception raised by a library operation."""
     if isinstance(exc, CommandError):
         return exc.code
-    from bkctl.wire.errors import Conflict, NotFound, Unreachable
+    from bkctl.wire.errors import AccessDenied, Conflict, NotFound, Unreachable
 
     if isinstance(exc, NotFound):
         return NOT_FOUND
@@ -49,6 +51,8 @@ def exit_code_for(exc: BaseException) -> int:
         return CONFLICT
     if isinstance(exc, Unreachable):
         return UNREACHABLE
+    if isinstance(exc, AccessDenied):
+        return DENIED
     return FAILED
 
 

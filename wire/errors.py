@@ -49,6 +49,10 @@ class Conflict(BKError):
     """A concurrent change won: version conflict, fenced or closed ledger, existing node."""
 
 
+class AccessDenied(BKError):
+    """A store refused the credentials or their permissions (an object store's 403)."""
+
+
 class Unreachable(BKError):
     """ZooKeeper or the bookies needed cannot be reached."""
 

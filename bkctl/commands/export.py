@@ -9,6 +9,7 @@ from ..exitcodes import FAILED, USAGE, CommandError
 from ..render import human_size, plural
 from ..completers import complete_subscription, complete_topic
 from . import pass_app
+from .offload_options import offload_options, offload_settings
 
 EPILOG = """\b
 Output: Hive-style folders ledger_id=N/ (or date=YYYY-MM-DD/ledger_id=N/ with
@@ -258,6 +259,15 @@ def _ctime(ctx, param, value):
 )
 @click.option("--password", metavar="TEXT", help="Ledger password (default: the one stored in the metadata).")
 @click.option("--conf", "spark_conf", multiple=True, metavar="KEY=VALUE", help="Extra Spark configuration.")
+@click.option(
+    "--offload-read",
+    type=click.Choice(["tiered-storage-first", "bookkeeper-first"]),
+    default="tiered-storage-first",
+    show_default=True,
+    help="With --topic: where a ledger both offloaded and still in BookKeeper is read (Pulsar's "
+    "managedLedgerDataReadPriority).",
+)
+@offload_options
 @pass_app
 def export(
     app: App,
@@ -291,6 +301,10 @@ def export(
     protocol,
     password,
     spark_conf,
+    offload_read,
+    s3_endpoint,
+    offload_root,
+    offload_timeout,
 ):
     """Export ledgers, or a Pulsar topic's messages, to Parquet that Spark, pyarrow and friends read directly."""
     if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
@@ -350,6 +364,7 @@ def export(
                     include_pending=include_pending,
                     raw=raw,
                     schema_version=schema_version,
+                    offload_read=offload_read,
                     scan_first=False,
                 )
             )
@@ -378,6 +393,7 @@ def export(
             quiet=app.quiet,
             verbose=app.verbose > 0,
             bookie_tls=app.bookie_tls or None,
+            offload=offload_settings(s3_endpoint, offload_root, offload_timeout),
         )
     except (SpecError, ValueError) as exc:
         raise CommandError(str(exc), USAGE) from None

@@ -65,6 +65,9 @@ class ReadSettings:
     zk_security: Any = None
     #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), None for plain text
     bookie_tls: Any = None
+    #: how offloaded ledgers are reached (:class:`bkctl.wire.pulsar.offload_store.OffloadSettings`;
+    #: None: its defaults); the credentials are the reading process's own (AWS_* ...)
+    offload: Any = None
 
     def client_key(self) -> tuple:
         """What a process's clients are told apart by."""
@@ -140,6 +143,25 @@ class LedgerReader:
         self._make_client = make_client
         self._owns_client = owns_client
         self._client = None
+        #: ledgers read from their offloaded copy (:meth:`read_offloaded`)
+        self._offloaded: dict[int, Any] = {}
+
+    def read_offloaded(self, locations: Any) -> None:
+        """Read these ledgers (:class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`\ s) from
+        tiered storage from now on, not from the bookies."""
+        for location in locations:
+            if location is not None:
+                self._offloaded[location.ledger_id] = location
+
+    def offloaded_last_entry(self, location: Any) -> int:
+        """Read ``location``'s ledger from tiered storage from now on, and give its last entry id
+        by the offloaded copy (its index is read now: a missing object, refused credentials or a
+        store that does not answer fail here, before any task)."""
+        from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+        from bkctl.wire.pulsar.offload_store import OffloadSettings
+
+        self.read_offloaded([location])
+        return OffloadedLedger(location, self.settings.offload or OffloadSettings()).last_entry_id()
 
     @classmethod
     def on_driver(cls, settings: ReadSettings, store: Any) -> "LedgerReader":
@@ -170,7 +192,16 @@ class LedgerReader:
         ``batch_size`` at a time; :class:`LedgerRangeError` rather than
         reading past the last entry of a closed ledger or the LAC of an open
         one -- unless ``unconfirmed``: then the entries of an open ledger past
-        its LAC that the plan found (its tail) are read too."""
+        its LAC that the plan found (its tail) are read too.  A ledger given to
+        :meth:`read_offloaded` is read from its offloaded copy."""
+        location = self._offloaded.get(ledger_id)
+        if location is not None:
+            from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+            from bkctl.wire.pulsar.offload_store import OffloadSettings
+
+            offloaded = OffloadedLedger(location, self.settings.offload or OffloadSettings())
+            yield from offloaded.entries(first, last, self.settings.batch_size)
+            return
         ledger = self.client().open(ledger_id, self.settings.password)
         limit = ledger.last_entry_id if ledger.is_closed else ledger.last_add_confirmed
         past_lac = unconfirmed and not ledger.is_closed

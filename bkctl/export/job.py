@@ -69,6 +69,8 @@ class ExportOptions:
     verbose: bool = False  # -v: Spark's logs of failed tasks too
     #: TLS to the bookies (:class:`bkctl.wire.tls.TLSFiles`), None for plain text
     bookie_tls: Any = None
+    #: how offloaded ledgers are reached (:class:`bkctl.wire.pulsar.offload_store.OffloadSettings`)
+    offload: Any = None
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSION:
@@ -93,6 +95,7 @@ class ExportOptions:
             password=None if self.password is None else self.password.encode("utf-8"),
             zk_security=None if security == zksecurity.ZKSecurity() else security,
             bookie_tls=self.bookie_tls or None,
+            offload=self.offload,
         )
 
     def describe(self, source: ExportSource) -> dict[str, Any]:

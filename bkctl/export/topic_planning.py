@@ -9,7 +9,11 @@ rules are the managed ledger's:
   of its bookies holds -- past its LAC, as its broker would recover it, read without fencing
   (:mod:`bkctl.wire.client.unconfirmed_tail`); those entries are counted in the manifest's
   ``read_past_lac`` and the summary (never past a terminated position);
-* a ledger offloaded to tiered storage and deleted from BookKeeper is skipped (reported);
+* a ledger offloaded to tiered storage is read from there when the offload is complete -- as a
+  broker reads it with its default ``tiered-storage-first`` priority, or only once its
+  BookKeeper copy is deleted with ``bookkeeper-first`` (:attr:`TopicSpec.offload_read`) -- so a
+  ledger in both places is read once; one whose offload names no driver this reader speaks, and
+  whose BookKeeper copy is gone, is skipped (reported);
   ledgers wholly acknowledged are left out with ``--unacked-only``; a listed ledger that was
   deleted stops the export (:class:`TopicLedgersMissing`, exit 3) unless ``skip_missing``;
 * ``--from``/``--to`` skip whole ledgers and narrow the others (:class:`Pushdown`).
@@ -42,6 +46,11 @@ __all__ = [
 ]
 
 
+#: Pulsar's read priorities of a ledger both offloaded and in BookKeeper (broker.conf's
+#: managedLedgerDataReadPriority)
+OFFLOAD_READ = ("tiered-storage-first", "bookkeeper-first")
+
+
 class TopicLedgersMissing(NotFound):
     """Ledgers the managed ledger lists are gone from BookKeeper (exit 3 unless --skip-missing)."""
 
@@ -71,6 +80,9 @@ class TopicSpec:
     raw: bool = False
     #: the schema version the values are read as (None: the newest readable one)
     schema_version: int | None = None
+    #: where a ledger both offloaded and still in BookKeeper is read: Pulsar's
+    #: ``managedLedgerDataReadPriority`` (tiered-storage-first, its default, or bookkeeper-first)
+    offload_read: str = "tiered-storage-first"
     #: find the transactions' outcomes before the tasks run, reading every entry's metadata
     #: (what the data source does); False: the tasks find them as they read, and
     #: :meth:`~.topic_source.TopicSource.redo` names the few tasks to run again (what ``run_export`` does)
@@ -87,6 +99,8 @@ class TopicSpec:
             raise planning.SpecError("--unacked-only needs --subscription")
         if self.raw and self.schema_version is not None:
             raise planning.SpecError("--schema-version reads values by a schema; --raw reads none")
+        if self.offload_read not in OFFLOAD_READ:
+            raise planning.SpecError(f"offload read priority: {' or '.join(OFFLOAD_READ)}, not {self.offload_read!r}")
         if self.on_corrupt not in ("row", "skip"):
             raise planning.SpecError(f"on corrupt entries: row or skip, not {self.on_corrupt!r}")
 
@@ -125,6 +139,10 @@ class TopicRange:
     scan: bool = False
     #: the topic's :class:`~bkctl.wire.pulsar.typed.TypedView` (None: raw rows, no ``value``)
     typed: Any = None
+    #: the ledger's (and the next ledger's) offloaded copy the task reads instead of the bookies
+    #: (:class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`; None: the bookies)
+    offload: Any = None
+    next_offload: Any = None
 
     @property
     def entries(self) -> int:
@@ -251,8 +269,31 @@ def publish_time_reader(reader: LedgerReader):
     return time_of
 
 
+def tiered(ledger_info, managed_ledger: str, in_bookkeeper: bool, priority: str):
+    """The offloaded copy to read ``ledger_info``'s ledger from (None: the bookies, or nowhere):
+    a complete offload in a store this reader speaks, unless the ledger is still in BookKeeper
+    and ``priority`` is bookkeeper-first."""
+    from bkctl.wire.pulsar.offload_store import location_of
+
+    location = location_of(ledger_info, managed_ledger)
+    if location is None or not location.complete or not (location.is_s3 or location.is_filesystem):
+        return None
+    if in_bookkeeper and priority == "bookkeeper-first":
+        return None
+    if not ledger_info.HasField("entries"):
+        return None
+    return location
+
+
 def plan_topic(
-    store, spec: TopicSpec, split_entries: int, tail_of, client=None, time_of=None, scan: bool = False
+    store,
+    spec: TopicSpec,
+    split_entries: int,
+    tail_of,
+    client=None,
+    time_of=None,
+    scan: bool = False,
+    offloaded=None,
 ) -> SourcePlan:
     """Plan the export of ``spec.topic`` (see the module documentation):
     ``tail_of(ledger_id)`` gives the open ledger's
@@ -264,7 +305,10 @@ def plan_topic(
     ``details["topics"]`` describes each managed
     ledger, ``details["warnings"]`` the subscriptions whose position fell
     back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
-    ``spec.strict``), ``details["pushdown"]`` what the window skipped."""
+    ``spec.strict``), ``details["pushdown"]`` what the window skipped.
+    ``offloaded(location)`` is told each ledger read from tiered storage before any of its
+    entries is read, and gives its last entry id by the offloaded copy (the reader's
+    :meth:`~.executor.LedgerReader.offloaded_last_entry`; None: the managed ledger's count)."""
     from bkctl.ops.pulsar import (
         CursorFallback,
         cursor_state,
@@ -303,6 +347,7 @@ def plan_topic(
                 out.details["warnings"].append(warning)
             cursor = cursor_json(state) if spec.unacked_only else None
         past_lac: list[dict[str, int]] = []
+        offloads: list[dict[str, Any]] = []
         topics_doc[name] = {
             "managed_ledger": ml.name,
             "partition": topic.partition,
@@ -312,6 +357,7 @@ def plan_topic(
             if spec.subscription is None
             else {**state.to_json(), "from": str(source), "source": source.kind, "fallback": source.fallback},
             "read_past_lac": past_lac,
+            "offloaded": offloads,
         }
         terminated = ml.terminated
         previous_closed_at: int | None = None
@@ -330,7 +376,11 @@ def plan_topic(
                 follows = 0
                 continue
             offload = li.offloadContext if li.HasField("offloadContext") else None
-            if md is None:
+            location = tiered(li, ml.name, md is not None, spec.offload_read)
+            if location is not None:
+                offloaded_last = offloaded(location) if offloaded is not None else li.entries - 1
+                offloads.append(location.to_json())
+            elif md is None:
                 follows = 0
                 if offload is not None and offload.complete and offload.bookkeeperDeleted:
                     out.skipped.append(
@@ -346,14 +396,17 @@ def plan_topic(
                     {"ledger_id": ledger_id, "topic": name, "reason": "listed by the managed ledger but deleted"}
                 )
                 continue
-            if md.is_closed:
+            if location is not None:
+                last = offloaded_last
+            elif md.is_closed:
                 last = md.last_entry_id
             else:
                 tail = tail_of(ledger_id)
                 last = tail.last
             if terminated is not None and ledger_id == terminated[0]:
                 last = min(last, terminated[1])
-            if not md.is_closed and last > tail.lac:
+            unconfirmed = location is None and not md.is_closed
+            if unconfirmed and last > tail.lac:
                 past_lac.append({"ledger_id": ledger_id, "lac": tail.lac, "last": last, "entries": last - tail.lac})
             if cursor is not None and state.first_unacked(ledger_id) > last:
                 out.skipped.append(
@@ -364,7 +417,7 @@ def plan_topic(
             first, end = 0, last
             if pushdown is not None and pushdown.active:
                 first, last = pushdown.narrow(
-                    ledger_id, 0, last, not md.is_closed, li.timestamp if li.HasField("entries") else None, before
+                    ledger_id, 0, last, unconfirmed, li.timestamp if li.HasField("entries") else None, before
                 )
                 if first > last:
                     pushdown.ledgers_skipped += 1
@@ -372,16 +425,19 @@ def plan_topic(
                     continue
                 if first > 0:
                     follows = 0  # the window starts inside the ledger: nothing continues from the one before
-            plan = LedgerPlan(
-                ledger_id=ledger_id,
-                state=md.state.name,
-                ctime_ms=md.ctime,
-                metadata=custom_metadata_text(md.custom_metadata),
-                first=first,
-                last=last,
-                length=md.length if md.is_closed else None,
-                segments=len(md.ensembles),
-            )
+            if md is None:  # offloaded, its BookKeeper copy deleted: the managed ledger's word
+                plan = LedgerPlan(ledger_id, "CLOSED", None, {}, first, last, li.size, 0)
+            else:
+                plan = LedgerPlan(
+                    ledger_id=ledger_id,
+                    state=md.state.name,
+                    ctime_ms=md.ctime,
+                    metadata=custom_metadata_text(md.custom_metadata),
+                    first=first,
+                    last=last,
+                    length=md.length if md.is_closed else None,
+                    segments=len(md.ensembles),
+                )
             out.plans.append(plan)
             ranges = [
                 {
@@ -395,14 +451,15 @@ def plan_topic(
                     "from_ms": spec.from_ms,
                     "to_ms": spec.to_ms,
                     "error_rows": spec.on_corrupt == "row",
-                    "unconfirmed": not md.is_closed,
+                    "unconfirmed": unconfirmed,
                     "scan": scan,
+                    "offload": location,
                 }
                 for r in planning.split_ranges([plan], split_entries)
             ]
             if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
                 for r in tasks[-follows:]:
-                    r.update(next_ledger=ledger_id, next_last=end, next_unconfirmed=not md.is_closed)
+                    r.update(next_ledger=ledger_id, next_last=end, next_unconfirmed=unconfirmed, next_offload=location)
                 ranges[0]["follows"] = True
             tasks.extend(ranges)
             follows = len(ranges)

@@ -187,6 +187,7 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
     bytes and problems."""
     from bkctl.wire.pulsar.messages import TopicDecoder
 
+    reader.read_offloaded([part.offload, part.next_offload])
     keep = None
     if part.cursor is not None:
         state = cursor_from_json(part.cursor)
@@ -409,6 +410,7 @@ class TopicSource:
             reader.client,
             publish_time_reader(reader),
             scan=not self.spec.scan_first,
+            offloaded=reader.offloaded_last_entry,
         )
         view = self.type_values(store, reader)
         plan.details["schema"] = self._typing[1]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import CodecError, NotFound
+from ..errors import AccessDenied, CodecError, NotFound, Unreachable
 
 __all__ = [
     "CorruptEntry",
@@ -10,6 +10,11 @@ __all__ = [
     "NoSuchSchema",
     "NoSuchSubscription",
     "NoSuchTopic",
+    "OffloadDenied",
+    "OffloadFormatError",
+    "OffloadMissing",
+    "OffloadUnlocated",
+    "OffloadUnreachable",
     "PulsarFormatError",
     "SchemaUnreadable",
     "Untyped",
@@ -65,3 +70,25 @@ class DecodeError(Exception):
 
 class Untyped(Exception):
     """A schema this reader cannot type (the export stays raw, saying why)."""
+
+
+class OffloadFormatError(CodecError):
+    """An offloaded ledger's object (data block, index, MapFile) that does not decode as
+    Pulsar's offloader writes it."""
+
+
+class OffloadUnlocated(NotFound):
+    """An offloaded ledger whose offload context does not say where it is (no driver metadata,
+    a driver this reader does not know)."""
+
+
+class OffloadMissing(NotFound):
+    """An object (or MapFile) an offload context names is not in the store (exit code 3)."""
+
+
+class OffloadDenied(AccessDenied):
+    """The object store refused the credentials (exit code 6)."""
+
+
+class OffloadUnreachable(Unreachable):
+    """The object store did not answer in time, or not at all (exit code 5)."""

@@ -1,0 +1,101 @@
+"""The offload codecs on the bytes Pulsar's own offloader classes made (tests/vectors/offload)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bkctl.wire.metadata.ledger import parse_ledger_metadata
+from bkctl.wire.pulsar import offload_format as of
+from bkctl.wire.pulsar import sequence_file as sf
+from bkctl.wire.pulsar.errors import OffloadFormatError
+from bkctl.wire.pulsar.managed_ledger import parse_managed_ledger_info
+from tests.support import offload_cases as oc
+
+S3_CASES = [c for c in oc.cases() if c.startswith("s3_")]
+FS_CASES = [c for c in oc.cases() if c.startswith("fs_")]
+
+
+def _s3_ledgers(case):
+    return [ledger for ledger in oc.expected(case)["ledgers"] if ledger["storage"] == "aws-s3"]
+
+
+def _entries_of(index, data):
+    out = []
+    for block, length in index.block_spans():
+        out += [(e, bytes(b)) for e, b in of.iter_block_entries(data[block.offset : block.offset + length])]
+    return out
+
+
+@pytest.mark.parametrize("case", S3_CASES)
+def test_every_s3_object_gives_back_the_entries_the_broker_wrote(case):
+    objects = oc.objects(case)
+    want = oc.ledger_entries(case)
+    info = parse_managed_ledger_info(oc.managed_ledger(case))
+    for ledger in _s3_ledgers(case):
+        lid = ledger["ledger_id"]
+        li = next(li for li in info.ledgerInfo if li.ledgerId == lid)
+        offload_uuid = of.uuid_of(li.offloadContext.uidMsb, li.offloadContext.uidLsb)
+        assert offload_uuid == ledger["uuid"]
+        index = of.parse_index(objects[of.index_key(offload_uuid, lid)])
+        data = objects[of.data_key(offload_uuid, lid)]
+        assert index.version == 1 and index.data_object_length == len(data)
+        assert index.entry_count == li.entries and index.metadata.length == li.size
+        assert _entries_of(index, data) == list(enumerate(want[lid]))
+        # the metadata inside agrees with the ledger's znode
+        zk = parse_ledger_metadata(oc.ledger_znode(case, lid))
+        assert index.metadata.ensembles == zk.ensembles and index.metadata.last_entry_id == zk.last_entry_id
+        assert dict(index.metadata.custom_metadata) == dict(zk.custom_metadata)
+        for key, doc in oc.blob_metadata(case).items():
+            assert of.check_blob_metadata(doc["user_metadata_as_read_back"], doc["role"], key) is None
+
+
+def test_the_small_block_case_has_two_blocks_one_padded():
+    case = "s3_d_chunking_small_blocks"
+    (ledger,) = _s3_ledgers(case)
+    index = of.parse_index(oc.objects(case)[ledger["index_key"]])
+    assert [(b.first_entry_id, b.part_id, b.offset, n) for b, n in index.block_spans()] == [
+        (0, 1, 0, 8192),
+        (2, 2, 8192, 5179),
+    ]
+    assert index.block_of(1) == 0 and index.block_of(2) == 1
+
+
+def test_a_truncated_block_bad_padding_and_a_truncated_index_are_format_errors():
+    case = "s3_d_chunking_small_blocks"
+    (ledger,) = _s3_ledgers(case)
+    data = oc.objects(case)[ledger["data_key"]]
+    with pytest.raises(OffloadFormatError, match="truncated"):
+        list(of.iter_block_entries(data[:8000]))
+    spoiled = bytearray(data[:8192])
+    spoiled[-1] ^= 0xFF
+    with pytest.raises(OffloadFormatError, match="padding"):
+        list(of.iter_block_entries(bytes(spoiled)))
+    with pytest.raises(OffloadFormatError, match="magic"):
+        of.parse_block_header(b"\0" * 128)
+    with pytest.raises(OffloadFormatError):
+        of.parse_index(oc.objects(case)[ledger["index_key"]][:-5])
+    assert "format version" in of.check_blob_metadata({"s3managedledgeroffloaderformatversion": "2"}, "data", "x")
+    assert "no s3managed" in of.check_blob_metadata({}, "data", "x")
+
+
+@pytest.mark.parametrize("case", FS_CASES)
+def test_every_mapfile_gives_back_the_metadata_and_the_entries(case):
+    want = oc.ledger_entries(case)
+    for ledger in oc.expected(case)["ledgers"]:
+        if ledger["storage"] != "filesystem":
+            continue
+        folder = oc.ROOT / case / ledger["mapfile_dir"]
+        records = [
+            (sf.long_key(k), sf.bytes_writable(v)) for k, v in sf.iter_records((folder / "data").read_bytes())
+        ]
+        assert records[0][0] == -1
+        md = of.parse_offloaded_metadata(records[0][1])
+        assert md.last_entry_id + 1 == ledger["entries"] and md.length == ledger["size"]
+        assert records[1:] == list(enumerate(want[ledger["ledger_id"]]))
+        index = [(sf.long_key(k), sf.long_key(v)) for k, v in sf.iter_records((folder / "index").read_bytes())]
+        assert index[0][0] == -1
+
+
+def test_vlongs_as_hadoop_writes_them():
+    for value, raw in [(0, b"\x00"), (127, b"\x7f"), (-112, b"\x90"), (128, b"\x8f\x80"), (-113, b"\x87\x70")]:
+        assert sf.read_vlong(raw, 0) == (value, len(raw))

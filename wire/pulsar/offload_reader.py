@@ -1,0 +1,178 @@
+"""An offloaded ledger read from its store as a broker reads it, with no broker.
+
+:class:`OffloadedLedger` gives a ledger's index (``OffloadIndex``; for a MapFile, the key -1
+record's metadata) and its entries ``first..last`` in batches, as the BookKeeper reader gives
+them: jclouds objects through ranged GETs of the blocks that hold the range (the block of entry
+``e`` is the one with the greatest first entry id not above ``e``, FACTS #18), streamed
+:attr:`~.offload_store.OffloadSettings.read_buffer` bytes at a time; a MapFile read whole.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from .errors import OffloadFormatError, OffloadMissing
+from .offload_format import (
+    BLOCK_HEADER_LENGTH,
+    OffloadedMetadata,
+    OffloadIndex,
+    parse_block_header,
+    parse_index,
+    parse_offloaded_metadata,
+)
+from .offload_store import ObjectStore, OffloadLocation, OffloadSettings, store_for
+from .sequence_file import bytes_writable, iter_records, long_key
+
+__all__ = ["OffloadedLedger", "mapfile_records"]
+
+_ENTRY = struct.Struct(">iq")
+
+
+def mapfile_records(data: bytes, where: str) -> tuple[OffloadedMetadata, list[tuple[int, bytes]]]:
+    """A MapFile's ``data``: the metadata (key -1) and the entries, checked to run 0, 1, 2..."""
+    records = iter_records(data, where)
+    first = next(records, None)
+    if first is None or long_key(first[0], where) != -1:
+        raise OffloadFormatError(f"{where}: the first record is not the ledger metadata (key -1)")
+    metadata = parse_offloaded_metadata(bytes_writable(first[1], where), where)
+    entries = []
+    for expect, (key, value) in enumerate(records):
+        entry_id = long_key(key, where)
+        if entry_id != expect:
+            raise OffloadFormatError(f"{where}: entry {entry_id} where {expect} was due")
+        entries.append((entry_id, bytes_writable(value, where)))
+    return metadata, entries
+
+
+class OffloadedLedger:
+    """One offloaded ledger in its store (see the module documentation)."""
+
+    def __init__(self, location: OffloadLocation, settings: OffloadSettings, store: ObjectStore | None = None):
+        self.location = location
+        self.settings = settings
+        self.store = store if store is not None else store_for(location, settings)
+        self._index: OffloadIndex | None = None
+        self._mapfile: tuple[OffloadedMetadata, list[tuple[int, bytes]]] | None = None
+
+    @property
+    def ledger_id(self) -> int:
+        return self.location.ledger_id
+
+    def index(self) -> OffloadIndex:
+        """The jclouds index object, parsed (read once)."""
+        if self._index is None:
+            key = self.location.index_key
+            self._index = parse_index(self.store.get(key), self.ledger_id, f"{self.store.name}: {key}")
+        return self._index
+
+    def mapfile(self) -> tuple[OffloadedMetadata, list[tuple[int, bytes]]]:
+        """The MapFile's metadata and entries (read once)."""
+        if self._mapfile is None:
+            key = f"{self.location.mapfile}/data"
+            self._mapfile = mapfile_records(self.store.get(key), f"{self.store.name}/{key}")
+        return self._mapfile
+
+    def metadata(self) -> OffloadedMetadata | None:
+        """The ledger metadata the offloader stored (None: a version 2 index keeps none of it)."""
+        if self.location.is_filesystem:
+            return self.mapfile()[0]
+        return self.index().metadata
+
+    def last_entry_id(self) -> int:
+        md = self.metadata()
+        if md is not None:
+            return md.last_entry_id
+        index = self.index()  # version 2: past the last block's first entry, unknown without reading
+        return index.entries[-1].first_entry_id if index.entries else -1
+
+    def entries(self, first: int, last: int, batch: int = 1000) -> Iterator[list[tuple[int, bytes]]]:
+        """Entries ``first..last`` in lists of up to ``batch``; a missing one is an error."""
+        if last < first:
+            return
+        source = self._mapfile_entries(first, last) if self.location.is_filesystem else self._s3_entries(first, last)
+        out: list[tuple[int, bytes]] = []
+        expect = first
+        for entry_id, data in source:
+            if entry_id != expect:
+                raise OffloadFormatError(f"ledger {self.ledger_id}: entry {entry_id} read where {expect} was due")
+            out.append((entry_id, data))
+            expect += 1
+            if len(out) >= batch:
+                yield out
+                out = []
+        if out:
+            yield out
+        if expect != last + 1:
+            raise OffloadMissing(
+                f"ledger {self.ledger_id}: its offloaded copy ends at entry {expect - 1}, entries up to {last} planned"
+            )
+
+    def _mapfile_entries(self, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        entries = self.mapfile()[1]
+        yield from entries[first : last + 1]
+
+    def _s3_entries(self, first: int, last: int) -> Iterator[tuple[int, bytes]]:
+        index = self.index()
+        spans = index.block_spans()
+        i = index.block_of(first)
+        while i < len(spans):
+            block, length = spans[i]
+            if block.first_entry_id > last:
+                return
+            for entry_id, data in self._block(block.offset, length, block.first_entry_id):
+                if entry_id > last:
+                    return
+                if entry_id >= first:
+                    yield entry_id, data
+            i += 1
+
+    def _block(self, offset: int, length: int, first_entry_id: int) -> Iterator[tuple[int, bytes]]:
+        """One block's entries, read ``read_buffer`` bytes at a time."""
+        key = self.location.data_key
+        where = f"{self.store.name}: {key} block at {offset}"
+        end = offset + length
+        chunk = max(self.settings.read_buffer, 64 << 10)
+        buf = self.store.get(key, offset, min(end, offset + chunk))
+        fetched = offset + len(buf)
+        header = parse_block_header(buf, where)
+        if header.block_length != length or header.first_entry_id != first_entry_id:
+            raise OffloadFormatError(
+                f"{where}: header says {header.block_length} bytes from entry {header.first_entry_id}, the index "
+                f"{length} from entry {first_entry_id}"
+            )
+        pos = BLOCK_HEADER_LENGTH
+        expect = first_entry_id
+        while True:
+            if len(buf) - pos < _ENTRY.size and fetched < end:
+                buf, pos, fetched = self._more(key, buf, pos, fetched, end, chunk, _ENTRY.size)
+            if len(buf) - pos < _ENTRY.size:
+                return
+            size, entry_id = _ENTRY.unpack_from(buf, pos)
+            if size < 0:  # padding
+                return
+            if entry_id != expect:
+                raise OffloadFormatError(f"{where}: entry id {entry_id} where {expect} was due")
+            need = _ENTRY.size + size
+            if len(buf) - pos < need:
+                if fetched - (len(buf) - pos) + need > end:
+                    raise OffloadFormatError(f"{where}: entry {entry_id} of {size} bytes runs past the block")
+                buf, pos, fetched = self._more(key, buf, pos, fetched, end, max(chunk, need), need)
+                if len(buf) - pos < need:
+                    raise OffloadFormatError(f"{where}: the object ends inside entry {entry_id}")
+            yield entry_id, buf[pos + _ENTRY.size : pos + need]
+            pos += need
+            expect += 1
+
+    def _more(
+        self, key: str, buf: bytes, pos: int, fetched: int, end: int, chunk: int, need: int
+    ) -> tuple[bytes, int, int]:
+        """``buf`` from ``pos`` on, with at least ``need`` bytes where the block has them."""
+        rest = buf[pos:]
+        while len(rest) < need and fetched < end:
+            more = self.store.get(key, fetched, min(end, fetched + chunk))
+            if not more:
+                raise OffloadFormatError(f"{self.store.name}: {key} ends at {fetched}, before its block's end {end}")
+            rest += more
+            fetched += len(more)
+        return rest, 0, fetched
