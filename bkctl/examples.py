@@ -170,6 +170,24 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
             "the ids of week-old orphans, to look at one by one",
         ),
     ],
+    "pulsar offload list": [
+        ("bkctl pulsar offload list", "every offloaded ledger: where, how big, still in BookKeeper or not"),
+        ("bkctl pulsar offload list persistent://public/default/orders --json", "one topic's, as JSON lines"),
+    ],
+    "pulsar offload verify": [
+        ("bkctl pulsar offload verify", "every offloaded ledger read back and checked; exit 1 names each bad one"),
+        (
+            "bkctl pulsar offload verify orders --entries --s3-endpoint http://127.0.0.1:8333",
+            "one topic, every entry decoded, through another endpoint",
+        ),
+    ],
+    "pulsar offload orphans": [
+        ("bkctl pulsar offload orphans --older-than 7d", "objects no managed ledger names, and abandoned uploads"),
+        (
+            "bkctl --json pulsar offload orphans --older-than 7d | jq -s 'map(.size) | add'",
+            "the bytes deleting them would free",
+        ),
+    ],
     "pulsar schema list": [
         ("bkctl pulsar schema list", "every topic's schema versions: type, time, ledger"),
         (

@@ -548,3 +548,8 @@ def schema_check(app: App, older_than):
     emit_rows(app, rows, human)
     if rows:
         raise CommandError(f"{plural(len(rows), 'schema registry finding')} (exit 1)", FAILED)
+
+
+from .pulsar_offload import offload  # noqa: E402 - the group of its own module, under `pulsar`
+
+pulsar.add_command(offload)

@@ -147,8 +147,8 @@ class LedgerReader:
         self._offloaded: dict[int, Any] = {}
 
     def read_offloaded(self, locations: Any) -> None:
-        """Read these ledgers (:class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`\ s) from
-        tiered storage from now on, not from the bookies."""
+        """Read these ledgers (each an :class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`)
+        from tiered storage from now on, not from the bookies."""
         for location in locations:
             if location is not None:
                 self._offloaded[location.ledger_id] = location
@@ -161,7 +161,10 @@ class LedgerReader:
         from bkctl.wire.pulsar.offload_store import OffloadSettings
 
         self.read_offloaded([location])
-        return OffloadedLedger(location, self.settings.offload or OffloadSettings()).last_entry_id()
+        ledger = OffloadedLedger(location, self.settings.offload or OffloadSettings())
+        if location.is_s3:
+            ledger.store.head(location.data_key)
+        return ledger.last_entry_id()
 
     @classmethod
     def on_driver(cls, settings: ReadSettings, store: Any) -> "LedgerReader":

@@ -139,3 +139,169 @@ def test_export_topic_gives_the_pulsar_cases_rows_across_bookkeeper_and_the_obje
     manifest = json.loads((out / "_manifest.json").read_text())
     (topic_doc,) = manifest["topics"].values()
     assert {o["ledger_id"] for o in topic_doc["offloaded"]} == offloaded
+
+
+def offloaded_ledger_ids(cases):
+    return {
+        ledger["ledger_id"]
+        for case in cases
+        for ledger in oc.expected(case)["ledgers"]
+        if ledger["storage"] != "bookkeeper"
+    }
+
+
+def test_verify_passes_every_case_as_the_offloader_wrote_it(offload_cluster):
+    c = offload_cluster
+    done = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "verify", "--entries", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert {r["ledger_id"] for r in rows} == offloaded_ledger_ids(oc.cases())
+    assert all(r["ok"] and r["problems"] == [] for r in rows), rows
+    # the ledgers whose BookKeeper copy is kept were checked against their znode
+    kept = {ledger["ledger_id"] for case in oc.cases() for ledger in oc.expected(case)["ledgers"]
+            if ledger["storage"] != "bookkeeper" and not ledger["bookkeeper_deleted"]}  # fmt: skip
+    assert {r["ledger_id"] for r in rows if r["in_bookkeeper"]} == kept
+
+
+def test_list_shows_each_offloaded_ledger_where_and_how_big(offload_cluster):
+    c = offload_cluster
+    topic = c.planted["s3_a_plain"].topic
+    done = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "list", topic, "--json")
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    by_id = {r["ledger_id"]: r for r in rows}
+    assert set(by_id) == {4001, 4002}
+    assert by_id[4001]["bucket"] == c.bucket.name and by_id[4001]["endpoint"] == c.s3.endpoint_url
+    assert by_id[4001]["objects"] == [
+        "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1-ledger-4001",
+        "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1-ledger-4001-index",
+    ]
+    assert (by_id[4001]["entries"], by_id[4001]["size"], by_id[4001]["bookkeeper_deleted"]) == (2, 343, True)
+    assert by_id[4002]["bookkeeper_deleted"] is False
+    human = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "list")
+    assert human.returncode == 0 and "offloaded ledgers" in human.stdout
+    for secret in (c.s3.credentials.access_key, c.s3.credentials.secret_key):
+        assert secret not in human.stdout + done.stdout
+
+
+@pytest.fixture(scope="module")
+def defects(offload_cluster, zookeeper, s3_server, tmp_path_factory):
+    """A copy of three cases in a cluster of their own, each with a defect planted: 4001's data
+    object missing, 4002's znode disagreeing with its offloaded metadata, 5001's data object
+    truncated, 6001's index saying one entry more than the ledger holds."""
+    import struct
+    from dataclasses import replace
+
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.proto import formats_pb2
+
+    root = f"/offload-defects{uuid.uuid4().hex[:10]}"
+    uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
+    bucket = s3_server.new_bucket("defects")
+    client = bucket.client
+    with ZKMetadataStore(uri, timeout=20) as store:
+        store.cluster.init()
+        for case in ("s3_a_plain", "s3_d_chunking_small_blocks", "s3_b_batch_5mib"):
+            oc.plant(case, store, None, f"{root}/managed-ledgers", s3=s3_server, bucket=bucket.name)
+        client.delete_object(Bucket=bucket.name, Key="7fecb68e-619e-45f9-80bf-a5a9b8fcedf1-ledger-4001")
+        md, version = store.ledgers.read(4002)
+        store.ledgers.update(4002, replace(md, custom_metadata={**md.custom_metadata, "extra": b"x"}), version)
+        d_key = "aa536999-10b4-4e88-aec3-2136f199fcc6-ledger-5001"
+        client.put_object(Bucket=bucket.name, Key=d_key, Body=oc.objects("s3_d_chunking_small_blocks")[d_key][:-100],
+                          Metadata=oc.blob_metadata("s3_d_chunking_small_blocks")[d_key]["user_metadata_as_set"])  # fmt: skip
+        b_case = "s3_b_batch_5mib"
+        (b_ledger,) = [x for x in oc.expected(b_case)["ledgers"] if x["storage"] != "bookkeeper"]
+        raw = oc.objects(b_case)[b_ledger["index_key"]]
+        magic, _, data_length, header_length, count, md_length = struct.unpack_from(">iiqqii", raw)
+        pb = formats_pb2.LedgerMetadataFormat.FromString(raw[32 : 32 + md_length])
+        pb.lastEntryId += 1
+        new_md = pb.SerializeToString()
+        blocks = raw[32 + md_length :]
+        index = struct.pack(">iiqqii", magic, 32 + len(new_md) + len(blocks), data_length, header_length, count,
+                            len(new_md)) + new_md + blocks  # fmt: skip
+        client.put_object(Bucket=bucket.name, Key=b_ledger["index_key"], Body=index,
+                          Metadata=oc.blob_metadata(b_case)[b_ledger["index_key"]]["user_metadata_as_set"])  # fmt: skip
+    try:
+        yield {"uri": uri, "managed_ledgers": f"{root}/managed-ledgers", "bucket": bucket}
+    finally:
+        bucket.drop()
+
+
+def test_verify_names_each_planted_defect_and_fails(defects, s3_server):
+    env = env_for(defects["uri"], **s3_server.env())
+    done = run_bkctl(env, "pulsar", "--managed-ledgers", defects["managed_ledgers"], "offload", "verify", "--json",
+                     text=True)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    rows = {r["ledger_id"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert {lid for lid, r in rows.items() if not r["ok"]} == {4001, 4002, 5001, 6001}
+    assert "missing" in rows[4001]["problems"][0]
+    assert any("custom metadata" in p and "ZooKeeper" in p for p in rows[4002]["problems"])
+    assert any("truncated" in p for p in rows[5001]["problems"])
+    assert any("6151 entries" in p and "6150" in p for p in rows[6001]["problems"])
+    errors = [line for line in done.stderr.splitlines() if line.startswith("bkctl: error: ledger ")]
+    assert sorted(int(line.split()[3]) for line in errors) == [4001, 4002, 5001, 6001]
+
+
+def test_orphans_finds_the_planted_orphans_and_an_abandoned_upload_and_nothing_else(offload_cluster):
+    c = offload_cluster
+    client = c.s3.client()
+    stray = "0b7c3a10-1111-4222-8333-944455556666-ledger-9999"
+    for key in (stray, f"{stray}-index", "not-pulsar.txt"):
+        client.put_object(Bucket=c.bucket.name, Key=key, Body=b"x" * 100)
+    upload = client.create_multipart_upload(
+        Bucket=c.bucket.name, Key="0b7c3a10-2222-4222-8333-944455556666-ledger-9998"
+    )
+    client.upload_part(
+        Bucket=c.bucket.name, Key=upload["Key"], UploadId=upload["UploadId"], PartNumber=1, Body=b"y" * 1000
+    )
+    mapfile = c.fs_root / "public/default/persistent/gone/9997-0b7c3a10-3333-4222-8333-944455556666"
+    mapfile.mkdir(parents=True)
+    (mapfile / "data").write_bytes(b"z" * 10)
+    (mapfile / "index").write_bytes(b"z" * 5)
+    try:
+        done = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "orphans", "--older-than", "0s",
+                       "--json")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        assert sorted((r["kind"], r["key"], r["size"]) for r in rows) == sorted(
+            [
+                ("object", stray, 100),
+                ("object", f"{stray}-index", 100),
+                ("object", "not-pulsar.txt", 100),
+                ("upload", upload["Key"], 1000),
+                ("mapfile", "public/default/persistent/gone/9997-0b7c3a10-3333-4222-8333-944455556666", 15),
+            ]
+        )
+        # young ones are left alone
+        young = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "orphans", "--json")
+        assert young.returncode == 0 and young.stdout == ""
+    finally:
+        client.abort_multipart_upload(Bucket=c.bucket.name, Key=upload["Key"], UploadId=upload["UploadId"])
+        client.delete_objects(
+            Bucket=c.bucket.name, Delete={"Objects": [{"Key": k} for k in (stray, f"{stray}-index", "not-pulsar.txt")]}
+        )
+        import shutil
+
+        shutil.rmtree(mapfile.parent)
+
+
+def test_a_refusing_bucket_a_missing_object_and_a_slow_server_are_one_line_each(offload_cluster, defects, tmp_path):
+    c = offload_cluster
+    topic = c.planted["s3_a_plain"].topic
+    base = ["export", "--out", tmp_path / "x", "--topic", topic]
+    denied = c.bkctl(*base, "--managed-ledgers", c.managed_ledgers, env=env_for(c.uri, **c.s3.env(c.s3.denied)))
+    assert denied.returncode == 6, denied.stderr
+    assert denied.stderr.count("\n") == 1 and "access denied" in denied.stderr
+    verify_denied = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "verify",
+                            env=env_for(c.uri, **c.s3.env(c.s3.denied)))  # fmt: skip
+    assert verify_denied.returncode == 6 and verify_denied.stderr.count("\n") == 1, verify_denied.stderr
+
+    missing = run_bkctl(env_for(defects["uri"], **c.s3.env()), *base, "--managed-ledgers", defects["managed_ledgers"],
+                        text=True, timeout=300)  # fmt: skip
+    assert missing.returncode == 3, missing.stderr
+    assert missing.stderr.count("\n") == 1 and "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1-ledger-4001" in missing.stderr
+
+    with c.s3.slow_proxy(5) as slow:
+        late = c.bkctl(*base, "--managed-ledgers", c.managed_ledgers, "--s3-endpoint", slow, "--offload-timeout", "1")
+    assert late.returncode == 5, late.stderr
+    assert late.stderr.count("\n") == 1 and "did not answer in time" in late.stderr

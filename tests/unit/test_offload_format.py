@@ -85,9 +85,7 @@ def test_every_mapfile_gives_back_the_metadata_and_the_entries(case):
         if ledger["storage"] != "filesystem":
             continue
         folder = oc.ROOT / case / ledger["mapfile_dir"]
-        records = [
-            (sf.long_key(k), sf.bytes_writable(v)) for k, v in sf.iter_records((folder / "data").read_bytes())
-        ]
+        records = [(sf.long_key(k), sf.bytes_writable(v)) for k, v in sf.iter_records((folder / "data").read_bytes())]
         assert records[0][0] == -1
         md = of.parse_offloaded_metadata(records[0][1])
         assert md.last_entry_id + 1 == ledger["entries"] and md.length == ledger["size"]

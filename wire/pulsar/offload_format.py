@@ -118,9 +118,7 @@ def iter_block_entries(block: bytes | memoryview, where: str = "block") -> Itera
     header = parse_block_header(block, where)
     view = memoryview(block)
     if len(view) != header.block_length:
-        raise OffloadFormatError(
-            f"{where}: {len(view)} bytes where its header says {header.block_length} (truncated?)"
-        )
+        raise OffloadFormatError(f"{where}: {len(view)} bytes where its header says {header.block_length} (truncated?)")
     pos = header.header_length
     expect = header.first_entry_id
     end = header.block_length
@@ -187,7 +185,8 @@ def parse_offloaded_metadata(raw: bytes | memoryview, where: str = "index") -> O
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and its kin
         raise OffloadFormatError(f"{where}: the ledger metadata does not parse: {exc}") from None
     if not pb.IsInitialized():
-        raise OffloadFormatError(f"{where}: the ledger metadata lacks {', '.join(pb.FindInitializationErrors())}")
+        missing = ", ".join(pb.FindInitializationErrors())  # type: ignore[attr-defined]
+        raise OffloadFormatError(f"{where}: the ledger metadata lacks {missing}")
     states = formats_pb2.LedgerMetadataFormat.State
     digests = formats_pb2.LedgerMetadataFormat.DigestType
     return OffloadedMetadata(

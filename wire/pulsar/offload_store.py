@@ -204,9 +204,7 @@ class S3Store:
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise OffloadUnlocated(
-                "reading offloaded ledgers from S3 needs boto3: pip install 'bkctl[s3]'"
-            ) from None
+            raise OffloadUnlocated("reading offloaded ledgers from S3 needs boto3: pip install 'bkctl[s3]'") from None
         self.bucket = bucket
         self.endpoint = endpoint
         self.name = f"s3://{bucket}" + (f" at {endpoint}" if endpoint else "")
@@ -262,7 +260,9 @@ class S3Store:
 
     def head(self, key: str) -> ObjectInfo:
         doc = self._call(key, self._client.head_object, Key=key)
-        return ObjectInfo(key, int(doc["ContentLength"]), doc["LastModified"].timestamp(), dict(doc.get("Metadata") or {}))
+        return ObjectInfo(
+            key, int(doc["ContentLength"]), doc["LastModified"].timestamp(), dict(doc.get("Metadata") or {})
+        )
 
     def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         from botocore.exceptions import BotoCoreError
@@ -380,9 +380,7 @@ def store_for(location: OffloadLocation, settings: OffloadSettings) -> ObjectSto
 
 def _make(location: OffloadLocation, settings: OffloadSettings) -> ObjectStore:
     if location.is_s3:
-        return S3Store(
-            location.bucket or "", settings.endpoint or location.endpoint, location.region, settings.timeout
-        )
+        return S3Store(location.bucket or "", settings.endpoint or location.endpoint, location.region, settings.timeout)
     if settings.filesystem_root:
         return FileStore(settings.filesystem_root)
     base = location.prop("storageBasePath")

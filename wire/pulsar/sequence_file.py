@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 
 from .errors import OffloadFormatError
@@ -144,7 +144,7 @@ def iter_records(data: bytes, where: str = "SequenceFile") -> Iterator[tuple[byt
         raise OffloadFormatError(f"{where}: truncated at byte {pos} of {n}") from None
 
 
-def _block(data: bytes, pos: int, where: str) -> Iterator[tuple[bytes, bytes]]:
+def _block(data: bytes, pos: int, where: str) -> Generator[tuple[bytes, bytes], None, int]:
     count, pos = read_vlong(data, pos)
     buffers = []
     for _ in range(4):
