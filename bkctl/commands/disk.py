@@ -36,8 +36,16 @@ from . import pass_app
     metavar="PATH",
     help="Pulsar's managed-ledger root in ZooKeeper (default: managed-ledgers beside the ledger root).",
 )
+@click.option(
+    "--offload-lag",
+    metavar="AGE",
+    default="4h",
+    show_default=True,
+    help="Count a ledger offloaded to tiered storage longer ago than AGE and still on the bookies "
+    "as held twice (Pulsar's managedLedgerOffloadDeletionLagMs; 4h is its default).",
+)
 @pass_app
-def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | None):
+def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | None, offload_lag: str):
     """Where each bookie's disk went: live data, orphans, garbage, journal.
 
     The first line answers the question: how much of the space the bookies
@@ -58,18 +66,30 @@ def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | 
     What could not be read is said per bookie.
 
     Reads every ledger's metadata (one streaming walk; a progress bar on a terminal) and each bookie's HTTP admin;
-    writes nothing.  --json: one document: summary, bookies (each with live,
-    compaction, gc, unread, groups), groups, totals, ledgers, orphans.
+    writes nothing.  Pulsar ledgers offloaded to tiered storage more than
+    --offload-lag ago whose BookKeeper copy is still there are counted as
+    held twice (a broker deletes that copy only past its deletion lag, when
+    it trims).  --json: one document: summary, bookies (each with live,
+    compaction, gc, unread, groups), groups, totals, ledgers, orphans,
+    offloaded_twice (ledgers, length_bytes, stored_bytes,
+    deletion_lag_seconds, ledger_ids).
     """
     from ..ops.disk import disk_report
     from ..ops.ledger_meta import parse_duration
 
+    from ..ops.disk_offload import held_twice, summary_part
+
     try:
         age = parse_duration(older_than)
+        lag = parse_duration(offload_lag)
     except ValueError as exc:
-        raise CommandError(f"--older-than: {exc}", USAGE) from None
+        raise CommandError(f"--older-than/--offload-lag: {exc}", USAGE) from None
     with app.walk_progress("reading ledger metadata") as progress:
         doc = disk_report(app.store, lambda: app.bk, bookie_id, by, base, older_than=age, progress=progress)
+    doc["offloaded_twice"] = held_twice(app.store, base, lag)
+    twice = summary_part(doc["offloaded_twice"])
+    if twice:
+        doc["summary"] = "; ".join(filter(None, [doc["summary"], twice]))
     emit(app, doc, lambda: show(app, doc, older_than))
 
 

@@ -305,3 +305,23 @@ def test_a_refusing_bucket_a_missing_object_and_a_slow_server_are_one_line_each(
         late = c.bkctl(*base, "--managed-ledgers", c.managed_ledgers, "--s3-endpoint", slow, "--offload-timeout", "1")
     assert late.returncode == 5, late.stderr
     assert late.stderr.count("\n") == 1 and "did not answer in time" in late.stderr
+
+
+def test_disk_counts_the_ledgers_held_twice_past_the_deletion_lag(offload_cluster):
+    c = offload_cluster
+    kept = sorted(
+        ledger["ledger_id"]
+        for case in oc.cases()
+        for ledger in oc.expected(case)["ledgers"]
+        if ledger["storage"] != "bookkeeper" and not ledger["bookkeeper_deleted"]
+    )
+    done = c.bkctl("disk", "--managed-ledgers", c.managed_ledgers, "--offload-lag", "0s", "--json")
+    assert done.returncode == 0, done.stderr
+    twice = json.loads(done.stdout)["offloaded_twice"]
+    assert twice["ledger_ids"] == kept and twice["ledgers"] == len(kept)
+    sizes = {ledger["ledger_id"]: ledger["size"] for case in oc.cases() for ledger in oc.expected(case)["ledgers"]}
+    assert twice["length_bytes"] == sum(sizes[lid] for lid in kept)
+    assert twice["stored_bytes"] > 2 * twice["length_bytes"]  # two copies each, with their headers
+    assert "held twice" in json.loads(done.stdout)["summary"]
+    later = c.bkctl("disk", "--managed-ledgers", c.managed_ledgers, "--offload-lag", "100000d", "--json")
+    assert later.returncode == 0 and json.loads(later.stdout)["offloaded_twice"]["ledgers"] == 0
