@@ -9,7 +9,8 @@ and journals (Java ``*.txn``, bookied ``*.bjn``), each entry a journal holds tha
 no index has kept in memory.  Nothing in them is written: no lock, no repair, no
 truncation.  A record that cannot be read (a damaged index file, a location past
 its log's end, ids in an entry's header that are not the ones indexed, a journal
-that ends early) is left out and reported in :attr:`SalvageStore.damaged`, never fatal.
+that ends early) is reported in :attr:`SalvageStore.damaged` and served from a journal
+that still holds the entry, else left out; never fatal.
 
 What the store answers is what :class:`~bkctl.bookied.bookie.Bookie` reads of a store
 (``has_ledger``, ``get_entry``, ``get_entries``, ``entry_ids``, ``last_entry_id``,
@@ -92,16 +93,27 @@ class SalvageStore:
         self._maps: dict[str, tuple] = {}
         self._bookied: list = []
         self._kept: list[bytes] = []
+        #: (ledger, entry) -> where a journal holds a copy of an entry an index holds too:
+        #: ("txn" | "bjn", path, offset), read when the indexed copy is damaged
+        self._journal_copies: dict[tuple[int, int], tuple[str, str, int]] = {}
         self._load()
 
     # -- loading ----------------------------------------------------------------
-    def _damage(self, where: str, reason: str, ledger_id: int | None = None, entry_id: int | None = None) -> None:
+    def _damage(
+        self,
+        where: str,
+        reason: str,
+        ledger_id: int | None = None,
+        entry_id: int | None = None,
+        outcome: str = "left out",
+    ) -> None:
         self.damaged.append(Damage(where, reason, ledger_id, entry_id))
         log.warning(
-            "salvage: %s: %s%s left out",
+            "salvage: %s: %s%s: %s",
             where,
             reason,
             "" if ledger_id is None else f" (entry {ledger_id}/{entry_id if entry_id is not None else '*'})",
+            outcome,
         )
 
     def _ledger(self, ledger_id: int) -> _Ledger:
@@ -189,11 +201,13 @@ class SalvageStore:
         except Exception as exc:  # noqa: BLE001
             self._damage(os.path.join(current, "index.lmdb"), str(exc))
 
-    def _keep(self, ledger_id: int, entry_id: int, data: bytes) -> None:
+    def _keep(self, ledger_id: int, entry_id: int, data: bytes, where: tuple[str, str, int]) -> None:
         led = self._ledger(ledger_id)
         if entry_id not in led.entries:  # the journal's copy of an entry no index kept
             led.entries[entry_id] = (_MEMORY, len(self._kept))
             self._kept.append(bytes(data))
+        elif led.entries[entry_id][0] != _MEMORY:  # a second copy, for when the indexed one is damaged
+            self._journal_copies[(ledger_id, entry_id)] = where
 
     def _load_journals(self, current: str) -> None:
         from bkctl.bookied import journal_format as bj
@@ -207,7 +221,7 @@ class SalvageStore:
                         _version, records = scan_journal(f.read())
                         for r in records:
                             if r.kind == "entry":
-                                self._keep(r.ledger_id, r.entry_id, r.data)
+                                self._keep(r.ledger_id, r.entry_id, r.data, ("txn", path, r.offset))
                             elif r.kind == "master_key":
                                 led = self._ledger(r.ledger_id)
                                 led.master_key = led.master_key or r.data
@@ -218,9 +232,9 @@ class SalvageStore:
             elif name.endswith(bj.FILE_SUFFIX):
                 scan = bj.FileScan(path)
                 try:
-                    for _offset, rec in bj.scan_file(path, 0, scan):
+                    for offset, rec in bj.scan_file(path, 0, scan):
                         if isinstance(rec, bj.EntryRecord):
-                            self._keep(rec.ledger_id, rec.entry_id, rec.data)
+                            self._keep(rec.ledger_id, rec.entry_id, rec.data, ("bjn", path, offset))
                         elif isinstance(rec, bj.MasterKeyRecord):
                             led = self._ledger(rec.ledger_id)
                             led.master_key = led.master_key or rec.key
@@ -291,11 +305,42 @@ class SalvageStore:
             return None
         try:
             return self._read(ledger_id, entry_id, where)
-        except Exception as exc:  # noqa: BLE001 - reported, then left out of what is held
+        except Exception as exc:  # noqa: BLE001 - reported, then read from a journal or left out
             assert led is not None
+            damage = str(exc) or type(exc).__name__
+            copy = self._journal_copies.pop((ledger_id, entry_id), None)
+            data = self._journal_copy(ledger_id, entry_id, copy) if copy is not None else None
+            if data is not None:
+                led.entries[entry_id] = (_MEMORY, len(self._kept))
+                self._kept.append(data)
+                self._damage(self._describe(where), damage, ledger_id, entry_id, "served from its journal copy")
+                return data
             led.entries.pop(entry_id, None)
-            self._damage(self._describe(where), str(exc) or type(exc).__name__, ledger_id, entry_id)
+            self._damage(self._describe(where), damage, ledger_id, entry_id)
             raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: {exc}") from None
+
+    def _journal_copy(self, ledger_id: int, entry_id: int, copy: tuple[str, str, int]) -> bytes | None:
+        """The entry as the journal record at ``copy`` holds it; None if it cannot be read."""
+        kind, path, offset = copy
+        try:
+            if kind == "bjn":
+                from bkctl.bookied import journal_format as bj
+
+                for _offset, rec in bj.scan_file(path, offset):
+                    if isinstance(rec, bj.EntryRecord) and (rec.ledger_id, rec.entry_id) == (ledger_id, entry_id):
+                        return bytes(rec.data)
+                    return None
+                return None
+            import struct
+
+            with open(path, "rb") as f:
+                f.seek(offset)
+                (size,) = struct.unpack(">i", f.read(4))
+                data = f.read(size)
+            lid, eid = struct.unpack_from(">qq", data)
+            return data if (lid, eid) == (ledger_id, entry_id) else None
+        except Exception:  # noqa: BLE001 - no second copy after all
+            return None
 
     def get_entries(self, ledger_id: int, entry_ids: list[int]) -> list:
         out: list = []
