@@ -317,7 +317,7 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "restore": [
         ("bkctl restore --from /backups/bk", "the newest backup, same ledger ids; asks first"),
         ("bkctl restore --from /backups/bk --remap --remap-table ids.json --force", "new ids, no questions"),
-        ("bkctl restore --from s3://bk-backups/prod --backup 20261127T191500Z-1a2b3c --force", "one backup"),
+        ("bkctl restore --from s3://bk-backups/prod --backup 20261127T191500123Z-1a2b3c --force", "one backup"),
     ],
     "cluster backup": [
         ("bkctl cluster backup cluster.backup", "every ledger's metadata, cookies, INSTANCEID..."),

@@ -83,7 +83,8 @@ class Progress:
 
 
 def new_backup_id(now: float) -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + "-" + secrets.token_hex(3)
+    """``<UTC time to the millisecond>-<random>``: ids sort as the backups were taken."""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{int(now * 1000) % 1000:03d}Z-" + secrets.token_hex(3)
 
 
 def plan(store, selection: Selection) -> _Plan:
