@@ -8,7 +8,7 @@ Objects, by name:
   ``[u64 entry id][u32 length][u32 CRC32C of the payload][payload]``, all big-endian;
 * ``ledgers/<id>/<ctoken>-<entries>.json`` -- that copy's :class:`LedgerRecord`: the
   ledger's metadata znode as stored, what a restore needs of it (quorums, digest,
-  password, custom metadata) and the data object's SHA-256 and size.  Written after the
+  password, custom metadata), the data object's size and the SHA-256 of its index.  Written after the
   data object, so a record names a complete copy;
 * ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds.
 
@@ -62,7 +62,10 @@ def unb64(text: str) -> bytes:
 
 
 class DataWriter:
-    """Writes a data object to a file while hashing it: :meth:`add` each entry in order."""
+    """Writes a data object to a file: :meth:`add` each entry in order.  ``sha`` hashes the
+    object's index -- its header and every entry's header, which holds the CRC32C of the
+    entry's payload -- so that the SHA-256 and the CRC32Cs together vouch for every byte at
+    a CRC's cost per byte (a SHA-256 of every payload byte cost as much as reading them)."""
 
     def __init__(self, out: IO[bytes], ledger_id: int):
         self.out = out
@@ -77,18 +80,42 @@ class DataWriter:
         self.sha.update(data)
         self.size += len(data)
 
+    def add_batch(self, batch: list[tuple[int, bytes]]) -> None:
+        """:meth:`add` each ``(entry_id, payload)``, in one write."""
+        parts: list[bytes] = []
+        heads: list[bytes] = []
+        pack = _ENTRY.pack
+        expected = self.entries
+        size = 0
+        for entry_id, payload in batch:
+            if entry_id != expected:
+                raise ValueError(f"entry {entry_id} out of order (expected {expected})")
+            head = pack(entry_id, len(payload), crc32c(payload))
+            heads.append(head)
+            parts.append(head)
+            parts.append(payload)
+            expected += 1
+            size += len(payload)
+        self.sha.update(b"".join(heads))
+        self.out.write(b"".join(parts))
+        self.size += size + _ENTRY.size * len(batch)
+        self.entries = expected
+        self.payload_bytes += size
+
     def add(self, entry_id: int, payload: bytes) -> None:
         if entry_id != self.entries:
             raise ValueError(f"entry {entry_id} out of order (expected {self.entries})")
         self._write(_ENTRY.pack(entry_id, len(payload), crc32c(payload)))
-        self._write(payload)
+        self.out.write(payload)  # hashed through its CRC32C, in the header
+        self.size += len(payload)
         self.entries += 1
         self.payload_bytes += len(payload)
 
 
 def read_data(f: BinaryIO, ledger_id: int, expect_sha256: str | None = None) -> Iterator[tuple[int, bytes]]:
-    """The entries of a data object, each checked against its CRC32C; at the end the
-    object's SHA-256 against ``expect_sha256`` (:class:`ArchiveDamaged` on any mismatch)."""
+    """The entries of a data object, each checked against its CRC32C; at the end the SHA-256
+    of the object's index (:class:`DataWriter`) against ``expect_sha256``
+    (:class:`ArchiveDamaged` on any mismatch)."""
     sha = hashlib.sha256()
 
     def take(n: int) -> bytes:
@@ -112,13 +139,15 @@ def read_data(f: BinaryIO, ledger_id: int, expect_sha256: str | None = None) -> 
         entry_id, length, crc = _ENTRY.unpack(head)
         if entry_id != expected:
             raise ArchiveDamaged(f"ledger {ledger_id}: entry {entry_id} where {expected} was expected")
-        payload = take(length)
+        payload = f.read(length)
+        if len(payload) != length:
+            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
         if crc32c(payload) != crc:
             raise ArchiveDamaged(f"ledger {ledger_id} entry {entry_id}: CRC32C does not match")
         expected += 1
         yield entry_id, payload
     if expect_sha256 is not None and sha.hexdigest() != expect_sha256:
-        raise ArchiveDamaged(f"ledger {ledger_id}: data object's SHA-256 is not the recorded one")
+        raise ArchiveDamaged(f"ledger {ledger_id}: the data object's index SHA-256 is not the recorded one")
 
 
 @dataclass
@@ -142,7 +171,7 @@ class LedgerRecord:
     #: the ledger znode's value as stored (its own format version)
     metadata_b64: str
     data_object: str
-    data_sha256: str
+    index_sha256: str
     data_size: int
     copied_at: int
 

@@ -78,7 +78,7 @@ def verify_archive(
     advance: Callable[[int], None] = lambda n: None,
 ) -> dict[str, Any]:
     """Re-read every manifest (or ``backup_id``'s), every ledger record they name and every
-    data object: each entry's CRC32C, each object's SHA-256, entry counts and sizes, the
+    data object: each entry's CRC32C, each object's index SHA-256, entry counts and sizes, the
     Pulsar values' formats.  ``problems`` lists what is wrong (empty: the archive is whole)."""
     from bkctl.wire.pulsar.managed_ledger import parse_cursor_info, parse_managed_ledger_info
 
@@ -108,7 +108,7 @@ def verify_archive(
                 raise ArchiveDamaged(f"{name}: record says {record.entries} entries, manifest {entries}")
             n = got = 0
             with storage.open_read(record.data_object) as f:
-                for _entry_id, payload in read_data(f, ledger_id, record.data_sha256):
+                for _entry_id, payload in read_data(f, ledger_id, record.index_sha256):
                     n += 1
                     got += len(payload)
                     advance(len(payload))

@@ -14,6 +14,8 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+import contextlib
+from contextlib import contextmanager
 from typing import IO, Any, BinaryIO, Protocol
 
 from ..exitcodes import USAGE, CommandError
@@ -44,6 +46,10 @@ class ArchiveStorage(Protocol):
 
     def put_file(self, name: str, path: str) -> None:
         """Write object ``name`` from the local file ``path``, whole or not at all."""
+
+    def writing(self, name: str) -> "contextlib.AbstractContextManager[IO[bytes]]":
+        """A file to write object ``name`` into: stored when the block ends without an error,
+        whole or not at all."""
 
     def list(self, prefix: str) -> Iterator[str]:
         """The names that start with ``prefix``, sorted."""
@@ -105,6 +111,22 @@ class LocalStorage:
                 shutil.copyfileobj(src, f, 1 << 20)
 
         self._write(name, copy)
+
+    @contextmanager
+    def writing(self, name: str) -> Iterator[IO[bytes]]:
+        path = self._path(name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        part = f"{path}{_PART}{os.getpid()}-{id(path)}"
+        try:
+            with open(part, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(part, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(part)
+            raise
 
     def list(self, prefix: str) -> Iterator[str]:
         found = []
@@ -192,6 +214,13 @@ class S3Storage:
 
     def put_file(self, name: str, path: str) -> None:
         self.client.upload_file(path, self.bucket, self._key(name))
+
+    @contextmanager
+    def writing(self, name: str) -> Iterator[IO[bytes]]:
+        with spool() as f:
+            yield f
+            f.flush()
+            self.put_file(name, f.name)
 
     def list(self, prefix: str) -> Iterator[str]:
         strip = len(self._key(""))

@@ -34,7 +34,7 @@ from .archive import (
     ledger_object,
 )
 from .catalog import ensure_archive, latest_manifest
-from .storage import ArchiveStorage, spool
+from .storage import ArchiveStorage
 
 __all__ = ["Selection", "take_backup"]
 
@@ -188,11 +188,11 @@ class _Copier:
 
     def copy(self, ledger_id: int) -> None:
         from bkctl.wire.metadata.errors import NoSuchLedger
-        from bkctl.wire.metadata.ledger import serialize_ledger_metadata
+        from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
         try:
             raw, _version = self.store.ledgers.read_bytes(ledger_id)
-            md, _version = self.store.ledgers.read(ledger_id)
+            md = parse_ledger_metadata(raw)
         except NoSuchLedger:
             with self.lock:
                 self.missing.append(ledger_id)
@@ -210,19 +210,15 @@ class _Copier:
             self._finish(ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
             self.progress.advance(record.payload_bytes)
             return
-        with spool() as f:
+        with self.storage.writing(stem + ".data") as f:
             writer = DataWriter(f, ledger_id)
             if entries:
                 for batch in handle.read_range(0, last, batch=256, allow_unconfirmed=not md.is_closed):
-                    n = 0
-                    for entry_id, payload in batch:
-                        writer.add(entry_id, payload)
-                        n += len(payload)
-                    self.progress.advance(n)
+                    before = writer.payload_bytes
+                    writer.add_batch(batch)
+                    self.progress.advance(writer.payload_bytes - before)
             if writer.entries != entries:
                 raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
-            f.flush()
-            self.storage.put_file(stem + ".data", f.name)
         record = LedgerRecord(
             ledger_id=ledger_id,
             ctoken=md.ctoken,
@@ -235,9 +231,9 @@ class _Copier:
             digest_type=md.digest_type.name if md.digest_type is not None else "CRC32C",
             password_b64=b64(md.password or b""),
             custom_metadata_b64={k: b64(v) for k, v in md.custom_metadata.items()},
-            metadata_b64=b64(raw if raw else serialize_ledger_metadata(md)),
+            metadata_b64=b64(raw),
             data_object=stem + ".data",
-            data_sha256=writer.sha.hexdigest(),
+            index_sha256=writer.sha.hexdigest(),
             data_size=writer.size,
             copied_at=int(time.time() * 1000),
         )

@@ -67,7 +67,7 @@ def backup(
 
     `bkctl backup list ARCHIVE` lists its backups, `show ARCHIVE [--backup ID]`
     says what one holds, `verify ARCHIVE [--backup ID]` re-reads every object
-    and checks each entry's CRC32C and each object's SHA-256 (exit 1 when
+    and checks each entry's CRC32C and each object's index SHA-256 (exit 1 when
     anything is wrong).  --json: the backup's totals (copied_ledgers,
     copied_bytes, ...); list: one line per backup.
     """
@@ -110,6 +110,7 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
     with app.progress(None, "backing up") as bar:
         manifest = take_backup(app.store, app.bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar)
     doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": manifest.missing}
+    doc["seconds"] = (manifest.finished - manifest.started) / 1000
     doc["deleted"] = manifest.deleted
     emit(
         app,

@@ -245,7 +245,7 @@ def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_re
     for x in manifest.ledgers:
         record = LedgerRecord.decode(storage.get(x.record))
         with storage.open_read(record.data_object) as f:
-            copies[x.ledger_id] = (record, [p for _e, p in read_data(f, x.ledger_id, record.data_sha256)])
+            copies[x.ledger_id] = (record, [p for _e, p in read_data(f, x.ledger_id, record.index_sha256)])
 
     same = Cluster(world["zookeeper"], base, "same").start()
     try:

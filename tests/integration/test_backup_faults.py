@@ -189,7 +189,7 @@ def test_a_restore_killed_midway_completes_when_run_again_with_nothing_twice(clu
         for x in manifest.ledgers:
             record = LedgerRecord.decode(storage.get(x.record))
             with storage.open_read(record.data_object) as f:
-                want = [p for _e, p in read_data(f, x.ledger_id, record.data_sha256)]
+                want = [p for _e, p in read_data(f, x.ledger_id, record.index_sha256)]
             h = target.bk.open(ids[x.ledger_id])
             assert h.is_closed and [p for _e, p in h.read()] == want
         code, rows, err = run(capsys, target.uri, "pulsar", "topic", "show", f"persistent://{NS}/t0")
@@ -275,7 +275,7 @@ def test_a_topic_written_during_its_backup_is_backed_up_as_a_consistent_prefix(c
     record = LedgerRecord.decode(storage.get(copy.record))
     assert record.state == "OPEN"
     with storage.open_read(record.data_object) as f:
-        got = [p for _e, p in read_data(f, writer.ledger_id, record.data_sha256)]
+        got = [p for _e, p in read_data(f, writer.ledger_id, record.index_sha256)]
     assert 20 <= len(got) < len(written) and got == written[: len(got)]  # a prefix, the writer went on
     # and the topic restores at that prefix, its cursor where it was
     target = Cluster(cluster.zookeeper, cluster.base, "busy").start()

@@ -43,13 +43,26 @@ def test_a_damaged_data_object_is_refused(damage):
 
 def test_the_hash_is_checked_even_when_every_entry_reads():
     data, _sha = _object([b"a"])
-    with pytest.raises(ArchiveDamaged, match="SHA-256"):
+    with pytest.raises(ArchiveDamaged, match="index SHA-256"):
         list(read_data(io.BytesIO(data), 7, "0" * 64))
 
 
 def test_entries_must_come_in_order():
     with pytest.raises(ValueError):
         DataWriter(io.BytesIO(), 1).add(1, b"x")
+    with pytest.raises(ValueError):
+        DataWriter(io.BytesIO(), 1).add_batch([(0, b"x"), (2, b"y")])
+
+
+def test_a_batch_is_written_as_its_entries_one_by_one():
+    one, two = io.BytesIO(), io.BytesIO()
+    a, b = DataWriter(one, 3), DataWriter(two, 3)
+    for i, p in enumerate([b"a", b"bb", b""]):
+        a.add(i, p)
+    b.add_batch([(0, b"a"), (1, b"bb")])
+    b.add_batch([(2, b"")])
+    assert one.getvalue() == two.getvalue() and a.sha.hexdigest() == b.sha.hexdigest()
+    assert (a.size, a.entries, a.payload_bytes) == (b.size, b.entries, b.payload_bytes) == (len(one.getvalue()), 3, 3)
 
 
 def test_local_storage_writes_whole_objects_and_cleans_what_a_killed_writer_left(tmp_path):

@@ -1,0 +1,154 @@
+"""Benchmark ``bkctl backup`` and ``bkctl restore`` beside the bookies' own throughput.
+
+    .venv/bin/python bench/bench_backup.py                         # 20,000 entries of 4 KiB in 8 ledgers
+    .venv/bin/python bench/bench_backup.py --entries 50000 --size 1024 --s3
+
+Starts a sandbox (ZooKeeper + 3 bookieds, and with --s3 its S3 server) in a temporary
+folder, writes the entries with the client, then runs, each as an operator would (a
+``bkctl`` process, its wall time measured):
+
+* ``bkctl bench`` at the same entry size: the client's add and read throughput;
+* ``bkctl backup --to ARCHIVE --ledgers ...`` (a local folder, or the sandbox's bucket);
+* ``bkctl restore --from ARCHIVE --remap`` into the same sandbox (the ids are taken);
+* ``bkctl export --ledgers ...``: the raw export to Parquet, for scale.
+
+It prints MiB/s of each (payload bytes over the time the command reports for its own work,
+and over its process's wall time, Python's start included) and
+the load average beside each figure; the target is a backup at least half as fast as
+``bkctl bench``'s read.  Everything it starts is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import load_note  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+MIB = 1 << 20
+
+
+def bkctl(env: dict, *args: str, timeout: float = 3600) -> tuple[float, dict]:
+    """``bkctl --json ARGS``: wall seconds and its JSON document."""
+    t = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "bkctl", "--json", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    seconds = time.monotonic() - t
+    if done.returncode != 0:
+        raise SystemExit(f"bkctl {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return seconds, json.loads(lines[-1]) if lines else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--entries", type=int, default=20_000)
+    ap.add_argument("--size", type=int, default=4096, help="entry size in bytes")
+    ap.add_argument("--ledgers", type=int, default=8)
+    ap.add_argument("--parallel", type=int, default=4, help="--parallel of backup and restore")
+    ap.add_argument("--s3", action="store_true", help="the archive in the sandbox's S3 bucket")
+    ap.add_argument("--no-export", action="store_true", help="skip the raw export (Spark)")
+    ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
+    args = ap.parse_args(argv)
+
+    from bkctl.sandbox.cluster import sandbox_down, sandbox_up
+
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-backup-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"work folder {work}; {args.entries:,} entries of {args.size} B in {args.ledgers} ledgers")
+    try:
+        info = sandbox_up(work / "sandbox", bookies=3, s3=args.s3)
+        return run(args, info, work)
+    finally:
+        try:
+            sandbox_down(work / "sandbox")
+        except Exception as exc:  # noqa: BLE001
+            print(f"sandbox down failed: {exc}", file=sys.stderr)
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, info: dict, work: Path) -> int:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+
+    uri = info["uri"]
+    env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1")
+    archive = str(work / "archive")
+    extra: list[str] = []
+    if args.s3:
+        s3 = info["s3"]
+        env.update(
+            AWS_SHARED_CREDENTIALS_FILE=s3["credentials_file"],
+            AWS_DEFAULT_REGION=s3["region"],
+            AWS_CONFIG_FILE="/dev/null",
+        )
+        archive = f"s3://{s3['bucket']}/bench"
+        extra = ["--s3-endpoint", s3["endpoint"]]
+    total = args.entries * args.size
+    ids = []
+    t = time.monotonic()
+    with BlockingBookKeeper(uri, add_timeout=60.0, timeout=3600) as bk:
+        for i in range(args.ledgers):
+            n = args.entries // args.ledgers + (1 if i < args.entries % args.ledgers else 0)
+            with bk.create(3, 2, 2, password=b"bench", custom_metadata={"bench": b"backup"}) as lh:
+                lh.add_many(os.urandom(args.size) for _ in range(n))
+            ids.append(lh.ledger_id)
+    print(f"written in {time.monotonic() - t:.1f}s; {total / MIB:.1f} MiB of payload")
+    spec = ",".join(map(str, ids))
+
+    def line(what: str, seconds: float, own: float | None = None) -> float:
+        """MiB/s over the command's own time (``own``: what it reports, its start and the
+        cluster's metadata walk aside) and over its process's wall time."""
+        mib_s = total / MIB / (own if own else seconds)
+        wall = f"wall {seconds:.2f} s, {total / MIB / seconds:.1f} MiB/s"
+        print(
+            f"{what:<34} {mib_s:8.1f} MiB/s  ({'own ' + format(own, '.2f') + ' s; ' if own else ''}{wall})  [{load_note()}]"
+        )
+        return mib_s
+
+    print()
+    _s, doc = bkctl(env, "bench", "--size", str(args.size), "--entries", str(min(args.entries, 50_000)))
+    write = doc["add"]["mb_per_second"] * 1e6 / MIB
+    read = doc["read"]["mb_per_second"] * 1e6 / MIB
+    print(f"{'bkctl bench write (client)':<34} {write:8.1f} MiB/s  [{load_note()}]")
+    print(f"{'bkctl bench read (client)':<34} {read:8.1f} MiB/s  [{load_note()}]")
+    seconds, doc = bkctl(env, "backup", "--to", archive, "--ledgers", spec, "--parallel", str(args.parallel), *extra)
+    assert doc["copied_bytes"] == total, doc
+    backup = line(f"bkctl backup -> {'S3' if args.s3 else 'local dir'}", seconds, doc["seconds"])
+    seconds, doc = bkctl(env, "backup", "verify", archive, *extra)
+    assert doc["ok"], doc
+    line("bkctl backup verify", seconds)
+    seconds, doc = bkctl(env, "backup", "--to", archive, "--ledgers", spec, *extra)
+    assert doc["copied_bytes"] == 0, doc
+    print(f"{'second backup (nothing new)':<34} {seconds:8.2f} s  copied {doc['copied_bytes']} B  [{load_note()}]")
+    seconds, doc = bkctl(
+        env, "restore", "--from", archive, "--remap", "--force", "--parallel", str(args.parallel), *extra
+    )
+    assert doc["bytes"] == total, doc
+    line("bkctl restore --remap", seconds, doc["seconds"])
+    if not args.no_export:
+        seconds, doc = bkctl(env, "export", "--out", str(work / "export"), "--ledgers", spec)
+        line("bkctl export (raw, Parquet)", seconds)
+    print()
+    share = backup / read if read else float("nan")
+    print(f"backup / bench read = {share:.2f} (target >= 0.50)  [{load_note()}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
