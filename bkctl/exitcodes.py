@@ -10,9 +10,9 @@ CONFLICT = 4
 UNREACHABLE = 5
 DENIED = 6
 #: ``ledger fsck``'s findings, by the worst one (:class:`bkctl.wire.fsck.findings.Severity`)
-FSCK_STALE_MARKS = 6
-FSCK_REPAIRABLE = 7
-FSCK_DATA_LOST = 8
+FSCK_STALE_MARKS = 7
+FSCK_REPAIRABLE = 8
+FSCK_DATA_LOST = 9
 INTERRUPTED = 130
 
 DESCRIPTIONS = {

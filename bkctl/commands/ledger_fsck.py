@@ -80,8 +80,8 @@ def fsck(
     Findings stream in ledger id order (--json: one object per line with
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
     moves, bad_replicas as they apply); a summary goes to stderr.  Exit 0
-    when nothing is found, else by the worst finding: 6 only stale marks, 7
-    repairable copies, 8 data lost.  --fix applies the guarded repairs as
+    when nothing is found, else by the worst finding: 7 only stale marks, 8
+    repairable copies, 9 data lost.  --fix applies the guarded repairs as
     findings come (metadata only, never an entry; asks first on a terminal,
     refused elsewhere without --force); --dry-run says what they would write.
     """

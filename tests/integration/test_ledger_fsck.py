@@ -43,7 +43,7 @@ def test_fsck_names_each_planted_fault_and_the_fixes_make_it_clean(
     zkstore.underreplication.mark(healthy, [b])  # a healthy ledger marked
 
     r = bkctl(uri, "--json", "ledger", "fsck", "--all")
-    assert r.returncode == 8, r.stderr  # the worst: data lost
+    assert r.returncode == 9, r.stderr  # the worst: data lost
     found = by_ledger(r.stdout)
     assert {lid: f["kind"] for lid, f in found.items()} == {
         healthy: "marked_healthy",
@@ -64,7 +64,7 @@ def test_fsck_names_each_planted_fault_and_the_fixes_make_it_clean(
     assert "ledgers with findings" in r.stderr
 
     human = bkctl(uri, "ledger", "fsck", "1001", "1003")  # a filter; text for people
-    assert human.returncode == 7 and "ledger 1001: missing" in human.stdout and "ledger 1003: misplaced" in human.stdout
+    assert human.returncode == 8 and "ledger 1001: missing" in human.stdout and "ledger 1003: misplaced" in human.stdout
     assert "1002" not in human.stdout
 
     before = {lid: zkstore.ledgers.read_bytes(lid) for lid in (1001, 1002, 1003)}
@@ -120,7 +120,7 @@ def test_fsck_names_each_planted_fault_and_the_fixes_make_it_clean(
     )
     again = bkctl(uri, "--json", "ledger", "fsck", "--all")
     assert {lid: f["kind"] for lid, f in by_ledger(again.stdout).items()} == {1004: "data_lost", 1005: "metadata_only"}
-    assert again.returncode == 8
+    assert again.returncode == 9
     clean = bkctl(uri, "--json", "ledger", "fsck", "--all", "1001-1003", str(healthy))
     assert clean.returncode == 0 and clean.stdout == "", clean.stderr
     for lid in (1001, 1002, 1003):  # every repairable ledger reads back as written

@@ -30,7 +30,7 @@ def test_salvage_serves_a_bookie_that_will_not_start(bookie_cluster, bookies, me
     assert "refusing to start" in victim.log_tail(50)
 
     before = bkctl(metadata_uri, "--json", "ledger", "fsck", *map(str, only_there))
-    assert {f["kind"] for f in json_lines(before.stdout)} == {"data_lost"} and before.returncode == 8
+    assert {f["kind"] for f in json_lines(before.stdout)} == {"data_lost"} and before.returncode == 9
 
     salvage = bookies("salvage")
     salvage.launch("--salvage", str(victim.base))
