@@ -193,8 +193,11 @@ class GarbageCollector:
         run_in_thread: Callable[[Callable], defer.Deferred],
         on_pass_done: Callable[[], None] | None = None,
         throttle: Throttle | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ):
         self.policy = policy
+        #: the seconds a pass's compaction measures (gcWaitTime between logs and batches, the max times)
+        self._monotonic = monotonic
         self.stores = stores
         self._collect = collect_ledgers
         self.clock = clock
@@ -348,7 +351,7 @@ class GarbageCollector:
 
     def _collect_deleted(self, result: PassResult) -> None:
         """Delete the ledgers whose metadata is gone, then the logs left without a live entry."""
-        self._collected_at = time.monotonic()
+        self._collected_at = self._monotonic()
         result.ledgers_removed += self._collect(self.stores)
         for store in self.stores:
             store.delete_empty_logs()
@@ -373,7 +376,7 @@ class GarbageCollector:
     def _collect_if_due(self, result: PassResult) -> None:
         """In a compaction running longer than gcWaitTime (between two logs, or two batches
         of one): collect the deleted ledgers again."""
-        if (time.monotonic() - self._collected_at) * 1000 >= self.policy.gc_wait_ms:
+        if (self._monotonic() - self._collected_at) * 1000 >= self.policy.gc_wait_ms:
             self._collect_deleted(result)
 
     def _compact(self, kind: str, lifted: bool, result: PassResult, every_pass: bool = True) -> PassResult:
@@ -390,7 +393,7 @@ class GarbageCollector:
         if lifted:
             max_ms = -1
         self.throttle.lifted = lifted
-        started = time.monotonic()
+        started = self._monotonic()
         log.info("%s compaction of entry logs below %g live", kind, threshold)
         try:
             for store in self.stores:
@@ -404,7 +407,7 @@ class GarbageCollector:
                     )
                     result.candidates += len(candidates)
                     for log_id in self._in_order(store, candidates, every_pass, result):
-                        if max_ms > 0 and (time.monotonic() - started) * 1000 >= max_ms:
+                        if max_ms > 0 and (self._monotonic() - started) * 1000 >= max_ms:
                             log.info(
                                 "%s compaction stopped after %d ms (%sCompactionMaxTimeMillis)", kind, max_ms, kind
                             )

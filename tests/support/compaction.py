@@ -28,9 +28,10 @@ def compact_below(
     return stats
 
 
-def gc_on_clock(policy, stores=(), collect=lambda stores: 0):
+def gc_on_clock(policy, stores=(), collect=lambda stores: 0, monotonic=None):
     """A :class:`GarbageCollector` on a ``task.Clock`` whose passes wait in ``passes`` (each a
-    Deferred the test fires to run it): ``(gc, clock, passes)``."""
+    Deferred the test fires to run it): ``(gc, clock, passes)``; ``monotonic``: the seconds its
+    compaction measures (default the wall clock's)."""
     clock = task.Clock()
     passes = []
 
@@ -40,4 +41,5 @@ def gc_on_clock(policy, stores=(), collect=lambda stores: 0):
         passes.append(d)
         return d
 
-    return GarbageCollector(policy, list(stores), collect, clock, in_thread), clock, passes
+    extra = {} if monotonic is None else {"monotonic": monotonic}
+    return GarbageCollector(policy, list(stores), collect, clock, in_thread, **extra), clock, passes

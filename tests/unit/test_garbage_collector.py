@@ -732,9 +732,22 @@ def test_deletions_are_counted_exactly_while_a_flush_grows_the_logs(tmp_path):
 
 
 def forced_pass_deleting_at_the_second_collection(s, ledgers) -> tuple[GarbageCollector, list]:
-    """A forced major pass over ``s`` with gcWaitTime 1 ms (every chance to collect is taken) whose
-    second collection deletes ``ledgers``: (the collector, one item per collection)."""
+    """A forced major pass over ``s`` with gcWaitTime 1 ms whose second collection deletes
+    ``ledgers``: (the collector, one item per collection).  Time is a manual clock that moves
+    2 ms with each batch the compaction switches, nothing else: a collection is due after a
+    batch, never before the first, however loaded the machine (on the wall clock a slow start
+    made the second collection come before any batch: 1,000 entries moved, not 1,024)."""
+    from tests.support.clocks import ManualClock
+
     calls: list[int] = []
+    time_ = ManualClock()
+    switch = s.switch_locations
+
+    def switch_and_tick(*args, **kwargs):
+        try:
+            return switch(*args, **kwargs)
+        finally:
+            time_.advance(0.002)
 
     def collect(stores):
         calls.append(len(calls))
@@ -743,7 +756,8 @@ def forced_pass_deleting_at_the_second_collection(s, ledgers) -> tuple[GarbageCo
             return len(ledgers)
         return 0
 
-    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1, force_allow=True), [s], collect)
+    s.switch_locations = switch_and_tick
+    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1, force_allow=True), [s], collect, time_.monotonic)
     gc.trigger(force_major=True)
     passes[-1].callback(None)
     return gc, calls
