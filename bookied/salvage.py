@@ -16,7 +16,7 @@ session timeout is refused (it is running).  Its registration says it is a salva
 (:data:`~bkctl.wire.metadata.serviceinfo.SALVAGE_PROPERTY`): to bookied's auditor and
 replication workers and to ``bkctl`` the bookie stays lost, so its ledgers are marked
 and copied off, reading from here (Java's auditor counts it alive: run
-``bkctl recover ID`` there).  Reads, fencing reads (the ledger
+``bkctl recover ID --force`` there).  Reads, fencing reads (the ledger
 counts as fenced), entry lists and LAC reads are answered as a bookie answers them.
 A damaged record is skipped and logged (a WARNING naming it), never fatal.
 """
