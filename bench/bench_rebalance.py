@@ -53,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-mib", type=float, default=1.0)
     p.add_argument("--max-mib", type=float, default=10.0)
     p.add_argument("--entry-size", type=int, default=65536)
-    p.add_argument("--readers", type=int, default=1, help="rebalance: readers of random ledgers throughout")
     p.add_argument("--drain-ledgers", type=int, default=5000)
     p.add_argument("--concurrency", type=int, default=None, help="bkctl's --concurrency (default: its own)")
     p.add_argument("--java-peer", default=None, help="the Java peer's root (its client reads; a Java bookie drains)")
@@ -133,73 +132,139 @@ def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
     return head + bytes(65 + (ledger_id * 31 + entry_id * 7 + i) % 58 for i in range(size - len(head)))
 
 
-class Readers:
-    """Read random ledgers until stopped; each failure counted with its first line."""
+def java_command(peer: Path) -> list[str]:
+    """``bench/java/RandomReader.java`` compiled against the peer's jars; the JVM command that runs it."""
+    out = Path(tempfile.mkdtemp(prefix="bench-java-reader-"))
+    cp = f"{peer}/jars/*:{peer}/lib/*"
+    javac = subprocess.run(
+        ["javac", "-d", str(out), "-cp", cp, str(REPO / "bench" / "java" / "RandomReader.java")],
+        capture_output=True,
+        text=True,
+    )
+    if javac.returncode != 0:
+        raise SystemExit(f"javac RandomReader: {javac.stderr}")
+    logs = peer / "run" / "logs"
+    return [
+        "java",
+        "-Xms256m",
+        "-Xmx1g",
+        "-Dio.netty.leakDetectionLevel=disabled",
+        "-Dio.netty.tryReflectionSetAccessible=true",
+        "--add-opens",
+        "java.base/java.nio=ALL-UNNAMED",
+        "--add-opens",
+        "java.base/jdk.internal.misc=ALL-UNNAMED",
+        "-Djava.net.preferIPv4Stack=true",
+        f"-Dlog4j.configurationFile={peer}/conf/log4j2.cli.xml",
+        "-Dbookkeeper.cli.log.root.appender=ROLLINGFILE",
+        f"-Dbookkeeper.cli.log.dir={logs}",
+        "-Dbookkeeper.cli.log.file=bench-reader.log",
+        "-cp",
+        f"{out}:{cp}",
+        "RandomReader",
+    ]
 
-    def __init__(self, sb: Sandbox, ledgers: dict[int, int], entry_size: int, n: int, peer: Path | None):
-        self.sb, self.ledgers, self.size, self.peer = sb, ledgers, entry_size, peer
+
+class Readers:
+    """Random entries of random ledgers read throughout (Java's client with the peer, else
+    ours), every failure counted and its first lines kept."""
+
+    def __init__(self, sb: Sandbox, ledgers: dict[int, int], entry_size: int, java: list[str] | None):
+        self.sb, self.ledgers, self.size, self.java = sb, ledgers, entry_size, java
         self.reads = self.failures = 0
         self.errors: list[str] = []
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self.run, args=(i,), daemon=True) for i in range(n)]
+        self.until = Path(tempfile.mkdtemp(prefix="bench-readers-")) / "stop"
+        self.proc: subprocess.Popen | None = None
+        self.thread = threading.Thread(target=self.run_ours, daemon=True)
 
     def __enter__(self) -> Readers:
-        for t in self.threads:
-            t.start()
+        if self.java is not None:
+            spec = ",".join(f"{lid}:{n}" for lid, n in self.ledgers.items())
+            self.proc = subprocess.Popen(
+                [
+                    *self.java,
+                    f"zk={self.sb.zk}",
+                    f"ledgers={spec}",
+                    f"size={self.size}",
+                    "mode=random",
+                    f"until={self.until}",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            time.sleep(3)  # the JVM up and reading before the moves start
+        else:
+            self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
-        for t in self.threads:
-            t.join()
+        self.until.touch()
+        if self.proc is not None:
+            out, _ = self.proc.communicate(timeout=120)
+            for line in out.splitlines():
+                if line.startswith("reads="):
+                    fields = dict(kv.split("=") for kv in line.split())
+                    self.reads, self.failures = int(fields["reads"]), int(fields["failures"])
+                elif line.startswith("failed"):
+                    self.errors.append(line)
+        else:
+            self.thread.join()
 
-    def run(self, seed: int) -> None:
-        rnd = random.Random(seed)
+    def run_ours(self) -> None:
+        from bkctl.wire.client.blocking import BlockingBookKeeper
+
+        rnd = random.Random(11)
         ids = sorted(self.ledgers)
-        while not self.stop.is_set():
-            lid = rnd.choice(ids)
-            try:
-                good = read_back(self.sb, lid, self.ledgers[lid], self.size, self.peer)
-            except Exception as exc:  # noqa: BLE001 - counted and said
-                good, why = False, str(exc)
-            else:
-                why = "entries differ"
-            self.reads += 1
-            if not good:
-                self.failures += 1
-                self.errors.append(f"ledger {lid}: {why.splitlines()[0] if why else '?'}")
+        with BlockingBookKeeper(self.sb.uri, timeout=60) as bk:
+            while not self.stop.is_set():
+                lid = rnd.choice(ids)
+                entry = rnd.randrange(self.ledgers[lid])
+                try:
+                    with bk.open(lid) as lh:
+                        good = lh.read_entry(entry) == payload(lid, entry, self.size)
+                    why = "the bytes differ"
+                except Exception as exc:  # noqa: BLE001 - counted and said
+                    good, why = False, str(exc)
+                self.reads += 1
+                if not good:
+                    self.failures += 1
+                    self.errors.append(f"ledger {lid} entry {entry}: {why.splitlines()[0] if why else '?'}")
 
 
-def read_back(sb: Sandbox, lid: int, entries: int, size: int, peer: Path | None) -> bool:
-    """Every entry of ledger ``lid``, read through Java's client (``bktool read``) or ours,
-    equal to what was written."""
-    if peer is not None:
-        env = dict(os.environ, PEER=str(peer))
-        cmd = [str(peer / "scripts" / "bktool.sh"), "read", f"ledger={lid}", f"zk={sb.zk}", "root=/ledgers"]
-        done = subprocess.run(cmd, env=env, capture_output=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(done.stderr.decode(errors="replace")[-300:])
-        got = [line for line in done.stdout.split(b"\n") if line.startswith(b"entry ")]
-        want = [b"entry %d data=%s" % (i, payload(lid, i, size)) for i in range(entries)]
-        return got == want
-    done = subprocess.run([BKCTL, "ledger", "read", str(lid), "--format", "raw"], env=sb.env, capture_output=True)
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr.decode(errors="replace"))
-    return done.stdout == b"".join(payload(lid, i, size) for i in range(entries))
+def verify_all(sb: Sandbox, ledgers: dict[int, int], size: int, java: list[str] | None) -> list[str]:
+    """Every entry of every ledger read back and compared: the mismatches (Java's client
+    with the peer, else ours)."""
+    if java is not None:
+        spec = ",".join(f"{lid}:{n}" for lid, n in ledgers.items())
+        done = subprocess.run(
+            [*java, f"zk={sb.zk}", f"ledgers={spec}", f"size={size}", "mode=verify"], capture_output=True, text=True
+        )
+        lines = done.stdout.splitlines()
+        if done.returncode != 0 or not any(line.startswith("verified") for line in lines):
+            return [f"the Java reader failed: {done.stderr[-300:]}"]
+        return [line for line in lines if line.startswith("mismatch")]
+    bad = []
+    for lid, n in sorted(ledgers.items()):
+        got = subprocess.run([BKCTL, "ledger", "read", str(lid), "--format", "raw"], env=sb.env, capture_output=True)
+        if got.returncode != 0 or got.stdout != b"".join(payload(lid, i, size) for i in range(n)):
+            bad.append(f"ledger {lid}")
+    return bad
 
 
 def bench_rate(sb: Sandbox, entry_size: int) -> float:
     """Bytes/s the bookies accept from ``bkctl bench`` (E2/Qw2/Qa2) at ``entry_size``."""
     n = max(2000, (256 * MIB) // entry_size)
     done = sb.bkctl("--json", "bench", "--size", str(entry_size), "--entries", str(n), "-e", "2", "-w", "2", "-a", "2")
-    doc = json.loads(done.stdout.splitlines()[-1])
-    adds = doc.get("adds_per_s") or doc.get("add", {}).get("per_s") or doc.get("entries_per_s")
-    return float(adds) * entry_size if adds else float("nan")
+    doc = json.loads(done.stdout)
+    return float(doc["add"]["entries_per_second"]) * entry_size
 
 
 def rebalance_scenario(args) -> int:
     section("rebalance")
     peer = Path(args.java_peer).expanduser() if args.java_peer else None
+    java = java_command(peer) if peer is not None else None
     sb = Sandbox(3)
     try:
         t0 = time.monotonic()
@@ -216,7 +281,7 @@ def rebalance_scenario(args) -> int:
         cmd = [BKCTL, "--json", "rebalance", "--force"]
         if args.concurrency:
             cmd += ["--concurrency", str(args.concurrency)]
-        with Readers(sb, ledgers, args.entry_size, args.readers, peer) as readers:
+        with Readers(sb, ledgers, args.entry_size, java) as readers:
             t = time.monotonic()
             run = subprocess.run(cmd, env=sb.env, capture_output=True, text=True)
             seconds = time.monotonic() - t
@@ -232,7 +297,9 @@ def rebalance_scenario(args) -> int:
         after = live_bytes(sb)
         print(f"  after: {spread(after)}: " + ", ".join(f"{b} {n / MIB:.0f}" for b, n in sorted(after.items())))
         who = "Java's client" if peer else "bkctl"
-        print(f"  readers ({who}) during the rebalance: {readers.reads} ledgers read, {readers.failures} failures")
+        print(
+            f"  a reader ({who}) during the rebalance: {readers.reads} random entries read, {readers.failures} failures"
+        )
         for line in readers.errors[:5]:
             print(f"    {line}")
         accepted = bench_rate(sb, args.entry_size)
@@ -241,10 +308,12 @@ def rebalance_scenario(args) -> int:
             f"rebalance moved {rate / accepted:.2f}x that [{load_note()}]",
             flush=True,
         )
-        bad = [lid for lid, n in sorted(ledgers.items()) if not read_back(sb, lid, n, args.entry_size, peer)]
-        print(f"  every entry of every ledger read back through {who}: {len(ledgers) - len(bad)} equal, {len(bad)} not")
+        bad = verify_all(sb, ledgers, args.entry_size, java)
+        print(f"  every entry of every ledger read back through {who}: {len(bad)} ledgers or entries differ")
+        for line in bad[:5]:
+            print(f"    {line}")
         status = json.loads(sb.bkctl("--json", "autorecovery", "status").stdout)
-        print(f"  autorecovery status: {status.get('underreplicated', status.get('under_replicated'))} under-replicated")
+        print(f"  autorecovery status: {status['underreplicated']} under-replicated")
         return 0 if run.returncode == 0 and not bad and not readers.failures else 1
     finally:
         sb.down()
