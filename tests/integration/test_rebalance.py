@@ -301,3 +301,34 @@ def test_fix_placement_after_racks_changed(bookies, metadata_uri, zkstore, write
     assert json_lines(ok(bkctl(uri, "--json", "ledger", "list", "--not-adhering", "--placement", "rack"))) == []
     ensembles_sane(zkstore, ids)
     all_whole(zkstore, procs, ids)
+
+
+def test_drain_moves_an_open_ledgers_closed_segment_while_its_writer_goes_on(bookies, metadata_uri, zkstore, writer):
+    uri = metadata_uri
+    procs = cluster(bookies, uri, 4)
+    handle = writer.create(2, 2, 2)
+    lid = handle.ledger_id
+    handle.add_many(f"e{lid}-{i}".encode() for i in range(50))
+    first_ensemble = handle.metadata.ensembles[0][1]
+    victim = next(p for p in procs if p.bookie_id == first_ensemble[0])
+    # the writer's next adds to a read-only bookie fail: it changes its ensemble, leaving the
+    # first segment closed on the victim while it goes on writing the second
+    victim.admin("/api/v1/bookie/state/readonly", "PUT", {"readOnly": True})
+    deadline = time.monotonic() + 30
+    while victim.bookie_id not in zkstore.registration.readonly_bookies():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    handle.add_many(f"e{lid}-{i}".encode() for i in range(50, 80))
+    md, _ = zkstore.ledgers.read(lid)
+    assert len(md.ensembles) == 2 and victim.bookie_id not in md.ensembles[1][1]
+
+    done = events(ok(bkctl(uri, "--json", "drain", victim.bookie_id, "--force")))
+    assert done[-1]["drained"] is True and done[-1]["moved"] == 1
+    handle.add_many(f"e{lid}-{i}".encode() for i in range(80, 100))  # the writer goes on ...
+    handle.close()  # ... and closes over the moved segment (its write merges with the move's)
+    md, _ = zkstore.ledgers.read(lid)
+    assert md.is_closed and md.last_entry_id == 99 and victim.bookie_id not in md.bookies
+    ensembles_sane(zkstore, [lid])
+    assert all_whole(zkstore, procs, [lid], gone={victim.bookie_id}) == {lid: 100}
+    entries = json_lines(ok(bkctl(uri, "--json", "ledger", "read", lid)))
+    assert [e["payload"] for e in entries] == [f"e{lid}-{i}" for i in range(100)]
