@@ -288,6 +288,9 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
         "pulsar topic list ns0": [bkctl, "pulsar", "topic", "list", "--namespace", "acme/ns0"],
         "underreplicated": [bkctl, "autorecovery", "underreplicated"],
         "recover --dry-run": [bkctl, "--json", "recover", GONE[0], "--dry-run"],
+        "decommission --dry-run": [bkctl, "--json", "decommission", GONE[0], "--dry-run", "--no-daemons"],
+        "rebalance --dry-run": [bkctl, "--json", "rebalance", "--dry-run"],
+        "drain --dry-run": [bkctl, "--json", "drain", one, "--dry-run"],
     }
     java = {
         "every id": ["listledgers"],
