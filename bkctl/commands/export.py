@@ -37,7 +37,8 @@ key_base64_encoded, ordering_key, properties, schema_version, payload,
 payload_size, encrypted, encryption_keys, encryption_key_values,
 encryption_algo, encryption_param, encryption_compression,
 encryption_uncompressed_size, encryption_batch_size, index,
-broker_timestamp, replicated_from, deliver_at_time, txn_id, pending, error)
+broker_timestamp, replicated_from, deliver_at_time, txn_id, pending, error;
+schema_version is the registry's version number, null without one)
 into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC day of the publish time),
 from the ledgers the topic's managed ledger lists: closed ledgers to their
 last entry, the open one to its newest entry that an ack quorum of its

@@ -42,7 +42,12 @@ LEDGER_COLUMNS: tuple[Column, ...] = (
     Column("ledger_metadata", "map<string,string>"),
 )
 
-TOPIC_COLUMNS: tuple[Column, ...] = MESSAGE_COLUMNS
+#: A topic export's columns: the messages' (:data:`MESSAGE_COLUMNS`), ``schema_version`` a
+#: number (the 8 big-endian bytes Pulsar stores, as its registry counts versions), so that
+#: ``WHERE schema_version = 1`` works; the readers keep the bytes until a batch leaves them.
+TOPIC_COLUMNS: tuple[Column, ...] = tuple(
+    Column(c.name, "long", c.made_by, c.value) if c.name == "schema_version" else c for c in MESSAGE_COLUMNS
+)
 
 #: The column ``--decode utf8`` adds at the end of the files (the payload as text).
 PAYLOAD_TEXT = Column("payload_text", "string")

@@ -31,6 +31,8 @@ from typing import Any
 
 from bkctl.wire.text import utc_iso
 
+from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
+
 from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, Written
@@ -205,11 +207,42 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         transactions=part.transactions,
         pending=part.pending,
     )
-    schema = arrow_schema(TOPIC_COLUMNS)
-    if part.typed is not None:
-        yield from _typed(_read_rows(reader, part, decoder, schema, counts), part, schema, counts)
-        return
-    yield from _read_rows(reader, part, decoder, schema, counts)
+    schema = arrow_schema(MESSAGE_COLUMNS)  # schema_version as stored (bytes) while the values are typed
+    rows = _read_rows(reader, part, decoder, schema, counts)
+    yield from _version_numbers(_typed(rows, part, schema, counts) if part.typed is not None else rows)
+
+
+def _version_numbers(batches: Iterator[Any]) -> Iterator[Any]:
+    """The batches with ``schema_version`` a number (:data:`TOPIC_COLUMNS`): the 8
+    big-endian bytes Pulsar stores; null without a version (or bytes that are not 8)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from bkctl.wire.pulsar.errors import PulsarFormatError
+    from bkctl.wire.pulsar.schema import version_of
+
+    def number(data: bytes | None) -> int | None:
+        try:
+            return version_of(data)
+        except PulsarFormatError:
+            return None
+
+    out_schema = None
+    for batch in batches:
+        i = batch.schema.get_field_index("schema_version")
+        if out_schema is None:
+            out_schema = batch.schema.set(i, pa.field("schema_version", pa.int64()))
+        column = batch.column(i)
+        if column.null_count == len(column):
+            numbers = pa.nulls(len(column), pa.int64())
+        else:  # a batch's versions are few: each decoded once
+            distinct = pc.unique(column)
+            numbers = pa.array([number(v) for v in distinct.to_pylist()], pa.int64()).take(
+                pc.index_in(column, value_set=distinct)
+            )
+        arrays = batch.columns
+        arrays[i] = numbers
+        yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
 def _typed(batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, Any] | None) -> Iterator[Any]:

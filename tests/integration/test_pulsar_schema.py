@@ -406,6 +406,17 @@ def test_spark_sql_selects_a_typed_field(schema_cluster, spark, capsys, tmp_path
     c = schema_cluster
     code, _, err = export(capsys, c, tmp_path / "kv", "--topic", topic("s_keyvalue_inline"))
     assert code == 0, err
+    code, _, err = export(capsys, c, tmp_path / "ev", "--topic", topic("s_avro_evolved"))
+    assert code == 0, err
+    read_export(spark, str(tmp_path / "ev")).createOrReplaceTempView("ev")
+    by_version = spark.sql("SELECT schema_version, count(*) AS n FROM ev GROUP BY schema_version").collect()
+    want = expected_rows("s_avro_evolved")
+    assert {r.schema_version: r.n for r in by_version} == {
+        v: sum(1 for m in want if m["schema_version"] == v) for v in {m["schema_version"] for m in want}
+    }
+    assert spark.sql("SELECT count(*) FROM ev WHERE schema_version = 1").collect()[0][0] == sum(
+        1 for m in want if m["schema_version"] == 1
+    )
     read_export(spark, str(tmp_path / "kv")).createOrReplaceTempView("kv")
     got = spark.sql(
         "SELECT value.key.site AS site, value.value.count AS n FROM kv ORDER BY entry_id, batch_index"
