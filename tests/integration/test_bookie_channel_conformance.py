@@ -362,6 +362,18 @@ def test_batch_reads_give_consecutive_entries_from_the_first(bookie):
 # -- each protocol's limits --------------------------------------------------------------------
 
 
+def test_the_entry_list_names_the_entries_held(bookie):
+    from bkctl.wire.codecs.availability import decode_availability
+
+    ch = bookie.open("v3")
+    ledger = Ledger()
+    failed_on(bookie.outcome(lambda: ch.entry_availability(ledger.id)), NoSuchLedgerOnBookie, bookie)
+    add_all(bookie, ch, ledger, [0, 1, 2, 5, 6, 9])
+    assert decode_availability(ok(bookie.outcome(lambda: ch.entry_availability(ledger.id)))) == [(0, 2), (5, 6), (9, 9)]
+    v2 = bookie.open("v2")
+    failed_on(bookie.outcome(lambda: v2.entry_availability(ledger.id)), NotSupported, bookie)
+
+
 def test_each_protocol_refuses_what_it_cannot_carry(bookie):
     v2, v3 = bookie.open("v2"), bookie.open("v3")
     ledger = Ledger()

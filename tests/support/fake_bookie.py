@@ -381,6 +381,22 @@ class FakeConnection:
             return self._error(RC.ENOENTRY, what)
         return defer.succeed((explicit, last))
 
+    def entry_availability(self, ledger_id):
+        """GET_LIST_OF_ENTRIES_OF_LEDGER: the encoded runs of the entries stored here;
+        ENOLEDGER for a ledger the bookie has no entry of (bookied answers from its index)."""
+        from bkctl.wire.codecs.availability import encode_availability
+
+        what = f"GET_LIST_OF_ENTRIES_OF_LEDGER ledger {ledger_id}"
+        if self.protocol != "v3":
+            return self._unsupported(what)
+        refused = self._refused(what)
+        if refused is not None:
+            return refused
+        mine = self._entries(ledger_id)
+        if not mine:
+            return self._error(RC.ENOLEDGER, what)
+        return defer.succeed(encode_availability(mine))
+
     # -- the connection -------------------------------------------------------
 
     def close(self) -> defer.Deferred:

@@ -1,0 +1,159 @@
+"""One ledger's fsck (wire/fsck/check.py) against fake bookies that answer as bookied does
+(tests/support/fake_bookie.py, held to it by the channel conformance suite), each cause named
+alone; and the guarded fixes (wire/fsck/fixes.py) on the in-memory store."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from twisted.internet import defer
+
+from bkctl.wire.codecs.digest import DigestManager, DigestType
+from bkctl.wire.fsck.check import BookieRequests, CheckOptions, check_ledger
+from bkctl.wire.fsck.findings import Kind, runs_of
+from bkctl.wire.fsck.fixes import Fix, apply_fix
+from bkctl.wire.metadata.ledger import LedgerMetadata
+from tests.support.deferreds import successResultOf
+from tests.support.fake_bookie import FakePool
+from tests.support.fake_store import FakeMetadataStore
+
+A, B, C, D = (f"10.0.0.{i}:3181" for i in range(1, 5))
+LID = 42
+N = 10
+
+
+def body(entry_id: int, flip: bool = False) -> bytes:
+    data = bytearray(DigestManager(LID, DigestType.CRC32C, b"pw").package(entry_id, entry_id - 1, 0, b"p%d" % entry_id))
+    if flip:
+        data[-1] ^= 1
+    return bytes(data)
+
+
+def metadata(*segments, closed: bool = True) -> LedgerMetadata:
+    md = LedgerMetadata.new(segments[0][1], 2, 2, password=b"pw")
+    for first, ensemble in segments[1:]:
+        md = md.with_ensemble_change(first, ensemble)
+    return md.closed(N - 1, 0) if closed else md
+
+
+def check(pool, md, registered=(A, B, C, D), **options):
+    found = defer.ensureDeferred(
+        check_ledger(BookieRequests(pool, 4), LID, md, 3, CheckOptions(frozenset(registered), **options))
+    )
+    return successResultOf(found)
+
+
+def holding(protocol: str = "v3", **held):
+    pool = FakePool(protocol=protocol, auto=True)
+    for bookie in (A, B, C, D):
+        pool.get(bookie)
+    for name, entries in held.items():
+        for e in entries:
+            pool.get(globals()[name]).stored[(LID, e)] = body(e)
+    return pool
+
+
+def test_every_copy_in_place_is_no_finding():
+    assert check(holding(A=range(N), B=range(N)), metadata((0, [A, B]))) is None
+
+
+@pytest.mark.parametrize("protocol", ["v3", "v2"])  # v2: no entry list, the entries are read
+def test_copies_missing_on_a_live_bookie(protocol):
+    f = check(holding(protocol, A=range(N), B=[0, 1, 2, 7, 8, 9]), metadata((0, [A, B])))
+    assert (f.kind, f.missing, f.version) == (Kind.MISSING, {B: [(3, 6)]}, 3)
+    assert "registered bookies lack entries" in f.message
+
+
+def test_a_lost_bookie_is_not_asked_and_its_copies_count_as_missing():
+    pool = holding(A=range(N), B=range(N))
+    f = check(pool, metadata((0, [A, B])), registered=(A, C, D))
+    assert (f.kind, f.missing) == (Kind.MISSING, {B: [(0, 9)]}) and "not live: " + B in f.message
+    assert not any(lid == LID for lid, _e, _f in pool.get(B).reads)
+
+
+def test_entries_on_bookies_outside_the_ensemble_are_misplaced():
+    f = check(holding(C=range(N), D=range(N)), metadata((0, [A, B])))
+    assert f.kind is Kind.MISPLACED
+    assert {(m.first_entry_id, m.position, m.bookie, m.holder) for m in f.moves} == {(0, 0, A, C), (0, 1, B, D)}
+
+
+def test_a_segment_with_no_copy_is_data_lost():
+    f = check(holding(A=range(5), B=range(5)), metadata((0, [A, B]), (5, [C, D])))
+    assert (f.kind, f.lost) == (Kind.DATA_LOST, [(5, 9)])
+
+
+def test_no_copy_anywhere_with_every_bookie_answering_is_metadata_only():
+    f = check(holding(), metadata((0, [A, B])))
+    assert (f.kind, f.lost) == (Kind.METADATA_ONLY, [(0, 9)])
+
+
+def test_a_bookie_that_does_not_answer_makes_it_data_lost_not_metadata_only():
+    pool = holding(A=range(N), B=range(N))
+    pool.get(A).down = pool.get(B).down = True
+    f = check(pool, metadata((0, [A, B])))
+    assert f.kind is Kind.DATA_LOST and f"{A} (unreachable)" in f.message
+
+
+def test_a_flipped_byte_names_the_bad_copy():
+    pool = holding(A=range(N), B=range(N))
+    pool.get(B).stored[(LID, 4)] = body(4, flip=True)
+    sampled = check(pool, metadata((0, [A, B])), sample=0)  # first and last only: entry 4 not read
+    assert sampled is None
+    f = check(pool, metadata((0, [A, B])), compare_all=True)
+    assert f.kind is Kind.CORRUPT and [(b.entry_id, b.bookie) for b in f.bad] == [(4, B)]
+
+
+def test_an_open_ledgers_last_segment_is_not_judged():
+    md = metadata((0, [A, B]), (5, [C, D]), closed=False)
+    assert check(holding(A=range(5), B=range(5)), md) is None
+    f = check(holding(A=range(5), B=range(3)), md)
+    assert (f.kind, f.missing) == (Kind.MISSING, {B: [(3, 4)]})
+
+
+def test_runs_of():
+    assert runs_of([5, 1, 2, 3, 9, 8, 2]) == [(1, 3), (5, 5), (8, 9)] and runs_of([]) == []
+
+
+# -- fixes ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store():
+    s = FakeMetadataStore().start()
+    s.underreplication.ensure_layout()
+    return s
+
+
+def test_the_ensemble_fix_points_at_the_holders_by_compare_and_set(store):
+    md = metadata((0, [A, B]))
+    store.ledgers.create(md, ledger_id=LID)
+    f = check(holding(C=range(N), D=range(N)), md)
+    f = replace(f, version=0)
+    assert apply_fix(store, f, Fix.ENSEMBLE, dry_run=True).status == "would_apply"
+    assert store.ledgers.read(LID)[0].ensembles == ((0, (A, B)),)
+    store.ledgers.update(LID, md, 0)  # changed since the check: left alone
+    assert apply_fix(store, f, Fix.ENSEMBLE, dry_run=False).status == "conflict"
+    f = replace(f, version=1)
+    assert apply_fix(store, f, Fix.ENSEMBLE, dry_run=False).status == "applied"
+    assert store.ledgers.read(LID)[0].ensembles == ((0, (C, D)),)
+
+
+def test_the_mark_and_unmark_fixes(store):
+    md = metadata((0, [A, B]))
+    store.ledgers.create(md, ledger_id=LID)
+    f = check(holding(A=range(N), B=range(4)), md)
+    f = replace(f, version=0)
+    assert apply_fix(store, f, Fix.MARK, dry_run=False).status == "applied"
+    assert store.underreplication.get(LID).replicas == (B,)
+    assert apply_fix(store, f, Fix.MARK, dry_run=False).status == "skipped"
+    with pytest.raises(ValueError):
+        apply_fix(store, f, Fix.UNMARK, dry_run=False)
+    from bkctl.wire.fsck.findings import Finding
+
+    stale = Finding(7, Kind.MARKED_DELETED, "deleted", marked=(A,))
+    store.underreplication.mark(7, [A])
+    assert apply_fix(store, stale, Fix.UNMARK, dry_run=True).status == "would_apply"
+    assert apply_fix(store, stale, Fix.UNMARK, dry_run=False).status == "applied"
+    assert store.underreplication.get(7) is None
+    assert apply_fix(store, stale, Fix.UNMARK, dry_run=False).status == "skipped"
