@@ -88,7 +88,7 @@ class FsckRun:
         ledgers = self.store.ledgers
         naming = [self.bookie] if self.bookie else None
         if not self._filtered():
-            if self.progress is not None:
+            if self.progress is not None and not self.bookie:  # with --bookie: how many is not known
                 self.progress.update(total=ledgers.count())
             return ledgers.read_many(ledgers.ids(), naming=naming)
         ids = sorted(set(self.ledger_ids or ()))
@@ -140,7 +140,9 @@ class FsckRun:
 
         for read in self._reads():
             self.totals.metadata_reads += 1
-            if read.metadata is None:
+            if read.metadata is None:  # deleted since it was listed
+                if self.progress is not None:
+                    self.progress.advance(1)
                 continue
             if isinstance(read.metadata, Exception):
                 window.append(
@@ -150,7 +152,7 @@ class FsckRun:
                     )
                 )
             else:
-                if self.bookie and self.bookie not in read.metadata.bookies:
+                if self.bookie and self.bookie not in read.metadata.bookies:  # named only in its custom metadata
                     continue
                 window.append((read.ledger_id, check(requests, read.ledger_id, read.metadata, read.version, options)))
             while len(window) >= self.window:
