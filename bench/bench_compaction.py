@@ -267,7 +267,7 @@ class Side:
     ledgers: Path
     java: bool = False
     log_file: Path | None = None  # the Java bookie's log (its compactions are counted from it)...
-    log_offset: int = 0  # ...from here on (log4j appends to it across restarts)
+    log_offset: int = 0  # ...from here on
     du: bool = False  # disk as du of the whole ledger directory
 
     def disk(self) -> int:
@@ -592,32 +592,38 @@ def wait_registered(uri: str, bookie_id: str, timeout: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def run_java(args, peer, zk, settings: dict) -> dict:
-    """One fresh Java bookie (start-bookies.sh 1 --clean) under the churn; stopped afterwards."""
-    root = "/java-ledgers"
-    log_file = peer.root / "run" / "logs" / "bookie-1.log"
-    offset = log_file.stat().st_size if log_file.exists() else 0
+def run_java(args, peer, zk, settings: dict, base: Path, root: str) -> dict:
+    """One fresh Java bookie under the churn, in ``base`` on free ports of its own (the peer's
+    template and JVM flags, but neither its fixed ports nor its ``run/``: other users of the
+    same peer keep their bookies); stopped afterwards."""
+    from bkctl.sandbox.zookeeper import free_port
+
+    port = free_port()
+    http = free_port()
+    while http == port:
+        http = free_port()
+    peer.format_metadata(zk.connect_string, root, [f"127.0.0.1:{port}"])
     extra = "\n".join(f"{k}={v}" for k, v in settings.items())
-    pid = peer.start_bookies(1, zk.connect_string, root, extra_conf=extra)[0]
+    [bookie] = peer.start_bookies_in(base, [(port, http)], zk.connect_string, root, extra_conf=extra)
     try:
         print(
-            f"Java bookie pid {pid} on 127.0.0.1:3181 (root {root}), extra conf {settings}; {load_note()}", flush=True
+            f"Java bookie pid {bookie.pid} on 127.0.0.1:{port} (root {root}), extra conf {settings}; {load_note()}",
+            flush=True,
         )
         return churn(
             args,
             Side(
                 "java",
                 f"zk+hierarchical://{zk.connect_string}{root}",
-                8001,
-                peer.root / "run" / "bookie-1" / "ledgers",
+                http,
+                bookie.directory / "ledgers",
                 java=True,
-                log_file=log_file,
-                log_offset=offset,
+                log_file=bookie.directory / "bookie.log",
                 du=args.disk == "du",
             ),
         )
     finally:
-        peer.stop_bookies()
+        peer.stop_bookies_in([bookie])
 
 
 def side_by_side(args) -> None:
@@ -644,11 +650,10 @@ def side_by_side(args) -> None:
                     got = (
                         run_bookied(args, base / f"bookie-{r + 1}", zk, f"/ledgers-{r + 1}", ours)
                         if side == "bookied"
-                        else run_java(args, peer, zk, java)
+                        else run_java(args, peer, zk, java, base / f"java-{r + 1}", f"/java-ledgers-{r + 1}")
                     )
                     results.append((r + 1, side if side == "bookied" else java_name, got))
         finally:
-            peer.stop_bookies()
             zk.stop()
     section("side by side")
     print(
