@@ -15,7 +15,10 @@ from tests.support.ledgers import assert_fully_replicated, make_ledger, most_nam
 from tests.support.waiting import wait_for
 
 
-def test_salvage_serves_a_bookie_that_will_not_start(bookie_cluster, bookies, metadata_uri, zkstore, writer, ar_daemon):
+@pytest.mark.parametrize("repair", ["autorecovery", "recover"])  # bookied's daemon, or `bkctl recover ID --force`
+def test_salvage_serves_a_bookie_that_will_not_start(
+    repair, bookie_cluster, bookies, metadata_uri, zkstore, writer, ar_daemon
+):
     procs = bookie_cluster(4)
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)
     single = [make_ledger(writer, 1, 1, 1, entries=60) for _ in range(8)]  # one copy each
@@ -41,8 +44,14 @@ def test_salvage_serves_a_bookie_that_will_not_start(bookie_cluster, bookies, me
     rows = json_lines(ok(served))  # straight from the salvaged bookie, each digest checked
     assert [(r["status"], r["payload"]) for r in rows] == [("ok", f"e{only_there[0]}-{i}") for i in range(60)]
 
-    ar_daemon("ar-salvage", "auditorPeriodicBookieCheckInterval=0", "auditorPeriodicCheckInterval=0")
     every = single + double
+    if repair == "autorecovery":
+        ar_daemon("ar-salvage", "auditorPeriodicBookieCheckInterval=0", "auditorPeriodicCheckInterval=0")
+    else:  # as on a cluster whose auditor is Java's, which counts a read-only bookie alive
+        refused = bkctl(metadata_uri, "recover", vid)
+        assert refused.returncode == 4 and "running (registered)" in refused.stderr
+        done = bkctl(metadata_uri, "--json", "recover", vid, "--force", timeout=300)
+        assert done.returncode == 0, done.stderr
     wait_for(
         what="every ledger off the salvaged bookie",
         predicate=lambda: not any(vid in zkstore.ledgers.read(lid)[0].bookies for lid in every),
