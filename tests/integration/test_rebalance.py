@@ -332,3 +332,55 @@ def test_drain_moves_an_open_ledgers_closed_segment_while_its_writer_goes_on(boo
     assert all_whole(zkstore, procs, [lid], gone={victim.bookie_id}) == {lid: 100}
     entries = json_lines(ok(bkctl(uri, "--json", "ledger", "read", lid)))
     assert [e["payload"] for e in entries] == [f"e{lid}-{i}" for i in range(100)]
+
+
+def test_a_ledger_deleted_or_marked_while_its_copy_runs_is_left_and_ctrl_c_leaves_no_half_move(
+    bookies, metadata_uri, zkstore, writer
+):
+    uri = metadata_uri
+    old = cluster(bookies, uri, 2)
+    payload = b"x" * 1024
+    ids = []
+    for _ in range(4):
+        lh = writer.create(2, 2, 2)
+        lh.add_many([payload] * 200)  # 200 KiB: at 40k/s a copy takes 5 s
+        lh.close()
+        ids.append(lh.ledger_id)
+    procs = old + cluster(bookies, uri, 2, first=2)
+    run = subprocess.Popen(
+        [*BKCTL, "--json", "rebalance", "--force", "--max-rate", "40k", "--concurrency", "2"],
+        env=env_for(uri),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    seen: list[dict] = []
+    try:
+        assert run.stdout is not None
+        for line in run.stdout:
+            seen.append(json.loads(line))
+            if seen[-1]["event"] == "planned" and len([e for e in seen if e["event"] == "planned"]) == 2:
+                break
+        marked, deleted = [e["ledger_id"] for e in seen if e["event"] == "planned"]
+        time.sleep(1.5)  # both copies under way
+        zkstore.underreplication.mark(marked, ["127.0.0.1:9"])
+        writer.delete(deleted)
+        for line in run.stdout:
+            seen.append(json.loads(line))
+            if len([e for e in seen if e["event"] == "move"]) == 2:
+                break
+        run.send_signal(signal.SIGINT)  # Ctrl-C while the next moves copy
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, err
+    seen += events(out.decode())
+    by_id = {e["ledger_id"]: e for e in seen if e["event"] == "move"}
+    assert by_id[marked]["outcome"] == "abandoned" and "marked under-replicated during" in by_id[marked]["reason"]
+    assert by_id[deleted]["outcome"] == "abandoned" and "deleted during" in by_id[deleted]["reason"]
+    assert not zkstore.ledgers.exists(deleted)
+    alive = [lid for lid in ids if lid != deleted]
+    ensembles_sane(zkstore, alive)
+    assert all_whole(zkstore, procs, alive) == dict.fromkeys(alive, 200)  # nothing half moved
+    assert zkstore.underreplication.locks() == {}  # no lock left behind
