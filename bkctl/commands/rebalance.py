@@ -27,9 +27,9 @@ def _throttle_options(fn):
     fn = click.option(
         "--concurrency",
         type=click.IntRange(1, 64),
-        default=4,
+        default=16,
         show_default=True,
-        help="Ledgers moved at once.",
+        help="Ledgers moved at once (small ledgers move at the pace of ZooKeeper's round trips: many at once pay).",
     )(fn)
     return click.option(
         "--max-rate",

@@ -99,7 +99,7 @@ def move_json(move) -> dict[str, Any]:
     }
 
 
-def carry_out(bk, moves, *, concurrency: int = 4, rate: float = 0, on_result=None) -> MoveTally:
+def carry_out(bk, moves, *, concurrency: int = 16, rate: float = 0, on_result=None) -> MoveTally:
     """Every move, at most ``concurrency`` at a time and ``rate`` bytes/s (0: no limit) written
     to the targets; ``on_result(result)`` hears each (from the reactor thread)."""
     from bkctl.wire.client.blocking import run_in_reactor
@@ -136,7 +136,7 @@ def rebalance(
     fix_placement: bool = False,
     max_moves: int | None = None,
     dry_run: bool = False,
-    concurrency: int = 4,
+    concurrency: int = 16,
     rate: float = 0,
     confirm: Callable[[Any], Any] | None = None,
     on_plan: Callable[[Any], Any] | None = None,
@@ -201,7 +201,7 @@ def drain(
     dry_run: bool = False,
     wait: float = 600.0,
     poll: float = 5.0,
-    concurrency: int = 4,
+    concurrency: int = 16,
     rate: float = 0,
     http: str | None = None,
     decommission: bool = False,
