@@ -54,6 +54,18 @@ incomplete chunked message is a warning and an error row (or skipped with
 --on-corrupt skip).
 
 \b
+Offloaded ledgers: a ledger Pulsar offloaded to tiered storage (S3 or an
+S3-compatible store, or the filesystem offloader's MapFiles) is read from
+there -- its bucket, region and endpoint (or base path) from its managed
+ledger's offload context, credentials from the standard AWS chain
+(AWS_ACCESS_KEY_ID..., AWS_PROFILE, a role; never printed) -- by default
+whenever its offload is complete, as a broker does (--offload-read
+bookkeeper-first: from BookKeeper while it still has it); each ledger is
+read once.  --s3-endpoint replaces the recorded endpoint, --offload-root
+the filesystem's base path.  Refused credentials exit 6, a missing object
+3, a store that does not answer within --offload-timeout 5.
+
+\b
 Typed values: a topic with a schema (in Pulsar's registry, read from its
 ledgers as a broker reads it: `bkctl pulsar schema`) gets a `value` column
 after these, each message decoded by the schema version it carries -- AVRO,

@@ -97,3 +97,22 @@ def test_every_mapfile_gives_back_the_metadata_and_the_entries(case):
 def test_vlongs_as_hadoop_writes_them():
     for value, raw in [(0, b"\x00"), (127, b"\x7f"), (-112, b"\x90"), (128, b"\x8f\x80"), (-113, b"\x87\x70")]:
         assert sf.read_vlong(raw, 0) == (value, len(raw))
+
+
+@pytest.mark.parametrize("first,last", [(0, 6149), (6000, 6040), (6021, 6021), (6020, 6149), (3, 3)])
+def test_the_reader_gives_any_range_across_blocks_read_a_chunk_at_a_time(tmp_path, first, last):
+    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+    from bkctl.wire.pulsar.offload_store import FileStore, OffloadLocation, OffloadSettings
+
+    case = "s3_b_batch_5mib"
+    (ledger,) = _s3_ledgers(case)
+    for key, data in oc.objects(case).items():
+        (tmp_path / key).write_bytes(data)
+    location = OffloadLocation(6001, "m", ledger["uuid"], "aws-s3", (("bucket", "b"),), True, True)
+    reader = OffloadedLedger(location, OffloadSettings(read_buffer=1), FileStore(tmp_path))
+    want = oc.ledger_entries(case)[6001]
+    got = [(e, d) for batch in reader.entries(first, last, batch=500) for e, d in batch]
+    assert got == [(e, want[e]) for e in range(first, last + 1)]
+    assert reader.last_entry_id() == 6149
+    with pytest.raises(Exception, match="ends at entry 6149"):
+        list(reader.entries(6149, 6150))

@@ -95,7 +95,7 @@ class BlockHeader:
     ledger_id: int | None = None
 
 
-def parse_block_header(data: bytes | memoryview, where: str = "block") -> BlockHeader:
+def parse_block_header(data: bytes | bytearray | memoryview, where: str = "block") -> BlockHeader:
     """The header at the start of ``data`` (a block, or at least its first 128 bytes)."""
     if len(data) < BLOCK_HEADER_LENGTH:
         raise OffloadFormatError(f"{where}: {len(data)} bytes, shorter than a block header ({BLOCK_HEADER_LENGTH})")

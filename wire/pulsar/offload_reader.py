@@ -21,7 +21,7 @@ from .offload_format import (
     parse_index,
     parse_offloaded_metadata,
 )
-from .offload_store import ObjectStore, OffloadLocation, OffloadSettings, store_for
+from .offload_store import ByteStream, ObjectStore, OffloadLocation, OffloadSettings, store_for
 from .sequence_file import bytes_writable, iter_records, long_key
 
 __all__ = ["OffloadedLedger", "mapfile_records"]
@@ -128,12 +128,22 @@ class OffloadedLedger:
             i += 1
 
     def _block(self, offset: int, length: int, first_entry_id: int) -> Iterator[tuple[int, bytes]]:
-        """One block's entries, read ``read_buffer`` bytes at a time."""
+        """One block's entries: one ranged GET of the block, its body consumed ``read_buffer``
+        bytes at a time as the entries are."""
         key = self.location.data_key
+        stream = self.store.open(key, offset, offset + length)
+        try:
+            yield from self._block_entries(stream, key, offset, length, first_entry_id)
+        finally:
+            stream.close()
+
+    def _block_entries(
+        self, stream: ByteStream, key: str, offset: int, length: int, first_entry_id: int
+    ) -> Iterator[tuple[int, bytes]]:
         where = f"{self.store.name}: {key} block at {offset}"
         end = offset + length
         chunk = max(self.settings.read_buffer, 64 << 10)
-        buf = self.store.get(key, offset, min(end, offset + chunk))
+        buf = bytearray(stream.read(min(length, chunk)))
         fetched = offset + len(buf)
         header = parse_block_header(buf, where)
         if header.block_length != length or header.first_entry_id != first_entry_id:
@@ -145,7 +155,7 @@ class OffloadedLedger:
         expect = first_entry_id
         while True:
             if len(buf) - pos < _ENTRY.size and fetched < end:
-                buf, pos, fetched = self._more(key, buf, pos, fetched, end, chunk, _ENTRY.size)
+                buf, pos, fetched = self._more(stream, key, buf, pos, fetched, end, chunk, _ENTRY.size)
             if len(buf) - pos < _ENTRY.size:
                 return
             size, entry_id = _ENTRY.unpack_from(buf, pos)
@@ -157,22 +167,24 @@ class OffloadedLedger:
             if len(buf) - pos < need:
                 if fetched - (len(buf) - pos) + need > end:
                     raise OffloadFormatError(f"{where}: entry {entry_id} of {size} bytes runs past the block")
-                buf, pos, fetched = self._more(key, buf, pos, fetched, end, max(chunk, need), need)
+                buf, pos, fetched = self._more(stream, key, buf, pos, fetched, end, max(chunk, need), need)
                 if len(buf) - pos < need:
                     raise OffloadFormatError(f"{where}: the object ends inside entry {entry_id}")
-            yield entry_id, buf[pos + _ENTRY.size : pos + need]
+            with memoryview(buf) as view:  # one copy of the entry, none of the buffer
+                data = bytes(view[pos + _ENTRY.size : pos + need])
+            yield entry_id, data
             pos += need
             expect += 1
 
     def _more(
-        self, key: str, buf: bytes, pos: int, fetched: int, end: int, chunk: int, need: int
-    ) -> tuple[bytes, int, int]:
-        """``buf`` from ``pos`` on, with at least ``need`` bytes where the block has them."""
-        rest = buf[pos:]
-        while len(rest) < need and fetched < end:
-            more = self.store.get(key, fetched, min(end, fetched + chunk))
+        self, stream: ByteStream, key: str, buf: bytearray, pos: int, fetched: int, end: int, chunk: int, need: int
+    ) -> tuple[bytearray, int, int]:
+        """``buf`` from ``pos`` on (in place), with at least ``need`` bytes where the block has them."""
+        del buf[:pos]
+        while len(buf) < need and fetched < end:
+            more = stream.read(min(end - fetched, chunk))
             if not more:
                 raise OffloadFormatError(f"{self.store.name}: {key} ends at {fetched}, before its block's end {end}")
-            rest += more
+            buf += more
             fetched += len(more)
-        return rest, 0, fetched
+        return buf, 0, fetched

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from .errors import OffloadDenied, OffloadMissing, OffloadUnlocated, OffloadUnreachable
 from .offload_format import data_key, index_key, uuid_of
@@ -191,9 +191,55 @@ class ObjectStore(Protocol):
         """Bytes ``start`` up to (not including) ``end`` (None: to the end)."""
         ...
 
+    def open(self, key: str, start: int, end: int) -> "ByteStream":
+        """Bytes ``start`` up to ``end`` as one stream (one request, read as it is consumed)."""
+        ...
+
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]: ...
 
     def uploads(self) -> Iterator[Upload]: ...
+
+
+class ByteStream(Protocol):
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes (fewer only at the end)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class _S3Body:
+    """A GET's body read as a stream; a read that fails mid-way says so as the store's errors do."""
+
+    def __init__(self, body: Any, fail: Any):
+        self._body = body
+        self._fail = fail
+
+    def read(self, n: int) -> bytes:
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            return bytes(self._body.read(n))
+        except BotoCoreError as exc:
+            raise self._fail(exc) from None
+
+    def close(self) -> None:
+        self._body.close()
+
+
+class _FileSpan:
+    def __init__(self, path: Path, start: int, end: int):
+        self._fh: BinaryIO = open(path, "rb")
+        self._fh.seek(start)
+        self._left = end - start
+
+    def read(self, n: int) -> bytes:
+        data = self._fh.read(min(n, self._left))
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._fh.close()
 
 
 class S3Store:
@@ -277,6 +323,10 @@ class S3Store:
         except BotoCoreError as exc:
             raise self._fail(exc, key) from None
 
+    def open(self, key: str, start: int, end: int) -> ByteStream:
+        answer = self._call(key, self._client.get_object, Key=key, Range=f"bytes={start}-{end - 1}")
+        return _S3Body(answer["Body"], lambda exc: self._fail(exc, key))
+
     def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
         token: dict[str, str] = {}
         while True:
@@ -324,6 +374,14 @@ class FileStore:
             with open(self._path(key), "rb") as fh:
                 fh.seek(start)
                 return fh.read() if end is None else fh.read(max(0, end - start))
+        except FileNotFoundError:
+            raise OffloadMissing(f"{self._path(key)}: no such file") from None
+        except PermissionError:
+            raise OffloadDenied(f"{self._path(key)}: permission denied") from None
+
+    def open(self, key: str, start: int, end: int) -> ByteStream:
+        try:
+            return _FileSpan(self._path(key), start, end)
         except FileNotFoundError:
             raise OffloadMissing(f"{self._path(key)}: no such file") from None
         except PermissionError:
