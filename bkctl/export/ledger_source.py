@@ -88,9 +88,29 @@ class LedgerBatchBuilder:
         )
 
 
+def offloaded_ledgers(store: Any, reader: LedgerReader, ids: list[int]) -> dict[int, tuple[Any, int]]:
+    """Of ``ids`` (ledgers BookKeeper no longer has), those a Pulsar managed ledger (under the
+    default root) offloaded completely to a store this reader speaks: ``{id: (location, last
+    entry id)}``, each registered with ``reader`` and its index read."""
+    from bkctl.ops.pulsar import reader as topics_reader
+    from bkctl.wire.pulsar.offload_store import location_of
+
+    wanted = set(ids)
+    found: dict[int, tuple[Any, int]] = {}
+    topics = topics_reader(store)
+    for ml in topics.read_all(topics.topics(), cursors=False):
+        for li in ml.info.ledgerInfo:
+            if li.ledgerId in wanted:
+                location = location_of(li, ml.name)
+                if location is not None and location.complete and (location.is_s3 or location.is_filesystem):
+                    found[li.ledgerId] = (location, reader.offloaded_last_entry(location))
+    return found
+
+
 def read_ledger_range(reader: LedgerReader, task: EntryRange) -> Iterator[Any]:
     """Arrow record batches of the range's entries, ``batch_size`` at a time."""
     builder = LedgerBatchBuilder(task, min(reader.settings.batch_size, task.entries))
+    reader.read_offloaded([task.offload])
     for entries in reader.entries(task.ledger_id, task.first, task.last):
         yield builder.build(entries)
 
@@ -168,6 +188,7 @@ class LedgerSource:
             since_ms=s.since_ms,
             until_ms=s.until_ms,
             lac_of=reader.last_add_confirmed,
+            offloaded=lambda ids: offloaded_ledgers(store, reader, ids),
         )
         return SourcePlan(plans, planning.split_ranges(plans, split_entries), skipped)
 

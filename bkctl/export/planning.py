@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from typing import Any
 
 from bkctl.wire.errors import NotFound
@@ -228,6 +228,8 @@ class LedgerPlan:
     #: payload bytes of the whole ledger when the metadata says (closed ledgers)
     length: int | None = None
     segments: int = 1
+    #: read from its offloaded copy (:class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`), not the bookies
+    offload: Any = field(default=None, compare=False)
 
     @property
     def entries(self) -> int:
@@ -272,6 +274,8 @@ class EntryRange:
     ctime_ms: int | None
     state: str
     metadata: dict[str, str] = field(default_factory=dict, compare=False)
+    #: the ledger's offloaded copy the task reads instead of the bookies (None: the bookies)
+    offload: Any = field(default=None, compare=False)
 
     @property
     def entries(self) -> int:
@@ -304,6 +308,7 @@ def plan_ledgers(
     since_ms: int | None = None,
     until_ms: int | None = None,
     lac_of: Callable[[int], int] | None = None,
+    offloaded: Callable[[list[int]], dict[int, tuple[Any, int]]] | None = None,
 ) -> tuple[list[LedgerPlan], list[dict[str, Any]]]:
     """Read the metadata of every ledger the spec selects and plan what to read.
 
@@ -315,13 +320,24 @@ def plan_ledgers(
 
     ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
     closed (open it without recovery); it is needed only with ``include_open``.
+    ``offloaded(ids)`` gives, of the named ledgers BookKeeper no longer has, those a Pulsar
+    managed ledger offloaded to tiered storage: ``{id: (location, last entry id)}``; they are
+    planned to be read from there (their ctime unknown: ``--since``/``--until`` leave them out).
     """
     from bkctl.wire.metadata.errors import NoSuchLedger
 
     if include_open and lac_of is None:
         raise ValueError("include_open needs lac_of")
-    ids = resolve_spec(store, spec)
-    plans: list[LedgerPlan] = []
+    found: dict[int, tuple[Any, int]] = {}
+    gone = [] if spec.all else [i for i in spec.ids if not store.ledgers.exists(i)]
+    if gone and offloaded is not None and since_ms is None and until_ms is None:
+        found = offloaded(gone)
+        spec = replace(spec, ids=tuple(i for i in spec.ids if i not in found))
+    ids = resolve_spec(store, spec) if spec.all or spec.ids or spec.ranges else []
+    plans: list[LedgerPlan] = [
+        LedgerPlan(ledger_id, "CLOSED", None, {}, 0, last, None, 0, location)
+        for ledger_id, (location, last) in found.items()
+    ]
     skipped: list[dict[str, Any]] = []
     for ledger_id in ids:
         try:
@@ -358,6 +374,7 @@ def plan_ledgers(
                 segments=len(md.ensembles),
             )
         )
+    plans.sort(key=lambda p: p.ledger_id)
     return plans, skipped
 
 
@@ -374,5 +391,5 @@ def _iter_ranges(plans: Iterable[LedgerPlan], split_entries: int) -> Iterator[En
         start = plan.first
         while start <= plan.last:
             stop = min(plan.last, start + split_entries - 1)
-            yield EntryRange(plan.ledger_id, start, stop, plan.ctime_ms, plan.state, plan.metadata)
+            yield EntryRange(plan.ledger_id, start, stop, plan.ctime_ms, plan.state, plan.metadata, plan.offload)
             start = stop + 1

@@ -73,7 +73,7 @@ def export_rows(out):
     from bkctl.export.reading import arrow_dataset
 
     rows = arrow_dataset(out).to_table().to_pylist()
-    return sorted(rows, key=lambda r: (r["ledger_id"], r["entry_id"], r["batch_index"]))
+    return sorted(rows, key=lambda r: (r["ledger_id"], r["entry_id"], r.get("batch_index") or 0))
 
 
 def expected_rows(case):
@@ -325,3 +325,26 @@ def test_disk_counts_the_ledgers_held_twice_past_the_deletion_lag(offload_cluste
     assert "held twice" in json.loads(done.stdout)["summary"]
     later = c.bkctl("disk", "--managed-ledgers", c.managed_ledgers, "--offload-lag", "100000d", "--json")
     assert later.returncode == 0 and json.loads(later.stdout)["offloaded_twice"]["ledgers"] == 0
+
+
+def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookkeeper_lost_it(offload_cluster, tmp_path):
+    """The ledger export under the default managed-ledger root: a cluster of the case's own."""
+    c = offload_cluster
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    root = f"/offload-ledgers{uuid.uuid4().hex[:10]}"
+    uri = f"zk+hierarchical://{c.uri.split('//', 1)[1].split('/', 1)[0]}{root}/ledgers"
+    with ZKMetadataStore(uri, timeout=20) as store:
+        store.cluster.init()
+        oc.plant("s3_a_plain", store, None, f"{root}/managed-ledgers", s3=c.s3, bucket=c.bucket.name,
+                 upload_objects=False)  # fmt: skip
+    done = run_bkctl(env_for(uri, **c.s3.env()), "export", "--out", tmp_path / "out", "--ledgers", "4001",
+                     "--json", text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = export_rows(tmp_path / "out")
+    want = oc.ledger_entries("s3_a_plain")
+    assert [(r["ledger_id"], r["entry_id"], r["payload"]) for r in rows] == [
+        (4001, e, data) for e, data in enumerate(want[4001])
+    ]
+    gone = run_bkctl(env_for(uri, **c.s3.env()), "export", "--out", tmp_path / "no", "--ledgers", "4003", text=True)
+    assert gone.returncode == 3, gone.stderr
