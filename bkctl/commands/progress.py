@@ -117,6 +117,13 @@ class LedgerProgress:
     def entry(self, _entry_id: int) -> None:
         pass
 
+    def copied(self, nbytes: int) -> None:
+        """Bytes copied within a ledger not done yet: the ETA moves with them (the ledger's
+        own :meth:`ledger` then counts none)."""
+        with self._lock:
+            self.eta.advance(0, nbytes)
+            self._describe()
+
     def _describe(self, force: bool = False) -> None:
         now = self.eta.clock()
         if self.bar is not None and self.on_terminal and (force or now - self._shown_at >= 0.5):

@@ -44,9 +44,10 @@ class _Events:
     planned or finished move, the summary), else a progress bar with the ETA on a terminal
     (nothing on a pipe) and the plan and the outcome as tables and lines."""
 
-    def __init__(self, app: App, label: str):
+    def __init__(self, app: App, label: str, dry_run: bool):
         self.app = app
         self.label = label
+        self.dry_run = dry_run
         self.bar = None if app.json else LedgerProgress(app, label)
         self.reasons: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -55,17 +56,23 @@ class _Events:
         with self._lock:
             self.app.emit_json({"event": kind, **doc})
 
-    def plan(self, plan, dry_run: bool) -> None:
+    def plan(self, plan) -> None:
         from ..ops.rebalance import move_json, plan_json
 
         if self.app.json:
-            self.event("plan", {**plan_json(plan), "dry_run": dry_run})
+            self.event("plan", {**plan_json(plan), "dry_run": self.dry_run})
             for move in plan.moves:
                 self.event("planned", move_json(move))
             return
-        _show_plan(self.app, plan, dry_run)
-        if not dry_run and plan.moves and self.bar is not None:
+        _show_plan(self.app, plan, self.dry_run)
+
+    def start(self, plan) -> None:
+        if plan.moves and self.bar is not None:
             self.bar.start(len(plan.moves), plan.nbytes)
+
+    def copied(self, nbytes: int) -> None:
+        if self.bar is not None:
+            self.bar.copied(nbytes)
 
     def result(self, result) -> None:
         from bkctl.wire.rebalance.mover import MoveOutcome
@@ -77,7 +84,7 @@ class _Events:
             with self._lock:
                 self.reasons[f"{result.outcome.value}: {result.reason}"] += 1
         if self.bar is not None:
-            self.bar.ledger({"bytes": result.move.nbytes})
+            self.bar.ledger({"bytes": 0})  # its bytes were counted as they were copied
 
     def note(self, text: str) -> None:
         if self.app.json:
@@ -195,7 +202,7 @@ def rebalance(
     from ..exitcodes import FAILED, CommandError
     from ..ops.rebalance import rebalance as run
 
-    events = _Events(app, "rebalancing")
+    events = _Events(app, "rebalancing", dry_run)
 
     def confirm(plan) -> None:
         confirm_destructive(
@@ -217,8 +224,7 @@ def rebalance(
             concurrency=concurrency,
             rate=max_rate,
             confirm=confirm,
-            on_plan=lambda plan: events.plan(plan, dry_run),
-            on_result=events.result,
+            listener=events,
             progress=lambda: app.walk_progress("reading every ledger's metadata"),
         )
     finally:
@@ -293,7 +299,7 @@ def drain(
     from ..exitcodes import FAILED, CommandError
     from ..ops.rebalance import drain as run
 
-    events = _Events(app, f"draining {bookie}")
+    events = _Events(app, f"draining {bookie}", dry_run)
 
     def confirm(what: str) -> None:
         confirm_destructive(app, f"{what[0].upper()}{what[1:]}?", force, f"drain {bookie}")
@@ -311,9 +317,7 @@ def drain(
             http=http,
             decommission=decommission,
             confirm=confirm,
-            on_plan=lambda plan: events.plan(plan, dry_run),
-            on_result=events.result,
-            on_note=events.note,
+            listener=events,
             progress=lambda: app.walk_progress("reading every ledger's metadata"),
         )
     finally:

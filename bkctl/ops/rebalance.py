@@ -9,10 +9,45 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..render import plural
+
+
+class MoveListener(Protocol):
+    """What a rebalance or a drain tells as it goes (the commands render it): the plan, the
+    start of the moves (after any question), each move's bytes as they are copied and its
+    outcome (these two from the reactor thread), and notes."""
+
+    def plan(self, plan: Any) -> None: ...
+
+    def start(self, plan: Any) -> None: ...
+
+    def copied(self, nbytes: int) -> None: ...
+
+    def result(self, result: Any) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+class Unheard:
+    """A :class:`MoveListener` that hears nothing."""
+
+    def plan(self, plan: Any) -> None:
+        pass
+
+    def start(self, plan: Any) -> None:
+        pass
+
+    def copied(self, nbytes: int) -> None:
+        pass
+
+    def result(self, result: Any) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
 
 
 @dataclass
@@ -99,9 +134,9 @@ def move_json(move) -> dict[str, Any]:
     }
 
 
-def carry_out(bk, moves, *, concurrency: int = 16, rate: float = 0, on_result=None) -> MoveTally:
+def carry_out(bk, moves, listener: MoveListener, *, concurrency: int = 16, rate: float = 0) -> MoveTally:
     """Every move, at most ``concurrency`` at a time and ``rate`` bytes/s (0: no limit) written
-    to the targets; ``on_result(result)`` hears each (from the reactor thread)."""
+    to the targets; ``listener`` hears the bytes copied and each result."""
     from bkctl.wire.client.blocking import run_in_reactor
     from bkctl.wire.rebalance.mover import move_ledgers
 
@@ -118,11 +153,17 @@ def carry_out(bk, moves, *, concurrency: int = 16, rate: float = 0, on_result=No
 
     def heard(result) -> None:
         tally.add(result)
-        if on_result is not None:
-            on_result(result)
+        listener.result(result)
 
     run_in_reactor(
-        move_ledgers, bk.client, moves, concurrency=concurrency, on_result=heard, throttle=throttle, timeout=None
+        move_ledgers,
+        bk.client,
+        moves,
+        concurrency=concurrency,
+        on_result=heard,
+        on_bytes=listener.copied,
+        throttle=throttle,
+        timeout=None,
     )
     return tally
 
@@ -139,8 +180,7 @@ def rebalance(
     concurrency: int = 16,
     rate: float = 0,
     confirm: Callable[[Any], Any] | None = None,
-    on_plan: Callable[[Any], Any] | None = None,
-    on_result: Callable[[Any], Any] | None = None,
+    listener: MoveListener | None = None,
     progress=None,
 ) -> tuple[Any, MoveTally]:
     """Plan (one walk) and, unless ``dry_run``, carry out: ``(plan, tally)``."""
@@ -155,13 +195,14 @@ def rebalance(
         plan = plan_fix_placement(survey, bookies, placement)
     else:
         plan = plan_balance(survey, bookies, placement, tolerance, max_moves=max_moves)
-    if on_plan is not None:
-        on_plan(plan)
+    heard = listener or Unheard()
+    heard.plan(plan)
     if dry_run or not plan.moves:
         return plan, MoveTally()
     if confirm is not None:
         confirm(plan)
-    return plan, carry_out(bk, plan.moves, concurrency=concurrency, rate=rate, on_result=on_result)
+    heard.start(plan)
+    return plan, carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
 
 
 @dataclass
@@ -206,9 +247,7 @@ def drain(
     http: str | None = None,
     decommission: bool = False,
     confirm: Callable[[str], Any] | None = None,
-    on_plan: Callable[[Any], Any] | None = None,
-    on_result: Callable[[Any], Any] | None = None,
-    on_note: Callable[[str], Any] | None = None,
+    listener: MoveListener | None = None,
     progress=None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Any] = time.sleep,
@@ -220,7 +259,8 @@ def drain(
     from .bookie_http import registration, set_readonly
     from .recovery import check_bookie_ids, ledgers_on
 
-    note = on_note or (lambda _text: None)
+    heard = listener or Unheard()
+    note = heard.note
     [bookie] = check_bookie_ids([bookie])
     state = registration(store, bookie)
     if state == "not registered":
@@ -246,8 +286,7 @@ def drain(
         plan = plan_drain(survey, bookie, [b for b in writable_bookies(store) if b != bookie], placement)
         if first_plan is None:
             first_plan = plan
-            if on_plan is not None:
-                on_plan(plan)
+            heard.plan(plan)
             if dry_run:
                 report.left = {u.ledger_id: u.reason for u in plan.unmovable}
                 return report, plan
@@ -257,8 +296,9 @@ def drain(
                 set_readonly(store, bookie, True, http)
                 report.read_only_set = True
                 note(f"{bookie} is read-only: new ledgers go elsewhere, it still serves reads")
+            heard.start(plan)
         report.passes += 1
-        pass_tally = carry_out(bk, plan.moves, concurrency=concurrency, rate=rate, on_result=on_result)
+        pass_tally = carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
         for name in ("moved", "skipped", "abandoned", "failed", "nbytes", "entries"):
             setattr(report.tally, name, getattr(report.tally, name) + getattr(pass_tally, name))
         report.tally.left = pass_tally.left

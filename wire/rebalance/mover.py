@@ -244,6 +244,11 @@ async def _locked_move(
 METADATA_READ_AHEAD = 256
 
 
+def _bytes_per_entry(move: LedgerMove, on_bytes: Callable[[int], Any]) -> Callable[[int], Any]:
+    size = move.nbytes // move.entries if move.entries else 0
+    return lambda _entry_id: on_bytes(size)
+
+
 def _forget(result: object, running: set[defer.Deferred[MoveResult]], d: defer.Deferred[MoveResult]) -> object:
     running.discard(d)
     return result
@@ -255,12 +260,14 @@ async def move_ledgers(
     *,
     concurrency: int = 4,
     on_result: Callable[[MoveResult], Any] | None = None,
+    on_bytes: Callable[[int], Any] | None = None,
     stopping: Callable[[], bool] | None = None,
     **options: Any,
 ) -> list[MoveResult]:
     """:func:`move_ledger` for each of ``moves``, at most ``concurrency`` at a time, in order;
-    ``on_result`` hears each (in the reactor thread).  Once ``stopping()`` says so no further
-    move starts (those running finish: a move is all or nothing)."""
+    ``on_result`` hears each, ``on_bytes(n)`` about how many bytes each entry copied was (both
+    in the reactor thread).  Once ``stopping()`` says so no further move starts (those
+    running finish: a move is all or nothing)."""
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
     store = client.store
@@ -298,6 +305,8 @@ async def move_ledgers(
                     )
                 )
                 continue
+            if on_bytes is not None:
+                options["on_entry"] = _bytes_per_entry(move, on_bytes)
             d = defer.ensureDeferred(move_ledger(client, move, known=read, **options)).addCallback(done)
             running.add(d)
             d.addBoth(_forget, running, d)
