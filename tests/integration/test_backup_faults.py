@@ -290,3 +290,33 @@ def test_a_topic_written_during_its_backup_is_backed_up_as_a_consistent_prefix(c
         assert part["cursors"][0]["backlog_entries"] == len(got) - 16
     finally:
         target.stop()
+
+
+def test_on_a_terminal_a_restore_asks_first_and_shows_its_progress(cluster, capsys, tmp_path):
+    import sys
+
+    import pexpect
+
+    from tests.support.terminal import Terminal, bkctl_env
+
+    archive = tmp_path / "archive"
+    code, docs, err = run(capsys, cluster.uri, "backup", "--to", archive, "--topic", f"persistent://{NS}/t2")
+    assert code == 0, err
+    target = Cluster(cluster.zookeeper, cluster.base, "tty").start()
+    try:
+        argv = [sys.executable, "-m", "bkctl", "-m", target.uri, "restore", "--from", str(archive)]
+        term = Terminal(argv, bkctl_env(tmp_path, NO_COLOR="1"))
+        term.expect(r"Restore backup \S+ \(\d+ ledgers, 1 topics\) into .*\? \[y/N\]")
+        term.line("n")
+        term.expect("declined: did not restore")
+        term.child.expect(pexpect.EOF)
+        term = Terminal(argv, bkctl_env(tmp_path, NO_COLOR="1"))
+        term.expect(r"\[y/N\]")
+        term.line("y")
+        term.expect(r"restoring\s.*\d+/\d+")  # the bar (bytes done of all, elapsed, time left), gone once done
+        term.expect(r"restored backup \S+: \d+ ledgers")
+        term.child.expect(pexpect.EOF)
+        term.child.close()
+        assert term.child.exitstatus == 0
+    finally:
+        target.stop()
