@@ -8,7 +8,7 @@ folder, writes the entries with the client, then runs, each as an operator would
 ``bkctl`` process, its wall time measured):
 
 * ``bkctl bench`` at the same entry size: the client's add and read throughput;
-* ``bkctl backup --to ARCHIVE --ledgers ...`` (a local folder, or the sandbox's bucket);
+* ``bkctl backup --to ARCHIVE --ledgers ...`` (a new local folder, or prefix of the sandbox's bucket, each turn);
 * ``bkctl restore --from ARCHIVE --remap`` into the same sandbox (the ids are taken);
 * ``bkctl export --ledgers ...``: the raw export to Parquet, for scale.
 
@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entries", type=int, default=20_000)
     ap.add_argument("--size", type=int, default=4096, help="entry size in bytes")
     ap.add_argument("--ledgers", type=int, default=8)
-    ap.add_argument("--parallel", type=int, default=4, help="--parallel of backup and restore")
+    ap.add_argument("--parallel", type=int, default=2, help="--parallel of backup and restore")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement, in turns; medians printed")
     ap.add_argument("--s3", action="store_true", help="the archive in the sandbox's S3 bucket")
     ap.add_argument("--no-export", action="store_true", help="skip the raw export (Spark)")
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
@@ -121,29 +123,49 @@ def run(args, info: dict, work: Path) -> int:
         )
         return mib_s
 
+    runs: dict[str, list[tuple[float, float | None]]] = {}
+
+    def measure(what: str, seconds: float, own: float | None = None) -> None:
+        runs.setdefault(what, []).append((seconds, own))
+        line(f"  {what}", seconds, own)
+
     print()
-    _s, doc = bkctl(env, "bench", "--size", str(args.size), "--entries", str(min(args.entries, 50_000)))
-    write = doc["add"]["mb_per_second"] * 1e6 / MIB
-    read = doc["read"]["mb_per_second"] * 1e6 / MIB
-    print(f"{'bkctl bench write (client)':<34} {write:8.1f} MiB/s  [{load_note()}]")
-    print(f"{'bkctl bench read (client)':<34} {read:8.1f} MiB/s  [{load_note()}]")
-    seconds, doc = bkctl(env, "backup", "--to", archive, "--ledgers", spec, "--parallel", str(args.parallel), *extra)
-    assert doc["copied_bytes"] == total, doc
-    backup = line(f"bkctl backup -> {'S3' if args.s3 else 'local dir'}", seconds, doc["seconds"])
-    seconds, doc = bkctl(env, "backup", "verify", archive, *extra)
+    reads, writes = [], []
+    for turn in range(args.repeat):
+        print(f"turn {turn + 1} of {args.repeat}")
+        _s, doc = bkctl(env, "bench", "--size", str(args.size), "--entries", str(min(args.entries, 50_000)))
+        writes.append(doc["add"]["mb_per_second"] * 1e6 / MIB)
+        reads.append(doc["read"]["mb_per_second"] * 1e6 / MIB)
+        print(f"  {'bkctl bench write / read':<32} {writes[-1]:8.1f} / {reads[-1]:.1f} MiB/s  [{load_note()}]")
+        where = f"{archive}-{turn}"  # a new archive each turn: everything copied
+        seconds, doc = bkctl(env, "backup", "--to", where, "--ledgers", spec, "--parallel", str(args.parallel), *extra)
+        assert doc["copied_bytes"] == total, doc
+        measure(f"bkctl backup -> {'S3' if args.s3 else 'local dir'}", seconds, doc["seconds"])
+        seconds, doc = bkctl(
+            env, "restore", "--from", where, "--remap", "--force", "--parallel", str(args.parallel), *extra
+        )
+        assert doc["bytes"] == total, doc
+        measure("bkctl restore --remap", seconds, doc["seconds"])
+    seconds, doc = bkctl(env, "backup", "verify", f"{archive}-0", *extra)
     assert doc["ok"], doc
     line("bkctl backup verify", seconds)
-    seconds, doc = bkctl(env, "backup", "--to", archive, "--ledgers", spec, *extra)
+    seconds, doc = bkctl(env, "backup", "--to", f"{archive}-0", "--ledgers", spec, *extra)
     assert doc["copied_bytes"] == 0, doc
     print(f"{'second backup (nothing new)':<34} {seconds:8.2f} s  copied {doc['copied_bytes']} B  [{load_note()}]")
-    seconds, doc = bkctl(
-        env, "restore", "--from", archive, "--remap", "--force", "--parallel", str(args.parallel), *extra
-    )
-    assert doc["bytes"] == total, doc
-    line("bkctl restore --remap", seconds, doc["seconds"])
     if not args.no_export:
         seconds, doc = bkctl(env, "export", "--out", str(work / "export"), "--ledgers", spec)
         line("bkctl export (raw, Parquet)", seconds)
+    print()
+    print(f"medians of {args.repeat} turns:")
+    read = statistics.median(reads)
+    print(f"{'bkctl bench write (client)':<34} {statistics.median(writes):8.1f} MiB/s")
+    print(f"{'bkctl bench read (client)':<34} {read:8.1f} MiB/s")
+    medians = {}
+    for what, got in runs.items():
+        medians[what] = statistics.median(total / MIB / (own or wall) for wall, own in got)
+        wall = statistics.median(total / MIB / wall for wall, _own in got)
+        print(f"{what:<34} {medians[what]:8.1f} MiB/s  (wall, with Python's start: {wall:.1f} MiB/s)")
+    backup = next(v for k, v in medians.items() if k.startswith("bkctl backup"))
     print()
     share = backup / read if read else float("nan")
     print(f"backup / bench read = {share:.2f} (target >= 0.50)  [{load_note()}]")
