@@ -383,29 +383,49 @@ def drain_scenario(args) -> int:
 
 
 def drain_java_bookie(args) -> int:
-    """A Java bookie (the peer's, on this sandbox's ZooKeeper) holding ledgers, drained."""
-    from bench_scale import GONE  # noqa: F401 - the same module's conventions
+    """A Java bookie (the peer's, on ports and in a folder of this run's own, beside 3 bookieds on
+    the sandbox's ZooKeeper) holding ``--java-ledgers`` ledgers, drained while it runs: the
+    bookieds read from it and take its replicas."""
+    from java_peer import JavaPeer
 
-    peer = Path(args.java_peer).expanduser()
+    from bkctl.sandbox.zookeeper import free_port
+
+    peer = JavaPeer(args.java_peer)
     sb = Sandbox(3)
-    env = dict(os.environ, PEER=str(peer), ZK=sb.zk, ROOT="/ledgers", BOOKIE_EXTRA_CONF="httpServerEnabled=true")
+    bookies = []
     try:
-        started = subprocess.run([str(peer / "scripts" / "start-bookies.sh"), "1"], env=env, capture_output=True)
-        if started.returncode != 0:
-            print(f"  Java bookie did not start: {started.stderr.decode(errors='replace')[-300:]}")
-            return 1
-        java_id = "127.0.0.1:3181"
+        ports = [(free_port(), free_port())]
+        bookies = peer.start_bookies_in(
+            sb.dir / "java", ports, sb.zk, "/ledgers", extra_conf="httpServerEnabled=true\n"
+        )
+        java_id = bookies[0].bookie_id
         fill_bookie(sb.uri, sb.zk, sb.bookies, java_id, args.java_ledgers, 4, 100)
         fig = timed("drain java", [BKCTL, "--json", "drain", java_id, "--force"], sb.env, sb.zk)
         left = sb.bkctl("--json", "ledger", "list", "--bookie", java_id).stdout.count("\n")
         print(
             f"  drain of a Java bookie        {fig.seconds:7.1f} s {args.java_ledgers / fig.seconds:8,.0f} ledgers/s "
-            f"exit {fig.rc}, {left} left  [{fig.load}]",
+            f"{fig.zk_requests:>8,} ZK requests  exit {fig.rc}, {left} left  [{fig.load}]",
             flush=True,
         )
-        return fig.rc
+        # and the same Java bookie, writable again and empty, as a rebalance's target
+        sb.bkctl("bookie", "readonly", java_id, "off")
+        t = time.monotonic()
+        run = sb.bkctl("--json", "rebalance", "--force", check=False)
+        seconds = time.monotonic() - t
+        events = [json.loads(line) for line in run.stdout.splitlines()]
+        onto = [e for e in events if e["event"] == "move" and any(m["target"] == java_id for m in e["moves"])]
+        bad = 0
+        for e in onto[:50]:
+            got = sb.bkctl("ledger", "read", str(e["ledger_id"]), "--format", "raw", check=False)
+            bad += got.returncode != 0 or got.stdout != "d" * 400
+        print(
+            f"  rebalance onto it             {seconds:7.1f} s exit {run.returncode}: {len(onto)} ledgers moved "
+            f"to the Java bookie; {min(50, len(onto)) - bad} of {min(50, len(onto))} read back equal  [{load_note()}]",
+            flush=True,
+        )
+        return fig.rc | run.returncode | bool(bad)
     finally:
-        subprocess.run([str(peer / "scripts" / "stop-bookies.sh")], env=env, capture_output=True)
+        peer.stop_bookies_in(bookies)
         sb.down()
 
 
