@@ -249,6 +249,9 @@ def restore_backup(
                 journal.ids[lid] = store.ledger_ids.generate()
     journal.save()
     ids = dict(journal.ids)
+    above = None
+    if not remap and records:  # first: no ledger made meanwhile in the target is given a restored id
+        above = move_id_generator_past(store, max(records))
     progress.update(total=sum(records[lid].payload_bytes for lid in pending))
     counts = {"entries": 0, "bytes": 0}
     # the adds outstanding at once stay under a bookie's queue however many ledgers are written
@@ -295,9 +298,6 @@ def restore_backup(
             written += store.pulsar.restore_value(z.path, z.value)
         except ValueExists:
             raise CommandError(f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT)
-    above = None
-    if not remap and records:
-        above = move_id_generator_past(store, max(records))
     journal.doc["finished"] = _now()
     journal.save()
     return {
