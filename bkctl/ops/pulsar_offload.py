@@ -104,6 +104,11 @@ def _metadata_problems(index_md: Any, zk_md: Any) -> list[str]:
         "ensembles": tuple((first, tuple(members)) for first, members in zk_md.ensembles),
         "custom metadata": dict(zk_md.custom_metadata),
     }
+    if zk_md.digest_type is not None:  # format-1 metadata keeps none
+        from bkctl.wire.codecs.digest import DigestType
+
+        ours["digest"] = DigestType.parse(index_md.digest_type)
+        theirs["digest"] = zk_md.digest_type
     if index_md.state != "CLOSED":
         return [f"the offloaded copy's metadata says {index_md.state}, not CLOSED"]
     return [

@@ -116,3 +116,29 @@ def test_the_reader_gives_any_range_across_blocks_read_a_chunk_at_a_time(tmp_pat
     assert reader.last_entry_id() == 6149
     with pytest.raises(Exception, match="ends at entry 6149"):
         list(reader.entries(6149, 6150))
+
+
+def test_a_location_comes_from_the_offload_context_and_an_unknown_driver_is_said():
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from bkctl.wire.pulsar.errors import OffloadUnlocated
+    from bkctl.wire.pulsar.offload_store import OffloadSettings, location_of, store_for
+
+    info = parse_managed_ledger_info(oc.managed_ledger("s3_a_plain"))
+    first, second, last = (location_of(li, "m") for li in info.ledgerInfo)
+    assert last is None
+    assert (first.uuid, first.bucket, first.region, first.endpoint) == (
+        "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1",
+        "pulsar-offload",
+        "us-east-1",
+        "http://127.0.0.1:8333",
+    )
+    assert first.bookkeeper_deleted and not second.bookkeeper_deleted and first.complete
+    fs = location_of(parse_managed_ledger_info(oc.managed_ledger("fs_c_zstd_batch")).ledgerInfo[0], "t/ns/persistent/x")
+    assert fs.is_filesystem and fs.mapfile == "t/ns/persistent/x/7001-9614f97d-5560-45f0-9019-8e14b34507fa"
+    gcs = ml.ManagedLedgerInfo.LedgerInfo(ledgerId=9)
+    gcs.offloadContext.uidMsb, gcs.offloadContext.complete = 1, True
+    with pytest.raises(OffloadUnlocated, match="names no driver"):
+        store_for(location_of(gcs, "m"), OffloadSettings())
+    gcs.offloadContext.driverMetadata.name = "google-cloud-storage"
+    with pytest.raises(OffloadUnlocated, match="google-cloud-storage"):
+        store_for(location_of(gcs, "m"), OffloadSettings())
