@@ -50,33 +50,49 @@ def zk_packets(hostport: str) -> int:
     return -1
 
 
-def fill(uri: str, zk: str, bookies: list[str], lo: int, hi: int, entries: int, size: int) -> None:
-    """Ledgers ``lo..hi-1`` (E3/Qw2/Qa2, closed), their entries on their bookies."""
+def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
+    """What each entry holds: its ids, padded to ``size`` bytes (what a Java reader prints back)."""
+    return f"f{ledger_id}-{entry_id}-".encode().ljust(size, b"f")
+
+
+def fill(
+    uri: str,
+    zk: str,
+    ensembles: dict[int, list[str]],
+    entries: int,
+    size: int,
+    *,
+    data_ensembles: dict[int, list[str]] | None = None,
+    skip: frozenset = frozenset(),
+    flip: frozenset = frozenset(),
+) -> None:
+    """Closed E3/Qw2/Qa2 ledgers with these ensembles in their metadata; their entries on the
+    bookies of ``data_ensembles`` (default: the same), but not the ``(ledger, entry, bookie)``
+    copies in ``skip``, and those in ``flip`` with a payload byte flipped after the digest."""
     from kazoo.client import KazooClient
     from twisted.internet import defer
 
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
     from bkctl.wire.metadata import paths as P
+    from bkctl.wire.metadata.layout import MetadataServiceURI
     from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata, write_set_indices
 
-    rnd = random.Random(lo)
-    ensembles = {}
-    for ledger_id in range(lo, hi):
-        ens = list(bookies)
-        rnd.shuffle(ens)
-        ensembles[ledger_id] = ens
-    payload = b"f" * size
+    data_ensembles = data_ensembles or {}
     key = master_key(b"")
 
     async def write_entries(client) -> None:
         sent: list = []
         for ledger_id, ens in ensembles.items():
+            ens = data_ensembles.get(ledger_id, ens)
             dm = DigestManager(ledger_id, DigestType.CRC32C, b"")
             for e in range(entries):
-                body = dm.package(e, e - 1, size * (e + 1), payload)
+                body = dm.package(e, e - 1, size * (e + 1), payload(ledger_id, e, size))
                 for i in write_set_indices(e, 3, 2):
-                    sent.append(client.pool.get(ens[i]).add(ledger_id, e, key, body))
+                    if (ledger_id, e, ens[i]) in skip:
+                        continue
+                    copy = body[:-1] + bytes([body[-1] ^ 1]) if (ledger_id, e, ens[i]) in flip else body
+                    sent.append(client.pool.get(ens[i]).add(ledger_id, e, key, copy))
             if len(sent) >= 900:  # a connection queues at most 1,000 adds
                 await defer.gatherResults(sent, consumeErrors=True)
                 sent = []
@@ -88,12 +104,10 @@ def fill(uri: str, zk: str, bookies: list[str], lo: int, hi: int, entries: int, 
     zkc = KazooClient(hosts=zk, timeout=60)
     zkc.start()
     try:
-        from bkctl.wire.metadata.layout import MetadataServiceURI
-
         root = MetadataServiceURI.parse(uri).root
-        for parent in sorted({p for lid in range(lo, hi, 5000) for p in P.ledger_parent_paths(lid, root=root)}):
+        ids = sorted(ensembles)
+        for parent in sorted({p for lid in ids[::5000] + ids[-1:] for p in P.ledger_parent_paths(lid, root=root)}):
             zkc.ensure_path(parent)
-        ids = list(ensembles)
         for start in range(0, len(ids), 1000):
             tx = zkc.transaction()
             for ledger_id in ids[start : start + 1000]:
@@ -106,7 +120,15 @@ def fill(uri: str, zk: str, bookies: list[str], lo: int, hi: int, entries: int, 
     finally:
         zkc.stop()
         zkc.close()
-    print(f"  filled ledgers {lo:,}..{hi - 1:,} in {time.monotonic() - t0:.0f}s; {load_note()}", flush=True)
+    print(
+        f"  filled {len(ensembles):,} ledgers from {ids[0]:,} in {time.monotonic() - t0:.0f}s; {load_note()}",
+        flush=True,
+    )
+
+
+def shuffled(bookies: list[str], lo: int, hi: int) -> dict[int, list[str]]:
+    rnd = random.Random(lo)
+    return {lid: rnd.sample(bookies, 3) for lid in range(lo, hi)}
 
 
 def fsck(uri: str, zk: str, extra: list[str]) -> dict:
@@ -120,7 +142,7 @@ def fsck(uri: str, zk: str, extra: list[str]) -> dict:
     took = time.monotonic() - t0
     packets = zk_packets(zk) - packets
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    m = re.search(r"checked (\d+) ledgers .*\((\d+) bookie requests\)", done.stderr)
+    m = re.search(r"checked (\d+) ledgers .*?\((\d+) bookie requests\)", done.stderr, re.S)
     return {
         "code": done.returncode,
         "findings": len(done.stdout.splitlines()),
@@ -130,7 +152,119 @@ def fsck(uri: str, zk: str, extra: list[str]) -> dict:
         "zk_packets": packets,
         "maxrss_kib": rss if rss > before_rss else None,
         "stderr": done.stderr.strip().splitlines()[-2:],
+        "out": done.stdout,
     }
+
+
+DBSTORAGE = (
+    "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
+    "dbStorage_writeCacheMaxSizeMb=64\ndbStorage_readAheadCacheMaxSizeMb=64\n"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kinds(out: str) -> dict[int, str]:
+    import json
+
+    return {doc["ledger_id"]: doc["kind"] for doc in map(json.loads, out.splitlines())}
+
+
+def mixed(uri: str, zk: str, work: Path, args) -> None:
+    """The faults of issue 66 planted among ``--mixed-ledgers`` ledgers on the sandbox's bookieds
+    and two Java bookies on DbLedgerStorage; fsck, its fixes, autorecovery, fsck again, and
+    the Java client reading back every repairable ledger."""
+    import signal
+
+    from java_peer import JavaPeer
+
+    from bkctl.wire.metadata.layout import MetadataServiceURI
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    root = MetadataServiceURI.parse(uri).root
+    peer = JavaPeer(args.java_peer)
+    section("a mixed cluster: 3 bookieds and 2 Java 4.17.2 bookies on DbLedgerStorage, planted faults")
+    java = peer.start_bookies_in(
+        work / "java", [(free_port(), free_port()) for _ in range(2)], zk, root, extra_conf=DBSTORAGE
+    )
+    ar = None
+    try:
+        jids = [b.bookie_id for b in java]
+        with ZKMetadataStore(uri) as store:
+            bookies = sorted(store.registration.writable_bookies())
+        lo = FIRST + 5_000_000
+        ens = shuffled(bookies, lo, lo + args.mixed_ledgers)
+        ids = sorted(ens)
+        on_java = [lid for lid in ids if set(ens[lid][:2]) & set(jids)]
+        flipped, short, moved, lost = on_java[0], ids[1], ids[2], ids[3]
+        skip = {(short, 1, ens[short][2]), (lost, 1, ens[lost][1]), (lost, 1, ens[lost][2])}
+        bad = next(b for b in ens[flipped][:2] if b in jids)
+        outside = [b for b in bookies if b not in ens[moved]]
+        data = {moved: [outside[0], outside[1], ens[moved][2]]}
+        fill(uri, zk, ens, 2, args.size, data_ensembles=data, skip=frozenset(skip), flip=frozenset({(flipped, 0, bad)}))
+        with ZKMetadataStore(uri) as store:
+            store.underreplication.mark(lo - 1, [jids[0]])  # a deleted ledger still marked
+        planted = {
+            flipped: "corrupt",
+            short: "missing",
+            moved: "misplaced",
+            lost: "data_lost",
+            lo - 1: "marked_deleted",
+        }
+        span = f"{lo - 1}-{lo + args.mixed_ledgers - 1}"
+        r = fsck(uri, zk, [span])
+        got = kinds(r["out"])
+        print(
+            f"  fsck: {r['ledgers']:,} ledgers in {r['seconds']:.1f}s ({r['ledgers'] / r['seconds']:,.0f}/s), exit "
+            f"{r['code']}; planted faults named with their cause and nothing else: {got == planted}"
+            + ("" if got == planted else f" (found {got}, planted {planted})")
+            + f"; {r['bookie_requests']:,} bookie requests, {r['zk_packets']:,} ZooKeeper packets; {load_note()}",
+            flush=True,
+        )
+        print("  fsck said:", *r["stderr"], sep="\n    ")
+        r = fsck(uri, zk, [span, "--fix", "mark", "--fix", "ensemble", "--fix", "unmark", "--force"])
+        applied = r["out"].count('"status":"applied"')
+        print(f"  fsck --fix: exit {r['code']}, {applied} fixes applied", flush=True)
+        env = dict(os.environ, BKCTL_METADATA_URI=uri)
+        ar = subprocess.Popen(
+            [sys.executable, "-m", "bkctl", "autorecovery", "run", "--bookie-id", "bench-fsck-ar:3181"]
+            + ["--set", "auditorPeriodicBookieCheckInterval=0", "--set", "auditorPeriodicCheckInterval=0"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(work / "autorecovery.log", "wb"),
+        )
+        t0 = time.monotonic()
+        with ZKMetadataStore(uri) as store:
+            while store.underreplication.count() and time.monotonic() - t0 < 600:
+                time.sleep(0.5)
+            left = store.underreplication.count()
+        print(f"  autorecovery: marks handled in {time.monotonic() - t0:.1f}s ({left} left)", flush=True)
+        r = fsck(uri, zk, [span])
+        got = kinds(r["out"])
+        print(f"  fsck again: exit {r['code']}, findings {got} (only the lost entries: {got == {lost: 'data_lost'}})")
+        for lid in (flipped, short, moved, ids[4], ids[-1]):
+            out = subprocess.run(
+                [str(peer.scripts / "bktool.sh"), "read", f"ledger={lid}", f"zk={zk}", f"root={root}", "pw="],
+                env=dict(os.environ, PEER=str(peer.root)),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            read = [line.split(" data=", 1)[1] for line in out.stdout.splitlines() if line.startswith("entry ")]
+            want = [payload(lid, e, args.size).decode() for e in range(2)]
+            print(f"  Java client reads ledger {lid}: {'byte-equal' if read == want else f'DIFFERENT: {read!r}'}")
+    finally:
+        if ar is not None:
+            ar.send_signal(signal.SIGTERM)
+            try:
+                ar.wait(60)
+            except subprocess.TimeoutExpired:
+                ar.kill()
+        peer.stop_bookies_in(java)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,8 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--dir", default=None, help="keep the sandbox's files here (default: a temporary folder)")
     ap.add_argument("--fsck-args", default="", help="more arguments for bkctl ledger fsck (e.g. '--all')")
+    ap.add_argument("--java-peer", metavar="DIR", help="also a mixed cluster with Java bookies (../shared/java-peer)")
+    ap.add_argument("--mixed-ledgers", type=int, default=10_000, help="ledgers of the mixed cluster (--java-peer)")
     args = ap.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
 
     def run(uri: str, _work) -> int:
         from bkctl.wire.metadata.layout import MetadataServiceURI
@@ -153,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         section(f"bkctl ledger fsck over E3/Qw2/Qa2 ledgers of {args.entries} x {args.size} B, 3 bookieds")
         filled = 0
         for n in sizes:
-            fill(uri, zk, bookies, FIRST + filled, FIRST + n, args.entries, args.size)
+            fill(uri, zk, shuffled(bookies, FIRST + filled, FIRST + n), args.entries, args.size)
             filled = n
             r = fsck(uri, zk, args.fsck_args.split())
             rate = r["ledgers"] / r["seconds"] if r["seconds"] else float("nan")
@@ -167,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             if r["code"] != 0:
                 print("   ", *r["stderr"], sep="\n    ")
+        if args.java_peer:
+            mixed(uri, zk, Path(_work), args)
         return 0
 
     return in_sandbox(args.dir, "bench-fsck-", run)

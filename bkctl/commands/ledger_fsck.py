@@ -135,9 +135,15 @@ def fsck(
                 if totals.findings
                 else "no findings"
             )
-            + f" ({sum(totals.bookie_requests.values())} bookie requests)",
+            + f" ({sum(totals.bookie_requests.values())} bookie requests)"
+            + (
+                f"; no entry list from {', '.join(totals.unlisted)}: their entries were read one by one"
+                if totals.unlisted
+                else ""
+            ),
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
     if totals.worst:
         worst = {1: "stale marks", 2: "repairable copies", 3: "data lost"}[totals.worst]

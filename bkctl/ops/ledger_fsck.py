@@ -28,6 +28,8 @@ class FsckTotals:
     seconds: float = 0.0
     bookie_requests: dict[str, int] = field(default_factory=dict)
     metadata_reads: int = 0
+    #: bookies that did not answer entry lists (their entries were read one by one)
+    unlisted: list[str] = field(default_factory=list)
 
     def add(self, finding) -> None:
         self.findings += 1
@@ -42,6 +44,7 @@ class FsckTotals:
             "seconds": round(self.seconds, 3),
             "bookie_requests": dict(self.bookie_requests),
             "metadata_reads": self.metadata_reads,
+            "unlisted": self.unlisted,
         }
 
 
@@ -173,6 +176,7 @@ class FsckRun:
                 self.totals.add(finding)
                 yield finding
         self.totals.bookie_requests = dict(requests.sent)
+        self.totals.unlisted = sorted(requests.unlisted)
         self.totals.seconds = time.monotonic() - started
 
 

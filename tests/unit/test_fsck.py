@@ -18,7 +18,7 @@ from tests.support.deferreds import successResultOf
 from tests.support.fake_bookie import FakePool
 from tests.support.fake_store import FakeMetadataStore
 
-A, B, C, D = (f"10.0.0.{i}:3181" for i in range(1, 5))
+A, B, C, D, E = (f"10.0.0.{i}:3181" for i in range(1, 6))
 LID = 42
 N = 10
 
@@ -37,7 +37,7 @@ def metadata(*segments, closed: bool = True) -> LedgerMetadata:
     return md.closed(N - 1, 0) if closed else md
 
 
-def check(pool, md, registered=(A, B, C, D), **options):
+def check(pool, md, registered=(A, B, C, D, E), **options):
     found = defer.ensureDeferred(
         check_ledger(BookieRequests(pool, 4), LID, md, 3, CheckOptions(frozenset(registered), **options))
     )
@@ -46,7 +46,7 @@ def check(pool, md, registered=(A, B, C, D), **options):
 
 def holding(protocol: str = "v3", **held):
     pool = FakePool(protocol=protocol, auto=True)
-    for bookie in (A, B, C, D):
+    for bookie in (A, B, C, D, E):
         pool.get(bookie)
     for name, entries in held.items():
         for e in entries:
@@ -65,6 +65,18 @@ def test_copies_missing_on_a_live_bookie(protocol):
     assert "registered bookies lack entries" in f.message
 
 
+def test_a_bookie_that_gives_no_entry_list_is_not_asked_again():
+    pool = holding("v2", A=range(N), B=range(N))
+    requests = BookieRequests(pool, 4)
+    options = CheckOptions(frozenset((A, B)))
+    for _ in range(2):
+        assert (
+            successResultOf(defer.ensureDeferred(check_ledger(requests, LID, metadata((0, [A, B])), 0, options)))
+            is None
+        )
+    assert requests.sent["availability"] == 2 and requests.unlisted == {A, B}
+
+
 def test_a_lost_bookie_is_not_asked_and_its_copies_count_as_missing():
     pool = holding(A=range(N), B=range(N))
     f = check(pool, metadata((0, [A, B])), registered=(A, C, D))
@@ -76,6 +88,20 @@ def test_entries_on_bookies_outside_the_ensemble_are_misplaced():
     f = check(holding(C=range(N), D=range(N)), metadata((0, [A, B])))
     assert f.kind is Kind.MISPLACED
     assert {(m.first_entry_id, m.position, m.bookie, m.holder) for m in f.moves} == {(0, 0, A, C), (0, 1, B, D)}
+
+
+def test_misplaced_with_more_bookies_than_copies_points_each_position_at_its_own_holder():
+    # E3/Qw2: entry e on positions e%3 and (e+1)%3; the data went to D, E in place of A, B
+    md = LedgerMetadata.new([A, B, C], 2, 2, password=b"pw").closed(N - 1, 0)
+    held = {D: [e for e in range(N) if e % 3 in (0, 2)], E: [e for e in range(N) if e % 3 in (0, 1)]}
+    held[C] = [e for e in range(N) if e % 3 in (1, 2)]
+    pool = holding()
+    for bookie, entries in held.items():
+        for e in entries:
+            pool.get(bookie).stored[(LID, e)] = body(e)
+    f = check(pool, md)
+    assert f.kind is Kind.MISPLACED
+    assert [(m.position, m.bookie, m.holder) for m in f.moves] == [(0, A, D), (1, B, E)]
 
 
 def test_a_segment_with_no_copy_is_data_lost():

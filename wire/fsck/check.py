@@ -70,6 +70,10 @@ class BookieRequests:
         self.pool = pool
         self.gate = defer.DeferredSemaphore(max(1, limit))
         self.sent = {"availability": 0, "read": 0}
+        #: bookies that did not answer an entry list (a v2-only bookie; Java 4.17.2's
+        #: DbLedgerStorage leaves GET_LIST_OF_ENTRIES_OF_LEDGER unanswered until the
+        #: request times out): not asked again, their entries read one by one
+        self.unlisted: set[str] = set()
 
     def _issue(self, kind: str, fn: Any, *args: Any) -> defer.Deferred[Any]:
         def go() -> defer.Deferred[Any]:
@@ -84,11 +88,14 @@ class BookieRequests:
         from bkctl.wire.codecs.availability import decode_availability
         from bkctl.wire.errors import NotFound
 
+        if bookie in self.unlisted:
+            return None
         try:
             data = await self._issue("availability", self.pool.get(bookie).entry_availability, ledger_id)
         except NotFound:
             return NOTHING
         except Exception:  # noqa: BLE001 - unanswered: the caller reads entries instead
+            self.unlisted.add(bookie)
             return None
         try:
             return Held(decode_availability(data)) if data else NOTHING
@@ -251,23 +258,30 @@ async def check_ledger(
 def _moves(
     md: LedgerMetadata, segments: list[_Segment], missing: dict[str, list[int]], outside: dict[str, Held]
 ) -> list[Move]:
-    """Per segment and ensemble position whose bookie lacks entries: an outside bookie
-    that holds every entry of that position (the first such, by id)."""
+    """Per segment and ensemble position whose bookie lacks entries: an outside bookie that
+    holds every entry of that position.  Positions with the fewest such bookies choose first,
+    each the one holding the fewest entries of the segment beyond the position's (with E > Qw
+    a bookie holding the next position's entries holds some of this one's too)."""
     moves: list[Move] = []
     size, quorum = md.ensemble_size, md.write_quorum
     for seg in segments:
         taken: set[str] = set(seg.ensemble)
+        wanted: list[tuple[int, str, list[str], list[int]]] = []
         for position, bookie in enumerate(seg.ensemble):
-            lacking = [e for e in missing.get(bookie, ()) if seg.first <= e <= seg.last]
-            if not lacking:
+            if not any(seg.first <= e <= seg.last for e in missing.get(bookie, ())):
                 continue
             should = [e for e in range(seg.first, seg.last + 1) if position in _indices(e, size, quorum)]
-            for holder, h in sorted(outside.items()):
-                if holder not in taken and all(e in h for e in should):
-                    moves.append(Move(seg.first, position, bookie, holder))
-                    taken.add(holder)
-                    break
-    return moves
+            holders = sorted(h for h, held in outside.items() if all(e in held for e in should))
+            wanted.append((position, bookie, holders, should))
+        for position, bookie, holders, should in sorted(wanted, key=lambda w: (len(w[2]), w[0])):
+            free = [h for h in holders if h not in taken]
+            if not free:
+                continue
+            extra = {h: sum(1 for e in range(seg.first, seg.last + 1) if e in outside[h]) - len(should) for h in free}
+            holder = min(free, key=lambda h: (extra[h], h))
+            moves.append(Move(seg.first, position, bookie, holder))
+            taken.add(holder)
+    return sorted(moves, key=lambda m: (m.first_entry_id, m.position))
 
 
 def _sample(segments: list[_Segment], ledger_id: int, options: CheckOptions) -> list[int]:
