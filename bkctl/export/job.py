@@ -227,6 +227,11 @@ def _write(
         error = outcome["error"]
         cause = spark_error_cause(error)
         if cause is not None:
+            code = cause_exit_code(cause)
+            if code is not None:  # a task's refused store or missing object: its own exit code
+                from ..exitcodes import CommandError
+
+                raise CommandError(f"the Spark job failed: {cause}", code) from error
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
     commit_files(staging, [r for r in outcome["reports"] if "name" in r])
@@ -235,6 +240,36 @@ def _write(
             ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total, len(plans), len(plans))
         )
     return outcome["reports"]
+
+
+def cause_exit_code(cause: str) -> int | None:
+    """The exit code of the error a task failed with (``bkctl.wire....Class: message``), when it is
+    one of the library's categories (not found, unreachable, access denied...); None otherwise."""
+    import importlib
+
+    name = cause.partition(":")[0].strip()
+    module, _, cls_name = name.rpartition(".")
+    if not module.startswith("bkctl.wire."):
+        return None
+    try:
+        cls = getattr(importlib.import_module(module), cls_name)
+    except (ImportError, AttributeError):
+        return None
+    from bkctl.wire.errors import AccessDenied, BKError, Conflict, NotFound, Unreachable
+
+    from ..exitcodes import CONFLICT, DENIED, NOT_FOUND, UNREACHABLE
+
+    if not (isinstance(cls, type) and issubclass(cls, BKError)):
+        return None
+    for category, code in (
+        (NotFound, NOT_FOUND),
+        (Unreachable, UNREACHABLE),
+        (AccessDenied, DENIED),
+        (Conflict, CONFLICT),
+    ):
+        if issubclass(cls, category):
+            return code
+    return None
 
 
 def spark_error_cause(error: BaseException) -> str | None:

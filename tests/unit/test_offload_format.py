@@ -142,3 +142,14 @@ def test_a_location_comes_from_the_offload_context_and_an_unknown_driver_is_said
     gcs.offloadContext.driverMetadata.name = "google-cloud-storage"
     with pytest.raises(OffloadUnlocated, match="google-cloud-storage"):
         store_for(location_of(gcs, "m"), OffloadSettings())
+
+
+def test_a_task_that_failed_on_the_store_gives_the_stores_exit_code():
+    from bkctl.export.job import cause_exit_code
+    from bkctl.exitcodes import DENIED, NOT_FOUND, UNREACHABLE
+
+    assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadDenied: s3://b: k: access denied") == DENIED
+    assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadMissing: s3://b: k: no such object") == NOT_FOUND
+    assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadUnreachable: s3://b: did not answer") == UNREACHABLE
+    assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadFormatError: truncated") is None
+    assert cause_exit_code("os.NotAClass: x") is None and cause_exit_code("ValueError: x") is None
