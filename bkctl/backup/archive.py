@@ -3,17 +3,19 @@
 Objects, by name:
 
 * ``archive.json`` -- ``{"format": "bkctl-archive/1", "created": ms}``;
-* ``ledgers/<id>/<ctoken>-<entries>.data`` -- a ledger's first ``entries`` entries:
+* ``ledgers/<id>/<cluster>-<ctoken>-<entries>.data`` -- a ledger's first ``entries`` entries
+  (``cluster``: the first 12 characters of the cluster's INSTANCEID, ``none`` without one):
   the 16-byte header ``BKLEDGR1`` + the ledger id (u64), then for each entry
   ``[u64 entry id][u32 length][u32 CRC32C of the payload][payload]``, all big-endian;
-* ``ledgers/<id>/<ctoken>-<entries>.json`` -- that copy's :class:`LedgerRecord`: the
+* ``ledgers/<id>/<cluster>-<ctoken>-<entries>.json`` -- that copy's :class:`LedgerRecord`: the
   ledger's metadata znode as stored, what a restore needs of it (quorums, digest,
   password, custom metadata), the data object's size and the SHA-256 of its index.  Written after the
   data object, so a record names a complete copy;
 * ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds.
 
 A ledger's entries never change once confirmed, so a copy is named by what it holds:
-a second backup finds ``<ctoken>-<entries>`` there already and copies nothing.
+a second backup finds ``<cluster>-<ctoken>-<entries>`` there already and copies nothing (the
+cluster in the name: two clusters backed up into one archive each have their own ledger 5).
 """
 
 from __future__ import annotations
@@ -48,9 +50,15 @@ class ArchiveDamaged(Exception):
     """An object that does not read as its format says, or whose hash is not the recorded one."""
 
 
-def ledger_object(ledger_id: int, ctoken: int, entries: int) -> str:
+def ledger_object(ledger_id: int, cluster: str, ctoken: int, entries: int) -> str:
     """The name of a ledger copy's objects, without the suffix."""
-    return f"ledgers/{ledger_id}/{ctoken}-{entries}"
+    return f"ledgers/{ledger_id}/{cluster}-{ctoken}-{entries}"
+
+
+def cluster_tag(instance_id: str | None) -> str:
+    """A cluster in a copy's name: its INSTANCEID's first 12 characters (``none`` without one)."""
+    tag = "".join(c for c in (instance_id or "") if c.isalnum())[:12]
+    return tag or "none"
 
 
 def b64(data: bytes) -> str:
@@ -152,9 +160,11 @@ def read_data(f: BinaryIO, ledger_id: int, expect_sha256: str | None = None) -> 
 
 @dataclass
 class LedgerRecord:
-    """One copy of a ledger (``ledgers/<id>/<ctoken>-<entries>.json``)."""
+    """One copy of a ledger (``ledgers/<id>/<cluster>-<ctoken>-<entries>.json``)."""
 
     ledger_id: int
+    #: :func:`cluster_tag` of the cluster it was copied from
+    cluster: str
     ctoken: int
     entries: int
     #: payload bytes of those entries
@@ -177,7 +187,7 @@ class LedgerRecord:
 
     @property
     def name(self) -> str:
-        return ledger_object(self.ledger_id, self.ctoken, self.entries) + ".json"
+        return ledger_object(self.ledger_id, self.cluster, self.ctoken, self.entries) + ".json"
 
     @property
     def password(self) -> bytes:

@@ -31,6 +31,7 @@ from .archive import (
     TopicRecord,
     ValueRecord,
     b64,
+    cluster_tag,
     ledger_object,
 )
 from .catalog import ensure_archive, latest_manifest
@@ -182,6 +183,7 @@ class _Copier:
 
     def __init__(self, store, bk, storage: ArchiveStorage, progress: Progress):
         self.store, self.bk, self.storage, self.progress = store, bk, storage, progress
+        self.cluster = cluster_tag(store.cluster.instance_id())
         self.lock = threading.Lock()
         self.done: dict[int, ManifestLedger] = {}
         self.missing: list[int] = []
@@ -203,7 +205,7 @@ class _Copier:
         else:
             last = handle.read_tail().last
         entries = last + 1
-        stem = ledger_object(ledger_id, md.ctoken, entries)
+        stem = ledger_object(ledger_id, self.cluster, md.ctoken, entries)
         record_name = stem + ".json"
         if self.storage.exists(record_name):
             record = LedgerRecord.decode(self.storage.get(record_name), record_name)
@@ -221,6 +223,7 @@ class _Copier:
                 raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
         record = LedgerRecord(
             ledger_id=ledger_id,
+            cluster=self.cluster,
             ctoken=md.ctoken,
             entries=entries,
             payload_bytes=writer.payload_bytes,

@@ -97,8 +97,12 @@ def kill_when(proc: subprocess.Popen, ready, timeout: float = 120) -> None:
 
 
 def files(folder, suffix: str) -> list[str]:
+    """The files below ``folder`` named ``*suffix`` (``.part-``: the temporary ones, whatever their end)."""
     return sorted(
-        os.path.relpath(os.path.join(d, f), folder) for d, _dirs, fs in os.walk(folder) for f in fs if suffix in f
+        os.path.relpath(os.path.join(d, f), folder)
+        for d, _dirs, fs in os.walk(folder)
+        for f in fs
+        if (".part-" in f) == (suffix == ".part-") and (suffix == ".part-" or f.endswith(suffix))
     )
 
 
