@@ -32,22 +32,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import zk_requests as zk_packets  # noqa: E402  (mntr's zk_packets_received)
 from common import commit_or_exit, in_sandbox, load_note, section  # noqa: E402
 
 FIRST = 1_000_000  # above the ids the sandbox hands out
-
-
-def zk_packets(hostport: str) -> int:
-    host, port = hostport.split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(b"mntr")
-        out = b""
-        while chunk := s.recv(65536):
-            out += chunk
-    for line in out.decode().splitlines():
-        if line.startswith("zk_packets_received"):
-            return int(line.split()[1])
-    return -1
 
 
 def payload(ledger_id: int, entry_id: int, size: int) -> bytes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..exitcodes import FSCK_DATA_LOST, FSCK_REPAIRABLE, FSCK_STALE_MARKS, USAGE, CommandError
+from ..exitcodes import FSCK_DATA_LOST, FSCK_REPAIRABLE, FSCK_STALE_MARKS, NOT_FOUND, USAGE, CommandError
 from ..completers import complete_bookie_id
 from . import pass_app
 
@@ -81,7 +81,8 @@ def fsck(
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
     moves, bad_replicas as they apply); a summary goes to stderr.  Exit 0
     when nothing is found, else by the worst finding: 7 only stale marks, 8
-    repairable copies, 9 data lost.  --fix applies the guarded repairs as
+    repairable copies, 9 data lost; 3 when a LEDGER named on its own does
+    not exist (and is not marked) and nothing else is found.  --fix applies the guarded repairs as
     findings come (metadata only, never an entry; asks first on a terminal,
     refused elsewhere without --force); --dry-run says what they would write.
     """
@@ -145,6 +146,10 @@ def fsck(
             highlight=False,
             soft_wrap=True,
         )
+    for ledger_id in run.not_found:
+        app.err_console.print(f"bkctl: ledger {ledger_id}: no such ledger", markup=False, highlight=False)
     if totals.worst:
         worst = {1: "stale marks", 2: "repairable copies", 3: "data lost"}[totals.worst]
         raise CommandError(f"{totals.findings} ledgers with findings (worst: {worst})", _EXIT_BY_SEVERITY[totals.worst])
+    if run.not_found:
+        raise CommandError(f"{len(run.not_found)} ledgers named do not exist", NOT_FOUND)

@@ -77,6 +77,8 @@ class FsckRun:
         self.requests_in_flight = requests_in_flight
         self.progress = progress
         self.totals = FsckTotals()
+        #: ledgers named one by one (not in a range) that have no metadata and no mark
+        self.not_found: list[int] = []
 
     # -- which ledgers ---------------------------------------------------------
     def _filtered(self) -> bool:
@@ -143,9 +145,11 @@ class FsckRun:
 
         for read in self._reads():
             self.totals.metadata_reads += 1
-            if read.metadata is None:  # deleted since it was listed
+            if read.metadata is None:  # deleted since it was listed, or named and not there
                 if self.progress is not None:
                     self.progress.advance(1)
+                if read.ledger_id in (self.ledger_ids or ()) and read.ledger_id not in marks:
+                    self.not_found.append(read.ledger_id)
                 continue
             if isinstance(read.metadata, Exception):
                 window.append(

@@ -135,3 +135,5 @@ def test_fsck_bad_arguments_are_usage_errors(metadata_uri):
     assert r.returncode == 2 and "--fix" in r.stderr
     r = bkctl(metadata_uri, "--json", "ledger", "fsck")  # an empty cluster is clean
     assert r.returncode == 0 and r.stdout == ""
+    r = bkctl(metadata_uri, "--json", "ledger", "fsck", "77", "100-200")  # a range names what exists in it
+    assert r.returncode == 3 and "ledger 77: no such ledger" in r.stderr and r.stdout == ""
