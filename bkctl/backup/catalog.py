@@ -14,10 +14,16 @@ MARKER = "archive.json"
 
 
 def ensure_archive(storage: ArchiveStorage, now: float) -> None:
-    """Make ``storage`` an archive (its marker) unless it is one; something else there: exit 2."""
+    """Make ``storage`` an archive (its marker) unless it is one; another archive's marker, or
+    other files where there is no marker: exit 2."""
     if storage.exists(MARKER):
         require_archive(storage)
         return
+    other = next(iter(storage.list("")), None)
+    if other is not None:
+        raise CommandError(
+            f"{storage.url} holds other files ({other}, ...), not a backup archive: give an empty place", USAGE
+        )
     storage.put(MARKER, json.dumps({"format": ARCHIVE_FORMAT, "created": int(now * 1000)}).encode() + b"\n")
 
 

@@ -324,3 +324,25 @@ def test_on_a_terminal_a_restore_asks_first_and_shows_its_progress(cluster, caps
         assert term.child.exitstatus == 0
     finally:
         target.stop()
+
+
+def test_bad_archives_and_names_get_one_line_and_their_exit_code(cluster, capsys, tmp_path):
+    from tests.support.cli import bkctl, one_line_error
+
+    archive = tmp_path / "archive"
+    other = tmp_path / "photos"
+    other.mkdir()
+    (other / "cat.jpg").write_bytes(b"meow")
+    assert "holds other files" in one_line_error(bkctl(cluster.uri, "backup", "--to", str(other)), 2)
+    assert (other / "cat.jpg").read_bytes() == b"meow" and sorted(os.listdir(other)) == ["cat.jpg"]
+    assert "no backup archive there" in one_line_error(bkctl(cluster.uri, "backup", "list", str(archive)), 3)
+    assert "no backup archive there" in one_line_error(bkctl(cluster.uri, "restore", "--from", str(archive)), 3)
+    code, docs, err = run(capsys, cluster.uri, "backup", "--to", archive, "--topic", f"persistent://{NS}/t3")
+    assert code == 0, err
+    assert "no backup nope" in one_line_error(bkctl(cluster.uri, "backup", "show", str(archive), "--backup", "nope"), 3)
+    assert "no such topic" in one_line_error(bkctl(cluster.uri, "backup", "--to", str(archive), "--topic", "nosuch"), 3)
+    assert "--to" in one_line_error(bkctl(cluster.uri, "backup"), 2)
+    assert "takes ARCHIVE" in one_line_error(bkctl(cluster.uri, "backup", "list", str(archive), "--to", "x"), 2)
+    assert "s3://" in one_line_error(bkctl(cluster.uri, "backup", "--to", "ftp://host/x"), 2)
+    (archive / "archive.json").write_text("{}")
+    assert "not a bkctl-archive/1 archive" in one_line_error(bkctl(cluster.uri, "backup", "verify", str(archive)), 2)
