@@ -455,6 +455,35 @@ def test_pulsar_partitioned_topic_metadata_beside_the_managed_ledgers(sessions, 
     assert store.pulsar.managed_ledger_names(broker.base) == []  # no managed ledger: no data yet
 
 
+def test_pulsar_values_restored_are_read_as_a_broker_wrote_them(store):
+    from bkctl.wire.metadata.errors import ValueExists
+    from bkctl.wire.pulsar.registry import schemas_base
+
+    base = P.managed_ledgers_base(store.root)
+    name = "public/default/persistent/parts-partition-0"
+    path = P.managed_ledger_path(base, name)
+    pulsar = store.pulsar
+    assert pulsar.restore_value(path, b"info") is True
+    assert pulsar.restore_value(f"{path}/sub", b"cursor") is True
+    assert pulsar.restore_value(path, b"info") is False  # the same value: nothing to do
+    with pytest.raises(ValueExists):
+        pulsar.restore_value(f"{path}/sub", b"another cursor")
+    assert pulsar.managed_ledger(base, name) == StoredManagedLedger(path, b"info", 0, {"sub": b"cursor"})
+    whole = "public/default/persistent/parts"
+    assert pulsar.restore_value(P.partitioned_topic_path(base, whole), b'{"partitions":1}') is True
+    assert pulsar.partitioned_topic(base, whole).value == b'{"partitions":1}'
+    schemas = schemas_base(base)
+    assert pulsar.restore_value(f"{schemas}/public/default/parts", b"locator") is True
+    assert pulsar.schema_ids(schemas) == ["public/default/parts"]
+    assert pulsar.schema_locator(schemas, "public/default/parts").value == b"locator"
+    # a cursor restored before its managed ledger: the parent is there, empty, as ZooKeeper makes it
+    other = P.managed_ledger_path(base, "public/default/persistent/y")
+    assert pulsar.restore_value(f"{other}/c", b"c") is True
+    assert pulsar.managed_ledger(base, "public/default/persistent/y").value == b""
+    with pytest.raises(ValueExists):
+        pulsar.restore_value(other, b"info")
+
+
 class Heard:
     """What a watch's listener was told, in order (from whichever thread tells it)."""
 

@@ -694,8 +694,6 @@ class FakePulsarMetadata(_Manager):
         self._managed: dict[tuple[str, str], list] = {}
         self._partitioned: dict[tuple[str, str], tuple[bytes, int]] = {}
         self._locators: dict[tuple[str, str], tuple[bytes, int]] = {}
-        # path -> value: what restore_value wrote (read back by restore_value only)
-        self._values: dict[str, bytes] = {}
 
     def _base(self, base: str | None) -> str:
         return (base or P.managed_ledgers_base(self._store.root)).rstrip("/") or "/"
@@ -772,15 +770,44 @@ class FakePulsarMetadata(_Manager):
 
     @_call
     def restore_value(self, path: str, value: bytes) -> bool:
-        """As ZooKeeper's: the value a path names, created where missing."""
+        """As ZooKeeper's: the value goes where the readers find it (a managed ledger, a
+        cursor, a schema locator, partitioned-topic metadata), its parents made as needed
+        (an empty managed-ledger value, as ZooKeeper's empty parent znode)."""
         from bkctl.wire.metadata.errors import ValueExists
 
-        if path in self._values:
-            if self._values[path] == bytes(value):
+        value = bytes(value)
+        current, write = self._restore_target(path)
+        if current is not None:
+            if current == value:
                 return False
             raise ValueExists(path)
-        self._values[path] = bytes(value)
+        write(value)
         return True
+
+    def _restore_target(self, path: str):
+        """What ``path`` holds now (None: nothing) and how to write it."""
+        for marker, kind in (("/admin/partitioned-topics/", "partitioned"), ("/schemas/", "schema")):
+            if marker in path:
+                prefix, name = path.split(marker, 1)
+                base = f"{prefix}/{P.MANAGED_LEDGERS}"
+                if kind == "partitioned":
+                    node = self._partitioned.get((self._base(base), name))
+                    return (None if node is None else node[0]), lambda v: self.put_partitioned_topic(name, v, base=base)
+                sbase = f"{prefix}/schemas"
+                node = self._locators.get((sbase, name))
+                return (None if node is None else node[0]), lambda v: self.put_schema_locator(name, v, base=sbase)
+        prefix, _, name = path.partition(f"/{P.MANAGED_LEDGERS}/")
+        base = self._base(f"{prefix}/{P.MANAGED_LEDGERS}")
+        parts = name.split("/")
+        if len(parts) >= 5 and parts[-2] != "persistent":  # a cursor below its managed ledger
+            ml_name, cursor = "/".join(parts[:-1]), parts[-1]
+            node = self._managed.get((base, ml_name))
+            if node is None:
+                self.put_managed_ledger(ml_name, b"", base=base)
+                node = self._managed[(base, ml_name)]
+            return node[2].get(cursor), lambda v: node[2].__setitem__(cursor, v)
+        node = self._managed.get((base, name))
+        return (None if node is None else node[0]), lambda v: self.put_managed_ledger(name, v, base=base)
 
 
 class FakeClusterManager(_Manager):
