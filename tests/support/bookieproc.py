@@ -98,10 +98,6 @@ class BookieProcess:
             "flushInterval": 1000,
             "journalPreAllocSizeMB": 1,
             "dbStorage_writeCacheMaxSizeMb": 16,
-            # the product's default, idle (SCHED_IDLE), lets a repair wait while the host is kept
-            # fully busy - as the suite keeps its 2 cores: daemons that took a minute to vote
-            # failed tests that are not about priority (test_autorecovery_process.py is)
-            "autoRecoveryDaemonCpuPriority": "normal",
         }
         settings.update(self.settings)
         return "".join(f"{k}={v}\n" for k, v in settings.items())

@@ -261,3 +261,10 @@ def test_a_child_whose_group_cannot_be_set_says_so_once_and_goes_on(tmp_path, mo
         assert child_process.leave_session_group("autorecovery") is False
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "cannot take a CPU group of its own" in caplog.records[0].getMessage()
+
+
+def test_the_daemon_competes_for_the_cpu_unless_told_otherwise():
+    # at SCHED_IDLE a repair on a busy host hardly ran (159 s a ledger against Java's 27 s):
+    # the ledgers a copy short wait for it, so the default is the bookie's own priority
+    assert load_config_text("").auto_recovery_daemon_cpu_priority == "normal"
+    assert load_config_text("autoRecoveryDaemonCpuPriority=idle\n").auto_recovery_daemon_cpu_priority == "idle"

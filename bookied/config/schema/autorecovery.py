@@ -35,12 +35,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "autoRecoveryDaemonCpuPriority",
         "str",
-        "idle",
+        "normal",
         "CPU priority of the autorecovery daemon's process (the bookie runs it as a child process): "
-        "idle (Linux SCHED_IDLE: it runs on CPU time nothing else wants, so a repair does not hold back "
-        "the adds and reads the bookie serves; on a host kept fully busy the repair waits), low (nice 19) "
-        "or normal (the bookie's); below normal, where the kernel shares the CPU by session (autogroup), "
-        "the process also takes a session of its own whose group has the weight of nice 19; bookied only.",
+        "normal (the bookie's, as Java runs its replication workers: a repair competes for the CPU, "
+        "so ledgers a copy short are re-protected in time on a busy host), idle (Linux SCHED_IDLE: it "
+        "runs only on CPU time nothing else wants, so a repair never holds back the adds and reads the "
+        "bookie serves, but on a host kept busy it waits, the ledgers a copy short meanwhile) or low "
+        "(nice 19); below normal, where the kernel shares the CPU by session (autogroup), the process "
+        "also takes a session of its own whose group has the weight of nice 19; bookied only.",
         "autorecovery",
         choices=("idle", "low", "normal"),
     ),
