@@ -5,6 +5,7 @@ while it is backed up."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import threading
@@ -70,12 +71,12 @@ def cluster(zookeeper, tmp_path_factory):
         c.stop()
 
 
-def spawn(uri: str, *args: str) -> subprocess.Popen:
+def spawn(uri: str, *args: str, env: dict | None = None) -> subprocess.Popen:
     from tests.support.cli import BKCTL, REPO, env_for
 
     return subprocess.Popen(
         [*BKCTL, "--json", *args],
-        env=env_for(uri),
+        env=env_for(uri, **(env or {})),
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -346,3 +347,29 @@ def test_bad_archives_and_names_get_one_line_and_their_exit_code(cluster, capsys
     assert "s3://" in one_line_error(bkctl(cluster.uri, "backup", "--to", "ftp://host/x"), 2)
     (archive / "archive.json").write_text("{}")
     assert "not a bkctl-archive/1 archive" in one_line_error(bkctl(cluster.uri, "backup", "verify", str(archive)), 2)
+
+
+def test_a_backup_into_s3_killed_midway_completes_when_run_again_and_verifies(cluster, s3_server, s3_bucket):
+    """The S3 twin: an object appears when its upload completes, so a kill leaves none half written."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from tests.support.cli import bkctl
+
+    env = s3_server.env()
+    archive = f"s3://{s3_bucket.name}/bk"
+
+    def keys(suffix: str) -> list[str]:
+        got = s3_bucket.client.list_objects_v2(Bucket=s3_bucket.name, Prefix="bk/").get("Contents", [])
+        return sorted(o["Key"] for o in got if o["Key"].endswith(suffix))
+
+    proc = spawn(cluster.uri, "backup", "--to", archive, "--parallel", "1", env=env)
+    kill_when(proc, lambda: len(keys(".json")) >= 3)
+    assert not keys("backups/") and not [k for k in keys(".json") if k.startswith("bk/backups/")]
+    done = bkctl(cluster.uri, "--json", "backup", "--to", archive, env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    with ZKMetadataStore(cluster.uri, timeout=20) as store:
+        ledgers = len(list(store.ledgers.ids()))  # the whole cluster's (earlier tests added some)
+    assert doc["ledgers"] == ledgers and 0 < doc["copied_ledgers"] < ledgers
+    assert len(keys(".data")) == len([k for k in keys(".json") if k.startswith("bk/ledgers/")]) == ledgers
+    done = bkctl(cluster.uri, "--json", "backup", "verify", archive, env=env)
+    assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout
