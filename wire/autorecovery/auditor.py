@@ -259,6 +259,8 @@ class Auditor:
         """Count, over every closed ledger, entries stored on fewer bookies than
         their write and ack quorums, and on none (Java's replicas check reports
         these; it marks nothing).  Records ``B/replicascheckctime``."""
+        from bkctl.wire.fsck.check import BookieRequests
+
         from .checker import replica_counts
 
         totals = {
@@ -271,10 +273,11 @@ class Auditor:
             "ledgers_below_ack_quorum": 0,
             "ledgers_without_replica": 0,
         }
+        requests = BookieRequests(self.client.pool)  # a bookie without entry lists is asked once
         async for ledger_id, md in self._each_ledger():
             if not self.running:
                 return totals
-            counts = await replica_counts(self.client, ledger_id, md)
+            counts = await replica_counts(self.client, ledger_id, md, requests)
             totals["ledgers"] += 1
             for key in ("entries", "below_write_quorum", "below_ack_quorum", "no_replica"):
                 totals[key] += counts[key]

@@ -17,7 +17,10 @@ from twisted.internet import defer
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.fsck.check import BookieRequests
 
 __all__ = ["bookies_missing_replicas", "entries_held", "marked_copies_lacking", "replica_counts"]
 
@@ -130,32 +133,31 @@ async def marked_copies_lacking(
     return lacking
 
 
-async def replica_counts(client: BookKeeperClient, ledger_id: int, md: LedgerMetadata) -> dict[str, int]:
+async def replica_counts(
+    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, requests: BookieRequests | None = None
+) -> dict[str, int]:
     """Java's replicas check for a closed ledger: ask each bookie which entries it
     holds (GET_LIST_OF_ENTRIES_OF_LEDGER) and count the entries stored on fewer
     than ``Qw`` / ``Qa`` bookies of their write set, and on none.  A bookie that
-    cannot answer is counted as holding nothing."""
-    import bisect
-
-    from bkctl.wire.codecs.availability import decode_availability
+    does not answer the entry list has the entries it should hold read one by one
+    (``requests``, shared over a whole check, asks it no more: Java 4.17.2's
+    DbLedgerStorage leaves the request unanswered); one that answers neither is
+    counted as holding nothing."""
+    from bkctl.wire.fsck.check import BookieRequests, held_by
 
     counts = {"entries": 0, "below_write_quorum": 0, "below_ack_quorum": 0, "no_replica": 0}
     if not md.is_closed or md.last_entry_id < 0:
         return counts
-    held: dict[str, list[tuple[int, int]]] = {}
-    for bookie in md.bookies:
-        try:
-            held[bookie] = decode_availability(await client.pool.get(bookie).entry_availability(ledger_id))
-        except Exception:  # noqa: BLE001 - unreachable, v2-only or corrupt: no replica known there
-            held[bookie] = []
-    starts = {b: [first for first, _ in runs] for b, runs in held.items()}
+    if requests is None:
+        requests = BookieRequests(client.pool)
+    last = md.last_entry_id
 
-    def has(bookie: str, entry_id: int) -> bool:
-        i = bisect.bisect_right(starts[bookie], entry_id) - 1
-        return i >= 0 and held[bookie][i][1] >= entry_id
+    def should(bookie: str) -> Iterator[int]:
+        return (e for e in range(last + 1) if bookie in md.write_set(e))
 
-    for entry_id in range(md.last_entry_id + 1):
-        copies = sum(1 for b in md.write_set(entry_id) if has(b, entry_id))
+    held = {bookie: (await held_by(requests, bookie, ledger_id, should(bookie)))[0] for bookie in md.bookies}
+    for entry_id in range(last + 1):
+        copies = sum(1 for b in md.write_set(entry_id) if entry_id in held[b])
         counts["entries"] += 1
         if copies < md.write_quorum:
             counts["below_write_quorum"] += 1

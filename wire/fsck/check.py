@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from bkctl.wire.client.pool import BookiePool
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-__all__ = ["BookieRequests", "CheckOptions", "Held", "check_ledger"]
+__all__ = ["BookieRequests", "CheckOptions", "Held", "check_ledger", "held_by"]
 
 
 class Held:
@@ -146,7 +146,7 @@ def _indices(entry_id: int, size: int, quorum: int) -> list[int]:
     return write_set_indices(entry_id, size, quorum)
 
 
-async def _held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iterable[int]) -> tuple[Held, bool]:
+async def held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iterable[int]) -> tuple[Held, bool]:
     """What a registered bookie holds (its entry list, else the ``wanted`` entries read one
     by one), and whether it answered at all (False: unreachable, nothing known of it)."""
     held = await req.availability(bookie, ledger_id)
@@ -183,7 +183,7 @@ async def check_ledger(
                 expected.setdefault(seg.ensemble[i], []).append(e)
     inside = list(expected)
     asked = [b for b in inside if b in registered]
-    answers = [defer.ensureDeferred(_held_by(req, b, ledger_id, expected[b])) for b in asked]
+    answers = [defer.ensureDeferred(held_by(req, b, ledger_id, expected[b])) for b in asked]
     held: dict[str, Held] = {b: NOTHING for b in inside}
     silent: list[str] = []  # registered and not answering: nothing is known of what they hold
     for bookie, answer in zip(asked, answers):
