@@ -348,3 +348,27 @@ def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookke
     ]
     gone = run_bkctl(env_for(uri, **c.s3.env()), "export", "--out", tmp_path / "no", "--ledgers", "4003", text=True)
     assert gone.returncode == 3, gone.stderr
+
+
+def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_cluster, monkeypatch):
+    """spark.read.format("bookkeeper") on a topic whose ledgers are mostly in S3: the executors
+    (Spark's Python workers) GET the blocks with their own credentials, the AWS_* variables."""
+    from bkctl.export.datasource import register
+    from tests.support.spark import local_spark
+
+    c = offload_cluster
+    for key, value in c.s3.env().items():
+        monkeypatch.setenv(key, value)
+    case = "s3_d_chunking_small_blocks"
+    for spark in local_spark():
+        register(spark)
+        df = (
+            spark.read.format("bookkeeper")
+            .option("metadataServiceUri", c.uri)
+            .option("managedLedgers", c.managed_ledgers)
+            .option("topic", c.planted[case].topic)
+            .option("splitEntries", "1")
+            .load()
+        )
+        rows = [r.asDict() for r in df.collect()]
+    assert sorted(bytes(r["payload"] or b"") for r in rows) == sorted(w[3] for w in expected_rows(case))
