@@ -372,3 +372,55 @@ def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_
         )
         rows = [r.asDict() for r in df.collect()]
     assert sorted(bytes(r["payload"] or b"") for r in rows) == sorted(w[3] for w in expected_rows(case))
+
+
+def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priority_says(offload_cluster, tmp_path):
+    """s3_a_plain again, its 4002 and 4003 written to new ledgers of the cluster (4002 still offloaded,
+    its BookKeeper copy kept) and 4002's objects never uploaded: the default, tiered-storage-first,
+    reads the bucket and finds nothing there (exit 3, naming the object); bookkeeper-first reads
+    the bookies, and each ledger once."""
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.pulsar.managed_ledger import parse_managed_ledger_info
+
+    c = offload_cluster
+    case = "s3_a_plain"
+    doc = oc.expected(case)
+    entries = oc.ledger_entries(case)
+    bucket = c.s3.new_bucket("both")
+    base = c.managed_ledgers + "-both"
+    try:
+        keys = [
+            "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1-ledger-4001",
+            "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1-ledger-4001-index",
+        ]
+        oc.upload(case, c.s3.client(), bucket.name, keys)
+        info = parse_managed_ledger_info(oc.managed_ledger(case))
+        oc.driver_metadata_for(info, c.s3.endpoint_url, bucket.name, None)
+        custom = {"application": b"pulsar", "component": b"managed-ledger",
+                  "pulsar/managed-ledger": doc["managed_ledger_name"].encode()}  # fmt: skip
+        new_ids = {}
+        with BlockingBookKeeper(c.uri, timeout=60) as bk:
+            for old in (4002, 4003):
+                lh = bk.create(2, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom)
+                for data in entries[old]:
+                    lh.add(data)
+                lh.close()
+                new_ids[old] = lh.ledger_id
+            for li in info.ledgerInfo:
+                li.ledgerId = new_ids.get(li.ledgerId, li.ledgerId)
+            from bkctl.wire.metadata.zk import ZKMetadataStore
+
+            with ZKMetadataStore(c.uri, timeout=20) as store:
+                store.client.create(f"{base}/{doc['managed_ledger_name']}", info.SerializeToString(), makepath=True)
+        args = ["export", "--topic", doc["topic"], "--managed-ledgers", base, "--json"]
+        tiered = c.bkctl(*args, "--out", tmp_path / "t")
+        assert tiered.returncode == 3, tiered.stderr
+        assert f"5378eda4-bcb0-45f9-9a29-8da09eb28c93-ledger-{new_ids[4002]}" in tiered.stderr
+        first = c.bkctl(*args, "--out", tmp_path / "b", "--offload-read", "bookkeeper-first")
+        assert first.returncode == 0, first.stderr
+        want = [(new_ids.get(w[0], w[0]),) + w[1:] for w in expected_rows(case)]
+        assert got_rows(export_rows(tmp_path / "b")) == sorted(want, key=lambda w: w[:3])
+        (topic_doc,) = json.loads((tmp_path / "b" / "_manifest.json").read_text())["topics"].values()
+        assert [o["ledger_id"] for o in topic_doc["offloaded"]] == [4001]
+    finally:
+        bucket.drop()

@@ -117,8 +117,22 @@ def lay_out_filesystem(case: str, fs_root: Path) -> None:
         shutil.copytree(src, fs_root, dirs_exist_ok=True)
 
 
-def plant(case: str, store, bk, managed_ledgers: str, *, s3=None, bucket=None, fs_root=None, upload_objects=True):
-    # bk None: the ledgers only in BookKeeper are not written (enough for `offload verify`)
+def plant(
+    case: str,
+    store,
+    bk,
+    managed_ledgers: str,
+    *,
+    s3=None,
+    bucket=None,
+    fs_root=None,
+    upload_objects=True,
+    write_kept=False,
+    keys=None,
+):
+    # bk None: the ledgers only in BookKeeper are not written (enough for `offload verify`);
+    # write_kept: the offloaded ledgers kept in BookKeeper are written entry by entry too (not
+    # given the Java client's znode); keys: only these objects are uploaded
     """Lay ``case`` out (see :class:`Planted`): ``store`` a metadata store of the cluster, ``bk``
     a BlockingBookKeeper, ``s3`` an S3Endpoint.  Ledgers in BookKeeper get the case's ids; those
     offloaded and kept in BookKeeper get the Java client's znode (their entries are read from the
@@ -130,7 +144,7 @@ def plant(case: str, store, bk, managed_ledgers: str, *, s3=None, bucket=None, f
     entries = ledger_entries(case)
     for ledger in doc["ledgers"]:
         lid = ledger["ledger_id"]
-        if ledger["storage"] == "bookkeeper":
+        if ledger["storage"] == "bookkeeper" or (write_kept and not ledger.get("bookkeeper_deleted")):
             if bk is None:
                 continue
             lh = bk.create(
@@ -152,7 +166,7 @@ def plant(case: str, store, bk, managed_ledgers: str, *, s3=None, bucket=None, f
         elif not ledger.get("bookkeeper_deleted"):
             store.ledgers.create(parse_ledger_metadata(ledger_znode(case, lid)), lid)
     if upload_objects and s3 is not None and bucket is not None:
-        upload(case, s3.client(), bucket)
+        upload(case, s3.client(), bucket, keys)
     if fs_root is not None:
         lay_out_filesystem(case, fs_root)
     info = parse_managed_ledger_info(managed_ledger(case))
