@@ -58,6 +58,9 @@ Options (names are case-insensitive, values strings):
     ``value`` column typed by it as ``bkctl export --topic`` has (``raw``:
     ``true`` leaves it out; ``schemaVersion``: read every value as that
     version instead of the newest readable one).
+``pushdown``
+    ``true``: narrow the reading by the query's filters (:class:`PushdownReader`,
+    :mod:`bkctl.export.pushdown`; Spark needs ``spark.sql.python.filterPushdown.enabled``).
 ``plan``
     JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
@@ -93,6 +96,7 @@ from .columns import LEDGER_COLUMNS, ddl, spark_schema
 from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WINDOW, LedgerReader, ReadSettings
 from .ledger_source import LedgerSelection, LedgerSource
 from .planning import SpecError
+from .pushdown import Narrowing
 from .source import SourcePlan
 from .topic_planning import TopicSpec
 from .topic_source import TopicSource
@@ -180,6 +184,8 @@ class ReadOptions:
         if self.plan_json is None and not ledgers and not topic:
             raise SpecError('the bookkeeper data source needs option ledgers ("all" or ids like 1,2,5-9)')
         self.split_entries = _int("splitEntries", opts.get("splitentries"), planning.DEFAULT_SPLIT_ENTRIES)
+        #: narrow the reading by the query's filters (:class:`PushdownReader`)
+        self.pushdown = _bool("pushdown", opts.get("pushdown"), False)
         protocol = str(opts.get("protocol") or "v3").lower()
         if protocol not in ("v2", "v3"):
             raise SpecError(f"option protocol must be v2 or v3, not {protocol!r}")
@@ -328,7 +334,8 @@ class BookKeeperDataSource(DataSource):
         return spark_schema(LEDGER_COLUMNS)
 
     def reader(self, schema):
-        return SparkSourceReader(ReadOptions(self.options), schema)
+        options = ReadOptions(self.options)
+        return (PushdownReader if options.pushdown else SparkSourceReader)(options, schema)
 
 
 class SparkSourceReader(DataSourceReader):
@@ -346,11 +353,32 @@ class SparkSourceReader(DataSourceReader):
                 f"it cannot read {schema.simpleString()}"
             )
         self.options = options
+        self.narrowing = Narrowing()
 
     def partitions(self) -> list[InputPartition]:
-        return [TaskPartition(t) for t in _plan(self.options).tasks]
+        return [TaskPartition(t) for t in _plan(self.options).tasks if self.narrowing.keeps(t.ledger_id)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, TaskPartition):
             return iter(())  # Spark's stand-in when there is nothing to read
         return self.options.source.read(self.options.settings, partition.task, {})
+
+
+class PushdownReader(SparkSourceReader):
+    """The reader with option ``pushdown`` true: it narrows what it reads by the
+    query's filters (:mod:`bkctl.export.pushdown`; Spark needs
+    ``spark.sql.python.filterPushdown.enabled``).  Opt-in, because PySpark (4.3)
+    plans a DataFrame's later queries that push no filter with the partitions of
+    its first pushed one: such a DataFrame serves one filtered query."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - PySpark's name
+        """Narrow what is read by the query's filters; every filter is given
+        back, so Spark still checks each row."""
+        for f in filters:
+            self.narrowing.take(f)
+            yield f
+        source = self.options.source
+        if isinstance(source, TopicSource):
+            source.spec = self.narrowing.narrowed_spec(source.spec)
+        else:
+            source.selection = self.narrowing.narrowed_selection(source.selection)

@@ -521,3 +521,41 @@ def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_ed
     )
     assert push["bisection_reads"] <= 2 * 6  # log2(60) entries read per edge
     assert doc["pushdown"] == push and doc["entries"] == 62
+
+    # the data source with option pushdown, the window a filter in Spark SQL: the same rows, from
+    # those two ledgers only (one Spark partition per ledger planned: 6 without pushdown, 2 with it);
+    # a DataFrame each (PySpark plans a DataFrame's later queries that push nothing as its first)
+    from bkctl.export.datasource import register
+
+    register(spark)
+
+    def read(where, pushdown="true"):
+        q = (
+            spark.read.format("bookkeeper")
+            .option("metadataServiceUri", c.uri)
+            .option("topic", "persistent://public/default/month")
+            .option("pushdown", pushdown)
+            .load()
+            .where(where)
+        )
+        sc = spark.sparkContext
+        group = f"pushdown-{uuid.uuid4().hex}"
+        sc.setJobGroup(group, where)
+        try:
+            rows = q.select("payload").collect()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        tracker = sc.statusTracker()
+        stages = [s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds]
+        planned = sum(tracker.getStageInfo(s).numTasks for s in stages)  # the scan's tasks: one per partition
+        return sorted(r.payload for r in rows), planned
+
+    window = f"publish_time >= timestamp_millis({start}) AND publish_time < timestamp_millis({start + 60 * minute})"
+    hour = sorted(f"m{n}".encode() for n in range(90, 150))
+    assert read(window) == (hour, 2)
+    assert read(window, pushdown="false") == (hour, 6)
+    # ledger ids too (either source); an OR, or a filter on another column, narrows nothing
+    last = info.ledgerInfo[5].ledgerId
+    assert read(f"ledger_id = {last}") == (sorted(f"m{n}".encode() for n in range(300, 360)), 1)
+    assert read(f"ledger_id >= {last} OR payload_size < 0")[1] == 6
+    assert read("producer_name = 'clock'")[1] == 6

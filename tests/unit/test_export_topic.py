@@ -147,3 +147,31 @@ def test_a_typed_export_whose_schema_does_not_read_refuses_instead_of_dropping_v
     # --raw is the partial result asked for: rows without `value`, said in the manifest
     view, doc = topic_typing(store, TopicSpec(topic, raw=True), _Reader())
     assert view is None and doc["why_not"] == "--raw"
+
+
+def test_pushed_filters_narrow_a_window_that_holds_every_row_they_keep():
+    """Spark gives timestamps in microseconds, a publish time is in milliseconds: the window
+    read always holds the rows the filter keeps (Spark checks each row again)."""
+    pytest.importorskip("pyspark")
+    import datetime as dt
+
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThan, LessThanOrEqual, Not
+
+    from bkctl.export.pushdown import Narrowing
+    from bkctl.export.topic_planning import TopicSpec
+
+    t = dt.datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=dt.timezone.utc)
+    ms = 1_767_225_600_123
+    n = Narrowing()
+    assert n.take(GreaterThan(("publish_time",), t)) and n.take(LessThan(("publish_time",), t + dt.timedelta(seconds=1)))
+    assert (n.publish_from, n.publish_to) == (ms, ms + 1000 + 1)  # 123.456 ms: from 123, to before 1124
+    spec = n.narrowed_spec(TopicSpec("persistent://a/b/c", from_ms=ms + 500))
+    assert (spec.from_ms, spec.to_ms) == (ms + 500, ms + 1001)  # the options' window, intersected
+    e = Narrowing()
+    assert e.take(EqualTo(("publish_time",), t)) and (e.publish_from, e.publish_to) == (ms, ms + 1)
+    assert e.take(LessThanOrEqual(("publish_time",), t)) and e.publish_to == ms + 1
+    ids = Narrowing()
+    assert ids.take(In(("ledger_id",), (3, 5, 7))) and ids.take(GreaterThan(("ledger_id",), 3))
+    assert [i for i in range(10) if ids.keeps(i)] == [5, 7]
+    assert not ids.take(Not(EqualTo(("ledger_id",), 5)))
+    assert not ids.take(EqualTo(("payload_size",), 1)) and [i for i in range(10) if ids.keeps(i)] == [5, 7]
