@@ -128,7 +128,8 @@ def zookeeper_line(snapshot: dict, now_ms: float) -> Text:
     text.append(
         "; registrations as of "
         + (f"{_clock(read_at)} ({max(0, now_ms - read_at) / 1000:.0f} s old)" if read_at else "never (no bookie known)")
-        + ", autorecovery with them; the bookies' HTTP figures are live",
+        + ", autorecovery with them; the bookies' HTTP figures as of "
+        + f"{_clock(snapshot['time'])} ({max(0, now_ms - snapshot['time']) / 1000:.0f} s old)",
         style="red",
     )
     return text

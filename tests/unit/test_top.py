@@ -300,6 +300,9 @@ def test_a_late_frame_and_a_silent_zookeeper_are_said_in_red(collector):
         "(30 s ago)" in late.plain and "ZooKeeper unreachable since" in late.plain and "(50 s): no answer" in late.plain
     )
     assert "registrations as of" in late.plain and "(51 s old)" in late.plain
+    # the bookies' figures are as old as the snapshot, not "live" (issue 69, point 13)
+    assert "live" not in late.plain and "the bookies' HTTP figures as of " in late.plain
+    assert late.plain.split("HTTP figures as of ", 1)[1].split("\n")[0].endswith("(30 s old)")
     age = late.plain.index("bookies read")
     assert any(span.start <= age < span.end and "red" in str(span.style) for span in late.spans)
 
