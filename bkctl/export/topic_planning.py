@@ -372,7 +372,10 @@ def plan_topic(
                 and pushdown.skip_ledger(li.timestamp if li.HasField("entries") else None, before)
             ):
                 pushdown.ledgers_skipped += 1
-                pushdown.entries_skipped += li.entries
+                if li.HasField("entries"):
+                    pushdown.entries_skipped += li.entries
+                elif md is not None:  # the open ledger: the managed ledger counts none of its entries yet
+                    pushdown.entries_skipped += (md.last_entry_id if md.is_closed else tail_of(ledger_id).last) + 1
                 follows = 0
                 continue
             offload = li.offloadContext if li.HasField("offloadContext") else None

@@ -230,6 +230,25 @@ def test_the_pushdown_skips_nothing_it_cannot_tell_and_a_window_outside_plans_no
     assert "pushdown" not in plan.details and len(spans(plan)) == 3 and time_of.reads == []
 
 
+def test_the_pushdown_counts_the_open_ledgers_entries_it_skips(store):
+    """The open ledger has no entry count in the managed ledger: skipped by the window, its
+    entries (to the newest an ack quorum holds) are counted as skipped all the same."""
+    from bkctl.wire.client.unconfirmed_tail import Tail
+
+    time_of, t0 = month_of_ledgers(store, ledgers=3, per_ledger=10, step_ms=60_000)
+    info = ml.ManagedLedgerInfo()
+    for i in range(3):  # as month_of_ledgers wrote them, then the open one: no entries, size or timestamp yet
+        info.ledgerInfo.add(ledgerId=100 + i, entries=10, size=1000, timestamp=t0 + ((i + 1) * 10 - 1) * 60_000 + 5)
+    info.ledgerInfo.add(ledgerId=103)
+    store.pulsar.put_managed_ledger(f"{NS}/persistent/month", info.SerializeToString())
+    ledger(store, 103, None)
+    spec = TopicSpec(f"persistent://{NS}/month", to_ms=t0 + 5 * 60_000)  # the first ledger's first minutes
+    plan = plan_topic(store, spec, 100, lambda lid: Tail(6, 7, write_quorum=2, ack_quorum=2), time_of=time_of)
+    doc = plan.details["pushdown"]
+    assert spans(plan) == [(100, 0, 5)]  # the slack (a minute) past the window
+    assert doc["ledgers_skipped"] == 3 and doc["entries_skipped"] == 4 + 10 + 10 + 8  # 103: entries 0..7
+
+
 def test_a_long_managed_ledger_is_planned_from_batched_reads_not_one_read_per_ledger(store, monkeypatch):
     """A topic of thousands of ledgers (apache/pulsar#11490: 30,000) costs a round trip per
     batch of ledgers, not per ledger; one deleted inside a batch is still reported."""
