@@ -444,9 +444,12 @@ def schema_show(app: App, name, version):
     The definition is pretty JSON for AVRO and JSON (the Avro definition the
     producer sent), the message types of the descriptor for PROTOBUF_NATIVE,
     both sides for KEY_VALUE (and its INLINE or SEPARATED encoding), the data
-    as text otherwise.  A partition shows its base topic's schema.  Exit 3
-    when the topic has no schema or no such version, 1 when the version's
-    ledger is gone or does not decode.  --json: topic, schema_id, version,
+    as text otherwise.  A partition shows its base topic's schema.  Without
+    --version, a newest version whose ledger does not read is said first
+    (a warning; --json: problem) and the newest that reads is shown.  Exit 3
+    when the topic has no schema (naming the topics with one it may mean)
+    or no such version, 1 when the version asked for (or every version)
+    does not read.  --json: problem, topic, schema_id, version,
     newest, versions, type, timestamp, user, deleted, properties, ledger_id,
     hash, hash_ok, definition.
     """
@@ -462,6 +465,8 @@ def schema_show(app: App, name, version):
         raise CommandError(f"{name}: {exc} (`bkctl pulsar schema check` says what it means)", FAILED) from None
 
     def human():
+        if doc["problem"]:
+            app.err_console.print(f"bkctl: warning: {doc['problem']}", markup=False, highlight=False, soft_wrap=True)
         fields(
             app,
             [

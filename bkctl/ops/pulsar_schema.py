@@ -206,12 +206,35 @@ def show_schema(
     from bkctl.wire.pulsar.schema import pretty_definition, schema_hash, schema_id
     from bkctl.wire.text import utc_iso
 
+    from difflib import get_close_matches
+
+    from bkctl.wire.pulsar.errors import NoSuchSchema, SchemaUnreadable
+
     reg = registry(store, base, bk)
     sid = schema_id(topic)
     locator = reg.locator(sid)
-    got, schema = reg.version(sid, version, locator)
+    if locator is None:
+        near = get_close_matches(topic_of_schema_id(sid), [topic_of_schema_id(s) for s in reg.schema_ids()], n=3)
+        raise NoSuchSchema(f"{topic} has no schema" + (f" (did you mean {', '.join(near)}?)" if near else ""))
+    problem = None
+    try:
+        got, schema = reg.version(sid, version, locator)
+    except SchemaUnreadable as exc:
+        if version is not None:
+            raise
+        # the newest does not read: the newest that does, said first (as the typed export reads them)
+        for older in sorted((e.version for e in locator.index if e.version < locator.info.version), reverse=True):
+            try:
+                got, schema = reg.version(sid, older, locator)
+            except SchemaUnreadable:
+                continue
+            problem = f"the newest version, {locator.info.version}, does not read ({exc}): shown is version {got}"
+            break
+        else:
+            raise
     entry = locator.entry(got)
     return {
+        "problem": problem,
         "topic": topic_of_schema_id(sid),
         "schema_id": sid,
         "version": got,

@@ -190,8 +190,13 @@ def test_schema_show_gives_a_versions_definition_and_a_partition_its_topics(sche
     assert (doc["type"], doc["versions"], doc["hash_ok"]) == ("AVRO", [0, 1], True)
     code, [doc], err = bkctl(capsys, c.uri, "pulsar", "schema", "show", f"{topic('s_partitioned')}-partition-1")
     assert code == 0 and doc["schema_id"] == f"{NS}/vec-s-partitioned", err
-    code, _, err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_schema_ledger_missing"))
+    # its newest version lost: the newest that reads, the loss said first; that version by number fails
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_schema_ledger_missing"))
+    assert code == 0 and doc["version"] == 0 and doc["problem"].startswith("the newest version, 1, does not read")
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_schema_ledger_missing"), "--version", 1)
     assert code == 1 and "gone" in err
+    code, _, err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_avro_evolved")[:-2])
+    assert code == 3 and f"did you mean {topic('s_avro_evolved')}" in err, err
     code, _, err = bkctl(capsys, c.uri, "pulsar", "schema", "show", topic("s_primitive_bytes"))
     assert code == 3 and "has no schema" in err
     capsys.readouterr()

@@ -570,6 +570,20 @@ def test_check_groups_its_findings_by_kind_and_names_the_ledgers_it_did_not_judg
     assert doc["young"] == 1 and doc["young_ledgers"] == [2002]
 
 
+def test_show_of_a_topic_whose_newest_version_is_lost_shows_the_newest_that_reads_and_says_so():
+    from bkctl.ops.pulsar_schema import show_schema
+
+    store, c = doctor_store()  # s_schema_ledger_missing: version 1's ledger is gone
+    topic = c["expected"]["topic"]
+    doc = show_schema(store, topic, bk=lambda: _Ledgers(c["ledgers"]))
+    assert doc["version"] == 0 and doc["newest"] == 1
+    assert doc["problem"].startswith("the newest version, 1, does not read (schema ledger 2001: gone")
+    with pytest.raises(SchemaUnreadable):  # asked for by number: no stand-in
+        show_schema(store, topic, 1, bk=lambda: _Ledgers(c["ledgers"]))
+    with pytest.raises(NoSuchSchema, match=f"has no schema \\(did you mean {topic}\\?\\)"):
+        show_schema(store, topic[:-3], bk=lambda: _Ledgers(c["ledgers"]))
+
+
 def test_list_and_show_read_each_version_from_its_ledger():
     from bkctl.ops.pulsar_schema import list_schemas, show_schema
 
