@@ -341,8 +341,7 @@ class Shell:
         else:
             parts += [
                 ("class:bottom-toolbar.label", "bookies "),
-                ("class:bottom-toolbar.good" if st.writable else "class:bottom-toolbar.bad", f"{st.writable} writable"),
-                ("", f", {st.readonly} read-only  "),
+                *bookies_phrase(st),
                 ("class:bottom-toolbar.label", "autorecovery "),
                 autorecovery_phrase(st),
                 ("", "  "),
@@ -414,6 +413,19 @@ class Shell:
             self._modes = None
             _restore_terminal_modes(self.stdin, modes)
         return exitcodes.OK
+
+
+def bookies_phrase(st) -> list[tuple[str, str]]:
+    """The bookies in the toolbar: writable, read-only, and down (a cookie, no registration:
+    stopped or dead) when any is, as `bookie list` says them."""
+    down = sum(1 for state in (st.bookies or {}).values() if state == "down")
+    parts = [
+        ("class:bottom-toolbar.good" if st.writable else "class:bottom-toolbar.bad", f"{st.writable} writable"),
+        ("", f", {st.readonly} read-only"),
+    ]
+    if down:
+        parts += [("", ", "), ("class:bottom-toolbar.bad", f"{down} down")]
+    return parts + [("", "  ")]
 
 
 def autorecovery_phrase(st) -> tuple[str, str]:
