@@ -20,9 +20,11 @@ master key, fenced, explicit LAC); a write to it raises :class:`ReadOnlyStore`, 
 
 from __future__ import annotations
 
+import bisect
 import logging
 import mmap
 import os
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -68,14 +70,64 @@ def current_dirs(roots: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
+class _Entries:
+    """Where each entry of one ledger is, in two arrays sorted by entry id once the indexes are
+    read (:meth:`seal`): 17 bytes an entry rather than a dict's ~160, for a dead bookie of 10^8
+    entries.  A ``(source, value)`` per entry: Java's ``log id << 32 | offset``, bookied's
+    index number (the location is looked up when read), or the journal copy kept in memory;
+    the few changes after sealing (a damaged copy dropped or replaced) go to ``changed``."""
+
+    __slots__ = ("_ids", "_kinds", "_values", "changed")
+
+    def __init__(self) -> None:
+        self._ids = array("q")
+        self._kinds = array("b")
+        self._values = array("q")
+        #: entry id -> (source, value), or None: dropped (set after sealing)
+        self.changed: dict[int, tuple[int, int] | None] = {}
+
+    def add(self, entry_id: int, kind: int, value: int) -> None:
+        """Before :meth:`seal`: a later row for the same entry replaces an earlier one."""
+        self._ids.append(entry_id)
+        self._kinds.append(kind)
+        self._values.append(value)
+
+    def seal(self) -> None:
+        ids, kinds, values = self._ids, self._kinds, self._values
+        if all(ids[i] < ids[i + 1] for i in range(len(ids) - 1)):
+            return
+        order = sorted(range(len(ids)), key=ids.__getitem__)  # stable: the last row of an id wins
+        keep = [i for n, i in enumerate(order) if n + 1 == len(order) or ids[order[n + 1]] != ids[i]]
+        self._ids = array("q", (ids[i] for i in keep))
+        self._kinds = array("b", (kinds[i] for i in keep))
+        self._values = array("q", (values[i] for i in keep))
+
+    def get(self, entry_id: int) -> tuple[int, int] | None:
+        if entry_id in self.changed:
+            return self.changed[entry_id]
+        i = bisect.bisect_left(self._ids, entry_id)
+        if i < len(self._ids) and self._ids[i] == entry_id:
+            return self._kinds[i], self._values[i]
+        return None
+
+    def __contains__(self, entry_id: int) -> bool:
+        return self.get(entry_id) is not None
+
+    def ids(self) -> list[int]:
+        held = {e for e, where in self.changed.items() if where is not None}
+        dropped = {e for e, where in self.changed.items() if where is None}
+        return sorted(held.union(e for e in self._ids if e not in dropped))
+
+    def __len__(self) -> int:
+        return len(self.ids()) if self.changed else len(self._ids)
+
+
 @dataclass
 class _Ledger:
     master_key: bytes | None = None
     fenced: bool = False
     explicit_lac: bytes | None = None
-    #: entry id -> (source, a, b, c): Java (log id, offset, -), bookied (index number, log id,
-    #: offset, length as a Location), memory (index into the journal entries kept)
-    entries: dict[int, tuple] = field(default_factory=dict)
+    entries: _Entries = field(default_factory=_Entries)
 
 
 class SalvageStore:
@@ -132,6 +184,8 @@ class SalvageStore:
                 self._load_rocksdb(current)
             if os.path.isdir(os.path.join(current, "index.lmdb")):
                 self._load_bookied(current)
+        for led in self._ledgers.values():
+            led.entries.seal()
         for current in self.currents:
             self._load_journals(current)
 
@@ -152,7 +206,7 @@ class SalvageStore:
             led.fenced = led.fenced or idx.fenced
             led.explicit_lac = idx.explicit_lac or led.explicit_lac
             for entry_id, (log_id, offset) in idx.locations.items():
-                led.entries[entry_id] = (_JAVA, log_id, offset)
+                led.entries.add(entry_id, _JAVA, log_id << 32 | offset)
 
     def _load_rocksdb(self, current: str) -> None:
         from bkctl.wire.codecs.javadisk import parse_db_ledger_data
@@ -174,7 +228,7 @@ class SalvageStore:
                     led.explicit_lac = data.explicit_lac or led.explicit_lac
             with rocksdb_readonly(os.path.join(current, "locations")) as db:
                 for ledger_id, entry_id, log_id, offset in db_rows(db):
-                    self._ledger(ledger_id).entries[entry_id] = (_JAVA, log_id, offset)
+                    self._ledger(ledger_id).entries.add(entry_id, _JAVA, log_id << 32 | offset)
         except ImportError:
             self._damage(current, "DbLedgerStorage's RocksDB index needs the rocksdb extra (rocksdict)")
         except Exception as exc:  # noqa: BLE001 - a RocksDB that does not open: its entries are left out
@@ -196,17 +250,18 @@ class SalvageStore:
                 led.master_key = state["master_key"] or led.master_key
                 led.fenced = led.fenced or bool(state["fenced"])
                 led.explicit_lac = state["explicit_lac"] or led.explicit_lac
-            for ledger_id, entry_id, loc in index.rows():
-                self._ledger(ledger_id).entries[entry_id] = (_BOOKIED, n, loc)
+            for ledger_id, entry_id, _loc in index.rows():
+                self._ledger(ledger_id).entries.add(entry_id, _BOOKIED, n)
         except Exception as exc:  # noqa: BLE001
             self._damage(os.path.join(current, "index.lmdb"), str(exc))
 
     def _keep(self, ledger_id: int, entry_id: int, data: bytes, where: tuple[str, str, int]) -> None:
         led = self._ledger(ledger_id)
-        if entry_id not in led.entries:  # the journal's copy of an entry no index kept
-            led.entries[entry_id] = (_MEMORY, len(self._kept))
+        held = led.entries.get(entry_id)
+        if held is None:  # the journal's copy of an entry no index kept
+            led.entries.changed[entry_id] = (_MEMORY, len(self._kept))
             self._kept.append(bytes(data))
-        elif led.entries[entry_id][0] != _MEMORY:  # a second copy, for when the indexed one is damaged
+        elif held[0] != _MEMORY:  # a second copy, for when the indexed one is damaged
             self._journal_copies[(ledger_id, entry_id)] = where
 
     def _load_journals(self, current: str) -> None:
@@ -265,11 +320,11 @@ class SalvageStore:
 
     def entry_ids(self, ledger_id: int) -> list[int]:
         led = self._ledgers.get(ledger_id)
-        return sorted(led.entries) if led is not None else []
+        return led.entries.ids() if led is not None else []
 
     def last_entry_id(self, ledger_id: int) -> int | None:
-        led = self._ledgers.get(ledger_id)
-        return max(led.entries) if led is not None and led.entries else None
+        ids = self.entry_ids(ledger_id)
+        return ids[-1] if ids else None
 
     def get_master_key(self, ledger_id: int) -> bytes | None:
         led = self._ledgers.get(ledger_id)
@@ -311,11 +366,11 @@ class SalvageStore:
             copy = self._journal_copies.pop((ledger_id, entry_id), None)
             data = self._journal_copy(ledger_id, entry_id, copy) if copy is not None else None
             if data is not None:
-                led.entries[entry_id] = (_MEMORY, len(self._kept))
+                led.entries.changed[entry_id] = (_MEMORY, len(self._kept))
                 self._kept.append(data)
                 self._damage(self._describe(where), damage, ledger_id, entry_id, "served from its journal copy")
                 return data
-            led.entries.pop(entry_id, None)
+            led.entries.changed[entry_id] = None
             self._damage(self._describe(where), damage, ledger_id, entry_id)
             raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: {exc}") from None
 
@@ -351,24 +406,30 @@ class SalvageStore:
                 out.append(exc)
         return out
 
-    def _describe(self, where: tuple) -> str:
-        if where[0] == _JAVA:
-            return self._java_logs.get(where[1], f"entry log {where[1]:x}.log (missing)")
-        if where[0] == _BOOKIED:
-            return self._bookied[where[1]].directory
+    def _describe(self, where: tuple[int, int]) -> str:
+        kind, value = where
+        if kind == _JAVA:
+            return self._java_logs.get(value >> 32, f"entry log {value >> 32:x}.log (missing)")
+        if kind == _BOOKIED:
+            return self._bookied[value].directory
         return "a journal"
 
-    def _read(self, ledger_id: int, entry_id: int, where: tuple) -> bytes:
+    def _read(self, ledger_id: int, entry_id: int, where: tuple[int, int]) -> bytes:
         from bkctl.wire.codecs.digest import entry_header
 
-        if where[0] == _MEMORY:
-            data = self._kept[where[1]]
-        elif where[0] == _BOOKIED:
-            return bytes(self._bookied[where[1]].read(ledger_id, entry_id, where[2]))
+        kind, value = where
+        if kind == _MEMORY:
+            data = self._kept[value]
+        elif kind == _BOOKIED:
+            index = self._bookied[value]
+            loc = index.location(ledger_id, entry_id)
+            if loc is None:
+                raise EntryCorrupted("its index row is gone")
+            return bytes(index.read(ledger_id, entry_id, loc))
         else:
             from bkctl.wire.codecs.javadisk import read_entry_at
 
-            data = read_entry_at(self._java_map(where[1]), where[2])
+            data = read_entry_at(self._java_map(value >> 32), value & 0xFFFFFFFF)
         lid, eid, _lac, _length = entry_header(data)
         if (lid, eid) != (ledger_id, entry_id):
             raise EntryCorrupted(f"the record there holds entry {lid}/{eid}")
