@@ -294,34 +294,16 @@ class OrphanScan:
                 if o.modified > cutoff:
                     self.young += 1
                     continue
-                m = _KEY.fullmatch(o.key)
                 self.orphans += 1
                 self.orphan_bytes += o.size
-                yield {
-                    "kind": "object",
-                    "store": objects.name,
-                    "key": o.key,
-                    "size": o.size,
-                    "modified": _iso(o.modified),
-                    "ledger_id": int(m.group(2)) if m and m.group(2) else None,
-                    "pulsar_key": bool(m),
-                }
+                yield _orphan("object", objects.name, o.key, o.size, o.modified)
             for u in objects.uploads():
                 if u.initiated > cutoff:
                     self.young += 1
                     continue
                 self.uploads += 1
                 self.upload_bytes += u.size
-                yield {
-                    "kind": "upload",
-                    "store": objects.name,
-                    "key": u.key,
-                    "upload_id": u.upload_id,
-                    "size": u.size,
-                    "modified": _iso(u.initiated),
-                    "ledger_id": None,
-                    "pulsar_key": bool(_KEY.fullmatch(u.key)),
-                }
+                yield _orphan("upload", objects.name, u.key, u.size, u.initiated, u.upload_id)
 
     def _mapfiles(self, objects: Any, named: set[str], cutoff: float) -> Iterator[dict[str, Any]]:
         folders: dict[str, list[Any]] = {}
@@ -342,15 +324,25 @@ class OrphanScan:
             size = sum(f.size for f in files)
             self.orphans += 1
             self.orphan_bytes += size
-            yield {
-                "kind": "mapfile",
-                "store": objects.name,
-                "key": folder,
-                "size": size,
-                "modified": _iso(modified),
-                "ledger_id": int(m.group(2)),
-                "pulsar_key": True,
-            }
+            yield _orphan("mapfile", objects.name, folder, size, modified)
+
+
+def _orphan(
+    kind: str, store: str, key: str, size: int, modified: float, upload_id: str | None = None
+) -> dict[str, Any]:
+    """One row of :class:`OrphanScan` (``ledger_id`` and ``pulsar_key`` read off the key's form)."""
+    m = (_MAPFILE if kind == "mapfile" else _KEY).fullmatch(key)
+    ledger = m.group(2) if m else None
+    return {
+        "kind": kind,
+        "store": store,
+        "key": key,
+        "upload_id": upload_id,
+        "size": size,
+        "modified": _iso(modified),
+        "ledger_id": int(ledger) if ledger else None,
+        "pulsar_key": bool(m),
+    }
 
 
 def _iso(seconds: float) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .zookeeper import free_port, port_free, process_matches, terminate_pid
+from .zookeeper import file_tail, free_port, port_free, process_matches, terminate_pid
 
 HOST = "127.0.0.1"
 #: the region clients sign for (SeaweedFS accepts any)
@@ -304,11 +304,7 @@ class S3Server:
             time.sleep(0.1)
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log written)"
-        return "\n".join(text.splitlines()[-lines:])
+        return file_tail(self.log_path, lines)
 
     def stop(self, grace: float = STOP_GRACE) -> None:
         proc, self._proc = self._proc, None

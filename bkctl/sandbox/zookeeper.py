@@ -367,6 +367,15 @@ def _wait_gone(pid: int, timeout: float, popen: subprocess.Popen | None) -> bool
     return not pid_alive(pid)
 
 
+def file_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a server's log, for an error message."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log written)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def is_zookeeper_process(pid: int, data_dir: str | os.PathLike | None = None) -> bool:
     """True if *pid* is a ZooKeeper server (started with *data_dir*'s zoo.cfg)."""
     required = [MAIN_CLASS]
@@ -505,11 +514,7 @@ class ZooKeeperServer:
             return ""
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no log written)"
-        return "\n".join(text.splitlines()[-lines:])
+        return file_tail(self.log_path, lines)
 
     def start(self) -> "ZooKeeperServer":
         if self.running:
