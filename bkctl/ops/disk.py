@@ -45,6 +45,13 @@ DEFAULT_THRESHOLDS = (0.2, 0.8)
 BY = ("bookie", "tenant", "namespace", "topic")
 #: open ledgers whose last entries are read from their bookies in one step
 OPEN_LEDGERS_A_STEP = 1024
+#: the open ledgers whose size no bookie told whose reasons are kept (the report shows three)
+UNKNOWN_KEPT = 100
+#: what a read-only bookie whose journal fills its disk can do
+JOURNAL_WAY_OUT = (
+    "a journal file is trimmed only once the journal rolls past it (journalMaxSizeMB, a restart); bookied rolls "
+    "and frees it over diskUsageThreshold by itself; on a small disk keep journalMaxSizeMB, journalMaxBackups small"
+)
 
 
 # ---------------------------------------------------------------- owners
@@ -137,14 +144,23 @@ def managed_ledger_owner(kind: str, custom: dict[str, str]) -> Owner:
     return topic_owner(kind, topic, "cursor" if CURSOR_KEY in custom else "data")
 
 
-def listed_owners(topics) -> dict[int, Owner]:
-    """ledger id -> its topic, for every data and cursor ledger the managed ledgers list."""
+def at_level(owner: Owner, level: str | None, shared: dict) -> Owner:
+    """The owner a report by ``level`` (tenant, namespace) keeps: one object for each of its groups."""
+    if level not in ("tenant", "namespace") or owner.tenant is None:
+        return owner
+    kind, name, _c = owner.group(level)
+    return shared.setdefault((kind, name, owner.namespace), Owner(kind, name, owner.tenant, owner.namespace))
+
+
+def listed_owners(topics, level: str | None = None) -> dict[int, Owner]:
+    """ledger id -> its topic (at ``level``), for every data and cursor ledger the managed ledgers list."""
     owners: dict[int, Owner] = {}
+    shared: dict = {}
     for ml in topics.read_all(topics.topics()):  # one deleted meanwhile is left out
-        data = topic_owner("topic", ml.topic, "data")  # one object a topic, not a ledger
+        data = at_level(topic_owner("topic", ml.topic, "data"), level, shared)  # one object a topic (or group)
         for ledger_id in ml.ledger_ids:
             owners[ledger_id] = data
-        cursor = topic_owner("topic", ml.topic, "cursor")
+        cursor = at_level(topic_owner("topic", ml.topic, "cursor"), level, shared)
         for info in ml.cursors.values():
             if info.cursorsLedgerId >= 0:
                 owners[info.cursorsLedgerId] = cursor
@@ -163,8 +179,7 @@ def packed_entry_bytes(md) -> int:
 
 
 def copies_by_bookie(md, last_entry_id: int, length: int) -> dict[str, tuple[int, int]]:
-    """bookie -> (entries it holds, their bytes as packed: payloads at the ledger's mean plus headers)
-    for a ledger whose entries 0..``last_entry_id`` take ``length`` payload bytes."""
+    """bookie -> (entries held, bytes packed: payloads at the mean of ``length`` over 0..``last_entry_id``, headers)."""
     from bkctl.wire.client.fragments import entries_by_bookie
 
     count = last_entry_id + 1
@@ -177,8 +192,7 @@ def copies_by_bookie(md, last_entry_id: int, length: int) -> dict[str, tuple[int
 
 
 async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], window: int) -> dict:
-    """ledger id -> (last entry id, length so far) from the last entry each bookie of its
-    last ensemble holds (READ_ENTRY -1), the highest winning; or the error when none answered."""
+    """ledger id -> (last entry id, length) by READ_ENTRY -1 on its last ensemble (the highest), or why none answered."""
     from twisted.internet import defer
 
     from bkctl.wire.client.errors import NoSuchEntry, NoSuchLedgerOnBookie
@@ -218,31 +232,23 @@ async def _last_entries(client, ledgers: list[tuple[int, tuple[str, ...]]], wind
 
 
 class Tally:
-    """Entries and packed bytes per (bookie, owner): ``[ledgers, entries, bytes, estimated entries,
-    estimated bytes]`` (estimated: of open ledgers), and per owner the ledgers' own lengths (``logical``)."""
+    """Per (bookie, owner) ``[ledgers, entries, bytes, estimated (open ledgers') entries, bytes]``; ``logical``."""
 
-    def __init__(self):
+    def __init__(self, level: str | None = None):
         self.cells: dict[tuple[str, Owner], list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
         self.logical: dict[Owner, list[int]] = defaultdict(lambda: [0, 0, 0])  # ledgers, length, open ledgers
+        self.level, self.shared = level, {}  # tenant, namespace: by group (100,000 topics made 300,000 cells)
 
     def add(self, owner: Owner, copies: dict[str, tuple[int, int]], length: int, estimate: bool) -> None:
-        row = self.logical[owner]
-        row[0] += 1
-        row[1] += length
-        row[2] += int(estimate)
+        owner = at_level(owner, self.level, self.shared)
+        self.logical[owner] = [a + b for a, b in zip(self.logical[owner], (1, length, int(estimate)))]
         for bookie, (entries, nbytes) in copies.items():
-            cell = self.cells[(bookie, owner)]
-            cell[0] += 1
-            cell[1] += entries
-            cell[2] += nbytes
-            if estimate:
-                cell[3] += entries
-                cell[4] += nbytes
+            more = (1, entries, nbytes, entries * estimate, nbytes * estimate)
+            self.cells[(bookie, owner)] = [a + b for a, b in zip(self.cells[(bookie, owner)], more)]
 
 
 class _SweptStore:
-    """The store as :class:`~bkctl.ops.pulsar.OrphanSweep` sees it, handing the metadata of each
-    ledger the sweep reads to ``on_ledger`` too: one walk over the cluster's ledgers serves both."""
+    """The store as the orphan sweep sees it, each ledger it reads handed to ``on_ledger`` too: one walk for both."""
 
     def __init__(self, store, on_ledger: Callable):
         self._store = store
@@ -285,20 +291,50 @@ def walk_ledgers(
     now_ms: int | None = None,
     window: int = 256,
     progress=None,
+    level: str | None = None,
 ) -> Walk:
-    """Every ledger's copies on its bookies, by owner.  ``bk()`` (a BlockingBookKeeper,
-    made on first use; None: never ask the bookies) reads open ledgers' lengths; ``progress``
-    hears of the walk over every ledger's metadata."""
+    """Every ledger's copies on its bookies, by owner (counted at ``level``: :class:`Tally`).
+    ``bk()`` (a BlockingBookKeeper, made on first use; None: never ask the bookies) reads open
+    ledgers' lengths; ``progress`` hears of the walk over every ledger's metadata."""
     from .pulsar import OrphanSweep, reader
 
     from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
 
-    owners = listed_owners(reader(store, base))
-    tally = Tally()
-    # unlisted managed-ledger ledgers until the sweep judged them: their copies, length and naming
-    pending: dict[int, tuple[dict[str, tuple[int, int]], int, dict[str, str]]] = {}
-    open_ledgers: list[tuple[int, Any, Owner | None, dict]] = []
-    counts = {"ledgers": 0, "unreadable": 0}
+    owners = listed_owners(reader(store, base), level)
+    tally = Tally(level)
+    # streamed: open ledgers read a chunk at a time as found; an unlisted one waits, as (naming, copies), for the sweep
+    open_chunk: list[tuple[int, Any, Owner | None, dict[str, str]]] = []
+    pending: dict[int, tuple[tuple, tuple, int, bool]] = {}  # id -> naming, copies, length, estimated
+    shared: dict[Any, Any] = {}  # one object for each bookie id and naming that recurs
+    orphaned: set[int] = set()
+    unknown: dict[int, str] = {}
+    counts = {"ledgers": 0, "unreadable": 0, "estimated": 0}
+
+    def hold(ledger_id: int, naming: dict[str, str], copies: dict, length: int, estimate: bool = False) -> None:
+        key = tuple(sorted(naming.items()))
+        packed = tuple((shared.setdefault(b, b), n, size) for b, (n, size) in copies.items())
+        pending[ledger_id] = (shared.setdefault(key, key), packed, length, estimate)
+
+    def settle_open() -> None:
+        """Read the chunk of open ledgers' ends from their bookies; tally them (or hold them)."""
+        chunk, open_chunk[:] = list(open_chunk), []
+        ends: dict[int, Any] = {}
+        if bk is not None and chunk:
+            try:
+                ends = bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in chunk], window)
+            except Exception as e:  # noqa: BLE001 - the closed ledgers are still worth showing
+                ends = {lid: str(e) or type(e).__name__ for lid, _md, _o, _c in chunk}
+        for ledger_id, md, owner, naming in chunk:
+            end = ends.get(ledger_id, "the bookies were not asked")
+            if not isinstance(end, tuple):  # the reasons of a few kept (each names its ledger), all counted
+                unknown[ledger_id] = end if len(unknown) < UNKNOWN_KEPT else ""
+                continue
+            counts["estimated"] += 1
+            copies, length = copies_by_bookie(md, *end), end[1]
+            if owner is None:
+                hold(ledger_id, naming, copies, length, True)
+            else:
+                tally.add(owner, copies, length, True)
 
     def on_ledger(ledger_id, md, _version):
         if md is None:
@@ -310,49 +346,30 @@ def walk_ledgers(
         custom = decode_custom_metadata(md.custom_metadata)
         owner = owners.get(ledger_id) or owner_by_metadata(custom)
         if not md.is_closed:
-            open_ledgers.append((ledger_id, md, owner, managed_ledger_naming(custom)))
+            open_chunk.append((ledger_id, md, owner, managed_ledger_naming(custom)))
+            if len(open_chunk) >= OPEN_LEDGERS_A_STEP:
+                settle_open()
         elif owner is None:
-            pending[ledger_id] = (
-                copies_by_bookie(md, md.last_entry_id, md.length),
-                md.length,
-                managed_ledger_naming(custom),
-            )
+            hold(ledger_id, managed_ledger_naming(custom), copies_by_bookie(md, md.last_entry_id, md.length), md.length)
         else:
             tally.add(owner, copies_by_bookie(md, md.last_entry_id, md.length), md.length, False)
 
-    sweep = OrphanSweep(_SweptStore(store, on_ledger), base, older_than=older_than, now_ms=now_ms, progress=progress)
-    orphan_ids = [doc["ledger_id"] for doc in sweep]
-    orphaned = set(orphan_ids)
+    def judge(upto: int | None) -> None:
+        """Tally the held ledgers the sweep judged: up to ``upto`` (its orphans come in id order), or all."""
+        for ledger_id in [lid for lid in pending if upto is None or lid <= upto]:
+            key, packed, length, estimate = pending.pop(ledger_id)
+            owner = managed_ledger_owner("orphan" if ledger_id in orphaned else "unlisted", dict(key))
+            tally.add(owner, {b: (n, size) for b, n, size in packed}, length, estimate)
 
-    def judged(ledger_id, custom) -> Owner:
-        return managed_ledger_owner("orphan" if ledger_id in orphaned else "unlisted", custom)
-
-    for ledger_id, (copies, length, naming) in pending.items():
-        tally.add(judged(ledger_id, naming), copies, length, False)
-    ends: dict[int, Any] = {}
-    if open_ledgers and bk is not None:
-        # a chunk at a time: the reads of all the open ledgers of a large cluster at once
-        # (20,000 at 10^6 ledgers) held some 5 kB of Deferreds and answers each
-        for start in range(0, len(open_ledgers), OPEN_LEDGERS_A_STEP):
-            chunk = open_ledgers[start : start + OPEN_LEDGERS_A_STEP]
-            try:
-                ends.update(
-                    bk().run(_last_entries, [(lid, tuple(md.last_ensemble)) for lid, md, _o, _c in chunk], window)
-                )
-            except Exception as e:  # noqa: BLE001 - the closed ledgers are still worth showing
-                ends.update({lid: str(e) or type(e).__name__ for lid, _md, _o, _c in chunk})
-    unknown: dict[int, str] = {}
-    estimated = 0
-    for ledger_id, md, owner, custom in open_ledgers:
-        owner = owner or judged(ledger_id, custom)
-        end = ends.get(ledger_id, "the bookies were not asked")
-        if not isinstance(end, tuple):
-            unknown[ledger_id] = end
-            continue
-        last_entry_id, length = end
-        estimated += 1
-        tally.add(owner, copies_by_bookie(md, last_entry_id, length), length, True)
-    return Walk(tally, sweep, orphan_ids, counts["ledgers"], counts["unreadable"], estimated, unknown)
+    swept = _SweptStore(store, on_ledger)
+    sweep = OrphanSweep(swept, base, older_than=older_than, now_ms=now_ms, progress=progress, listed=owners)
+    for doc in sweep:
+        orphaned.add(doc["ledger_id"])
+        if len(pending) >= OPEN_LEDGERS_A_STEP:
+            judge(doc["ledger_id"])
+    settle_open()
+    judge(None)
+    return Walk(tally, sweep, sorted(orphaned), counts["ledgers"], counts["unreadable"], counts["estimated"], unknown)
 
 
 # ---------------------------------------------------------------- the bookie's side
@@ -590,9 +607,9 @@ def disk_report(
             from ..exitcodes import NOT_FOUND, CommandError
 
             raise CommandError(f"no such bookie: {bookie} (neither registered nor with a cookie)", NOT_FOUND)
-    walk = walk_ledgers(store, bk, base, older_than, now_ms, progress=progress)
-    readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS), timeout)
     level = by if by != "bookie" else "namespace"
+    walk = walk_ledgers(store, bk, base, older_than, now_ms, progress=progress, level=level)
+    readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS), timeout)
     bookies = [bookie_doc(r, walk, level) for r in readings]
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for owner, (ledgers, length, opened) in walk.tally.logical.items():
@@ -624,7 +641,7 @@ def disk_report(
             "unreadable": walk.unreadable,
             "open_estimated": walk.open_estimated,
             "open_unknown": len(walk.open_unknown),
-            "open_unknown_why": sorted(set(walk.open_unknown.values()))[:3],
+            "open_unknown_why": sorted(set(walk.open_unknown.values()) - {""})[:3],
         },
         "orphans": {
             "ledgers": len(walk.orphan_ids),
@@ -748,12 +765,7 @@ def read_only_text(doc: dict) -> str | None:
             )
         journal = b.get("journal_bytes") or 0
         if b.get("used_bytes") and journal * 4 >= b["used_bytes"]:
-            why += (
-                f"; its journal holds {human_size(journal)}: a journal file is trimmed only once the journal "
-                "rolls past it (journalMaxSizeMB, or a restart) -- bookied rolls and frees what is "
-                "checkpointed by itself over diskUsageThreshold; beside a small disk keep journalMaxSizeMB "
-                "and journalMaxBackups small"
-            )
+            why += f"; its journal holds {human_size(journal)}: {JOURNAL_WAY_OUT}"
         parts.append(f"{b['bookie_id']} ({why})")
     return f"read-only: {', '.join(parts)}" if parts else None
 

@@ -8,7 +8,7 @@ ledger and the newest position in a cursor ledger.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -631,8 +631,11 @@ class OrphanSweep:
         now_ms: int | None = None,
         progress=None,
         recheck_batch: int = 1000,
+        listed: Container[int] | None = None,
     ):
         self.store = store
+        #: the ledgers the managed ledgers list, when the caller read them already (None: read here)
+        self.listed = listed
         #: how many unlisted ledgers are read again at once: each after the walk found it
         #: unlisted and before it is reported (1: each just before its own report)
         self.recheck_batch = max(1, recheck_batch)
@@ -648,9 +651,12 @@ class OrphanSweep:
 
         from bkctl.wire.text import custom_metadata_text as decode_custom_metadata
 
-        listed: set[int] = set()
-        for ml in _candidates(self.topics, {}):
-            listed |= ml.listed
+        listed = self.listed
+        if listed is None:
+            found: set[int] = set()
+            for ml in _candidates(self.topics, {}):
+                found |= ml.listed
+            listed = found
         now_ms = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         cutoff = now_ms - self.older_than * 1000
         candidates: list[tuple[int, Any, dict[str, str]]] = []

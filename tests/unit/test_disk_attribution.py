@@ -362,3 +362,54 @@ def test_a_read_only_bookie_filled_by_its_journal_is_told_the_way_out():
     line = summary_line({"bookies": [doc], "totals": totals([doc])})
     assert "its journal holds 57.0 MiB: a journal file is trimmed only once the journal rolls" in line, line
     assert "journalMaxSizeMB" in line
+
+
+def test_the_walk_reads_open_ledgers_as_it_finds_them_and_holds_no_metadata_to_the_end(monkeypatch):
+    """Issue 69, point 12: at 10^6 ledgers the walk held every open ledger's metadata (200,000) until
+    its end, and peaked at 344 MiB.  The open ledgers' ends are read a chunk at a time as the walk
+    finds them; the unlisted ones wait as (naming, copies) for the sweep; attributed as before."""
+    from bkctl.ops import disk
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    pulsar = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": b"t/ns/persistent/x"}
+    other = dict(pulsar, **{"pulsar/managed-ledger": b"t/ns/persistent/y"})
+    seen: list[int] = []  # the ledgers the walk had read when each chunk of open ones was asked for
+    for lid in range(1, 41):
+        custom = (pulsar if lid % 3 else other) if lid % 2 else {"application": b"app"}
+        md = LedgerMetadata.new([A, B, C], 2, 2, ctime=1, custom_metadata=custom)
+        store.ledgers.create(md if lid % 4 in (1, 2) else md.closed(9, 1000), lid)
+
+    class Bookies:
+        def run(self, fn, ledgers, window):
+            seen.append(walked[0])
+            return {lid: (4, 500) for lid, _bookies in ledgers}
+
+    walked = [0]
+    walk_of = store.ledgers.walk
+
+    def counting_walk(**options):
+        for item in walk_of(**options):
+            walked[0] += 1
+            yield item
+
+    monkeypatch.setattr(store.ledgers, "walk", counting_walk)
+    monkeypatch.setattr(disk, "OPEN_LEDGERS_A_STEP", 4)
+    walk = disk.walk_ledgers(store, Bookies, older_than=60, now_ms=10**12)
+    assert seen == [6, 14, 22, 30, 38]  # the 4th open ledger of every 8 ledgers: as the walk goes
+    assert walk.open_estimated == 20 and walk.open_unknown == {} and walk.ledgers == 40
+    # counted by namespace (the report's level without --by topic): one owner for both topics, same sums
+    grouped = disk.walk_ledgers(store, Bookies, older_than=60, now_ms=10**12, level="namespace").tally
+    assert len({o for o in walk.tally.logical if o.kind == "orphan"}) == 2
+    assert [(o.kind, o.name, row) for o, row in grouped.logical.items() if o.kind == "orphan"] == [
+        ("orphan", "t/ns", [20, 15_000, 10])
+    ]
+    owners = {(o.kind, o.component): row[:3] for o, row in walk.tally.logical.items() if o.kind != "orphan"}
+    owners[("orphan", "data")] = [
+        sum(r[i] for o, r in walk.tally.logical.items() if o.kind == "orphan") for i in range(3)
+    ]
+    # every Pulsar ledger is an orphan (no managed ledger lists it): 10 closed, 10 open (5 entries, 500 B)
+    assert owners == {
+        ("orphan", "data"): [20, 10 * 1000 + 10 * 500, 10],
+        ("application", None): [20, 10 * 1000 + 10 * 500, 10],
+    }
