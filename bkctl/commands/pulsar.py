@@ -166,6 +166,9 @@ def topic_show(app: App, name, strict):
     bytes at each ledger's mean entry size and messages "?"), the open
     ledger counted like its size.
 
+    The schema line: none, or the newest version and its type, or why it
+    does not read (a broker cannot load the topic then).
+
     A partitioned topic shows every partition its partitioned-topic metadata
     counts (read beside the managed ledgers, under
     admin/partitioned-topics), those no broker has loaded yet without a
@@ -175,7 +178,9 @@ def topic_show(app: App, name, strict):
     and cursors[] (mark_delete, individually_deleted, position_from,
     position_source: cursor-ledger, beyond-lac or znode, fallback: why the
     znode was read or null, backlog_entries, backlog_messages (null: not
-    counted), backlog_bytes, backlog_bytes_exact), warnings[].
+    counted), backlog_bytes, backlog_bytes_exact), schema (null: none;
+    newest, versions, type, problem: why the newest version does not read,
+    and then the topic cannot load), warnings[].
     """
     from ..ops.pulsar import CursorFallback, show_topic
 
@@ -192,6 +197,15 @@ def topic_show(app: App, name, strict):
             app.console.print(
                 f"{doc['topic']}: partitioned, {plural(doc['declared_partitions'], 'partition')}", highlight=False
             )
+        schema = doc["schema"]
+        state = (
+            "none"
+            if schema is None
+            else f"version {schema['newest']}"
+            + (f" ({schema['type']})" if schema["type"] else "")
+            + (f": {schema['problem']}" if schema["problem"] else "")
+        )
+        app.console.print(f"schema: {state}", highlight=False, markup=False, soft_wrap=True)
         for part in doc["partitions"]:
             if part["managed_ledger"] is None:
                 fields(app, [("topic", part["topic"]), ("managed ledger", "none (no broker has loaded it: no data)")])

@@ -459,8 +459,33 @@ def show_topic(
         "partitioned": partitioned,
         "declared_partitions": declared,
         "partitions": parts,
+        "schema": topic_schema_state(store, str(topic), base, bk),
         "warnings": warnings,
     }
+
+
+def topic_schema_state(store, topic: str, base: str | None, bk: BookKeeperFactory | None) -> dict[str, Any] | None:
+    """The topic's schema as a broker loading it finds it (None: no schema): its newest
+    version, the type, and ``problem`` -- why that version does not read (the topic cannot load)."""
+    from bkctl.wire.pulsar.errors import PulsarFormatError, SchemaUnreadable
+    from bkctl.wire.pulsar.schema import schema_id
+
+    from .pulsar_schema import registry
+
+    reg = registry(store, base, bk)
+    try:
+        locator = reg.locator(schema_id(topic))
+    except PulsarFormatError as exc:
+        return {"newest": None, "versions": [], "type": None, "problem": str(exc)}
+    if locator is None:
+        return None
+    doc = {"newest": locator.info.version, "versions": [e.version for e in sorted(locator.index)], "type": None}
+    try:
+        doc["type"] = reg.version(schema_id(topic), None, locator)[1].type if bk is not None else None
+        doc["problem"] = None
+    except SchemaUnreadable as exc:
+        doc["problem"] = f"{exc}: the topic cannot load (`bkctl pulsar schema check`)"
+    return doc
 
 
 def fallback_warning(topic: str, cursor: str, why: str) -> str:

@@ -252,6 +252,22 @@ def test_ledger_owner_names_a_schema_ledger_by_its_topic_and_version(schema_clus
     assert lines[1].startswith("caution: created ") and lines[1].endswith("so it may be named soon")  # just written
 
 
+def test_topic_show_says_the_schema_state(schema_cluster, capsys):
+    from bkctl.cli import run
+
+    c = schema_cluster
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", topic("s_avro_evolved"))
+    assert code == 0 and doc["schema"] == {"newest": 1, "versions": [0, 1], "type": "AVRO", "problem": None}, err
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", topic("s_schema_ledger_missing"))
+    assert code == 0 and doc["schema"]["newest"] == 1 and "gone" in doc["schema"]["problem"], err
+    assert doc["schema"]["problem"].endswith("the topic cannot load (`bkctl pulsar schema check`)")
+    code, [doc], err = bkctl(capsys, c.uri, "pulsar", "topic", "show", topic("s_primitive_bytes"))
+    assert code == 0 and doc["schema"] is None, err
+    capsys.readouterr()
+    assert run(["-m", c.uri, "pulsar", "topic", "show", topic("s_avro_evolved")]) == 0
+    assert "schema: version 1 (AVRO)" in capsys.readouterr().out
+
+
 def test_the_delete_guard_follows_the_schema_registry(schema_cluster, capsys):
     """A live version's schema ledger is refused, naming the version and topic; the
     orphan `schema check` says to delete goes without --even-if-owned once old enough."""
