@@ -139,6 +139,7 @@ def test_full_disks_go_read_only_before_enospc_and_a_ledger_on_them_is_recovered
             str(ledger_id),
             "--password",
             "pw",
+            "--force",  # an open ledger: its writer (here gone) is fenced
         ],
         capture_output=True,
         text=True,
