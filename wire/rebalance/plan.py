@@ -5,13 +5,13 @@ of ``bkctl rebalance --fix-placement`` (ensembles that break the placement polic
 
 Every target is a writable bookie outside each segment the replica spans (never two copies
 of an entry on one bookie), and a move never makes a segment break the placement policy
-that met it.  A plan moves a ledger at most once: its shape changes with the move, and a
-rerun plans again from what the cluster then holds.
+that met it.  A plan moves a replica at most once: its shape changes with the move, and a
+rerun plans again from what the cluster then holds (a ledger two of whose replicas move
+moves in one :class:`LedgerMove`).
 """
 
 from __future__ import annotations
 
-import bisect
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -135,67 +135,82 @@ def plan_balance(
     """Moves from the fullest of ``bookies`` (the writable ones: they are the targets too)
     to the emptiest until each holds within ``tolerance`` of their mean live bytes.
 
-    Greedy: the fullest bookie above the mean gives the emptiest below it the replica whose
-    size best fits what both lack (at most the smaller of the source's excess and the
-    target's shortfall; else the smallest that still narrows their gap).  Each move narrows
-    a gap, so the spread only shrinks; it stops once every bookie is within the tolerance,
-    or no move fits (the plan says which bookies stay outside)."""
+    Greedy, one pass over each bookie's replicas from the largest: a bookie above the mean
+    gives a replica to the emptiest bookie below it that can take it (outside the replica's
+    segments, within the placement policy) when neither ends outside the tolerance band by
+    it; a replica too large for that now stays too large, so no replica is looked at twice
+    and a plan over 10^6 ledgers costs about one look at each of their replicas.  It stops
+    once every bookie is within the tolerance, or no move fits (the plan says which bookies
+    stay outside)."""
     bookies = list(dict.fromkeys(bookies))
     used = {b: survey.used.get(b, 0) for b in bookies}
     before = dict(used)
     mean = sum(used.values()) / len(bookies) if bookies else 0.0
     lo, hi = mean * (1 - tolerance), mean * (1 + tolerance)
     policy = _PolicyCheck(placement)
-    order: dict[str, list[int]] = {}  # bookie -> its replicas' indexes by ascending size
-    taken: dict[str, set[int]] = {}
-    moved: set[int] = set()
+    swapped: dict[int, dict[str, str]] = {}  # ledger -> the replicas this plan moves: source -> target
+    planned: dict[int, int] = {}  # ledger -> its move's index in moves
     moves: list[LedgerMove] = []
+    looked: dict[str, int] = dict.fromkeys(bookies, 0)  # how far each bookie's replicas were looked at
+    largest_first: dict[str, list[int]] = {}
 
-    def fitting(source: str, target: str) -> Replica | None:
-        sizes = survey.sizes(source)
-        if source not in order:
-            order[source] = sorted((i for i in range(len(sizes)) if sizes[i] > 0), key=sizes.__getitem__)
-        ranked = order[source]
-        gap = used[source] - used[target]
-        ideal = min(used[source] - mean, mean - used[target])
-        at = bisect.bisect_right(ranked, ideal, key=sizes.__getitem__)
-        gone = taken.setdefault(source, set())
-        # the largest that fits, then (overshooting) the smallest that narrows the gap
-        for index in [*range(at - 1, -1, -1), *range(at, len(ranked))]:
-            i = ranked[index]
-            if i in gone:
-                continue
-            size = sizes[i]
-            if size >= gap:
-                break
-            replica = survey.replica(source, i)
-            if replica.ledger_id in moved or replica.shape.names(target):
-                continue
-            if not policy.allows(replica.shape, source, target):
-                continue
-            gone.add(i)
-            return replica
-        return None
+    def shape_now(replica: Replica) -> Shape:
+        """The replica's segments as the moves planned so far leave its ledger."""
+        done = swapped.get(replica.ledger_id)
+        if not done:
+            return replica.shape
+        return Shape(
+            replica.shape.write_quorum,
+            tuple((first, tuple(done.get(b, b) for b in ens)) for first, ens in replica.shape.segments),
+        )
 
-    while max_moves is None or len(moves) < max_moves:
-        if all(lo <= n <= hi for n in used.values()):
-            break
-        chosen = None
-        for source in sorted((b for b in bookies if used[b] > mean), key=lambda b: -used[b]):
-            for target in sorted((b for b in bookies if used[b] < mean), key=lambda b: used[b]):
-                replica = fitting(source, target)
-                if replica is not None:
-                    chosen = (replica, target)
-                    break
-            if chosen is not None:
-                break
-        if chosen is None:
-            break
-        replica, target = chosen
-        moves.append(_move_of(replica, target, MoveReason.BALANCE))
-        moved.add(replica.ledger_id)
+    def move(replica: Replica, target: str) -> None:
+        step = _move_of(replica, target, MoveReason.BALANCE)
+        swapped.setdefault(replica.ledger_id, {})[replica.bookie] = target
+        if replica.ledger_id in planned:  # another replica of a ledger already moving: one move
+            earlier = moves[planned[replica.ledger_id]]
+            moves[planned[replica.ledger_id]] = LedgerMove(
+                replica.ledger_id,
+                earlier.segments + step.segments,
+                earlier.nbytes + step.nbytes,
+                earlier.entries + step.entries,
+                MoveReason.BALANCE,
+            )
+        else:
+            planned[replica.ledger_id] = len(moves)
+            moves.append(step)
         used[replica.bookie] -= replica.nbytes
         used[target] += replica.nbytes
+
+    def unbalanced() -> bool:
+        return not all(lo <= n <= hi for n in used.values())
+
+    while unbalanced() and (max_moves is None or len(moves) < max_moves):
+        progress = False
+        for source in sorted((b for b in bookies if used[b] > mean), key=lambda b: -used[b]):
+            sizes = survey.sizes(source)
+            if source not in largest_first:
+                largest_first[source] = sorted((i for i in range(len(sizes)) if sizes[i] > 0), key=lambda i: -sizes[i])
+            order = largest_first[source]
+            while looked[source] < len(order) and used[source] > mean and unbalanced():
+                if max_moves is not None and len(moves) >= max_moves:
+                    break
+                i = order[looked[source]]
+                looked[source] += 1
+                size = sizes[i]
+                if used[source] - size < lo:
+                    continue  # too large for what this bookie can give (and so for good)
+                replica = survey.replica(source, i)
+                shape = shape_now(replica)
+                for target in sorted((b for b in bookies if used[b] < mean), key=used.__getitem__):
+                    if used[target] + size > hi:
+                        break  # the emptiest cannot take it without passing the band: none can
+                    if not shape.names(target) and policy.allows(shape, source, target):
+                        move(replica, target)
+                        progress = True
+                        break
+        if not progress:
+            break
     plan = Plan(moves, [], before, used, mean, tolerance, survey.walked)
     if plan.outside():
         plan.notes.append(
