@@ -724,11 +724,13 @@ def pulsar_entry(data: bytes) -> None:
 def _batch_table(data: bytes, splitter):
     import pyarrow as pa
 
-    from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+    from bkctl.export.columns import arrow_schema
     from bkctl.export.topic_source import record_batch
     from bkctl.wire.pulsar.messages import TopicDecoder
 
-    schema = arrow_schema(TOPIC_COLUMNS)
+    from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
+
+    schema = arrow_schema(MESSAGE_COLUMNS)  # the decoder's parts: schema_version as stored
     dec = TopicDecoder("persistent://t/n/x", 0, splitter=splitter)
     dec.add(1, 0, data)
     dec.finish()

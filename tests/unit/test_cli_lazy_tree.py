@@ -54,6 +54,7 @@ def test_a_command_imports_its_own_module_only():
     assert command_modules(modules) == {
         "bkctl.commands.ledger",
         "bkctl.commands.ledger_client",
+        "bkctl.commands.ledger_fsck",
         "bkctl.commands.ledger_metadata",
     }
     assert "bkctl.ops.bookie_reads" not in modules  # `disk`'s

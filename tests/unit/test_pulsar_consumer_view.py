@@ -9,18 +9,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+from bkctl.export.columns import arrow_schema
 from bkctl.export.topic_planning import TopicRange
 from bkctl.export.topic_source import record_batch, read_topic_range
 from bkctl.export.topic_transactions import left_out_text, scan_transactions, with_transactions
 from bkctl.wire.proto import pulsar_api_pb2 as pb
+from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.pulsar.messages import TopicDecoder
 from bkctl.wire import fastpath
 from bkctl.wire.pulsar.rows import PyMessageRows
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan, entry_marks
 from tests.support import pulsar_entries as pe
 
-SCHEMA = arrow_schema(TOPIC_COLUMNS)
+SCHEMA = arrow_schema(MESSAGE_COLUMNS)  # the decoder's parts: schema_version as stored
 TOPIC = "persistent://public/default/t"
 BatchRows = fastpath.selected().batch_rows
 SPLITTERS = [pytest.param(PyMessageRows, id="python")] + (
@@ -303,6 +304,10 @@ class FakeReader:
     def entries(self, ledger_id, first, last, unconfirmed=False):
         self.reads.append((ledger_id, first, last))
         yield list(enumerate(self.ledgers[ledger_id]))[first : last + 1]
+
+    def read_offloaded(self, locations):
+        """As LedgerReader's; these ledgers have no offloaded copy, only their bookies'."""
+        assert all(location is None for location in locations)
 
 
 @pytest.mark.parametrize("include_pending", [False, True])

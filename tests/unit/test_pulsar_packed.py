@@ -14,7 +14,8 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+from bkctl.export.columns import arrow_schema
+from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.export.topic_source import record_batch
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
@@ -31,7 +32,7 @@ try:
 except ImportError:
     PackedRows = C_COLUMNS = None
 
-SCHEMA = arrow_schema(TOPIC_COLUMNS)
+SCHEMA = arrow_schema(MESSAGE_COLUMNS)  # the decoder's parts: schema_version as stored
 #: whether the C twin splits the batches here (BKCTL_FASTPATHS=0 runs this module too)
 BatchRows = fastpath.selected().batch_rows
 C_IN_USE = BatchRows is not PyMessageRows
