@@ -286,7 +286,11 @@ def rebalance_scenario(args) -> int:
             run = subprocess.run(cmd, env=sb.env, capture_output=True, text=True)
             seconds = time.monotonic() - t
             load = load_note()
-        summary = json.loads(run.stdout.splitlines()[-1])
+        events = [json.loads(line) for line in run.stdout.splitlines()]
+        summary = events[-1]
+        for e in events:
+            if e["event"] == "move" and e["outcome"] != "moved":
+                print(f"  ledger {e['ledger_id']} {e['outcome']}: {e['reason']}")
         rate = summary["bytes"] / seconds
         print(
             f"  rebalance: exit {run.returncode}, {summary['moved']} ledgers moved, {summary['bytes'] / MIB:,.0f} MiB "

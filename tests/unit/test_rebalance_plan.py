@@ -9,6 +9,7 @@ import pytest
 from bkctl.wire.client.placement import RackAwarePlacement, RandomPlacement
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.store import LedgerRead
+from bkctl.wire.rebalance.mover import problem_with
 from bkctl.wire.rebalance.plan import MoveReason, plan_balance, plan_drain, plan_fix_placement
 from bkctl.wire.rebalance.survey import ClusterSurvey, UnmovableKind
 
@@ -65,7 +66,10 @@ def test_balance_moves_from_the_full_bookies_to_the_empty_ones_until_within_tole
     assert plan.moves and not plan.outside()
     mean = plan.mean
     assert all(abs(plan.after[b] - mean) <= 0.1 * mean for b in [A, B, C, D, E])
-    assert len({m.ledger_id for m in plan.moves}) == len(plan.moves)  # a ledger moves once
+    assert len({m.ledger_id for m in plan.moves}) == len(plan.moves)  # a ledger's replicas move in one write
+    for move in plan.moves:  # each fits the ledger as the mover finds it: no replica comes back
+        assert problem_with(ledgers[move.ledger_id], move) is None, move
+        assert not {t for _s, t in move.pairs} & {s for s, _t in move.pairs}
     moved = apply(ledgers, plan)
     for md in moved.values():  # never two copies on one bookie
         for _first, ensemble in md.ensembles:
@@ -134,3 +138,19 @@ def test_balance_converges_for_any_tolerance_when_replicas_are_small(tolerance):
     plan = plan_balance(survey_of(ledgers), [A, B, C, D], RandomPlacement(), tolerance=tolerance)
     assert not plan.outside()
     assert plan.nbytes == sum(m.nbytes for m in plan.moves) > 0
+
+
+def test_a_ledger_whose_replicas_both_move_never_moves_one_back():
+    rng = random.Random(3)
+    bookies = [A, B, C, D, E, "127.0.0.1:3190", "127.0.0.1:3191"]
+    ledgers = {
+        lid: closed(rng.sample(bookies[:5], 3), entries=30, length=rng.randint(1, 100) * 3_000, qw=2)
+        for lid in range(1, 2001)
+    }
+    plan = plan_balance(survey_of(ledgers), bookies, RandomPlacement(), tolerance=0.05)
+    assert not plan.outside()
+    assert any(len(m.pairs) > 1 for m in plan.moves)  # some ledgers move two replicas at once
+    for move in plan.moves:
+        assert problem_with(ledgers[move.ledger_id], move) is None, move
+    for md in apply(ledgers, plan).values():
+        assert len(set(md.ensembles[0][1])) == 3

@@ -205,6 +205,8 @@ def plan_balance(
                 for target in sorted((b for b in bookies if used[b] < mean), key=used.__getitem__):
                     if used[target] + size > hi:
                         break  # the emptiest cannot take it without passing the band: none can
+                    if target in swapped.get(replica.ledger_id, ()):
+                        continue  # it gave this ledger's replica away in this plan: no round trip
                     if not shape.names(target) and policy.allows(shape, source, target):
                         move(replica, target)
                         progress = True
