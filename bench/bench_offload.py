@@ -281,7 +281,7 @@ def run(args, info: dict, work: Path) -> int:
         f"bkctl export --topic, {args.master}, {args.compression:5}  {export_rate:8.1f} MiB/s  (median of {args.repeat})"
     )
     print(
-        f"the export's phases (s), median: "
+        "the export's phases (s), median: "
         + ", ".join(f"{k} {statistics.median(t.get(k, 0.0) for t in timings):.2f}" for k in timings[0])
     )
     print(f"export / plain GET: {export_rate / get_rate:.2f} (target >= 0.8); {load_note()}")

@@ -76,7 +76,12 @@ def test_a_zookeeper_only_command_imports_nothing_heavy(metadata_uri, closed_led
 
 #: the command modules a command of each group imports: its group's, and its group's subcommands'
 GROUP_MODULES = {
-    "ledger": {"bkctl.commands.ledger", "bkctl.commands.ledger_client", "bkctl.commands.ledger_metadata"},
+    "ledger": {
+        "bkctl.commands.ledger",
+        "bkctl.commands.ledger_client",
+        "bkctl.commands.ledger_fsck",
+        "bkctl.commands.ledger_metadata",
+    },
     "bookie": {"bkctl.commands.bookie", "bkctl.commands.bookie_admin", "bkctl.commands.rack"},
     "cluster": {"bkctl.commands.cluster", "bkctl.commands.cluster_admin"},
     "autorecovery": {"bkctl.commands.cluster"},

@@ -220,7 +220,7 @@ def test_schema_check_names_the_missing_ledger_and_the_orphan_and_exits_1(schema
     assert run(["-m", c.uri, "pulsar", "schema", "check"]) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert out.startswith(
-        f"missing-ledger (1): the topic cannot load: a broker treats a missing schema ledger as non-recoverable "
+        "missing-ledger (1): the topic cannot load: a broker treats a missing schema ledger as non-recoverable "
     )
     assert f" {topic('s_schema_ledger_missing')} version 1, ledger {missing}: " in out
     orphan = c.orphans["s_schema_ledger_missing"][0]

@@ -77,6 +77,9 @@ def test_ctrl_c_stops_autorecovery_run_and_the_shell_goes_on(start_shell, metada
     assert starts == 2 and term.text.count("autorecovery started for") == 2  # once per run, not twice
     # Ctrl-C is Ctrl-C again for the next command (the daemon's SIGINT handler is gone)
     make_ledgers(zkstore, [7])  # on ENSEMBLE's bookies, none of them running
+    # its other copy's bookie registered, so the ledger is not lost and the decommission waits
+    # for the daemons (with both gone it would say so and end at once)
+    zkstore.registration.register(ENSEMBLE[0])
     zkstore.auditor.cast_vote("elsewhere:3181")  # an auditor that never moves anything
     zkstore.underreplication.set_lost_bookie_recovery_delay(0)  # (written by an auditor that starts)
     term.line(f"decommission {ENSEMBLE[1]} --force --wait 600")

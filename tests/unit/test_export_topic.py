@@ -163,7 +163,9 @@ def test_pushed_filters_narrow_a_window_that_holds_every_row_they_keep():
     t = dt.datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=dt.timezone.utc)
     ms = 1_767_225_600_123
     n = Narrowing()
-    assert n.take(GreaterThan(("publish_time",), t)) and n.take(LessThan(("publish_time",), t + dt.timedelta(seconds=1)))
+    assert n.take(GreaterThan(("publish_time",), t)) and n.take(
+        LessThan(("publish_time",), t + dt.timedelta(seconds=1))
+    )
     assert (n.publish_from, n.publish_to) == (ms, ms + 1000 + 1)  # 123.456 ms: from 123, to before 1124
     spec = n.narrowed_spec(TopicSpec("persistent://a/b/c", from_ms=ms + 500))
     assert (spec.from_ms, spec.to_ms) == (ms + 500, ms + 1001)  # the options' window, intersected
