@@ -73,6 +73,16 @@ class MoveTally:
         else:
             self.left.append(result)
 
+    def merge(self, other: MoveTally) -> None:
+        """Add another pass's counts; its moves left are the ones left now."""
+        self.moved += other.moved
+        self.skipped += other.skipped
+        self.abandoned += other.abandoned
+        self.failed += other.failed
+        self.nbytes += other.nbytes
+        self.entries += other.entries
+        self.left = other.left
+
     def as_json(self) -> dict[str, Any]:
         return {
             "moved": self.moved,
@@ -299,9 +309,7 @@ def drain(
             heard.start(plan)
         report.passes += 1
         pass_tally = carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
-        for name in ("moved", "skipped", "abandoned", "failed", "nbytes", "entries"):
-            setattr(report.tally, name, getattr(report.tally, name) + getattr(pass_tally, name))
-        report.tally.left = pass_tally.left
+        report.tally.merge(pass_tally)
         remaining = ledgers_on(store, [bookie])
         if not remaining:
             report.left = {}

@@ -44,6 +44,13 @@ def all_whole(zkstore, procs, ids, gone=frozenset()):
     return {lid: assert_fully_replicated(zkstore, ports, lid, set(gone)) for lid in ids}
 
 
+def launch(uri, *args) -> subprocess.Popen:
+    """``bkctl ARGS`` running on its own, its output to be read as it comes (no terminal)."""
+    return subprocess.Popen(
+        [*BKCTL, *args], env=env_for(uri), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    )
+
+
 def events(text):
     return [e for e in json_lines(text) if isinstance(e, dict)]
 
@@ -137,13 +144,7 @@ def test_drain_empties_a_running_bookie_and_decommissions_it_once_stopped(bookie
     assert zkstore.underreplication.count() == 0
 
     open_handle.close()  # its writer closes it: drain finishes, then waits for the bookie to stop
-    run = subprocess.Popen(
-        [*BKCTL, "--json", "drain", victim.bookie_id, "--force", "--decommission", "--wait", "60"],
-        env=env_for(uri),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
+    run = launch(uri, "--json", "drain", victim.bookie_id, "--force", "--decommission", "--wait", "60")
     try:
         deadline = time.monotonic() + 60
         while any(victim.bookie_id in zkstore.ledgers.read(lid)[0].bookies for lid in [*ids, still_open]):
@@ -181,13 +182,7 @@ def test_kill_9_of_bkctl_mid_rebalance_loses_no_copy_and_a_rerun_finishes(bookie
     ids = fill(writer, 18, sizes=(300, 300))
     counts = all_whole(zkstore, old, ids)
     procs = old + cluster(bookies, uri, 2, first=3)
-    run = subprocess.Popen(
-        [*BKCTL, "--json", "rebalance", "--force", "--max-rate", "20k", "--concurrency", "2"],
-        env=env_for(uri),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
+    run = launch(uri, "--json", "rebalance", "--force", "--max-rate", "20k", "--concurrency", "2")
     first_moves: list[dict] = []
     try:
         assert run.stdout is not None
@@ -222,13 +217,7 @@ def test_a_target_killed_mid_copy_fails_its_moves_and_loses_nothing(bookies, met
     ids = fill(writer, 12, sizes=(300, 300))
     counts = all_whole(zkstore, old, ids)
     [target] = cluster(bookies, uri, 1, first=3)
-    run = subprocess.Popen(
-        [*BKCTL, "--json", "rebalance", "--force", "--max-rate", "20k", "--concurrency", "1"],
-        env=env_for(uri),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
+    run = launch(uri, "--json", "rebalance", "--force", "--max-rate", "20k", "--concurrency", "1")
     seen: list[dict] = []
     try:
         assert run.stdout is not None
@@ -347,13 +336,7 @@ def test_a_ledger_deleted_or_marked_while_its_copy_runs_is_left_and_ctrl_c_leave
         lh.close()
         ids.append(lh.ledger_id)
     procs = old + cluster(bookies, uri, 2, first=2)
-    run = subprocess.Popen(
-        [*BKCTL, "--json", "rebalance", "--force", "--max-rate", "40k", "--concurrency", "2"],
-        env=env_for(uri),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-    )
+    run = launch(uri, "--json", "rebalance", "--force", "--max-rate", "40k", "--concurrency", "2")
     seen: list[dict] = []
     try:
         assert run.stdout is not None
