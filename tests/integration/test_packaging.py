@@ -27,7 +27,11 @@ pytestmark = [
 
 
 def _run(*cmd, cwd=None, check=True) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # A fresh shell: no Python path, and no Spark setting another test's process made (an
+    # export run in-process sets PYSPARK_PYTHON to the test venv's Python).
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("PYSPARK_")
+    }
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -195,3 +199,15 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_
     shown = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     ids = [line.split("|")[1].strip() for line in shown[1:]]
     assert ids == [f"{lh.ledger_id}:{e}:-1" for e in (2, 3, 4)], proc.stdout
+
+
+def test_the_venv_running_the_suite_shows_the_data_source_to_sparks_lookup(tmp_path):
+    """PySpark's workers find ``bookkeeper`` by listing top-level ``pyspark_*`` modules
+    (``pkgutil.iter_modules``); an editable install's import hook lists none, so ``./dev setup``
+    links the module into the venv. Without it the README's snippet fails in the dev venv."""
+    # run away from the checkout, whose root `python -c` would put on sys.path
+    listing = "import pkgutil; print(sorted(m.name for m in pkgutil.iter_modules()))"
+    listed = _run(sys.executable, "-c", listing, cwd=tmp_path)
+    assert "'pyspark_bookkeeper'" in listed.stdout
+    imported = _run(sys.executable, "-c", "import pyspark_bookkeeper as m; print(m.DefaultSource.name())", cwd=tmp_path)
+    assert imported.stdout.strip() == "bookkeeper"
