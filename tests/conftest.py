@@ -27,6 +27,14 @@ settings.register_profile("bkctl", deadline=None)
 settings.load_profile("bkctl")
 
 
+def pytest_runtest_setup(item):
+    """A comparison of a C twin with its Python twin fails when that twin was not built
+    (tests/support/c_twins.py)."""
+    from tests.support.c_twins import check
+
+    check(item)
+
+
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory):
     """A running ZooKeeper for the whole session (integration tests only: tests/support/folders.py):

@@ -110,7 +110,7 @@ class Twins:
         if not self.enabled:
             return None
         try:
-            from bkctl.wire.metadata import _ledgerpb  # type: ignore[attr-defined]
+            from bkctl.wire.metadata import _ledgerpb
         except ImportError:
             return None
         return _ledgerpb.metadata if getattr(_ledgerpb, "API", None) == LEDGERPB_API else None
@@ -123,7 +123,7 @@ class Twins:
         if not self.enabled:
             return None
         try:
-            from bkctl.wire.pulsar import _avrocols  # type: ignore[attr-defined]
+            from bkctl.wire.pulsar import _avrocols
         except ImportError:
             return None
         return _avrocols if getattr(_avrocols, "API", None) == AVROCOLS_API else None
@@ -149,7 +149,7 @@ def _addpath(enabled: bool) -> ModuleType | None:
     if not enabled:
         return None
     try:
-        from bkctl.wire.client import _addpath as module  # type: ignore[attr-defined]
+        from bkctl.wire.client import _addpath as module
     except ImportError:
         return None
     return module if getattr(module, "API", None) == ADDPATH_API else None

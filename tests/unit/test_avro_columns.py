@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support import c_twins
 from bkctl.export.topic_source import _value_array
 from bkctl.wire import fastpath
 from bkctl.wire.pulsar import schema as S
@@ -26,7 +27,7 @@ fastavro = pytest.importorskip("fastavro")
 pa = pytest.importorskip("pyarrow")
 
 AVROCOLS = fastpath.build(True).avro_columns
-pytestmark = pytest.mark.skipif(AVROCOLS is None, reason="the C twin _avrocols was not built (no C compiler)")
+pytestmark = c_twins.needs_c(AVROCOLS, "bkctl.wire.pulsar._avrocols")
 
 
 def stored(doc, version=0, kind="AVRO"):

@@ -11,6 +11,7 @@ from collections import deque
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.support import c_twins
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 from bkctl.wire.codecs.add_frames import AddEncoder
@@ -72,7 +73,7 @@ def run(mode: str, answers, close_after, raise_at, n: int = 5):
     return wire, got, left
 
 
-@pytest.mark.skipif(C is None, reason="the C twin is not built")
+@c_twins.needs_c(C, "bkctl.wire.client._addpath")
 @settings(max_examples=120, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 4), st.sampled_from(sorted(KINDS))), max_size=8),
@@ -151,7 +152,7 @@ def test_a_high_priority_or_a_v2_encoding_is_built_the_general_way_in_the_run(mo
     assert [r.key for r in run_h.conn.requests.sent] == [2, 3, 4, 5]
 
 
-@pytest.mark.skipif(C is None, reason="the C twin is not built")
+@c_twins.needs_c(C, "bkctl.wire.client._addpath")
 def test_the_c_copy_keeps_to_the_request_interface():
     h = _harness("c")
     h.connected()
@@ -199,7 +200,8 @@ def test_an_add_queued_behind_a_full_wire_keeps_its_encoding(mode):
     assert got == [0, 1] and not queued.conn.requests.sent and not queued.conn.requests.v3_fast
 
 
-@pytest.mark.skipif(C is None or CODEC is None, reason="the C twins are not built")
+@c_twins.needs_c(C, "bkctl.wire.client._addpath")
+@c_twins.needs_c(CODEC, "bkctl.wire.codecs._fastcodec")
 @pytest.mark.parametrize("recovery", [False, True])
 def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     """_addpath.Entry (made by Entries) reads as PendingAdd and EncodedAdd do, and reassigns a copy as
@@ -227,7 +229,8 @@ def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     assert e.deferred is None
 
 
-@pytest.mark.skipif(C is None or CODEC is None, reason="the C twins are not built")
+@c_twins.needs_c(C, "bkctl.wire.client._addpath")
+@c_twins.needs_c(CODEC, "bkctl.wire.codecs._fastcodec")
 def test_entries_make_none_for_what_package_or_add_part_does_not_cover():
     """Entries gives None where the digest's package or add_part does (the caller then packages the
     entry and makes a PendingAdd), and passes their errors on."""

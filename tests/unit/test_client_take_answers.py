@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from twisted.python.failure import Failure
 
+from tests.support import c_twins
 from bkctl.wire.client import requests
 from bkctl.wire.codecs import fast, v3
 from bkctl.wire.fastpath import Twins
@@ -98,7 +99,7 @@ def test_sent_is_the_state_the_c_loop_takes():
     assert requests.SENT == 1
 
 
-@pytest.mark.skipif(C is None, reason="the C twins are not built")
+@c_twins.needs_c(C, "bkctl.wire.codecs._fastcodec")
 def test_take_answers_refuses_what_is_not_a_list_and_two_dicts():
     with pytest.raises(TypeError):
         C.take_answers((), 0, {}, {}, print)

@@ -3,7 +3,7 @@ Python loop: the same log files byte for byte, the same index rows and the same 
 counts, across rolls to new logs (records bigger than a log among them), write chunks,
 pairs the twin leaves to Python, and both CRC32C implementations of the C module; and it
 is the loop in use when built and fast paths are on.  With the C module not built the
-comparisons are skipped, saying so."""
+comparisons fail (tests/support/c_twins.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 from bkctl.bookied import disk_layout
@@ -26,9 +27,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
 C = fast.load_records(True)
-needs_c = pytest.mark.skipif(
-    C is None, reason="bkctl.wire.codecs._records is not built: nothing to compare the Python record loop with"
-)
+needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ their Python references: the same bytes for everything they cover, None
 (the caller's Python path) for everything else, the same payloads and the
 same errors from the digest check, for random and damaged input; and they
 are the ones in use when built and fast paths are on.  With the C module not
-built the comparisons are skipped, saying so."""
+built the comparisons fail (tests/support/c_twins.py)."""
 
 import struct
 
@@ -12,6 +12,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 from bkctl.wire import fastpath
@@ -20,9 +21,7 @@ from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 
 C = fast.load(True)
-needs_c = pytest.mark.skipif(
-    C is None, reason="bkctl.wire.codecs._fastcodec is not built: nothing to compare the Python codecs with"
-)
+needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._fastcodec")
 pytestmark = needs_c
 
 u64 = st.integers(0, (1 << 64) - 1)

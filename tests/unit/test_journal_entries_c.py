@@ -3,7 +3,7 @@ against the Python encoder (``_encode_entry`` of each, joined): the same bytes, 
 CRC32C implementations of the C module and across the size where it lets the GIL go;
 None for what it does not cover, which the journal then encodes in Python; and a
 journal written through it replays the entries.  With the C module not built the
-comparisons are skipped, saying so."""
+comparisons fail (tests/support/c_twins.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, _encode_entry
@@ -20,9 +21,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.codecs import fast
 
 C = fast.load_records(True)
-needs_c = pytest.mark.skipif(
-    C is None, reason="bkctl.wire.codecs._records is not built: nothing to compare the journal's Python encoder with"
-)
+needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 

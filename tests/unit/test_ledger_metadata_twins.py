@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support import c_twins
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import varint
 from bkctl.wire.errors import CodecError
@@ -22,7 +23,7 @@ from tests.support.golden import VECTORS
 from tests.unit.test_metadata import ledger_metadata
 
 METADATA = fastpath.build(True).ledger_metadata
-pytestmark = pytest.mark.skipif(METADATA is None, reason="the C twin _ledgerpb was not built (no C compiler)")
+pytestmark = c_twins.needs_c(METADATA, "bkctl.wire.metadata._ledgerpb")
 
 JAVA_WRITTEN = sorted((VECTORS / "zk" / "raw").glob("ledgers__*__L*.bin"))
 CORPUS = sorted((VECTORS.parent / "fuzz_corpus" / "ledger_metadata").iterdir())

@@ -12,6 +12,7 @@ server's behaviour both ways is covered by test_bookie_server.py.
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.support import c_twins
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import plain, v2, v3, v3_fast
 from bkctl.wire.codecs.protocol import RC
@@ -48,7 +49,7 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
     assert fastpath.selected().plain.c is (_plain if fastpath.selected().enabled else None)
 
 
-needs_c = pytest.mark.skipif(_plain is None, reason="bkctl.wire.codecs._plain is not built")
+needs_c = c_twins.needs_c(_plain, "bkctl.wire.codecs._plain")
 
 
 def _same(b: bytes) -> tuple:

@@ -2,9 +2,9 @@
 straight into Arrow buffers) gives the rows and problems of the Python one
 (``rows.PyMessageRows``), for the real client's entries, random batches and
 random damage; it has the columns of the Python table; and it is the one in
-use when it is built and fast paths are on.  With the C one not in use
-(``BKCTL_FASTPATHS=0``, or not built) the comparisons are skipped, saying so:
-there is nothing to compare the Python twin with."""
+use when it is built and fast paths are on.  A comparison fails when the C one
+is not built (tests/support/c_twins.py); those of the splitter in use are skipped
+with ``BKCTL_FASTPATHS=0``, where there is nothing to compare the Python twin with."""
 
 import struct
 
@@ -24,6 +24,7 @@ from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.pulsar.messages import TopicDecoder
 from bkctl.wire.pulsar.rows import PyMessageRows
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan
+from tests.support import c_twins
 from tests.support import pulsar_entries as pe
 
 try:
@@ -36,12 +37,11 @@ SCHEMA = arrow_schema(MESSAGE_COLUMNS)  # the decoder's parts: schema_version as
 #: whether the C twin splits the batches here (BKCTL_FASTPATHS=0 runs this module too)
 BatchRows = fastpath.selected().batch_rows
 C_IN_USE = BatchRows is not PyMessageRows
-needs_c = pytest.mark.skipif(
-    not C_IN_USE,
-    reason="the C batch splitter is not in use (BKCTL_FASTPATHS=0 or "
-    "bkctl.wire.pulsar._packed not built): nothing to compare the "
-    "Python one with",
-)
+#: comparisons of the splitter in use with the Python one: they fail when the C one is not built
+#: (skipped with BKCTL_FASTPATHS=0, where the one in use is the Python one)
+needs_c = c_twins.needs_c(BatchRows if C_IN_USE else None, "bkctl.wire.pulsar._packed")
+#: comparisons of the C splitter itself (whether in use or not) with the Python one
+needs_packed = c_twins.needs_c(PackedRows, "bkctl.wire.pulsar._packed")
 
 
 def decode(entries, splitter=None, partition=-1, take_every=0, **kw):
@@ -86,23 +86,21 @@ def test_the_c_splitter_is_in_use_exactly_when_fast_paths_are_on():
     assert fastpath.build(True).batch_rows is (PackedRows or PyMessageRows)
 
 
+@needs_packed
 def test_the_c_columns_are_the_python_tables_entry_and_message_columns_in_order():
     """_packed.c's ROW_COLUMNS and MESSAGE_COLUMNS name the same columns, in
     the same order, stored as their types want and made the same way: a
     column added on one side only fails here (and such a build is not used)."""
-    if C_COLUMNS is None:
-        pytest.skip("bkctl.wire.pulsar._packed is not built: no C table to compare")
     assert [name for name, _kind, _made_by in rows.c_columns()] == [
         c.name for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")
     ]
     assert list(C_COLUMNS) == rows.c_columns()
 
 
+@needs_packed
 def test_the_comparison_sees_a_difference():
     """assert_same fails when a rule differs: the C twin against a Python twin
     whose null-key rule is turned around."""
-    if PackedRows is None:
-        pytest.skip("bkctl.wire.pulsar._packed is not built: no C twin to compare")
     smd = pb.SingleMessageMetadata(partition_key="k", null_partition_key=True)
     entry = _entry([(smd, b"x")])
     fast, *_ = decode([entry], PackedRows)
@@ -326,11 +324,10 @@ def test_numbers_no_column_holds_are_error_rows_not_a_crash(field):
         assert_same([entry])
 
 
+@needs_packed
 def test_a_refused_batch_leaves_no_pending_bit_behind():
     """A boolean column's values are a bitmap: the bits of a batch the C twin
     took back are cleared, so the next rows start from false."""
-    if PackedRows is None:
-        pytest.skip("bkctl.wire.pulsar._packed is not built")
     from bkctl.export.topic_source import _wrap
     from bkctl.wire.pulsar.columns import EntryFacts, entry_values
 

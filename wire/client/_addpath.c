@@ -725,6 +725,18 @@ PyMODINIT_FUNC PyInit__addpath(void)
         Py_DECREF(m);
         return NULL;
     }
+    /* the request states and the ADD operation as this module writes them: tests/unit/test_c_twins.py
+     * holds them equal to requests.QUEUED, SENT, DONE and OperationType.ADD_ENTRY */
+    PyObject *states = Py_BuildValue("(iii)", REQ_QUEUED, REQ_SENT, REQ_DONE);
+    if (states == NULL || PyModule_AddObject(m, "REQUEST_STATES", states) < 0) {
+        Py_XDECREF(states);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "OP_ADD", OP_ADD) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
     if (PyModule_AddIntConstant(m, "API", 5) < 0) {
         Py_DECREF(m);

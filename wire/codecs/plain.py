@@ -35,7 +35,7 @@ C_API = 4
 def c_twins() -> Any:
     """The C module when it is built and current; else None."""
     try:
-        from bkctl.wire.codecs import _plain  # type: ignore[attr-defined]
+        from bkctl.wire.codecs import _plain
     except ImportError:  # installed where no C compiler was found: the Python twins do it all
         return None
     return _plain if getattr(_plain, "API", None) == C_API else None

@@ -270,7 +270,7 @@ def c_splitter() -> type[BatchRowsProtocol] | None:
     if sys.byteorder != "little":
         return None
     try:
-        from . import _packed  # type: ignore[attr-defined]  # the C extension: no stubs
+        from . import _packed
     except ImportError:  # installed where no C compiler was found: the Python twin does it all
         return None
     return _packed.PackedRows if list(getattr(_packed, "COLUMNS", ())) == c_columns() else None
