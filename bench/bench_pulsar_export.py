@@ -172,13 +172,13 @@ def run(args, uri: str, work: Path) -> int:
     from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
     from bkctl.export.topic_source import record_batch as _to_batch
     from bkctl.wire import fastpath
-    from bkctl.wire.pulsar.rows import PyMessageRows, c_splitter
+    from bkctl.wire.pulsar.rows import PyMessageRows
 
     BatchRows = fastpath.selected().batch_rows
 
     schema = arrow_schema(TOPIC_COLUMNS)
     print(
-        f"batch splitter in use: {BatchRows.__name__} (C extension {'usable' if c_splitter() else 'MISSING'}, "
+        f"batch splitter in use: {BatchRows.__name__} (C extension {'usable' if fastpath.build(True).batch_rows is not PyMessageRows else 'MISSING'}, "
         f"BKCTL_FASTPATHS {'on' if fastpath.selected().enabled else 'off'})"
     )
     splitters = ([("decode to Arrow, C splitter (one core)", BatchRows)] if BatchRows is not PyMessageRows else []) + [

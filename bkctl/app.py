@@ -194,9 +194,9 @@ class App:
         ``update(total=..., description=...)`` and ``note(text)`` (a line of
         its own, above the bar) are thread-safe."""
         if self.quiet:
-            return _NoProgress()
+            return NoProgress()
         if not sys.stderr.isatty():
-            return _Lines(total, description) if lines else _NoProgress()
+            return _Lines(total, description) if lines else NoProgress()
         return _Progress(self.err_console, total, description)
 
     def walk_progress(self, description: str, delay: float = 2.0):
@@ -205,7 +205,7 @@ class App:
         stderr is a terminal (and not --quiet); nothing otherwise, so that a pipe or
         a cron job's log gets no progress noise.  A context manager."""
         if self.quiet or not sys.stderr.isatty():
-            return _NoProgress()
+            return NoProgress()
         return _DelayedProgress(self.err_console, description, delay)
 
     # -- output --------------------------------------------------------------
@@ -247,7 +247,7 @@ def _console(**kw):
     return _Console(**kw)
 
 
-class _NoProgress:
+class NoProgress:
     def __enter__(self):
         return self
 
@@ -264,7 +264,7 @@ class _NoProgress:
         pass
 
 
-class _Lines(_NoProgress):
+class _Lines(NoProgress):
     """Progress as plain lines on stderr, for a wait nobody watches on a terminal
     (a pipe, cron): ``description: done/total`` (the description alone while
     there is nothing to count) when it changes, at most every ``every``
@@ -326,7 +326,7 @@ def _line(text: str) -> None:
     sys.stderr.flush()
 
 
-class _Progress(_NoProgress):
+class _Progress(NoProgress):
     def __init__(self, console, total: int | None, description: str):
         from rich.progress import (
             BarColumn,
@@ -365,7 +365,7 @@ class _Progress(_NoProgress):
         self._bar.console.print(text, highlight=False, markup=False)
 
 
-class _DelayedProgress(_NoProgress):
+class _DelayedProgress(NoProgress):
     """A rich bar (count, elapsed, ETA) that shows only once ``delay`` seconds have
     passed: a quick walk leaves no trace on the terminal."""
 

@@ -88,8 +88,8 @@ from .journal_format import (  # noqa: F401
     LogMark,
     MasterKeyRecord,
     Record,
-    _encode_entry,
-    _encode_header,
+    encode_entry,
+    encode_header,
     encode_record,
     file_name,
     list_file_ids,
@@ -239,7 +239,7 @@ class Journal:
         self.fastpaths = twins.enabled
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
         #: the C twin of a run's records (``_records.journal_entries``: the same bytes as
-        #: _encode_entry of each, joined), or None (fast paths off, or not built)
+        #: encode_entry of each, joined), or None (fast paths off, or not built)
         self.c_entries = getattr(twins.records, "journal_entries", None)
         self._monotonic = monotonic
         self._wait_on = wait_on
@@ -414,7 +414,7 @@ class Journal:
         c_entries = self.c_entries
         data = None if c_entries is None else c_entries(ledger_id, entry_ids, bodies, T_ENTRY)
         if data is None:  # fast paths off, or what the C twin does not cover
-            data = b"".join([_encode_entry(ledger_id, entry_id, body) for entry_id, body in zip(entry_ids, bodies)])
+            data = b"".join([encode_entry(ledger_id, entry_id, body) for entry_id, body in zip(entry_ids, bodies)])
         self._enqueue(data, callback, True, len(bodies), patient)
 
     def _enqueue(self, data: bytes, callback, sync: bool, records: int, patient: bool) -> None:
@@ -596,7 +596,7 @@ class Journal:
         path = os.path.join(self.directory, file_name(file_id))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            layout.write_all(fd, _encode_header(file_id), "the journal")
+            layout.write_all(fd, encode_header(file_id), "the journal")
             self._prealloc_end = HEADER_SIZE
             if self.preallocate:
                 self._preallocate(fd, HEADER_SIZE, min(self.preallocate, self.max_size) - HEADER_SIZE)

@@ -134,7 +134,7 @@ def encode_record(rec: Record) -> bytes:
     """The on-disk bytes of one record (checksum included)."""
     t = type(rec)
     if t is EntryRecord:
-        return _encode_entry(rec.ledger_id, rec.entry_id, rec.data)
+        return encode_entry(rec.ledger_id, rec.entry_id, rec.data)
     if t is MasterKeyRecord:
         typ, body = T_MASTER_KEY, rec.key
     elif t is FenceRecord:
@@ -147,7 +147,7 @@ def encode_record(rec: Record) -> bytes:
     return _U32.pack(crc32c(body, crc32c(head))) + head + body
 
 
-def _encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
+def encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
     head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, ledger_id, entry_id)
     return _U32.pack(crc32c(data, crc32c(head))) + head + data
 
@@ -185,7 +185,7 @@ def list_file_ids(directory: str) -> list[int]:
     return ids
 
 
-def _encode_header(file_id: int) -> bytes:
+def encode_header(file_id: int) -> bytes:
     head = _FILE_HEADER.pack(FILE_MAGIC, FORMAT_VERSION, file_id, int(time.time() * 1000))
     return (head + _U32.pack(crc32c(head))).ljust(HEADER_SIZE, b"\0")
 

@@ -12,7 +12,15 @@ a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 As aiokafka picks its C or Python record classes in one place, this module
 builds, once, the record of what is in use (:class:`Twins`: one field per
 interface, the C or the Python implementation), and is the only module that
-reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that).
+reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that) and the only one that
+imports the C extensions (:func:`c_module`; tests/repo/test_twin_selection.py holds that).
+The C twins give the same bytes and values as the Python functions they stand for
+(``_fastcodec``: tests/unit/test_fastcodec.py, test_client_take_answers.py; ``_records``:
+test_entry_log_records.py, test_journal_entries_c.py; ``_plain``: test_plain_c.py; ``_addpath``:
+test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metadata_twins.py;
+``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
+(its ``.pyi``) says its types, and tests/unit/test_c_twins.py fails where one this platform
+builds is not in use.
 Components receive the record through their constructors (``twins=``;
 :func:`selected` is the default), so that the same behavioural tests run with
 either record (:func:`build`), and ``./dev test`` runs the unit modules that reach
@@ -24,7 +32,9 @@ implementations cannot drift apart unnoticed.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -34,12 +44,20 @@ from bkctl.wire.text import parse_bool
 
 if TYPE_CHECKING:
     from bkctl.wire.codecs.plain import PlainTwins
+    from bkctl.wire.pulsar.rows import BatchRowsProtocol
 
-__all__ = ["Twins", "build", "check", "from_environment", "selected"]
+__all__ = ["Twins", "build", "c_module", "check", "from_environment", "selected"]
 
 #: the environment variable that switches every fast path off
 SWITCH = "BKCTL_FASTPATHS"
-#: what ``_ledgerpb``'s ``API`` must be (a build older than the sources is not used)
+#: what each C extension's ``API`` must be (a build older than the sources is not used); this
+#: module is the only one that imports them (tests/repo/test_twin_selection.py)
+FASTCODEC_API = 4
+#: what ``_records``'s ``API`` must be
+RECORDS_API = 1
+#: what ``_plain``'s ``API`` must be
+PLAIN_API = 4
+#: what ``_ledgerpb``'s ``API`` must be
 LEDGERPB_API = 2
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
@@ -99,7 +117,7 @@ class Twins:
         (:class:`~bkctl.wire.codecs.plain.PlainTwins`: C ones or Python ones)."""
         from bkctl.wire.codecs import plain
 
-        return plain.twins(self.enabled)
+        return plain.twins_of(c_module("bkctl.wire.codecs._plain", PLAIN_API) if self.enabled else None)
 
     @functools.cached_property
     def ledger_metadata(self) -> Any:
@@ -107,52 +125,56 @@ class Twins:
         (``_ledgerpb.metadata``: :class:`~bkctl.wire.metadata.ledger.CheckedMetadata`), or
         None: :func:`~bkctl.wire.metadata.ledger.parse_ledger_metadata` then decodes with
         protobuf's message and checks with LedgerMetadata's own checks alone."""
-        if not self.enabled:
-            return None
-        try:
-            from bkctl.wire.metadata import _ledgerpb
-        except ImportError:
-            return None
-        return _ledgerpb.metadata if getattr(_ledgerpb, "API", None) == LEDGERPB_API else None
+        c = c_module("bkctl.wire.metadata._ledgerpb", LEDGERPB_API) if self.enabled else None
+        return None if c is None else c.metadata
 
     @functools.cached_property
     def avro_columns(self) -> Any:
         """The C twin of a typed export's AVRO values (``_avrocols``: Avro binary
         straight into Arrow buffers, :mod:`~bkctl.wire.pulsar.avro_columns`), or None:
         :meth:`~bkctl.wire.pulsar.typed.TypedView.decode_many` (fastavro, then pyarrow)."""
-        if not self.enabled:
-            return None
-        try:
-            from bkctl.wire.pulsar import _avrocols
-        except ImportError:
-            return None
-        return _avrocols if getattr(_avrocols, "API", None) == AVROCOLS_API else None
+        return c_module("bkctl.wire.pulsar._avrocols", AVROCOLS_API) if self.enabled else None
 
     @functools.cached_property
-    def batch_rows(self) -> Any:
-        """The Pulsar batch splitter class: ``_packed.PackedRows`` or
+    def batch_rows(self) -> type[BatchRowsProtocol]:
+        """The Pulsar batch splitter class: ``_packed.PackedRows`` when it is built, has the
+        columns of the Python table (:func:`~bkctl.wire.pulsar.rows.c_columns`; a build whose
+        table differs is not used), this is a little-endian machine (it writes Arrow's
+        little-endian buffers as they lie in memory) and fast paths are on; else
         :class:`~bkctl.wire.pulsar.rows.PyMessageRows`."""
         from bkctl.wire.pulsar import rows
 
-        return rows.splitter(self.enabled)
+        c = c_module("bkctl.wire.pulsar._packed") if self.enabled and sys.byteorder == "little" else None
+        if c is not None and list(c.COLUMNS) == rows.c_columns():
+            splitter: type[BatchRowsProtocol] = c.PackedRows
+            return splitter
+        return rows.PyMessageRows
+
+
+def c_module(name: str, api: int | None = None) -> ModuleType | None:
+    """The C extension ``name`` when it is built and its ``API`` is ``api`` (None: any); else
+    None (installed where no C compiler was found, or a build older than its sources)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        return None
+    return module if api is None or getattr(module, "API", None) == api else None
 
 
 def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
-    from bkctl.wire.codecs import fast
-
-    return Twins(enabled=enabled, codec=fast.load(enabled), records=fast.load_records(enabled))
+    if not enabled:
+        return Twins(enabled=False, codec=None, records=None)
+    return Twins(
+        enabled=True,
+        codec=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API),
+        records=c_module("bkctl.wire.codecs._records", RECORDS_API),
+    )
 
 
 def _addpath(enabled: bool) -> ModuleType | None:
     """``bkctl.wire.client._addpath`` when ``enabled``, built and current; else None."""
-    if not enabled:
-        return None
-    try:
-        from bkctl.wire.client import _addpath as module
-    except ImportError:
-        return None
-    return module if getattr(module, "API", None) == ADDPATH_API else None
+    return c_module("bkctl.wire.client._addpath", ADDPATH_API) if enabled else None
 
 
 @functools.cache

@@ -337,9 +337,9 @@ def _binary_stdout():
 
 
 def _quiet():
-    from ..app import _NoProgress
+    from ..app import NoProgress
 
-    return _NoProgress()
+    return NoProgress()
 
 
 @click.command("close")

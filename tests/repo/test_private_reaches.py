@@ -8,6 +8,9 @@ ast, nothing imported:
   (``_asdict``, ``_replace``, ``_fields``, ``_make``) and ``os._exit`` are public despite the underscore.
   The few reaches into a *dependency's* internals that have no public equivalent are listed in
   :data:`THIRD_PARTY`, each with why; a new one (or one no longer there) fails the test;
+* no module imports another module's underscored name (``from m import _name``): a module's
+  underscored names are its own (:func:`private_imports`; the C extensions, underscored modules,
+  are imported by the twin selector alone, by name: tests/repo/test_twin_selection.py);
 * ``BKCTL_FASTPATHS`` is read in one module only, the twin selector (:data:`SELECTOR`): every
   component receives the choice (its constructor's ``twins``/``fastpaths``), none asks the
   environment or the selector's switch for itself.
@@ -83,6 +86,18 @@ def reaches(path: Path) -> list[str]:
     return [f"{line}: {what}" for line, what in sorted(set(found))]
 
 
+def private_imports(path: Path) -> list[str]:
+    """``line: what`` for each ``from m import _name`` (an underscored name, not a dunder)."""
+    found = []
+    for node in ast.walk(tree(path)):
+        if isinstance(node, ast.ImportFrom):
+            dots = "." * node.level
+            for alias in node.names:
+                if _private(alias.name):
+                    found.append(f"{node.lineno}: from {dots}{node.module or ''} import {alias.name}")
+    return found
+
+
 def switch_reads(path: Path) -> list[str]:
     """``line: what`` for each mention of the switch's name in code (strings and names; docstrings
     and comments are prose) and each use of a module-level switch ``fastpath.ENABLED``."""
@@ -127,6 +142,11 @@ def test_no_module_reaches_into_another_objects_underscored_names():
     assert allowed_seen == THIRD_PARTY, "a listed dependency reach is gone: take it off THIRD_PARTY"
 
 
+def test_no_module_imports_another_modules_underscored_names():
+    bad = [_where(m, line) for m, path in MODULES.items() for line in private_imports(path)]
+    assert not bad, "make the name public, or give its owner a public function:\n" + "\n".join(sorted(bad))
+
+
 def test_only_the_selector_reads_the_fast_path_switch():
     assert SELECTOR in MODULES
     assert switch_reads(MODULES[SELECTOR])  # the check sees the one read
@@ -150,6 +170,9 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "        return os.environ.get('BKCTL_FASTPATHS'), fastpath.ENABLED\n"
     )
     assert reaches(probe) == ["7: other._theirs", "8: self._store._zk", "9: getattr(other, '_hidden')"]
+    imports = tmp_path / "imports.py"
+    imports.write_text("from a.b import _c, d, __version__\nfrom . import _e\nfrom .f import g as _g\n")
+    assert private_imports(imports) == ["1: from a.b import _c", "2: from . import _e"]
     assert set(switch_reads(probe)) == {
         "3: from bkctl.wire.fastpath import ENABLED",
         "11: 'BKCTL_FASTPATHS'",

@@ -31,7 +31,7 @@ def fast_paths_off() -> bool:
 def expected() -> frozenset[str]:
     """The C extensions (their fields of :class:`~bkctl.wire.fastpath.Twins`) this platform builds
     and uses: all of them on CPython, the batch splitter only on a little-endian machine
-    (``rows.c_splitter``: it writes Arrow's little-endian buffers as they lie in memory)."""
+    (``Twins.batch_rows``: it writes Arrow's little-endian buffers as they lie in memory)."""
     if platform.python_implementation() != "CPython":
         return frozenset()
     names = {"codec", "records", "adds", "plain", "ledger_metadata", "avro_columns"}

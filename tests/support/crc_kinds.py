@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from bkctl.wire.codecs import fast
+from bkctl.wire import fastpath
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["hardware-crc", "table-crc"])
 def crc_kind(request):
     """Whether the C modules now use the CRC32C instruction."""
-    modules = [c for c in (fast.load(True), fast.load_records(True)) if c is not None]
+    twins = fastpath.build(True)
+    modules = [c for c in (twins.codec, twins.records) if c is not None]
     used = {c.hardware_crc32c(request.param) for c in modules}
     if request.param and used != {True}:
         pytest.skip("this CPU has no CRC32C instruction")

@@ -251,14 +251,12 @@ def plain_c_twins(data: bytes) -> None:
     answers (one, and a run's) are the Python ones for the numbers and bytes the input spells
     (skipped where it is not built)."""
     from bkctl.wire.codecs import v2, v3_fast
-    from bkctl.wire.codecs.plain import C_API, py_add_answer, py_read_answer, py_read_answers
+    from bkctl.wire import fastpath
+    from bkctl.wire.codecs.plain import py_add_answer, py_read_answer, py_read_answers
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
-    try:
-        from bkctl.wire.codecs import _plain
-    except ImportError:
-        return
-    if getattr(_plain, "API", None) != C_API:
+    _plain = fastpath.build(True).plain.c
+    if _plain is None:
         return
     assert _plain.plain_add_request(data) == v3_fast.plain_add_request(data)
     assert _plain.plain_read_request(data) == v3_fast.plain_read_request(data)
@@ -590,7 +588,7 @@ def _journal_seeds() -> list[bytes]:
         j.EntryRecord(2, 5, b""),
     ]
     body = b"".join(j.encode_record(r) for r in recs)
-    head = j._encode_header(1)
+    head = j.encode_header(1)
     return [head + body, head + body + bytes(64), head + body[:-3]]
 
 

@@ -13,14 +13,13 @@ from hypothesis import given, settings, strategies as st
 
 from tests.support import c_twins
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import fast
 from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.fastpath import Twins
 from tests.support.connection import KEY, Harness, entry, v3_reply, v3_requests
 
 C = fastpath.build(True).adds
-CODEC = fast.load(True)
+CODEC = fastpath.build(True).codec
 MODES = ["python"] + (["c"] if C is not None else [])
 KINDS = {
     "ok": lambda r: v3_reply(r),

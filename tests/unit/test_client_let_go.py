@@ -8,6 +8,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.internet.error import ConnectionDone
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.client_protocol import CLOSE_GRACE, BookieClientProtocol
 from tests.support.deferreds import assertNoResult, successResultOf
 
@@ -30,7 +31,7 @@ class RecordingTransport(StringTransport):
 
 
 def connected() -> tuple[BookieClientProtocol, RecordingTransport]:
-    proto = BookieClientProtocol(None)
+    proto = BookieClientProtocol(None, twins=fastpath.build(False))
     transport = RecordingTransport()
     proto.makeConnection(transport)
     return proto, transport

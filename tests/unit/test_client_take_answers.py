@@ -12,7 +12,8 @@ from twisted.python.failure import Failure
 
 from tests.support import c_twins
 from bkctl.wire.client import requests
-from bkctl.wire.codecs import fast, v3
+from bkctl.wire import fastpath
+from bkctl.wire.codecs import v3
 from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
@@ -20,7 +21,7 @@ from tests.support.connection import Harness, v3_reply, v3_requests
 
 MASTER_KEY = b"k" * 20
 #: the C twins (None: not built)
-C = fast.load(True)
+C = fastpath.build(True).codec
 
 #: what each answer is: its bytes out of the request it answers
 KINDS = {

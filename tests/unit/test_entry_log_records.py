@@ -24,9 +24,8 @@ from bkctl.bookied import disk_layout
 from bkctl.bookied.storage import entry_log, scan_records
 from bkctl.bookied.storage.entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, encode_log_record
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import fast
 
-C = fast.load_records(True)
+C = fastpath.build(True).records
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")
 
 

@@ -16,11 +16,11 @@ from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import fast, v3, v3_fast
+from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 
-C = fast.load(True)
+C = fastpath.build(True).codec
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._fastcodec")
 pytestmark = needs_c
 
@@ -125,7 +125,7 @@ def test_checker_hands_other_shapes_to_the_python_check():
 def test_payload_checker_is_the_c_twin_for_crc32c_when_fast_paths_are_on(monkeypatch):
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
     assert isinstance(DigestManager(3, DigestType.CRC32C).payload_checker(), C.Crc32cChecker) == (
-        fast.load(True) is not None
+        fastpath.build(True).codec is not None
     )
     assert not isinstance(DigestManager(3, DigestType.CRC32).payload_checker(), C.Crc32cChecker)
     monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(False))

@@ -1,5 +1,5 @@
 """The C twin of the journal's records of a run of adds (``_records.journal_entries``)
-against the Python encoder (``_encode_entry`` of each, joined): the same bytes, for both
+against the Python encoder (``encode_entry`` of each, joined): the same bytes, for both
 CRC32C implementations of the C module and across the size where it lets the GIL go;
 None for what it does not cover, which the journal then encodes in Python; and a
 journal written through it replays the entries.  With the C module not built the
@@ -16,17 +16,16 @@ from hypothesis import strategies as st
 from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
-from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, _encode_entry
+from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, encode_entry
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import fast
 
-C = fast.load_records(True)
+C = fastpath.build(True).records
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
 def python_records(ledger_id, entry_ids, bodies) -> bytes:
-    return b"".join(_encode_entry(ledger_id, e, b) for e, b in zip(entry_ids, bodies))
+    return b"".join(encode_entry(ledger_id, e, b) for e, b in zip(entry_ids, bodies))
 
 
 @needs_c
@@ -61,13 +60,13 @@ def test_what_it_does_not_cover_is_left_to_python():
 
 
 def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
-    want = getattr(fast.load_records(True), "journal_entries", None) if fastpath.selected().enabled else None
+    want = getattr(fastpath.build(True).records, "journal_entries", None) if fastpath.selected().enabled else None
     with Journal(str(tmp_path / "d")) as default:
         assert default.c_entries is want
     with Journal(str(tmp_path / "a"), fastpaths=False) as off:
         assert off.c_entries is None
     with Journal(str(tmp_path / "b"), twins=fastpath.build(True)) as on:
-        assert on.c_entries is getattr(fast.load_records(True), "journal_entries", None)
+        assert on.c_entries is getattr(fastpath.build(True).records, "journal_entries", None)
 
 
 @pytest.mark.parametrize("fastpaths", [True, False], ids=["c", "python"])

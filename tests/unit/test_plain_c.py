@@ -32,7 +32,7 @@ STATUSES = sorted(pb.StatusCode.values())
 
 def test_the_extension_is_built_and_current():
     assert _plain is not None, "bkctl.wire.codecs._plain is missing: ./dev setup builds it (gcc, Python headers)"
-    assert _plain.API == plain.C_API, "bkctl.wire.codecs._plain is older than its sources: run ./dev setup"
+    assert _plain.API == fastpath.PLAIN_API, "bkctl.wire.codecs._plain is older than its sources: run ./dev setup"
 
 
 def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():

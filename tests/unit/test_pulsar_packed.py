@@ -81,7 +81,7 @@ def test_the_extension_is_built():
 
 def test_the_c_splitter_is_in_use_exactly_when_fast_paths_are_on():
     assert C_IN_USE == (fastpath.selected().enabled and PackedRows is not None)
-    assert (BatchRows is PackedRows) == C_IN_USE and rows.c_splitter() is PackedRows
+    assert (BatchRows is PackedRows) == C_IN_USE and fastpath.build(True).batch_rows is PackedRows
     assert fastpath.build(False).batch_rows is PyMessageRows
     assert fastpath.build(True).batch_rows is (PackedRows or PyMessageRows)
 

@@ -22,7 +22,7 @@ from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from bkctl.wire import fastpath
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.answers import V2_ANSWER_HEAD
 from bkctl.wire.codecs.framing import FrameDecoder
@@ -120,7 +120,8 @@ class BookieClientProtocol(Protocol):
     nothing after them is read), the end of the TLS handshake, the loss of
     the connection.  :meth:`detach` cuts the protocol from its owner.
 
-    Fast paths (``fastpaths``: :mod:`bkctl.wire.fastpath`): a v3 answer goes
+    Fast paths (``twins``, its connection's record of :mod:`bkctl.wire.fastpath`: frames cut by
+    its C twin where it has one; with ``twins.enabled``): a v3 answer goes
     to the owner's ``fast_answer`` unparsed, a v2 READ or ADD answer to its
     ``v2_answer`` without the response tuple; either may decline it (then it
     is decoded as usual).
@@ -132,16 +133,16 @@ class BookieClientProtocol(Protocol):
         *,
         use_v3: bool = True,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        fastpaths: bool = False,
+        twins: Twins,
         cork: Cork | None = None,
     ):
         self._owner = owner
         #: held during a chunk of answers: the writes of the connections it shares (:mod:`.cork`)
         self._cork = cork if cork is not None else Cork()
-        self._decoder = FrameDecoder(max_frame_size, fastpath.selected().codec if fastpaths else None)
+        self._decoder = FrameDecoder(max_frame_size, twins.codec)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
         self._v3 = use_v3
-        self._fastpaths = fastpaths
+        self._fastpaths = twins.enabled
         self._lost = False
         self._lost_waiters: list[defer.Deferred[None]] = []
 
@@ -314,7 +315,7 @@ class BookieClientProtocol(Protocol):
 
 class BookieClientFactory(ClientFactory):
     """One connection attempt of an owner (:class:`ConnectionOwner`), making
-    protocols of the given ``use_v3``, ``max_frame_size``, ``fastpaths`` and ``cork``.
+    protocols of the given ``use_v3``, ``max_frame_size``, ``twins`` and ``cork``.
 
     A fresh factory is used for every attempt; once the owner has given up
     on it (:meth:`give_up`: closed, failed, superseded) its callbacks are
@@ -325,13 +326,13 @@ class BookieClientFactory(ClientFactory):
     protocol = BookieClientProtocol
 
     def __init__(
-        self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, fastpaths: bool, cork: Cork | None = None
+        self, owner: ConnectionOwner, *, use_v3: bool, max_frame_size: int, twins: Twins, cork: Cork | None = None
     ):
         self.owner: ConnectionOwner | None = owner
         self.cork = cork
         self.use_v3 = use_v3
         self.max_frame_size = max_frame_size
-        self.fastpaths = fastpaths
+        self.twins = twins
         self.connector: Connector | None = None
 
     def give_up(self) -> None:
@@ -346,7 +347,7 @@ class BookieClientFactory(ClientFactory):
         if owner is None:
             return None
         proto = self.protocol(
-            owner, use_v3=self.use_v3, max_frame_size=self.max_frame_size, fastpaths=self.fastpaths, cork=self.cork
+            owner, use_v3=self.use_v3, max_frame_size=self.max_frame_size, twins=self.twins, cork=self.cork
         )
         proto.factory = self
         return proto

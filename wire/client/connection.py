@@ -50,7 +50,7 @@ reaches it only through the methods of
   field and taken apart without the general parser, v2 EOK ADD and READ
   answers without the response tuple (fast paths: :mod:`bkctl.wire.fastpath`;
   the frames and the READ answers' bodies by the C twins of
-  :mod:`bkctl.wire.codecs.fast` where built).
+  ``_fastcodec.c`` where built).
 
 Operations return Deferreds that fire with plain values or fail with the
 errors of :mod:`bkctl.wire.client.errors`. Argument errors (a master key that is
@@ -232,7 +232,7 @@ class BookieConnection:
             tls=tls,
             connect_timeout=self.connect_timeout,
             max_frame_size=max_frame_size,
-            fastpaths=self.fastpaths,
+            twins=twins,
             cork=self.writer.cork,
             ready=self._connected,
             failed=self._attempt_failed,

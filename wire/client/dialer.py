@@ -21,6 +21,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.python.failure import Failure
 
 from bkctl.wire.errors import CodecError
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
 from .backoff import Backoff
@@ -61,7 +62,7 @@ class Dialer:
         tls: Any,
         connect_timeout: float,
         max_frame_size: int,
-        fastpaths: bool,
+        twins: Twins,
         cork: Cork,
         ready: Callable[[BookieClientProtocol], None],
         failed: Callable[[str], None],
@@ -75,7 +76,8 @@ class Dialer:
         self.use_v3 = use_v3
         self.connect_timeout = connect_timeout
         self.max_frame_size = max_frame_size
-        self.fastpaths = fastpaths
+        #: the connection's record of the fast paths (:mod:`bkctl.wire.fastpath`), its protocols'
+        self.twins = twins
         #: the cork of the protocols an attempt makes (:mod:`.cork`: the connection's)
         self.cork = cork
         self._ready = ready
@@ -101,7 +103,7 @@ class Dialer:
             self.owner,
             use_v3=self.use_v3 or self.tls is not None,
             max_frame_size=self.max_frame_size,
-            fastpaths=self.fastpaths,
+            twins=self.twins,
             cork=self.cork,
         )
         self.attempt = attempt

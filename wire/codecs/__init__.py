@@ -7,7 +7,7 @@
   :mod:`.detect` -- the bookie's per-connection choice between them;
 * :mod:`.varint` -- protobuf varints, for fields written or read by hand;
 * :mod:`.digest` -- entry and LAC digests and the master key;
-* :mod:`.fast` -- the C twins of the client's per-entry codecs (``_fastcodec.c``), when in use;
+* :mod:`.plain` -- the bookie's plain-request twins (``_plain.c`` or Python); the C twins are loaded by :mod:`bkctl.wire.fastpath`;
 * :mod:`.availability` -- which entries a bookie holds (GET_LIST_OF_ENTRIES_OF_LEDGER);
 * :mod:`.javadisk` -- Java bookies' journal, entry log and index files, read-only.
 """

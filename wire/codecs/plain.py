@@ -23,23 +23,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from bkctl.wire.codecs import v2, v3_fast
 from bkctl.wire.codecs.framing import frame
-
-#: What the C twins' ``API`` must be (a build older than the sources is not used).
-C_API = 4
-
-
-def c_twins() -> Any:
-    """The C module when it is built and current; else None."""
-    try:
-        from bkctl.wire.codecs import _plain
-    except ImportError:  # installed where no C compiler was found: the Python twins do it all
-        return None
-    return _plain if getattr(_plain, "API", None) == C_API else None
-
 
 _local = threading.local()
 
@@ -105,10 +93,9 @@ PYTHON = PlainTwins(
 )
 
 
-def twins(enabled: bool) -> PlainTwins:
-    """The C twins when ``enabled`` and built and current, else :data:`PYTHON`
-    (what the twin selector, :mod:`bkctl.wire.fastpath`, records)."""
-    c = c_twins() if enabled else None
+def twins_of(c: ModuleType | None) -> PlainTwins:
+    """The C twins of the module ``c`` (``_plain``, which the twin selector,
+    :mod:`bkctl.wire.fastpath`, loads), or :data:`PYTHON` for None."""
     if c is None:
         return PYTHON
     return PlainTwins(

@@ -10,7 +10,7 @@ path reads the same way (anything else is left to it, which also says what is wr
   requests clients send most, as Java and bkctl clients write them),
   :func:`read_answer` and :class:`ReadAnswers` (their EOK answers),
   :class:`AddResponseEncoder` (an ADD's answer).  Their C twins are ``_plain.c``
-  (:mod:`.plain`) and ``_fastcodec.c`` (:mod:`.fast`).
+  (:mod:`.plain`) and ``_fastcodec.c`` (``Twins.codec`` of :mod:`bkctl.wire.fastpath`).
 
 Used only with fast paths on (:mod:`bkctl.wire.fastpath`).  Payloads never include the
 4-byte frame length unless a name says framed.

@@ -20,15 +20,14 @@ batches:
   ``add_batch`` appends nothing and returns None, and the batch goes to the
   Python twin.
 
-:func:`splitter` names the one that splits batches: the C one when it is built, this
-is a little-endian machine and fast paths are on, else the Python one; the twin
-selector records it once (``Twins.batch_rows`` of :mod:`bkctl.wire.fastpath`).
+The twin selector names the one that splits batches (``Twins.batch_rows`` of
+:mod:`bkctl.wire.fastpath`): the C one when it is built, this is a little-endian machine
+and fast paths are on, else the Python one.
 """
 
 from __future__ import annotations
 
 import struct
-import sys
 from typing import Any, Protocol
 
 from ..proto import pulsar_api_pb2 as pb
@@ -42,8 +41,6 @@ __all__ = [
     "MESSAGE_VALUE_COLUMNS",
     "PyMessageRows",
     "c_columns",
-    "c_splitter",
-    "splitter",
     "encryption_values",
     "entry_messages",
     "message_values",
@@ -262,21 +259,3 @@ def c_columns() -> list[tuple[str, str, str]]:
     """What the C twin's ``COLUMNS`` must be: the ``entry`` and ``message``
     columns of :data:`~.columns.MESSAGE_COLUMNS`, in order, as ``(name, kind, made_by)``."""
     return [(c.name, C_KINDS[c.type], c.made_by) for c in MESSAGE_COLUMNS if c.made_by in ("entry", "message")]
-
-
-def c_splitter() -> type[BatchRowsProtocol] | None:
-    """The C twin, if it is built, has this table's columns (a build older
-    than the sources has not) and may be used here; else None."""
-    if sys.byteorder != "little":
-        return None
-    try:
-        from . import _packed
-    except ImportError:  # installed where no C compiler was found: the Python twin does it all
-        return None
-    return _packed.PackedRows if list(getattr(_packed, "COLUMNS", ())) == c_columns() else None
-
-
-def splitter(enabled: bool) -> type[BatchRowsProtocol]:
-    """The batch splitter to use: the C twin when ``enabled`` (fast paths on) and usable
-    (:func:`c_splitter`), else :class:`PyMessageRows`."""
-    return (c_splitter() if enabled else None) or PyMessageRows
