@@ -102,7 +102,8 @@ def plan(store, selection: Selection) -> _Plan:
 
     from ..exitcodes import USAGE, CommandError
     from ..export.planning import SpecError, parse_ledger_spec, resolve_spec
-    from ..ops.pulsar import reader, resolve_topics
+    from bkctl.wire.domain.topic_state import resolve_topics
+    from bkctl.wire.domain.topic_state import topic_reader as reader
 
     out = _Plan()
     base = P.managed_ledgers_base(store.root)

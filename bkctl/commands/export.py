@@ -412,7 +412,7 @@ def export(
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
     store = app.store
-    from ..ops.pulsar import CursorFallback
+    from bkctl.wire.domain.topic_state import CursorFallback
 
     with _progress_display(app) as progress:
         try:

@@ -73,7 +73,9 @@ def topic_list(app: App, tenant, namespace):
     partition), ledgers, entries, size, uncounted_ledgers (the ledgers
     counted 0: not closed yet), cursors, terminated.
     """
-    from ..ops.pulsar import list_topics, reader
+    from bkctl.wire.domain.topic_state import topic_reader as reader
+
+    from ..ops.pulsar import list_topics
 
     if namespace and "/" in namespace:
         t, _, namespace = namespace.partition("/")
@@ -182,7 +184,9 @@ def topic_show(app: App, name, strict):
     newest, versions, type, problem: why the newest version does not read,
     and then the topic cannot load), warnings[].
     """
-    from ..ops.pulsar import CursorFallback, show_topic
+    from bkctl.wire.domain.topic_state import CursorFallback
+
+    from ..ops.pulsar import show_topic
 
     name = _topic_name(name)
     try:
@@ -350,7 +354,7 @@ def orphans(app: App, older_than):
     entries and size (closed ledgers), created, bookies.
     """
     from ..ops.ledger_meta import parse_duration
-    from ..ops.pulsar import OrphanSweep
+    from bkctl.wire.domain.orphans import OrphanSweep
 
     try:
         age = parse_duration(older_than)
@@ -390,7 +394,7 @@ def _show_orphans(app: App, sweep, older_than: str) -> None:
             highlight=False,
         )
 
-    emit_rows(app, sweep, human)
+    emit_rows(app, (orphan.to_json() for orphan in sweep), human)
 
 
 @pulsar.group()

@@ -92,7 +92,7 @@ def offloaded_ledgers(store: Any, reader: LedgerReader, ids: list[int]) -> dict[
     """Of ``ids`` (ledgers BookKeeper no longer has), those a Pulsar managed ledger (under the
     default root) offloaded completely to a store this reader speaks: ``{id: (location, last
     entry id)}``, each registered with ``reader`` and its index read."""
-    from bkctl.ops.pulsar import reader as topics_reader
+    from bkctl.wire.domain.topic_state import topic_reader as topics_reader
     from bkctl.wire.pulsar.offload_store import location_of
 
     wanted = set(ids)

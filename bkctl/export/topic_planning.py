@@ -304,19 +304,19 @@ def plan_topic(
     pushdown), ``scan`` the tasks' :attr:`TopicRange.scan`.  The plan's
     ``details["topics"]`` describes each managed
     ledger, ``details["warnings"]`` the subscriptions whose position fell
-    back to the znode (:class:`~bkctl.ops.pulsar.CursorFallback` with
+    back to the znode (:class:`~bkctl.wire.domain.topic_state.CursorFallback` with
     ``spec.strict``), ``details["pushdown"]`` what the window skipped.
     ``offloaded(location)`` is told each ledger read from tiered storage before any of its
     entries is read, and gives its last entry id by the offloaded copy (the reader's
     :meth:`~.executor.LedgerReader.offloaded_last_entry`; None: the managed ledger's count)."""
-    from bkctl.ops.pulsar import (
+    from bkctl.wire.domain.topic_state import (
         CursorFallback,
         cursor_state,
         fallback_warning,
         metadata_in_batches,
-        reader,
         resolve_topics,
     )
+    from bkctl.wire.domain.topic_state import topic_reader as reader
     from bkctl.wire.pulsar.errors import NoSuchSubscription
 
     topics = reader(store, spec.managed_ledgers)
@@ -401,14 +401,14 @@ def plan_topic(
                 continue
             if location is not None:
                 last = offloaded_last
-            elif md.is_closed:
+            elif md is not None and md.is_closed:
                 last = md.last_entry_id
             else:
                 tail = tail_of(ledger_id)
                 last = tail.last
             if terminated is not None and ledger_id == terminated[0]:
                 last = min(last, terminated[1])
-            unconfirmed = location is None and not md.is_closed
+            unconfirmed = location is None and md is not None and not md.is_closed
             if unconfirmed and last > tail.lac:
                 past_lac.append({"ledger_id": ledger_id, "lac": tail.lac, "last": last, "entries": last - tail.lac})
             if cursor is not None and state.first_unacked(ledger_id) > last:

@@ -68,7 +68,7 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
     named, and its messages become error rows), the reader version, the
     value's type, or why the values are not typed (``--raw``; no schema; a
     BYTES schema, whose value is the payload; a type with no reading)."""
-    from bkctl.ops.pulsar_schema import registry
+    from bkctl.wire.domain.topic_state import schema_registry as registry
     from bkctl.wire.pulsar.errors import NoSuchSchema, SchemaUnreadable, Untyped
     from bkctl.wire.pulsar.schema import schema_id
     from bkctl.wire.pulsar.typed import TypedView

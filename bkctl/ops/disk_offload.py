@@ -15,7 +15,9 @@ from typing import Any
 
 from bkctl.wire.pulsar.offload_store import location_of
 
-from .pulsar import metadata_in_batches, reader
+from bkctl.wire.domain.disk_attribution import packed_entry_bytes
+from bkctl.wire.domain.topic_state import metadata_in_batches
+from bkctl.wire.domain.topic_state import topic_reader as reader
 
 __all__ = ["DEFAULT_DELETION_LAG", "held_twice"]
 
@@ -29,8 +31,6 @@ def held_twice(store, base: str | None = None, lag: float = DEFAULT_DELETION_LAG
     """The ledgers whose offload completed more than ``lag`` seconds ago and whose BookKeeper copy
     is still there: how many, their bytes (``length_bytes``, and ``stored_bytes``: every copy the
     bookies keep, by each ledger's write quorum), the first few ids."""
-    from .disk import packed_entry_bytes
-
     cutoff_ms = ((time.time() if now is None else now) - lag) * 1000
     candidates: list[Any] = []
     topics = reader(store, base)

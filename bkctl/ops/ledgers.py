@@ -4,10 +4,13 @@ close, fence, recover, tail (through the client)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+
+if TYPE_CHECKING:
+    from bkctl.wire.domain.ownership import LedgerOwnership
 
 
 #: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
@@ -237,7 +240,7 @@ def parse_ledger_ids(words, stdin=None) -> tuple[list[int], list[tuple[int, int]
 
 class DeletePlan:
     """What ``ledger delete`` would do: ``delete`` (ids), ``refused`` (one
-    :func:`~bkctl.ops.pulsar.ledger_owner` document per ledger Pulsar uses,
+    :func:`~bkctl.wire.domain.ownership.ledger_owner` document per ledger Pulsar uses,
     with ``reason``) and ``not_found`` (ids given one by one that no ledger
     has; a range names only the ledgers it holds)."""
 
@@ -259,23 +262,25 @@ class DeletePlan:
         }
 
 
-def refusal(owner: dict) -> str | None:
+def refusal(owner: LedgerOwnership) -> str | None:
     """Why a ledger must not be deleted without ``--even-if-owned``, from its
-    owner document; None when nothing Pulsar uses lists it."""
-    kind = owner["owner"]
+    owner; None when nothing Pulsar uses lists it."""
+    kind = owner.owner
     if kind == "topic":
-        return f"a data ledger of topic {owner['topic'] or owner['managed_ledger']}"
+        return f"a data ledger of topic {owner.topic or owner.managed_ledger}"
     if kind == "cursor":
-        return f"the ledger of cursor {owner['cursor']} of topic {owner['topic'] or owner['managed_ledger']}"
+        return f"the ledger of cursor {owner.cursor} of topic {owner.topic or owner.managed_ledger}"
     if kind == "orphan":
-        return f"an orphan, but {owner['caution']}" if owner["caution"] else None
+        return f"an orphan, but {owner.caution}" if owner.caution else None
     if kind == "not-pulsar":
         return None
-    if kind == "schema" and "locator_unreadable" in owner and not owner["locator_unreadable"]:
+    if kind == "schema" and owner.locator_unreadable is False:
         # the schema registry says: a version the topic loads, or an orphan `pulsar schema check` names
-        if owner["listed"]:
-            return f"version {owner['schema_version']} of the schema of topic {owner['topic']}: the topic cannot load without it"
-        return f"an orphan schema ledger, but {owner['caution']}" if owner["caution"] else None
+        if owner.listed:
+            return (
+                f"version {owner.schema_version} of the schema of topic {owner.topic}: the topic cannot load without it"
+            )
+        return f"an orphan schema ledger, but {owner.caution}" if owner.caution else None
     return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
 
 
@@ -284,11 +289,11 @@ def live_writer(
 ) -> str | None:
     """What fencing, closing or recovering the ledger breaks when Pulsar is
     writing it: a sentence naming the owner (from the owner check ``ledger
-    delete`` makes, :meth:`~bkctl.ops.pulsar.Owners.owner_of`), or None when
+    delete`` makes, :meth:`~bkctl.wire.domain.ownership.Owners.owner_of`), or None when
     the ledger is closed, missing, or no owner of Pulsar's could be writing it.
     ``any_writer`` (fence, recover): an open ledger that is not Pulsar's, or
     an old Pulsar orphan, gets its sentence too -- any application may write it."""
-    from bkctl.ops.pulsar import Owners
+    from bkctl.wire.domain.ownership import Owners
     from bkctl.wire.errors import NotFound
 
     try:
@@ -298,23 +303,21 @@ def live_writer(
     if md.is_closed:
         return None  # nothing to fence: Pulsar's writer, if any, is done
     owner = Owners(store, base).owner_of(ledger_id, md, now_ms)
-    kind = owner["owner"]
-    topic = owner["topic"] or owner["managed_ledger"]
+    kind = owner.owner
+    topic = owner.topic or owner.managed_ledger
     if kind == "topic":
         return f"the open ledger of topic {topic}: its broker's next add fails"
     if kind == "cursor":
-        return (
-            f"the open ledger of cursor {owner['cursor']} of topic {topic}: its broker's next mark-delete write fails"
-        )
+        return f"the open ledger of cursor {owner.cursor} of topic {topic}: its broker's next mark-delete write fails"
     anyone = (
         "an open ledger: whatever writes it (an application, DistributedLog, Pravega, HerdDB, ...) fails at its next add"
         if any_writer
         else None
     )
     if kind == "orphan":
-        if not owner["caution"]:
+        if not owner.caution:
             return anyone  # old enough to be an orphan: no broker writes it
-        age = owner["age_seconds"]
+        age = owner.age_seconds
         return (
             f"a Pulsar ledger that no topic lists yet, created {'at an unknown time' if age is None else f'{age:.0f} s ago'}"
             ": a broker creates a ledger before it lists it, so one may be writing it"
@@ -336,10 +339,10 @@ def plan_delete(
     """Which of the ledgers may be deleted.  A ledger a Pulsar topic, cursor,
     schema or compaction lists (the check of ``pulsar ledger-owner``), or a
     Pulsar ledger too young to call an orphan (younger than ``older_than``
-    seconds, by default :data:`~bkctl.ops.pulsar.YOUNG_LEDGER_SECONDS`), is
+    seconds, by default :data:`~bkctl.wire.domain.ownership.YOUNG_LEDGER_SECONDS`), is
     refused unless ``even_if_owned`` (then it is in ``overridden``, named).
     Metadata is read pipelined."""
-    from bkctl.ops.pulsar import YOUNG_LEDGER_SECONDS, Owners
+    from bkctl.wire.domain.ownership import YOUNG_LEDGER_SECONDS, Owners
 
     wanted = list(dict.fromkeys(ids))
     if ranges:
@@ -354,11 +357,11 @@ def plan_delete(
                 plan.not_found.append(ledger_id)
             continue
         if isinstance(md, Exception):  # undecodable metadata: no owner can be told; Pulsar's or not
-            why = f"its metadata does not decode ({md}): its owner cannot be checked"
-            doc = {"ledger_id": ledger_id}
+            why: str | None = f"its metadata does not decode ({md}): its owner cannot be checked"
+            doc: dict[str, Any] = {"ledger_id": ledger_id}
         else:
-            doc = owners.owner_of(ledger_id, md, now_ms)
-            why = refusal(doc)
+            owner = owners.owner_of(ledger_id, md, now_ms)
+            why, doc = refusal(owner), owner.to_json()
         if why is None:
             plan.delete.append(ledger_id)
         elif even_if_owned:

@@ -32,7 +32,8 @@ from bkctl.wire.pulsar.offload_format import check_blob_metadata, iter_block_ent
 from bkctl.wire.pulsar.offload_reader import OffloadedLedger
 from bkctl.wire.pulsar.offload_store import OffloadLocation, OffloadSettings, location_of, store_for
 
-from .pulsar import metadata_in_batches, reader, resolve_topics
+from bkctl.wire.domain.topic_state import metadata_in_batches, resolve_topics
+from bkctl.wire.domain.topic_state import topic_reader as reader
 
 __all__ = ["OffloadRecord", "OrphanScan", "offloads", "verify_ledger"]
 

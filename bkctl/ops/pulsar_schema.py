@@ -12,32 +12,25 @@ orphans``) and schema ledgers with fewer live copies than their write quorum.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from bkctl.wire.domain.ownership import topic_of_schema_id
+from bkctl.wire.domain.topic_state import BookKeeperFactory
+from bkctl.wire.domain.topic_state import schema_registry as registry
 from bkctl.wire.pulsar.managed_ledger import (
     APPLICATION,
     APPLICATION_KEY,
     COMPONENT_KEY,
     COMPONENT_SCHEMA,
     SCHEMA_ID_KEY,
-    TopicName,
-    decode_local_name,
 )
 
 __all__ = [
     "FINDINGS",
     "check_schemas",
     "list_schemas",
-    "read_schema_entry",
-    "registry",
-    "schema_ledger_owner",
     "show_schema",
-    "topic_of_schema_id",
 ]
-
-#: ``bk()``: a BlockingBookKeeper, made on first use (None: never ask the bookies)
-BookKeeperFactory = Callable[[], Any]
 
 #: What ``check`` finds, and what each means for the topic, in one line.
 FINDINGS = {
@@ -55,58 +48,6 @@ FINDINGS = {
     "no-live-copy": "the topic cannot load while no bookie holding this version runs: bring one back (if none "
     "can return, the version is lost)",
 }
-
-
-def registry(store, base: str | None = None, bk: BookKeeperFactory | None = None):
-    """The :class:`~bkctl.wire.pulsar.registry.SchemaRegistry` beside the
-    managed ledgers (``base``), reading schema ledgers through ``bk()``."""
-    from bkctl.wire.pulsar.registry import SchemaRegistry
-
-    return SchemaRegistry.of(store, base, None if bk is None else read_schema_entry(bk))
-
-
-def read_schema_entry(bk: BookKeeperFactory) -> Callable[[int, int], bytes]:
-    """``read_entry(ledger, entry)`` of a schema ledger, opened as a broker
-    opens it (password ``""``, its digest from its metadata), without fencing."""
-
-    def read(ledger_id: int, entry_id: int) -> bytes:
-        return bk().open(ledger_id, b"").read_entry(entry_id)
-
-    return read
-
-
-def topic_of_schema_id(schema_id: str) -> str:
-    """The (partitioned) topic a schema id belongs to: ``persistent://tenant/namespace/topic``."""
-    tenant, namespace, encoded = schema_id.split("/", 2)
-    try:
-        local = decode_local_name(encoded)
-    except ValueError:
-        local = encoded
-    return str(TopicName(tenant, namespace, local))
-
-
-def schema_ledger_owner(topics, ledger_id: int, schema_id: str) -> dict[str, Any]:
-    """Which topic's schema a schema ledger holds (its ``pulsar/schemaId``)
-    and whether that schema's locator names it: ``topic``, ``listed``,
-    ``schema_version`` (None: no locator names it -- an orphan schema ledger)."""
-    from bkctl.wire.pulsar.errors import PulsarFormatError
-    from bkctl.wire.pulsar.registry import SchemaRegistry, schemas_base
-
-    out: dict[str, Any] = {
-        "topic": topic_of_schema_id(schema_id) if schema_id.count("/") >= 2 else None,
-        "listed": False,
-        "schema_version": None,
-        "locator_unreadable": False,
-    }
-    try:
-        locator = SchemaRegistry(topics.pulsar, schemas_base(topics.base)).locator(schema_id)
-    except PulsarFormatError:
-        out["locator_unreadable"] = True  # whether a locator names it cannot be told
-        return out
-    for e in locator.index if locator is not None else ():
-        if e.ledger_id == ledger_id:
-            out.update(listed=True, schema_version=e.version)
-    return out
 
 
 def _copies_down(store, live: set[str], ledger_id: int) -> str | None:
@@ -233,6 +174,7 @@ def show_schema(
         else:
             raise
     entry = locator.entry(got)
+    assert entry is not None  # the registry read a version its locator lists
     return {
         "problem": problem,
         "topic": topic_of_schema_id(sid),
@@ -361,15 +303,15 @@ def check_schemas(
         schema_ledgers += 1
         if ledger_id in named:
             continue
-        sid = custom.get(SCHEMA_ID_KEY)
+        orphan_sid = custom.get(SCHEMA_ID_KEY)
         if md.ctime is None or md.ctime > cutoff:
             young += 1
             young_ids.append(ledger_id)
             continue
-        located = sid is not None and sid in ids
+        located = orphan_sid is not None and orphan_sid in ids
         find(
             "orphan",
-            sid,
+            orphan_sid,
             None,
             ledger_id,
             f"created {utc_iso(md.ctime)}, {md.length if md.is_closed else '?'} B; "

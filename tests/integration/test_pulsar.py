@@ -627,7 +627,7 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
     """A ledger a broker lists after the sweep read the managed ledgers is not
     reported: each candidate's managed ledger is read again before it is reported (in
     batches; here one candidate a batch, so that the listing can come between two)."""
-    from bkctl.ops.pulsar import OrphanSweep
+    from bkctl.wire.domain.orphans import OrphanSweep
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     c = pulsar_cluster
@@ -636,11 +636,11 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
         znode = f"{c.base}/{NS}/persistent/late"
         try:
             sweep = iter(OrphanSweep(store, c.base, older_than=0, recheck_batch=1))
-            assert next(sweep)["ledger_id"] == c.orphan  # the managed ledgers were read before this
+            assert next(sweep).ledger_id == c.orphan  # the managed ledgers were read before this
             info = ml.ManagedLedgerInfo()
             info.ledgerInfo.add(ledgerId=late, timestamp=0)
             store.client.create(znode, info.SerializeToString(), makepath=True)
-            assert [r["ledger_id"] for r in sweep] == []
+            assert [r.ledger_id for r in sweep] == []
         finally:
             store.client.delete(znode)
             c.bk.delete(late)

@@ -7,16 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bkctl.ops.bookie_reads import BookieReading
-from bkctl.ops.disk import (
+from bkctl.ops.disk import bookie_doc, summary_line, totals
+from bkctl.wire.domain import disk_attribution
+from bkctl.wire.domain.disk_attribution import (
+    Logical,
     Owner,
     Tally,
     Walk,
-    bookie_doc,
     copies_by_bookie,
     entry_log_classes,
     owner_by_metadata,
-    summary_line,
-    totals,
+    walk_ledgers,
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
@@ -96,14 +97,14 @@ def log(log_id, size, live, directory="/d"):
 def test_entry_logs_by_what_reclaims_them():
     logs = [log(1, 1000, 100), log(2, 1000, 500), log(3, 1000, 900), log(4, 1000, 200), log(1, 1000, 0, "/e")]
     c = entry_log_classes(logs, 0.2, 0.8)
-    assert (c["below_minor_dead_bytes"], c["below_major_dead_bytes"], c["above_major_dead_bytes"]) == (900, 500, 100)
-    assert c["active_log_dead_bytes"] == 800 + 1000  # the newest of each directory, as none is marked
-    assert c["active_assumed"] and c["lowest_live_ratio"] == 0.1 and c["dead_bytes"] == 3300
+    assert (c.below_minor_dead_bytes, c.below_major_dead_bytes, c.above_major_dead_bytes) == (900, 500, 100)
+    assert c.active_log_dead_bytes == 800 + 1000  # the newest of each directory, as none is marked
+    assert c.active_assumed and c.lowest_live_ratio == 0.1 and c.dead_bytes == 3300
     marked = [dict(x, active=x["logId"] == 3) for x in logs[:4]]
     c = entry_log_classes(marked, 0.2, 0.8)
-    assert not c["active_assumed"] and c["active_log_dead_bytes"] == 100 and c["below_major_dead_bytes"] == 500 + 800
+    assert not c.active_assumed and c.active_log_dead_bytes == 100 and c.below_major_dead_bytes == 500 + 800
     # a threshold of 0 disables that kind: those logs wait for the other
-    assert entry_log_classes(logs[:2], 0.0, 0.8)["below_major_dead_bytes"] == 900
+    assert entry_log_classes(logs[:2], 0.0, 0.8).below_major_dead_bytes == 900
 
 
 def walk_with(cells) -> Walk:
@@ -213,7 +214,6 @@ def test_the_one_line_answer_names_the_largest_share_and_its_cure():
 def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store():
     """Topics from the managed ledgers, orphans by the sweep's rule, one pipelined read of the
     ledgers for both; an open ledger's size unknown without the bookies."""
-    from bkctl.ops.disk import walk_ledgers
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from tests.support.fake_store import FakeMetadataStore
 
@@ -242,9 +242,9 @@ def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store()
     walk = walk_ledgers(store, None, older_than=60, now_ms=10**12)
     assert [c for c, _ in store.calls].count("ledgers.ids") == 1  # one walk serves disk and the orphan sweep
     assert walk.orphan_ids == [4] and walk.ledgers == 5 and walk.open_unknown == {2: "the bookies were not asked"}
-    owners = {(o.kind, o.component): row[0] for o, row in walk.tally.logical.items()}
+    owners = {(o.kind, o.component): row.ledgers for o, row in walk.tally.logical.items()}
     assert owners == {("topic", "data"): 1, ("topic", "cursor"): 1, ("orphan", "data"): 1, ("application", None): 1}
-    per_bookie = sum(cell[1] for (b, _o), cell in walk.tally.cells.items() if b == A)
+    per_bookie = sum(cell.entries for (b, _o), cell in walk.tally.cells.items() if b == A)
     assert per_bookie == 4 * sum(1 for e in range(10) if A in md.write_set(e))
 
 
@@ -368,7 +368,6 @@ def test_the_walk_reads_open_ledgers_as_it_finds_them_and_holds_no_metadata_to_t
     """Issue 69, point 12: at 10^6 ledgers the walk held every open ledger's metadata (200,000) until
     its end, and peaked at 344 MiB.  The open ledgers' ends are read a chunk at a time as the walk
     finds them; the unlisted ones wait as (naming, copies) for the sweep; attributed as before."""
-    from bkctl.ops import disk
     from tests.support.fake_store import FakeMetadataStore
 
     store = FakeMetadataStore().start()
@@ -394,22 +393,23 @@ def test_the_walk_reads_open_ledgers_as_it_finds_them_and_holds_no_metadata_to_t
             yield item
 
     monkeypatch.setattr(store.ledgers, "walk", counting_walk)
-    monkeypatch.setattr(disk, "OPEN_LEDGERS_A_STEP", 4)
-    walk = disk.walk_ledgers(store, Bookies, older_than=60, now_ms=10**12)
+    monkeypatch.setattr(disk_attribution, "OPEN_LEDGERS_A_STEP", 4)
+    walk = walk_ledgers(store, Bookies, older_than=60, now_ms=10**12)
     assert seen == [6, 14, 22, 30, 38]  # the 4th open ledger of every 8 ledgers: as the walk goes
     assert walk.open_estimated == 20 and walk.open_unknown == {} and walk.ledgers == 40
     # counted by namespace (the report's level without --by topic): one owner for both topics, same sums
-    grouped = disk.walk_ledgers(store, Bookies, older_than=60, now_ms=10**12, level="namespace").tally
+    grouped = walk_ledgers(store, Bookies, older_than=60, now_ms=10**12, level="namespace").tally
     assert len({o for o in walk.tally.logical if o.kind == "orphan"}) == 2
     assert [(o.kind, o.name, row) for o, row in grouped.logical.items() if o.kind == "orphan"] == [
-        ("orphan", "t/ns", [20, 15_000, 10])
+        ("orphan", "t/ns", Logical(20, 15_000, 10))
     ]
-    owners = {(o.kind, o.component): row[:3] for o, row in walk.tally.logical.items() if o.kind != "orphan"}
-    owners[("orphan", "data")] = [
-        sum(r[i] for o, r in walk.tally.logical.items() if o.kind == "orphan") for i in range(3)
-    ]
+    owners = {(o.kind, o.component): row for o, row in walk.tally.logical.items() if o.kind != "orphan"}
+    orphans = [r for o, r in walk.tally.logical.items() if o.kind == "orphan"]
+    owners[("orphan", "data")] = Logical(
+        sum(r.ledgers for r in orphans), sum(r.length for r in orphans), sum(r.open_ledgers for r in orphans)
+    )
     # every Pulsar ledger is an orphan (no managed ledger lists it): 10 closed, 10 open (5 entries, 500 B)
     assert owners == {
-        ("orphan", "data"): [20, 10 * 1000 + 10 * 500, 10],
-        ("application", None): [20, 10 * 1000 + 10 * 500, 10],
+        ("orphan", "data"): Logical(20, 10 * 1000 + 10 * 500, 10),
+        ("application", None): Logical(20, 10 * 1000 + 10 * 500, 10),
     }

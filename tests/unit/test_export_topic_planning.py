@@ -252,7 +252,7 @@ def test_the_pushdown_counts_the_open_ledgers_entries_it_skips(store):
 def test_a_long_managed_ledger_is_planned_from_batched_reads_not_one_read_per_ledger(store, monkeypatch):
     """A topic of thousands of ledgers (apache/pulsar#11490: 30,000) costs a round trip per
     batch of ledgers, not per ledger; one deleted inside a batch is still reported."""
-    from bkctl.ops.pulsar import READ_BATCH
+    from bkctl.wire.domain.topic_state import READ_BATCH
 
     ids = list(range(1000, 1000 + 2 * READ_BATCH + 5))
     for ledger_id in ids:
@@ -270,7 +270,8 @@ def test_a_long_managed_ledger_is_planned_from_batched_reads_not_one_read_per_le
 
 
 def test_topic_show_reads_a_long_managed_ledgers_metadata_in_batches_too(store, monkeypatch):
-    from bkctl.ops.pulsar import READ_BATCH, ledger_states, reader
+    from bkctl.wire.domain.topic_state import READ_BATCH, ledger_states
+    from bkctl.wire.domain.topic_state import topic_reader as reader
 
     ids = list(range(1000, 1000 + READ_BATCH + 3))
     for ledger_id in ids[1:]:

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from bkctl.ops import pulsar as ops
+from bkctl.wire.domain.topic_state import CursorFallback, cursor_state
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
 from tests.support.deferreds import successResultOf
@@ -114,7 +115,7 @@ def test_the_newest_position_is_the_cursor_ledgers_last_entry_past_the_lac_and_n
     info = ml.ManagedCursorInfo.FromString(
         store.pulsar.managed_ledger("/managed-ledgers", doc["managed_ledger_name"], True).cursors[SUB]
     )
-    state, source = ops.cursor_state(info, lambda: bk)
+    state, source = cursor_state(info, lambda: bk)
     assert state.mark_delete == (
         data_id,
         sub["newest_position"]["mark_delete"][1],
@@ -181,7 +182,7 @@ def test_a_cursor_ledger_that_is_gone_falls_back_to_the_znode_with_a_warning_and
         f"{doc['topic']} cursor {SUB}: position from its znode (cursor ledger "
         f"{writer.ledger_id} is gone), which is older than the position its broker holds"
     ]
-    with pytest.raises(ops.CursorFallback, match="is gone"):
+    with pytest.raises(CursorFallback, match="is gone"):
         ops.show_topic(store, doc["topic"], bk=lambda: bk, strict=True)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from bkctl.ops import pulsar as ops
+from bkctl.wire.domain.orphans import OrphanSweep
+from bkctl.wire.domain.topic_state import resolve_topics
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.pulsar.errors import NoSuchTopic, PulsarFormatError
@@ -120,7 +122,7 @@ def test_partitions_by_managed_ledgers_and_by_partitioned_topic_metadata(store):
     assert [t.partition for t in topics.partitions(parts)] == [0, 2]
     assert topics.declared_partitions(parts) == 3
     assert topics.declared_partitions(TopicName.parse(f"persistent://{NS}/orders")) is None
-    assert [ml_.ledger_ids for ml_ in ops.resolve_topics(topics, f"persistent://{NS}/parts")] == [[3], [4]]
+    assert [ml_.ledger_ids for ml_ in resolve_topics(topics, f"persistent://{NS}/parts")] == [[3], [4]]
     shown = ops.show_topic(store, f"persistent://{NS}/parts")
     assert (shown["partitioned"], shown["declared_partitions"]) == (True, 3)
     assert [(p["partition"], p["managed_ledger"]) for p in shown["partitions"]] == [
@@ -166,6 +168,6 @@ def test_list_topics_owner_and_orphans_from_what_the_topics_list(store):
     assert (owner["owner"], owner["cursor"], owner["topic"]) == ("cursor", "audit", f"persistent://{NS}/orders")
     assert ops.ledger_owner(store, 6)["topic"] == "persistent://legacy/east/ns/old"
     assert ops.ledger_owner(store, 77)["owner"] == "orphan"
-    sweep = ops.OrphanSweep(store, older_than=0, now_ms=store.now_ms() + 1)
-    assert [doc["ledger_id"] for doc in sweep] == [77]
+    sweep = OrphanSweep(store, older_than=0, now_ms=store.now_ms() + 1)
+    assert [orphan.ledger_id for orphan in sweep] == [77]
     assert (sweep.checked, sweep.pulsar, sweep.orphans) == (7, 7, 1)

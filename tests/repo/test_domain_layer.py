@@ -1,0 +1,70 @@
+"""The domain layer sits under the commands (issue 67): the ledger and Pulsar rules every command
+shares -- what a topic holds, who owns a ledger, the orphan sweep, disk attribution -- live in
+``bkctl.wire.domain``, under wire's strict typing; ``bkctl/ops`` and ``bkctl/export`` orchestrate
+and render, and neither defines them again; ``bkctl/export`` imports nothing of ``bkctl/ops``
+(read from the sources with ast, imports inside functions and under ``TYPE_CHECKING`` counted)."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import tomllib
+
+import pytest
+
+from tests.repo.sources import MODULES, ROOT, imports, tree
+
+pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
+
+#: the domain modules, and names each defines that no module of bkctl/ops or bkctl/export may define again
+DOMAIN = {
+    "bkctl.wire.domain.topic_state": {"LedgerState", "PositionSource", "Backlog", "cursor_state", "resolve_topics"},
+    "bkctl.wire.domain.ownership": {"Owners", "LedgerOwnership", "pulsar_component", "topic_of_schema_id"},
+    "bkctl.wire.domain.orphans": {"OrphanSweep", "Orphan"},
+    "bkctl.wire.domain.disk_attribution": {"Owner", "Tally", "Walk", "walk_ledgers", "entry_log_classes"},
+}
+
+
+def _top_level_names(module: str) -> set[str]:
+    body = tree(MODULES[module]).body
+    return {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
+def _under(prefix: str) -> list[str]:
+    return sorted(m for m in MODULES if m == prefix or m.startswith(prefix + "."))
+
+
+def test_the_domain_modules_live_under_wire_and_define_their_rules():
+    for module, names in DOMAIN.items():
+        assert module in MODULES, module
+        assert MODULES[module].is_relative_to(ROOT / "wire" / "domain"), MODULES[module]
+        assert names <= _top_level_names(module), (module, names - _top_level_names(module))
+
+
+def test_ops_and_export_define_no_domain_rule_again():
+    taken = set().union(*DOMAIN.values())
+    again = {
+        (m, name) for m in _under("bkctl.ops") + _under("bkctl.export") for name in _top_level_names(m) & taken
+    }
+    assert not again, sorted(again)
+
+
+def test_export_imports_nothing_of_ops():
+    bad = {(m, i) for m in _under("bkctl.export") for i in imports(m, MODULES[m], False) if i.startswith("bkctl.ops")}
+    assert not bad, sorted(bad)
+
+
+def test_the_domain_is_under_wires_strict_typing_and_in_no_exemption():
+    overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
+    strict = [o for o in overrides if o.get("disallow_untyped_defs") is True]
+    exempt = [p for o in overrides if o.get("ignore_errors") for p in o["module"]]
+    for module in DOMAIN:
+        assert any(fnmatch.fnmatch(module, p) for o in strict for p in o["module"]), module
+        assert not [p for p in exempt if fnmatch.fnmatch(module, p)], module
+
+
+def test_the_checks_see_a_violation(tmp_path):
+    source = tmp_path / "probe.py"
+    source.write_text("def later():\n    from bkctl.ops.pulsar import show_topic\n")
+    assert imports("bkctl.export.probe", source, False) == {"bkctl.ops.pulsar"}
+    assert "Owner" in _top_level_names("bkctl.wire.domain.disk_attribution")
