@@ -68,7 +68,7 @@ from typing import Callable, Iterator
 from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
 
-from . import disk_layout as layout
+from bkctl.wire.bookie_disk import layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
 from .journal_stats import JournalStats
 from .page_cache import SyncedPages

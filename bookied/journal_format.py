@@ -63,7 +63,7 @@ from typing import Iterator, NamedTuple, Union
 
 from crc32c import crc32c
 
-from . import disk_layout as layout
+from bkctl.wire.bookie_disk import layout
 
 log = logging.getLogger("bookied.journal")
 

@@ -159,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from bkctl.wire.errors import BKError
 
-        from .identity import IdentityError
-        from .disk_layout import LayoutError
+        from bkctl.wire.bookie_disk.identity import IdentityError
+        from bkctl.wire.bookie_disk.layout import LayoutError
         from .service import BookieService
 
     try:

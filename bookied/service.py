@@ -26,7 +26,10 @@ from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
-from . import day2, disk_layout as layout, identity
+from bkctl.wire.bookie_disk import identity
+from bkctl.wire.bookie_disk import layout
+
+from . import day2
 from .config.render import render_config
 from .garbage_collector import DeletedLedgerCollector, GarbageCollector
 from .gc_policy import GcPolicy

@@ -68,7 +68,8 @@ _CONF = click.option(
 @pass_app
 def bookieformat(app: App, conf: str, force: bool, delete_cookie: bool):
     """Wipe a stopped bookie's journal, ledger and index directories (run on the bookie's host)."""
-    from ..ops.bookies import bookie_dirs, bookieformat as do_format
+    from ..ops.bookie_conf import bookie_dirs
+    from ..ops.bookies import bookieformat as do_format
 
     dirs = bookie_dirs(conf)
     if not app.metadata_uri and dirs.metadata_uri:
@@ -100,10 +101,11 @@ def upgrade(app: App, conf: str, action: str | None):
     """Upgrade a stopped bookie's directory layout (BookKeeper's FileSystemUpgrade)."""
     from ..exitcodes import USAGE, CommandError
     from ..ops import bookies as ops
+    from ..ops.bookie_conf import bookie_dirs
 
     if action is None:
         raise CommandError("give one of --upgrade, --rollback or --finalize", USAGE)
-    dirs = ops.bookie_dirs(conf)
+    dirs = bookie_dirs(conf)
     if not app.metadata_uri and dirs.metadata_uri:
         app.metadata_uri = dirs.metadata_uri
     if action == "upgrade":

@@ -526,7 +526,7 @@ def _payload(row: dict) -> str:
 
 
 def _dirs(conf: str):
-    from ..ops.bookies import bookie_dirs
+    from ..ops.bookie_conf import bookie_dirs
 
     return bookie_dirs(conf, need_id=False)  # files only: the conf may be another host's
 

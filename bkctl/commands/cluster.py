@@ -134,7 +134,7 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
     import socket
 
     from ..exitcodes import USAGE, CommandError
-    from ..ops.autorecovery import config_from_settings
+    from ..ops.bookie_conf import config_from_settings
 
     pairs = {}
     for item in settings:

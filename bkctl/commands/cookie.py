@@ -217,7 +217,7 @@ def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, f
     """
     from ..exitcodes import USAGE, CommandError
     from ..ops import cookies
-    from ..ops.bookies import bookie_dirs
+    from ..ops.bookie_conf import bookie_dirs, other_id_form
 
     if from_id is not None:
         if action is not None:
@@ -229,7 +229,7 @@ def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, f
     if not app.metadata_uri and dirs.metadata_uri:
         app.metadata_uri = dirs.metadata_uri
     if action in ("hostname", "ip"):
-        from_id, new = cookies.other_id_form(conf, action == "hostname")
+        from_id, new = other_id_form(conf, action == "hostname")
         action = "rename"
     if action == "rename":
         doc = cookies.admin_rename(app.store, dirs, from_id)

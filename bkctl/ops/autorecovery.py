@@ -5,27 +5,6 @@ worker holds which ledger (Java's ``whoisauditor``, ``triggeraudit`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the daemon's module imports twisted: only `autorecovery run` needs it
-    from bkctl.wire.autorecovery.config import AutoRecoveryConfig
-
-
-def config_from_settings(settings: dict[str, str]) -> AutoRecoveryConfig:
-    """An :class:`AutoRecoveryConfig` from bk_server.conf keys (Java's names and
-    units), each checked by bookied's schema as bookied checks it
-    (:func:`bkctl.bookied.config.validate_setting`); ValueError (a ConfigError)
-    with a one-line message names an unknown key or a bad value."""
-    from bkctl.bookied.config import ConfigError, validate_setting
-    from bkctl.wire.autorecovery.config import CONFIG_KEYS, config_from_keys
-
-    values = {}
-    for key, text in settings.items():
-        if key not in CONFIG_KEYS:
-            raise ConfigError(f"unknown autorecovery key {key!r} (one of {', '.join(sorted(CONFIG_KEYS))})", key=key)
-        values[key] = validate_setting(key, text)
-    return config_from_keys(values)
-
 
 def who_is_auditor(store) -> dict:
     return {"auditor": store.auditor.current()}

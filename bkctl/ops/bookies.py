@@ -1,8 +1,8 @@
 """Bookie operations: listing, formatting a bookie's disks, and the directory-layout upgrade.
 
 ``bookieformat`` and ``upgrade`` act on the local directories named in a
-bk_server.conf (read with bookied's own configuration schema), so they run
-on the bookie's host, with the bookie stopped.
+bk_server.conf (:func:`.bookie_conf.bookie_dirs`), so they run on the bookie's host, with the
+bookie stopped.
 """
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
-
-from bkctl.wire.metadata.cookie import Cookie
 
 from ..exitcodes import CONFLICT, FAILED, CommandError
+from .bookie_conf import BookieDirs
 
 
 def list_bookies(store, which: str = "writable") -> list[dict]:
@@ -34,40 +32,6 @@ def list_bookies(store, which: str = "writable") -> list[dict]:
 
 
 # -- local directories ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BookieDirs:
-    bookie_id: str
-    journal: tuple[str, ...]
-    ledgers: tuple[str, ...]
-    index: tuple[str, ...]  # only when indexDirectories is configured
-    metadata_uri: str | None
-
-    @property
-    def all(self) -> list[str]:
-        return list(dict.fromkeys(self.journal + self.ledgers + self.index))
-
-    def cookie(self, instance_id: str | None) -> Cookie:
-        return Cookie(self.bookie_id, self.journal, self.ledgers, instance_id, self.index or None)
-
-
-def bookie_dirs(conf_path: str, need_id: bool = True) -> BookieDirs:
-    """The directories a bk_server.conf names.  With ``need_id=False`` (reading files only) a
-    bookie id that cannot be resolved on this host (another host's interface...) is None."""
-    from bkctl.bookied.config import ConfigError, load_config, resolve_bookie_id
-
-    cfg = load_config(conf_path)
-    index = () if cfg.is_derived("indexDirectories") else tuple(cfg.index_directories)
-    try:
-        bookie_id = resolve_bookie_id(cfg)
-    except ConfigError:
-        if need_id:
-            raise
-        bookie_id = None
-    return BookieDirs(
-        bookie_id, tuple(cfg.journal_directories), tuple(cfg.ledger_directories), index, cfg.metadata_service_uri
-    )
 
 
 def _non_empty(d: str) -> bool:
@@ -122,7 +86,7 @@ CURRENT_DIR_LAYOUT = 5
 
 
 def previous_version(d: str) -> int:
-    from bkctl.bookied.disk_layout import old_layout_files
+    from bkctl.wire.bookie_disk.layout import old_layout_files
 
     try:
         with open(os.path.join(d, "VERSION")) as f:
@@ -135,7 +99,7 @@ def previous_version(d: str) -> int:
 
 
 def _old_entries(d: str) -> list[str]:
-    from bkctl.bookied.disk_layout import old_layout_files
+    from bkctl.wire.bookie_disk.layout import old_layout_files
 
     return [n.rstrip("/") for n in old_layout_files(d) if n != "VERSION"]
 

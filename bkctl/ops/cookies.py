@@ -132,7 +132,7 @@ def split_dirs(values) -> list[str]:
 
 def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
     """Every directory's VERSION cookie: a Cookie, None (no VERSION) or an error text."""
-    from bkctl.bookied import disk_layout as layout
+    from bkctl.wire.bookie_disk import layout
     from bkctl.wire.errors import CodecError
 
     out: dict[str, Cookie | None | str] = {}
@@ -149,7 +149,7 @@ def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
 
 
 def version_path(d: str) -> str:
-    from bkctl.bookied import disk_layout as layout
+    from bkctl.wire.bookie_disk import layout
 
     return os.path.join(layout.current_dir(d), layout.VERSION_FILE)
 
@@ -201,7 +201,7 @@ def admin_delete(store, dirs, confirm) -> dict:
 def admin_expand(store, dirs) -> dict:
     """Accept new empty ledger/index directories: stamp them and rewrite the ZooKeeper cookie
     (bookied's start-up check with allowStorageExpansion=true)."""
-    from bkctl.bookied.identity import IdentityError, check_and_stamp
+    from bkctl.wire.bookie_disk.identity import IdentityError, check_and_stamp
 
     _refuse_registered(store, dirs.bookie_id)
     before = {d for d, c in _local_cookies(dirs).items() if c is not None}
@@ -214,37 +214,6 @@ def admin_expand(store, dirs) -> dict:
         "outcome": outcome,
         "added_dirs": [d for d in dirs.all if d not in before] if outcome != "ok" else [],
     }
-
-
-def other_id_form(conf_path: str, use_hostname: bool) -> tuple[str, str]:
-    """``(old, new)`` bookie ids for switching a bookie to host-name (or IP) ids.
-
-    As Java's ``updatecookie -bookieId``, the configuration must already ask
-    for the new form (``useHostNameAsBookieID``); the old id is the same
-    configuration resolved the other way.
-    """
-    from bkctl.bookied.config import ConfigError, load_config, resolve_bookie_id
-
-    cfg = load_config(conf_path)
-    wanted = "hostname" if use_hostname else "ip"
-    if cfg.bookie_id is not None:
-        raise CommandError(
-            "the configuration sets bookieId explicitly; switching between host-name and IP "
-            "ids does not apply (use --from-id OLD)",
-            USAGE,
-        )
-    if bool(cfg.use_host_name_as_bookie_id) != use_hostname:
-        raise CommandError(
-            f"set useHostNameAsBookieID={'true' if use_hostname else 'false'} in {conf_path} "
-            f"first: the configuration must already use {wanted} ids",
-            USAGE,
-        )
-    try:
-        new = resolve_bookie_id(cfg)
-        old = resolve_bookie_id(cfg.with_overrides({"useHostNameAsBookieID": not use_hostname}))
-    except ConfigError as e:
-        raise CommandError(str(e), USAGE) from None
-    return old, new
 
 
 def admin_rename(store, dirs, old_id: str) -> dict:
@@ -270,7 +239,7 @@ def admin_rename(store, dirs, old_id: str) -> dict:
     cookie = replace(source, bookie_id=new_id)
     if new is not None and new[0] != cookie:
         raise CommandError(f"bookie {new_id} already has a different cookie in ZooKeeper", CONFLICT)
-    from bkctl.bookied import disk_layout as layout
+    from bkctl.wire.bookie_disk import layout
 
     rewritten = []
     for d, c in _local_cookies(dirs).items():

@@ -35,7 +35,7 @@ from crc32c import crc32c
 from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
 
-from .. import disk_layout as layout
+from bkctl.wire.bookie_disk import layout
 from .errors import EntryCorrupted
 from .index import KEY, LOC
 

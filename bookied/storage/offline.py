@@ -6,7 +6,7 @@ import os
 
 import lmdb
 
-from .. import disk_layout as layout
+from bkctl.wire.bookie_disk import layout
 from .entry_log import check_record, log_name
 from .index import (
     FORMAT_ROWS,

@@ -86,7 +86,7 @@ from typing import Callable, NamedTuple
 
 from bkctl.wire.fastpath import Twins
 
-from .. import disk_layout as layout
+from bkctl.wire.bookie_disk import layout
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull

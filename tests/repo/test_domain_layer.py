@@ -2,7 +2,10 @@
 shares -- what a topic holds, who owns a ledger, the orphan sweep, disk attribution -- live in
 ``bkctl.wire.domain``, under wire's strict typing; ``bkctl/ops`` and ``bkctl/export`` orchestrate
 and render, and neither defines them again; ``bkctl/export`` imports nothing of ``bkctl/ops``
-(read from the sources with ast, imports inside functions and under ``TYPE_CHECKING`` counted)."""
+(read from the sources with ast, imports inside functions and under ``TYPE_CHECKING`` counted).
+Nothing in ``bkctl`` imports ``bookied`` but the modules that run a bookie or read one's own
+files and configuration (:data:`READ_OR_RUN_A_BOOKIE`); the formats both need -- a bookie's
+directory layout and cookies -- are ``bkctl.wire.bookie_disk``'s."""
 
 from __future__ import annotations
 
@@ -25,6 +28,15 @@ DOMAIN = {
 }
 
 
+#: the modules of bkctl (and shell) that may import bookied: they run bookieds or read a bookie's
+#: own files and configuration with bookied's readers
+READ_OR_RUN_A_BOOKIE = {
+    "bkctl.sandbox.*": "runs bookieds (sandbox up) and checks their configuration",
+    "bkctl.ops.inspect": "bookie inspect/check: a bookie's journal, entry logs and index, read by bookied's readers",
+    "bkctl.ops.bookie_conf": "a bookie's bk_server.conf, read by bookied's configuration schema",
+}
+
+
 def _top_level_names(module: str) -> set[str]:
     body = tree(MODULES[module]).body
     return {n.name for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -43,9 +55,7 @@ def test_the_domain_modules_live_under_wire_and_define_their_rules():
 
 def test_ops_and_export_define_no_domain_rule_again():
     taken = set().union(*DOMAIN.values())
-    again = {
-        (m, name) for m in _under("bkctl.ops") + _under("bkctl.export") for name in _top_level_names(m) & taken
-    }
+    again = {(m, name) for m in _under("bkctl.ops") + _under("bkctl.export") for name in _top_level_names(m) & taken}
     assert not again, sorted(again)
 
 
@@ -54,11 +64,32 @@ def test_export_imports_nothing_of_ops():
     assert not bad, sorted(bad)
 
 
+def test_bkctl_imports_bookied_only_where_it_runs_or_reads_a_bookie():
+    assert "bkctl.ops.inspect" in MODULES and "bkctl.ops.bookie_conf" in MODULES  # the allowed ones exist
+    bad = {
+        (m, i)
+        for m in MODULES
+        if m.startswith(("bkctl.", "bkctl.shell")) and not m.startswith(("bkctl.wire", "bkctl.bookied"))
+        if not any(fnmatch.fnmatch(m, allowed) for allowed in READ_OR_RUN_A_BOOKIE)
+        for i in imports(m, MODULES[m], False)
+        if i.startswith("bkctl.bookied")
+    }
+    assert not bad, sorted(bad)
+
+
+def test_a_bookies_disk_layout_and_cookies_are_wires():
+    for module in ("bkctl.wire.bookie_disk.layout", "bkctl.wire.bookie_disk.identity"):
+        assert MODULES[module].is_relative_to(ROOT / "wire" / "bookie_disk"), module
+    assert not [
+        m for m in MODULES if m.startswith("bkctl.bookied.") and m.rpartition(".")[2] in ("disk_layout", "identity")
+    ]
+
+
 def test_the_domain_is_under_wires_strict_typing_and_in_no_exemption():
     overrides = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
     strict = [o for o in overrides if o.get("disallow_untyped_defs") is True]
     exempt = [p for o in overrides if o.get("ignore_errors") for p in o["module"]]
-    for module in DOMAIN:
+    for module in [*DOMAIN, "bkctl.wire.bookie_disk.layout", "bkctl.wire.bookie_disk.identity"]:
         assert any(fnmatch.fnmatch(module, p) for o in strict for p in o["module"]), module
         assert not [p for p in exempt if fnmatch.fnmatch(module, p)], module
 
@@ -67,4 +98,7 @@ def test_the_checks_see_a_violation(tmp_path):
     source = tmp_path / "probe.py"
     source.write_text("def later():\n    from bkctl.ops.pulsar import show_topic\n")
     assert imports("bkctl.export.probe", source, False) == {"bkctl.ops.pulsar"}
+    other = tmp_path / "probe2.py"  # (sources are parsed once per path)
+    other.write_text("def later():\n    from bkctl.bookied import storage\n")
+    assert imports("bkctl.ops.probe2", other, False) == {"bkctl.bookied.storage"}
     assert "Owner" in _top_level_names("bkctl.wire.domain.disk_attribution")

@@ -8,7 +8,7 @@ from twisted.internet import task
 
 from bkctl.cli import run
 from bkctl.exitcodes import USAGE
-from bkctl.ops.autorecovery import config_from_settings
+from bkctl.ops.bookie_conf import config_from_settings
 from bkctl.wire.autorecovery.checker import entries_held
 from bkctl.wire.autorecovery.config import AutoRecoveryConfig
 from bkctl.wire.autorecovery.worker import RateLimiter, ReplicationWorker

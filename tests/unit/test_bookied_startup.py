@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bkctl.bookied import disk_layout as layout, identity
+from bkctl.wire.bookie_disk import identity
+from bkctl.wire.bookie_disk import layout
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.bookied.main import EXIT_CONFIG, EXIT_REFUSED
 from bkctl.bookied.service import BookieService

@@ -31,7 +31,7 @@ def bookied_file(value):
 
 
 def autorecovery_set(value):
-    from bkctl.ops.autorecovery import config_from_settings
+    from bkctl.ops.bookie_conf import config_from_settings
 
     return config_from_settings({"enforceMinNumRacksPerWriteQuorum": value}).enforce_min_racks_per_write_quorum
 

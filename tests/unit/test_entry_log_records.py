@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
-from bkctl.bookied import disk_layout
+from bkctl.wire.bookie_disk import layout as disk_layout
 from bkctl.bookied.storage import entry_log, scan_records
 from bkctl.bookied.storage.entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, encode_log_record
 from bkctl.wire import fastpath

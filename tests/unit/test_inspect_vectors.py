@@ -6,7 +6,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from bkctl.ops.bookies import BookieDirs
+from bkctl.ops.bookie_conf import BookieDirs
 from bkctl.ops import inspect
 
 DISK = Path(__file__).resolve().parents[1] / "vectors" / "disk"

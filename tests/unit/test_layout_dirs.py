@@ -1,4 +1,4 @@
-"""bookied.disk_layout: current/ directories, the layout stamp and atomic VERSION files."""
+"""bkctl.wire.bookie_disk.layout: current/ directories, the layout stamp and atomic VERSION files."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from bkctl.bookied import disk_layout as layout
+from bkctl.wire.bookie_disk import layout
 
 
 def test_prepare_fresh_dirs_creates_current_and_stamp(tmp_path):

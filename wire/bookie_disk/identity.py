@@ -10,11 +10,16 @@ so a crash in between leaves a state the next start can finish.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, parse_cookie
 from bkctl.wire.errors import BKError, CodecError
 
-from . import disk_layout as layout
+from . import layout
+
+if TYPE_CHECKING:
+    from ..metadata.store import MetadataStore
 
 log = logging.getLogger("bookied.identity")
 
@@ -27,13 +32,19 @@ class Decommissioned(IdentityError):
     """The directories hold this bookie's cookie, ZooKeeper no longer does."""
 
 
-def expected_cookie(bookie_id: str, journal_dirs, ledger_dirs, index_dirs, instance_id) -> Cookie:
+def expected_cookie(
+    bookie_id: str,
+    journal_dirs: Iterable[str],
+    ledger_dirs: Iterable[str],
+    index_dirs: Iterable[str] | None,
+    instance_id: str | None,
+) -> Cookie:
     return Cookie(
         bookie_id, tuple(journal_dirs), tuple(ledger_dirs), instance_id, tuple(index_dirs) if index_dirs else None
     )
 
 
-def check_and_stamp(store, cookie: Cookie, *, allow_expansion: bool = False) -> str:
+def check_and_stamp(store: MetadataStore, cookie: Cookie, *, allow_expansion: bool = False) -> str:
     """Verify (or create, for a new bookie) the cookies; returns "new", "ok" or "expanded"."""
     dirs = list(dict.fromkeys(list(cookie.journal_dirs) + list(cookie.ledger_dirs) + list(cookie.index_dirs or ())))
     found: dict[str, Cookie | None] = {}
