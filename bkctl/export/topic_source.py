@@ -103,7 +103,9 @@ def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dic
     doc.update(versions=sorted(versions), unreadable={str(v): why for v, why in unreadable.items()})
     if spec.schema_version is not None and spec.schema_version not in versions:
         if spec.schema_version in unreadable:
-            raise SchemaUnreadable(locator.entry(spec.schema_version).ledger_id, unreadable[spec.schema_version])
+            located = locator.entry(spec.schema_version)
+            assert located is not None  # an unreadable version is one its locator lists
+            raise SchemaUnreadable(located.ledger_id, unreadable[spec.schema_version])
         raise NoSuchSchema(
             f"{spec.topic} has no schema version {spec.schema_version} "
             f"(versions {', '.join(map(str, sorted(versions) + sorted(unreadable)))})"
@@ -446,6 +448,7 @@ class TopicSource:
             offloaded=reader.offloaded_last_entry,
         )
         view = self.type_values(store, reader)
+        assert self._typing is not None  # read by type_values
         plan.details["schema"] = self._typing[1]
         if view is not None:
             plan.tasks = [replace(t, typed=view) for t in plan.tasks]

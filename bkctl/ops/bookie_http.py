@@ -156,6 +156,7 @@ def gc(
                 "--wait cannot tell when the pass is over",
                 FAILED,
             )
+        runs_before = before["gcRuns"] if isinstance(before, dict) else 0
         body = None if kind is None else {"forceMajor": kind == "major", "forceMinor": kind == "minor"}
         triggered = call(address, "PUT", GC, body)
         if wait is not None:
@@ -164,7 +165,7 @@ def gc(
                 now = call(address, "GET", GC)
                 if on_status is not None:
                     on_status(now)
-                if now.get("gcRuns", 0) > before["gcRuns"] and not now.get("gcRunning"):
+                if now.get("gcRuns", 0) > runs_before and not now.get("gcRunning"):
                     break
                 if clock() >= deadline:
                     error = f"the garbage collection of {bookie_id} was not over within {wait:g} s (--wait-timeout)"
@@ -200,7 +201,7 @@ def no_compaction(status: dict, kind: str | None) -> str | None:
     reasons = [refused.get(k) for k in kinds]
     if not all(reasons):
         return None  # one of them runs
-    return "; ".join(reasons)
+    return "; ".join(str(r) for r in reasons)
 
 
 def gc_activity(status: dict) -> str:

@@ -50,7 +50,7 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
     """
     if any(_non_empty(d) for d in dirs.journal) and not confirm():
         return {"formatted": False}
-    if store is not None and _is_registered(store, dirs.bookie_id):
+    if store is not None and dirs.bookie_id is not None and _is_registered(store, dirs.bookie_id):
         raise CommandError(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first", CONFLICT)
     wiped = []
     for d in dirs.all:

@@ -17,13 +17,16 @@ async def _disk_of(client, bookie_ids: list[str], on_answer: Callable[[], None] 
     def failed(f, bookie_id):
         out[bookie_id] = {"total_bytes": None, "free_bytes": None, "error": str(client.explain(f.value))}
 
+    def ask(bookie_id: str):
+        return client.pool.get(bookie_id).bookie_info()
+
     def counted(_):
         if on_answer is not None:
             on_answer()
 
     ds = []
     for b in bookie_ids:
-        d = defer.maybeDeferred(lambda b=b: client.pool.get(b).bookie_info())
+        d = defer.maybeDeferred(ask, b)  # pool.get's own failure too, as the bookie's answer
         d.addCallbacks(answered, failed, callbackArgs=(b,), errbackArgs=(b,))
         d.addBoth(counted)
         ds.append(d)

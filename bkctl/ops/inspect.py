@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ..exitcodes import USAGE, CommandError
 
@@ -75,7 +76,7 @@ def entry_fields(data: bytes, digest_length: int | None) -> dict:
         _l, _e, lac, length = entry_header(data)
     except CodecError as e:
         return {"size": len(data), "error": str(e)}
-    doc = {"size": len(data), "lac": lac, "length": length}
+    doc: dict[str, Any] = {"size": len(data), "lac": lac, "length": length}
     body = data[ENTRY_HEADER.size :]
     if digest_length is not None:
         doc["payload"] = body[digest_length:].decode("utf-8", "backslashreplace")
@@ -84,7 +85,7 @@ def entry_fields(data: bytes, digest_length: int | None) -> dict:
     return doc
 
 
-def _wanted(ledger_id: int, entry_id: int, ledger: int | None, entry: int | None) -> bool:
+def _wanted(ledger_id: int, entry_id: int | None, ledger: int | None, entry: int | None) -> bool:
     return (ledger is None or ledger_id == ledger) and (entry is None or entry_id == entry)
 
 
@@ -180,7 +181,7 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
                         bj.FenceRecord: "fence",
                         bj.ExplicitLacRecord: "explicit_lac",
                     }.get(type(rec), "unknown")
-                    entry_id = rec.entry_id if kind == "entry" else None
+                    entry_id = rec.entry_id if isinstance(rec, bj.EntryRecord) else None
                     if not _wanted(rec.ledger_id, entry_id, ledger, entry):
                         continue
                     row = {
@@ -192,11 +193,11 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
                         "entry_id": entry_id,
                         "kind": kind,
                     }
-                    if kind == "entry":
+                    if isinstance(rec, bj.EntryRecord):
                         row.update(entry_fields(rec.data, dlen))
-                    elif kind == "master_key":
+                    elif isinstance(rec, bj.MasterKeyRecord):
                         row["data"] = rec.key.hex()
-                    elif kind == "explicit_lac":
+                    elif isinstance(rec, bj.ExplicitLacRecord):
                         row["data"] = rec.body.hex()
                     yield row
 
@@ -601,7 +602,7 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
                     pass
         return managers[ledger_id]
 
-    doc = {
+    doc: dict[str, Any] = {
         "entries": len(rows),
         "ok": 0,
         "unverified": 0,

@@ -452,7 +452,7 @@ def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
     import crochet
 
     submit = crochet.run_in_reactor(handle.add_entry)
-    pending = deque()
+    pending: deque[Any] = deque()
     ids: list[int] = []
     try:
         for payload in payloads:

@@ -57,6 +57,7 @@ def list_topics(
     rows = []
     for ml in topics.read_all(topics.topics(tenant, namespace)):  # one deleted meanwhile is left out
         topic = ml.topic
+        assert topic is not None  # read by its topic name
         infos = list(ml.info.ledgerInfo)
         # the managed ledger records a ledger's entries and size when it closes it: the
         # ledger its broker writes has neither yet (topic show asks the bookies)
@@ -86,7 +87,7 @@ def show_topic(
     back to the znode (:class:`CursorFallback` with ``strict``)."""
     topics = topic_reader(store, base)
     topic = TopicName.parse(name)
-    parts = []
+    parts: list[dict[str, Any]] = []
     warnings = []
     for ml in resolve_topics(topics, name):
         ledgers = ledger_states(store, ml, bk)
@@ -101,7 +102,7 @@ def show_topic(
                 "topic": str(ml.topic),
                 "managed_ledger": ml.name,
                 "path": ml.path,
-                "partition": ml.topic.partition,
+                "partition": -1 if ml.topic is None else ml.topic.partition,
                 "terminated_at": None if ml.terminated is None else f"{ml.terminated[0]}:{ml.terminated[1]}",
                 "properties": {p.key: p.value for p in ml.info.properties},
                 "ledgers": [ls.to_json() for ls in ledgers],

@@ -139,7 +139,8 @@ def replace_bookie_id(
 
     def work(item) -> dict:
         pace.wait()
-        row = _one_ledger(store, *item, old, new, dry_run)
+        ledger_id, md, version = item
+        row = _one_ledger(store, ledger_id, md, version, old, new, dry_run)
         if on_ledger is not None:
             on_ledger(row)
         return row

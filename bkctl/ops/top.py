@@ -233,15 +233,16 @@ class TopCollector:
         if self._report_read is None and (self._repair is None or at - self._repair[0] >= self.repair_every):
             store = self.store
             self._report_read = _Pending(lambda: autorecovery_report(store, now_ms), at)
-        if self._report_read is not None:
+        reading = self._report_read
+        if reading is not None:
             try:
-                report = self._report_read.future.result(timeout=self.zk_wait)
-                self._repair = (self._report_read.started, report, None)
+                report = reading.future.result(timeout=self.zk_wait)
+                self._repair = (reading.started, report, None)
                 self._report_read = None
             except FutureTimeout:
                 pass  # the last report stays, as old as the header says
             except Exception as e:  # noqa: BLE001 - shown in the view, which goes on
-                self._repair = (self._report_read.started, None, str(e) or type(e).__name__)
+                self._repair = (reading.started, None, str(e) or type(e).__name__)
                 self._report_read = None
         if self._repair is None:
             return None, "not read yet: ZooKeeper is not answering"
