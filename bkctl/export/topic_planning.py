@@ -355,7 +355,7 @@ def plan_topic(
             "subscription": spec.subscription,
             "cursor": None
             if spec.subscription is None
-            else {**state.to_json(), "from": str(source), "source": source.kind, "fallback": source.fallback},
+            else {**state.to_json(), "from": str(source), "source": source.kind.value, "fallback": source.fallback},
             "read_past_lac": past_lac,
             "offloaded": offloads,
         }
