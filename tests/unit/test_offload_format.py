@@ -153,3 +153,59 @@ def test_a_task_that_failed_on_the_store_gives_the_stores_exit_code():
     assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadUnreachable: s3://b: did not answer") == UNREACHABLE
     assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadFormatError: truncated") is None
     assert cause_exit_code("os.NotAClass: x") is None and cause_exit_code("ValueError: x") is None
+
+
+def _v1_objects(blocks_of_entries: list[list[bytes]]) -> tuple[bytes, bytes]:
+    """A data object (FACTS #9-#13: header, entries as length + id + bytes, padding) of these
+    blocks and its version 1 index (#14-#16), made here: sizes the cases do not have."""
+    import struct
+
+    from bkctl.wire.proto import formats_pb2
+
+    data, index_entries, first = b"", [], 0
+    for entries in blocks_of_entries:
+        body = b"".join(struct.pack(">iq", len(e), first + i) + e for i, e in enumerate(entries))
+        length = of.BLOCK_HEADER_LENGTH + len(body) + 7  # padding that cuts the pattern
+        header = struct.pack(">Iqqq", of.BLOCK_MAGIC, of.BLOCK_HEADER_LENGTH, length, first)
+        index_entries.append(struct.pack(">qiq", first, len(index_entries) + 1, len(data)))
+        data += header.ljust(of.BLOCK_HEADER_LENGTH, b"\0") + body + (of.PADDING * 2)[:7]
+        first += len(entries)
+    md = formats_pb2.LedgerMetadataFormat(quorumSize=1, ensembleSize=1, length=len(data), lastEntryId=first - 1)
+    md.state = formats_pb2.LedgerMetadataFormat.CLOSED
+    md.segment.add(firstEntryId=0, ensembleMember=["127.0.0.1:3181"])
+    raw = md.SerializeToString()
+    body = raw + b"".join(index_entries)
+    head = struct.pack(
+        ">Iiqqii", 0xDE47DE47, 32 + len(body), len(data), of.BLOCK_HEADER_LENGTH, len(index_entries), len(raw)
+    )
+    return data, head + body
+
+
+@pytest.mark.parametrize("read_buffer", [1, 100_000, 1 << 20])
+def test_entries_that_run_across_the_reads_of_a_block_come_out_whole(tmp_path, read_buffer):
+    """Entries ending on a read's last byte, headers cut by a read, an entry longer than three
+    reads, empty ones: the reader gives what the whole-block parser gives."""
+    import random
+
+    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+    from bkctl.wire.pulsar.offload_store import FileStore, OffloadLocation, OffloadSettings
+
+    rng = random.Random(65)
+    chunk = 64 << 10  # the reader's smallest read
+    first = [b"a" * (chunk - of.BLOCK_HEADER_LENGTH - 12), b"", b"b" * (chunk - 5), b"c" * (3 * chunk + 17)]
+    blocks = [first + [rng.randbytes(rng.randrange(0, 3000)) for _ in range(400)], [rng.randbytes(70_000), b"z"]]
+    data, index = _v1_objects(blocks)
+    uuid = "7fecb68e-619e-45f9-80bf-a5a9b8fcedf1"
+    location = OffloadLocation(9, "m", uuid, "aws-s3", (("bucket", "b"),), True, True)
+    (tmp_path / of.data_key(uuid, 9)).write_bytes(data)
+    (tmp_path / of.index_key(uuid, 9)).write_bytes(index)
+    reader = OffloadedLedger(location, OffloadSettings(read_buffer=read_buffer), FileStore(tmp_path))
+    got = [(e, d) for batch in reader.entries(0, reader.last_entry_id()) for e, d in batch]
+    want = [(e, bytes(d)) for e, d in _entries_of(of.parse_index(index), data)]
+    assert got == want
+    assert [d for _, d in got] == [e for block in blocks for e in block]
+    assert all(type(d) is bytes for _, d in got)
+
+    (tmp_path / of.data_key(uuid, 9)).write_bytes(data[: 2 * chunk + 100])  # the object ends mid-entry
+    with pytest.raises(OffloadFormatError, match="ends at"):
+        list(OffloadedLedger(location, OffloadSettings(read_buffer=read_buffer), FileStore(tmp_path)).entries(0, 3))

@@ -140,10 +140,13 @@ class OffloadedLedger:
     def _block_entries(
         self, stream: ByteStream, key: str, offset: int, length: int, first_entry_id: int
     ) -> Iterator[tuple[int, bytes]]:
+        """The entries of the block at ``offset``, read ``read_buffer`` bytes at a time: each
+        entry is sliced out of the chunk that holds it (one copy); only an entry that runs on
+        into the next chunk is put together from both."""
         where = f"{self.store.name}: {key} block at {offset}"
         end = offset + length
         chunk = max(self.settings.read_buffer, 64 << 10)
-        buf = bytearray(stream.read(min(length, chunk)))
+        buf = self._read(stream, key, offset, min(length, chunk))
         fetched = offset + len(buf)
         header = parse_block_header(buf, where)
         if header.block_length != length or header.first_entry_id != first_entry_id:
@@ -153,38 +156,52 @@ class OffloadedLedger:
             )
         pos = BLOCK_HEADER_LENGTH
         expect = first_entry_id
+        unpack = _ENTRY.unpack_from
+        head = _ENTRY.size
         while True:
-            if len(buf) - pos < _ENTRY.size and fetched < end:
-                buf, pos, fetched = self._more(stream, key, buf, pos, fetched, end, chunk, _ENTRY.size)
-            if len(buf) - pos < _ENTRY.size:
-                return
-            size, entry_id = _ENTRY.unpack_from(buf, pos)
-            if size < 0:  # padding
-                return
-            if entry_id != expect:
-                raise OffloadFormatError(f"{where}: entry id {entry_id} where {expect} was due")
-            need = _ENTRY.size + size
-            if len(buf) - pos < need:
-                if fetched - (len(buf) - pos) + need > end:
-                    raise OffloadFormatError(f"{where}: entry {entry_id} of {size} bytes runs past the block")
-                buf, pos, fetched = self._more(stream, key, buf, pos, fetched, end, max(chunk, need), need)
-                if len(buf) - pos < need:
-                    raise OffloadFormatError(f"{where}: the object ends inside entry {entry_id}")
-            with memoryview(buf) as view:  # one copy of the entry, none of the buffer
-                data = bytes(view[pos + _ENTRY.size : pos + need])
-            yield entry_id, data
-            pos += need
+            n = len(buf)
+            while pos + head <= n:  # the entries this chunk holds whole
+                size, entry_id = unpack(buf, pos)
+                if size < 0:  # padding
+                    return
+                if entry_id != expect:
+                    raise OffloadFormatError(f"{where}: entry id {entry_id} where {expect} was due")
+                stop = pos + head + size
+                if stop > n:
+                    break
+                yield entry_id, buf[pos + head : stop]
+                pos = stop
+                expect += 1
+            if fetched >= end:
+                if pos + head <= n:
+                    raise OffloadFormatError(f"{where}: entry {expect} runs past the block")
+                return  # what is left is shorter than an entry's header: padding
+            if pos + head > n:  # the next header runs on into the next chunk
+                buf = buf[pos:] + self._read(stream, key, fetched, min(end - fetched, chunk))
+                fetched += len(buf) - (n - pos)
+                pos = 0
+                continue
+            # an entry that runs on into the next chunk(s): put together from the pieces
+            size = unpack(buf, pos)[0]
+            if fetched - (n - pos) + head + size > end:
+                raise OffloadFormatError(f"{where}: entry {expect} of {size} bytes runs past the block")
+            pieces = [buf[pos + head :]]
+            have = n - pos - head
+            while True:
+                more = self._read(stream, key, fetched, min(end - fetched, max(chunk, size - have)))
+                fetched += len(more)
+                if have + len(more) >= size:
+                    break
+                pieces.append(more)
+                have += len(more)
+            pieces.append(more[: size - have])
+            yield expect, b"".join(pieces)
             expect += 1
+            buf, pos = more, size - have
 
-    def _more(
-        self, stream: ByteStream, key: str, buf: bytearray, pos: int, fetched: int, end: int, chunk: int, need: int
-    ) -> tuple[bytearray, int, int]:
-        """``buf`` from ``pos`` on (in place), with at least ``need`` bytes where the block has them."""
-        del buf[:pos]
-        while len(buf) < need and fetched < end:
-            more = stream.read(min(end - fetched, chunk))
-            if not more:
-                raise OffloadFormatError(f"{self.store.name}: {key} ends at {fetched}, before its block's end {end}")
-            buf += more
-            fetched += len(more)
-        return buf, 0, fetched
+    def _read(self, stream: ByteStream, key: str, at: int, n: int) -> bytes:
+        """The next ``n`` bytes (at least one) of ``key``, which is at ``at``."""
+        data = stream.read(n)
+        if not data:
+            raise OffloadFormatError(f"{self.store.name}: {key} ends at {at}, before its block's end")
+        return data
