@@ -50,6 +50,9 @@ __all__ = [
 #: A record batch every this many rows: the packed buffers stay small enough to
 #: stay in the CPU's caches (100,000 rows per batch cost 5% more CPU per message)
 ROWS_PER_BATCH = 32_768
+#: ... or once their payloads hold this many bytes: a task's memory stays small with large
+#: messages (32,768 rows of 1 MiB would be 32 GiB held before the first batch is made)
+BYTES_PER_BATCH = 8 << 20
 #: Characters Spark (Hive) escapes in a partition folder's value.
 _ESCAPE = set("\"#%'*/:=?\\{[]^") | {chr(c) for c in range(0x20)} | {"\x7f"}
 #: Where a topic export's rows go.
@@ -329,12 +332,14 @@ def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) 
     skip = part.first > 0 or part.follows
     ledger_id = part.ledger_id
     scan = TransactionScan() if part.scan else None
+    taken = 0
     for entries in reader.entries(ledger_id, part.first, part.last, unconfirmed=part.unconfirmed):
         for entry_id, data in entries:
             decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
             if scan is not None:
                 scan.add((ledger_id, entry_id), data)
-            if decoder.rows >= ROWS_PER_BATCH:
+            if decoder.rows >= ROWS_PER_BATCH or decoder.payload_bytes - taken >= BYTES_PER_BATCH:
+                taken = decoder.payload_bytes
                 for rows in decoder.take_parts():
                     yield record_batch(rows, schema)
     for rows in decoder.take_parts():
