@@ -1,7 +1,7 @@
 """Benchmark reading offloaded ledgers: ``bkctl export --topic`` against a plain S3 client.
 
-    .venv/bin/python bench/bench_offload.py                     # 8 ledgers of 32 MiB
-    .venv/bin/python bench/bench_offload.py --ledgers 4 --ledger-mib 16 --repeat 1
+    .venv/bin/python bench/bench_offload.py                     # 16 ledgers of 64 MiB
+    .venv/bin/python bench/bench_offload.py --ledgers 4 --ledger-mib 16 --repeat 1 --no-command
 
 Starts a sandbox with its S3 server (``sandbox up --s3 --bookies 0``: ZooKeeper and SeaweedFS)
 in a temporary folder and lays out a Pulsar topic whose ledgers were all offloaded and deleted
@@ -9,41 +9,61 @@ from BookKeeper, as a broker leaves them: each ledger's data object (64 MiB bloc
 header, entries as length + entry id + bytes, padding; uploaded as one part per block) and its
 index object (version 1, with the ledger's metadata), written by this script from the layout in
 tests/vectors/offload/FACTS.md (the tests check the reader against Pulsar's own bytes), and the
-managed ledger whose offload contexts name the sandbox's bucket and endpoint.  The entries are
-Pulsar entries as the real client makes them (tests/support/pulsar_entries.py): messages of
-``--message-bytes`` (16 KiB), ``--batch`` (1) to an entry, incompressible.
+managed ledger whose offload contexts name the sandbox's bucket, endpoint and region.  The entries
+are Pulsar entries as the real client makes them (tests/support/pulsar_entries.py): messages of
+``--message-bytes`` (16 KiB), ``--batch`` (1) to an entry, incompressible.  A second topic of one
+1-entry ledger measures the command's fixed cost.
 
-Then, in turns (``--repeat``), after one turn that warms Spark's workers up:
+Then, in turns (``--repeat``), after one turn that warms the server, the caches and Spark up:
 
-* a plain boto3 client GETs every data object whole, ``--clients`` (the Spark master's cores) at
-  a time, each body read to the end: the store's rate on this machine;
-* ``run_export`` of the topic (``--master``, default ``local[2]``; Parquet ``--compression``,
-  default zstd as ``bkctl export``): tasks that GET the blocks themselves, decode every message
-  and write it.
+* **plain GET**: a boto3 client GETs every data object whole, ``--clients`` (the CPUs) at a time,
+  each body read to the end and dropped: the store's rate on this machine.  Its figure is the
+  data objects' bytes over that time; its CPU is the client's and the S3 server's;
+* **reader alone**: the export's reader of offloaded ledgers (ranged GETs of the blocks, entries
+  split out), as many at a time, nothing decoded or written;
+* **the command**: ``bkctl --json export --topic T --out DIR --overwrite`` (``--master``,
+  ``--compression`` only when given: the command's defaults, ``local[*]`` and zstd), a process
+  of its own with the credentials in ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+  ``AWS_DEFAULT_REGION`` and nothing else: the endpoint, bucket and region come from each
+  ledger's offload driver metadata.  Its figure is the same data objects' bytes over the whole
+  run: Python and the JVM starting, Spark's Python workers starting, the plan, the tasks (GET,
+  decode, Parquet written and committed), the manifest.  Its CPU is every process of the run's
+  (the JVM and the workers included, as the kernel reports reaped children);
+* **its fixed cost**: the same command on the 1-entry topic; "net of the fixed cost" divides
+  the bytes by the difference of the two;
+* **in a running session**: ``run_export`` in this process's Spark session, whose JVM and
+  Python workers are up: the steady state of a long export (or the shell's).
 
-It prints the MiB/s of each (medians; the export's over the data objects' bytes), the export's
-rate as a share of the plain client's (target: at least 0.8), and the load average beside them.
-It asserts nothing.  Everything it starts is stopped at the end.
+It prints the medians of each, the export's rates as shares of the plain GET's (target: at least
+0.8) and the load average beside them.  It asserts nothing.  Everything it starts is stopped.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import load_note  # noqa: E402
+from common import cpu_seconds, load_note  # noqa: E402
 
 TOPIC = "persistent://public/default/bench-offload"
+#: a topic of one 1-entry ledger: the command's fixed cost
+SMALL_TOPIC = "persistent://public/default/bench-offload-small"
+REPO = Path(__file__).resolve().parents[1]
 BLOCK = 64 << 20  # the broker's default s3ManagedLedgerOffloadMaxBlockSizeInBytes
 PADDING = bytes.fromhex("FEDCDEAD")
 
@@ -118,13 +138,18 @@ def metadata_of(entries: list[bytes], name: str) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ledgers", type=int, default=8, help="offloaded ledgers of the topic (default 8)")
-    ap.add_argument("--ledger-mib", type=int, default=32, help="MiB of entries per ledger (default 32)")
+    ap.add_argument("--ledgers", type=int, default=16, help="offloaded ledgers of the topic (default 16)")
+    ap.add_argument("--ledger-mib", type=int, default=64, help="MiB of entries per ledger (default 64)")
     ap.add_argument("--message-bytes", type=int, default=16 << 10, help="bytes per message (default 16384)")
     ap.add_argument("--batch", type=int, default=1, help="messages per entry (default 1)")
-    ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    ap.add_argument("--clients", type=int, default=2, help="the plain client's GETs at a time (default 2)")
-    ap.add_argument("--compression", default="zstd", help="the export's Parquet codec (default zstd)")
+    ap.add_argument("--master", help="the export's --master (default: the command's, local[*])")
+    ap.add_argument(
+        "--clients", type=int, default=os.cpu_count(), help="the plain client's GETs at a time (default: the CPUs)"
+    )
+    ap.add_argument("--compression", help="the export's --compression (default: the command's, zstd)")
+    ap.add_argument(
+        "--no-command", action="store_true", help="leave the command out (GET, reader and session only: quicker)"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="runs of each, in turns (default 3)")
     args = ap.parse_args(argv)
 
@@ -142,33 +167,35 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def run(args, info: dict, work: Path) -> int:
+@dataclass
+class Layout:
+    """What :func:`lay_out` put in the sandbox."""
+
+    data_keys: list[str]
+    data_bytes: int
+    messages: int
+    entries_per_ledger: int
+    ledger_info: Any  # ManagedLedgerInfo
+
+
+def lay_out(args, info: dict, topic: str = TOPIC, ledgers: int | None = None, entries: int | None = None) -> Layout:
+    """Upload ``ledgers`` offloaded ledgers of ``topic`` to the sandbox's bucket and write its managed ledger."""
     from kazoo.client import KazooClient
 
-    from bkctl.export.job import ExportOptions, run_export
-    from bkctl.export.spark_session import spark_session, stop_spark
-    from bkctl.export.topic_planning import TopicSpec
-    from bkctl.export.topic_source import TopicSource
     from bkctl.sandbox.s3 import read_credentials, s3_client
     from bkctl.wire.metadata.layout import MetadataServiceURI
-    from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from bkctl.wire.pulsar.managed_ledger import TopicName
-    from bkctl.wire.pulsar.offload_store import OffloadSettings
 
     s3 = info["s3"]
-    creds = read_credentials(s3["credentials_file"])
-    os.environ.update(
-        AWS_ACCESS_KEY_ID=creds.access_key, AWS_SECRET_ACCESS_KEY=creds.secret_key, AWS_DEFAULT_REGION=s3["region"]
-    )
-    client = s3_client(s3["endpoint"], creds)
+    client = s3_client(s3["endpoint"], read_credentials(s3["credentials_file"]))
     bucket = s3["bucket"]
-    name = TopicName.parse(TOPIC).managed_ledger
+    name = TopicName.parse(topic).managed_ledger
     per_entry = args.message_bytes * args.batch
-    count = max(1, (args.ledger_mib << 20) // per_entry)
+    count = entries or max(1, (args.ledger_mib << 20) // per_entry)
     info_ml = ml.ManagedLedgerInfo()
-    data_keys, data_bytes, messages = [], 0, 0
-    for n in range(args.ledgers):
+    layout = Layout([], 0, 0, count, info_ml)
+    for n in range(args.ledgers if ledgers is None else ledgers):
         ledger_id = 1000 + n
         entries = build_entries(count, args.message_bytes, args.batch)
         blocks, index = offloaded_objects(entries, metadata_of(entries, name))
@@ -186,9 +213,9 @@ def run(args, info: dict, work: Path) -> int:
             Bucket=bucket, Key=key, UploadId=up["UploadId"], MultipartUpload={"Parts": parts}
         )
         client.put_object(Bucket=bucket, Key=f"{key}-index", Body=index, Metadata=dict(meta, role="index"))
-        data_keys.append(key)
-        data_bytes += sum(map(len, blocks))
-        messages += count * args.batch
+        layout.data_keys.append(key)
+        layout.data_bytes += sum(map(len, blocks))
+        layout.messages += count * args.batch
         li = info_ml.ledgerInfo.add(ledgerId=ledger_id, entries=count, size=sum(map(len, entries)), timestamp=0)
         ctx = li.offloadContext
         ctx.uidMsb, ctx.uidLsb = struct.unpack(">qq", u.bytes)
@@ -211,12 +238,43 @@ def run(args, info: dict, work: Path) -> int:
     finally:
         zk.stop()
         zk.close()
+    return layout
+
+
+def run(args, info: dict, work: Path) -> int:
+    from bkctl.export.job import ExportOptions, run_export
+    from bkctl.export.spark_session import spark_session, stop_spark
+    from bkctl.export.topic_planning import TopicSpec
+    from bkctl.export.topic_source import TopicSource
+    from bkctl.sandbox.s3 import read_credentials, s3_client
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.pulsar.managed_ledger import TopicName
+    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+    from bkctl.wire.pulsar.offload_store import OffloadSettings, location_of
+
+    s3 = info["s3"]
+    creds = read_credentials(s3["credentials_file"])
+    # what the command reads its credentials from: the standard AWS variables (endpoint, bucket and
+    # region come from each ledger's offload driver metadata, as a broker reads them)
+    aws = {
+        "AWS_ACCESS_KEY_ID": creds.access_key,
+        "AWS_SECRET_ACCESS_KEY": creds.secret_key,
+        "AWS_DEFAULT_REGION": s3["region"],
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+    os.environ.update(aws)
+    client = s3_client(s3["endpoint"], creds)
+    bucket = s3["bucket"]
+    layout = lay_out(args, info)
+    small = lay_out(args, info, SMALL_TOPIC, ledgers=1, entries=1)
+    data_bytes, mib = layout.data_bytes, layout.data_bytes / 2**20
     print(
-        f"{args.ledgers} offloaded ledgers, {data_bytes / 2**20:,.0f} MiB of data objects, {messages:,} messages of "
+        f"{args.ledgers} offloaded ledgers, {mib:,.0f} MiB of data objects, {layout.messages:,} messages of "
         f"{args.message_bytes:,} B ({args.batch} an entry); {load_note()}"
     )
 
-    def plain_get() -> float:
+    def plain_get() -> tuple[float, float]:
         def one(key: str) -> int:
             body = client.get_object(Bucket=bucket, Key=key)["Body"]
             n = 0
@@ -224,67 +282,159 @@ def run(args, info: dict, work: Path) -> int:
                 n += len(chunk)
             return n
 
+        cpu = time.process_time()
         t = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
-            got = sum(pool.map(one, data_keys))
+            got = sum(pool.map(one, layout.data_keys))
         assert got == data_bytes
-        return time.monotonic() - t
+        return time.monotonic() - t, time.process_time() - cpu
 
-    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
-    from bkctl.wire.pulsar.offload_store import location_of
+    name = TopicName.parse(TOPIC).managed_ledger
+    locations = [location_of(li, name) for li in layout.ledger_info.ledgerInfo]
 
-    locations = [location_of(li, name) for li in info_ml.ledgerInfo]
-
-    def reader_alone() -> float:
+    def reader_alone() -> tuple[float, float]:
         """The export's reader of offloaded ledgers alone (no decoding, no Parquet), as many at a time."""
 
         def one(location) -> int:
             ledger = OffloadedLedger(location, OffloadSettings())
-            return sum(len(data) for batch in ledger.entries(0, count - 1) for _, data in batch)
+            return sum(len(data) for batch in ledger.entries(0, layout.entries_per_ledger - 1) for _, data in batch)
 
+        cpu = time.process_time()
         t = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
             list(pool.map(one, locations))
-        return time.monotonic() - t
+        return time.monotonic() - t, time.process_time() - cpu
 
-    spark, created = spark_session(args.master, quiet=True)
-    runs: dict[str, list[float]] = {"get": [], "export": [], "reader": []}
+    env = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(REPO), BKCTL_METADATA_URI=info["uri"], **aws)
+    extra = (["--master", args.master] if args.master else []) + (
+        ["--compression", args.compression] if args.compression else []
+    )
+
+    def command(topic: str, messages: int) -> tuple[float, float]:
+        """``bkctl export --topic T --out DIR`` as a user runs it: its wall time and the CPU of its
+        processes (the JVM, Spark's Python workers)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.monotonic()
+        got = subprocess.run(
+            [
+                str(REPO / ".venv/bin/bkctl"),
+                "--json",
+                "export",
+                "--topic",
+                topic,
+                "--out",
+                str(work / "cli"),
+                "--overwrite",
+                *extra,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        seconds = time.monotonic() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if got.returncode:
+            raise SystemExit(f"bkctl export failed ({got.returncode}): {got.stderr[-2000:]}")
+        assert json.loads(got.stdout)["messages"] == messages, got.stdout
+        return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+    def in_session(spark_master: str) -> float:
+        opts = ExportOptions(
+            out=str(work / "out"), master=spark_master, mode="overwrite", compression=args.compression or "zstd"
+        )
+        with ZKMetadataStore(info["uri"]) as store:
+            t = time.monotonic()
+            summary = run_export(store, info["uri"], TopicSource(TopicSpec(TOPIC, scan_first=False)), opts)
+            seconds = time.monotonic() - t
+        assert summary["messages"] == layout.messages, summary
+        session_timings.append(summary["timings"])
+        return seconds
+
+    weed = s3["pid"]
+    runs: dict[str, list[float]] = {}
     timings: list[dict] = []
+    session_timings: list[dict] = []
+
+    def note(what: str, seconds: float, cpu: float | None = None, weed_cpu: float | None = None) -> None:
+        runs.setdefault(what, []).append(seconds)
+        if cpu is not None:
+            runs.setdefault(what + " cpu", []).append(cpu)
+        if weed_cpu is not None:
+            runs.setdefault(what + " weed", []).append(weed_cpu)
+
+    spark_master = args.master or f"local[{os.cpu_count()}]"
+    spark, created = spark_session(spark_master, quiet=True)
     try:
-        for rep in range(args.repeat + 1):  # the first turn warms Spark's workers and the server up
-            seconds = plain_get()
+        for rep in range(args.repeat + 1):  # the first turn warms the server, the caches and Spark's workers up
+            for what, fn in (
+                ("get", plain_get),
+                ("reader", reader_alone),
+                ("command", lambda: command(TOPIC, layout.messages)),
+                ("fixed", lambda: command(SMALL_TOPIC, small.messages)),
+                ("session", lambda: (in_session(spark_master), None)),
+            ):
+                if args.no_command and what in ("command", "fixed"):
+                    continue
+                w = cpu_seconds(weed)
+                seconds, cpu = fn()
+                if rep:
+                    note(what, seconds, cpu, cpu_seconds(weed) - w)
             if rep:
-                runs["get"].append(seconds)
-            seconds = reader_alone()
-            if rep:
-                runs["reader"].append(seconds)
-            opts = ExportOptions(
-                out=str(work / "out"), master=args.master, mode="overwrite", compression=args.compression
-            )
-            with ZKMetadataStore(info["uri"]) as store:
-                t = time.monotonic()
-                summary = run_export(store, info["uri"], TopicSource(TopicSpec(TOPIC, scan_first=False)), opts)
-                seconds = time.monotonic() - t
-            assert summary["messages"] == messages, summary
-            if rep:
-                runs["export"].append(seconds)
-                timings.append(summary["timings"])
+                timings.extend(session_timings)
+            session_timings.clear()
     finally:
         if created:
             stop_spark(spark)
-    get_rate = data_bytes / 2**20 / statistics.median(runs["get"])
-    export_rate = data_bytes / 2**20 / statistics.median(runs["export"])
-    reader_rate = data_bytes / 2**20 / statistics.median(runs["reader"])
-    print(f"plain boto3 GET, {args.clients} at a time          {get_rate:8.1f} MiB/s  (median of {args.repeat})")
-    print(f"the offload reader alone, {args.clients} at a time    {reader_rate:8.1f} MiB/s  (no decoding, no Parquet)")
+
+    def med(key: str) -> float:
+        return statistics.median(runs[key])
+
+    def rate(key: str) -> float:
+        return mib / med(key)
+
+    get = rate("get")
+    print(f"medians of {args.repeat} turns, taken in turns; {load_note()}")
     print(
-        f"bkctl export --topic, {args.master}, {args.compression:5}  {export_rate:8.1f} MiB/s  (median of {args.repeat})"
+        f"plain boto3 GET, {args.clients} at a time: {get:8.1f} MiB/s  {med('get'):6.2f} s  "
+        f"CPU: client {med('get cpu'):.2f} s + S3 server {med('get weed'):.2f} s"
     )
     print(
-        "the export's phases (s), median: "
+        f"the offload reader alone, {args.clients} at a time: {rate('reader'):8.1f} MiB/s  {med('reader'):6.2f} s  "
+        f"CPU: reader {med('reader cpu'):.2f} s + S3 server {med('reader weed'):.2f} s  (no decoding, no Parquet)"
+    )
+    ratios = []
+    if "command" in runs:
+        fixed = med("fixed")
+        net = mib / max(1e-9, med("command") - fixed)
+        print(
+            f"bkctl export --topic T --out DIR, whole run: {rate('command'):8.1f} MiB/s  {med('command'):6.2f} s  "
+            f"CPU: the command's processes {med('command cpu'):.2f} s + S3 server {med('command weed'):.2f} s"
+        )
+        print(
+            f"  its fixed cost (the same command, a topic of one 1-entry ledger): {fixed:.2f} s  "
+            f"(CPU {med('fixed cpu'):.2f} s): JVM, Spark and its Python workers start, plan, commit"
+        )
+        print(f"  net of the fixed cost: {net:8.1f} MiB/s")
+        cpu_share = (med("get cpu") + med("get weed")) / max(
+            1e-9, med("command cpu") - med("fixed cpu") + med("command weed")
+        )
+        ratios += [
+            f"whole run {rate('command') / get:.2f}",
+            f"net of the fixed cost {net / get:.2f}",
+            f"CPU-seconds of the GET / of the command net of the fixed cost's {cpu_share:.2f}",
+        ]
+    print(
+        f"run_export in a running Spark session ({spark_master}): {rate('session'):8.1f} MiB/s  "
+        f"{med('session'):6.2f} s  (steady state: JVM and Python workers up)"
+    )
+    print(
+        "  its phases (s), median: "
         + ", ".join(f"{k} {statistics.median(t.get(k, 0.0) for t in timings):.2f}" for k in timings[0])
     )
-    print(f"export / plain GET: {export_rate / get_rate:.2f} (target >= 0.8); {load_note()}")
+    ratios.append(f"in a running session {rate('session') / get:.2f}")
+    print("export / plain GET (target >= 0.8): " + "; ".join(ratios))
+    print(load_note())
     return 0
 
 
