@@ -140,7 +140,7 @@ class Adds:
             v2_header=v2.pack_header(req.version, OpCode.ADD_ENTRY),
         )
 
-    def run(self, payloads: list, i: int, first: tuple, is_v3: bool) -> int:
+    def run(self, payloads: list[bytes], i: int, first: tuple, is_v3: bool) -> int:
         """Serve the run of plain ADDs (v3 ADD_ENTRYs, or version-2 ADDs when not
         ``is_v3``) of one ledger, with one key and the same flags, starting at
         ``payloads[i]`` (taken apart: ``first``) with one :meth:`Bookie.add_entries`:
@@ -148,26 +148,42 @@ class Adds:
         :meth:`add` spends each of them per add.  Returns the index of the first
         payload not in the run."""
         txn_ids: list[int] | None
-        same: object  # what each add of the run has as the first has: its flags
-        if is_v3:
-            txn_id, ledger_id, entry_id, key, body, high_priority, recovery = first
-            parse, same, txn_ids = self.plain.add_request, (high_priority, recovery), [txn_id]
-        else:
-            flags, ledger_id, entry_id, key, body = first
-            parse, same, txn_ids = self.plain.v2_add_request, flags, None
-            high_priority, recovery = bool(flags & _FLAG_HIGH_PRIORITY), bool(flags & _FLAG_RECOVERY_ADD)
-        entry_ids, bodies = [entry_id], [body]
+        entry_ids: list[int]
+        bodies: list[bytes]
         end = min(len(payloads), i + RUN_MAX)
         j = i + 1
-        while j < end:
-            got = parse(payloads[j])
-            if got is None or got[1] != ledger_id or got[3] != key or (got[5:] if is_v3 else got[0]) != same:
-                break
-            if txn_ids is not None:
-                txn_ids.append(got[0])
-            entry_ids.append(got[2])
-            bodies.append(got[4])
-            j += 1
+        if is_v3:
+            # what plain.add_request takes apart, by name
+            txn_id, ledger_id, entry_id, key, body, high_priority, recovery = first
+            txn_ids, entry_ids, bodies = [txn_id], [entry_id], [body]
+            parse = self.plain.add_request
+            while j < end:
+                got = parse(payloads[j])
+                if got is None:
+                    break
+                g_txn, g_ledger, g_entry, g_key, g_body, g_high, g_recovery = got
+                if g_ledger != ledger_id or g_key != key or g_high != high_priority or g_recovery != recovery:
+                    break
+                txn_ids.append(g_txn)
+                entry_ids.append(g_entry)
+                bodies.append(g_body)
+                j += 1
+        else:
+            # what plain.v2_add_request takes apart, by name
+            flags, ledger_id, entry_id, key, body = first
+            txn_ids, entry_ids, bodies = None, [entry_id], [body]
+            high_priority, recovery = bool(flags & _FLAG_HIGH_PRIORITY), bool(flags & _FLAG_RECOVERY_ADD)
+            parse = self.plain.v2_add_request
+            while j < end:
+                got = parse(payloads[j])
+                if got is None:
+                    break
+                g_flags, g_ledger, g_entry, g_key, g_body = got
+                if g_ledger != ledger_id or g_key != key or g_flags != flags:
+                    break
+                entry_ids.append(g_entry)
+                bodies.append(g_body)
+                j += 1
         if j == i + 1:
             (self.v3_plain if is_v3 else self.v2_plain)(*first)
         else:

@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 from dataclasses import asdict, fields
+from typing import Protocol, cast
 
 from twisted.internet import defer, protocol
 
@@ -122,7 +123,7 @@ class AutoRecoveryProcess:
         child = self._child
         if child is None or child.ended.called:
             return defer.succeed(None)
-        child.transport.closeStdin()
+        child.wire.closeStdin()
         kill = self.reactor.callLater(timeout, self._kill, child)
         return child.ended.addBoth(lambda _: kill.cancel() if kill.active() else None)
 
@@ -130,7 +131,7 @@ class AutoRecoveryProcess:
     def _kill(child) -> None:
         log.warning("autorecovery daemon (process %s) did not stop in time: SIGKILL", child.pid)
         try:
-            child.transport.signalProcess("KILL")
+            child.wire.signalProcess("KILL")
         except Exception:  # noqa: BLE001 - gone meanwhile
             pass
 
@@ -168,6 +169,19 @@ def _is_count(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+class ChildTransport(Protocol):
+    """What the parent calls on its child's process transport (Twisted's ``IProcessTransport``,
+    a zope interface a type checker without its plugin cannot read)."""
+
+    pid: int | None
+
+    def write(self, data: bytes) -> None: ...
+
+    def closeStdin(self) -> None: ...  # noqa: N802 - Twisted's names
+
+    def signalProcess(self, signal_id: str | int) -> None: ...  # noqa: N802
+
+
 class _ChildProtocol(protocol.ProcessProtocol):
     """The parent's end of one child: its settings in, its figures out."""
 
@@ -177,10 +191,15 @@ class _ChildProtocol(protocol.ProcessProtocol):
         self.ended = ended
         self._buffer = b""
 
+    @property
+    def wire(self) -> ChildTransport:
+        """The transport as the parent uses it (Twisted types it as zope's ``IProcessTransport``)."""
+        return cast(ChildTransport, self.transport)
+
     def connectionMade(self) -> None:
         #: kept: Twisted's transport forgets its pid once the process has ended
-        self.pid = self.transport.pid
-        self.transport.write(self.settings)
+        self.pid = self.wire.pid
+        self.wire.write(self.settings)
 
     def outReceived(self, data: bytes) -> None:
         lines = (self._buffer + data).split(b"\n")
@@ -209,7 +228,7 @@ def main() -> int:
     settings = read_settings()
     if settings is None:
         return 0
-    from .startup import configure_logging, twisted_without_tls
+    from .startup import configure_logging, main_reactor, twisted_without_tls
 
     configure_logging(settings["log_level"])
     # before any thread starts, and the imports
@@ -220,10 +239,10 @@ def main() -> int:
     cfg = load_config_text(settings["config"])
 
     with twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
-        from twisted.internet import reactor
+        reactor = main_reactor()
     from twisted.internet import defer, stdio, task
 
-    from bkctl.wire.autorecovery.config import config_from_keys
+    from bkctl.wire.autorecovery.config import CONFIG_KEYS, config_from_keys
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
     from bkctl.wire.metadata import zksecurity
     from bkctl.wire.process.runtime import settle_garbage_collector
@@ -231,10 +250,14 @@ def main() -> int:
 
     settle_garbage_collector()  # a worker copies entries for hours: as the bookie does
     zksecurity.set_default(cfg.zk_security())
+    uri = cfg.metadata_service_uri
+    if not uri:  # the bookie does not start without it; a child started by hand might
+        log.error("autorecovery daemon could not start: metadataServiceUri is not set")
+        return EXIT_CANNOT_START
     daemon = AutoRecoveryDaemon(
-        cfg.metadata_service_uri,
+        uri,
         settings["bookie_id"],
-        config_from_keys(cfg),
+        config_from_keys({key: cfg.get(key) for key in CONFIG_KEYS}),
         reactor=reactor,
         zk_timeout=cfg.zk_timeout / 1000.0,
         client_options=client_tls_options(cfg),
@@ -285,11 +308,12 @@ def client_tls_options(cfg) -> dict:
 
 
 def _stop_reactor() -> None:
-    from twisted.internet import reactor
     from twisted.internet.error import ReactorNotRunning
 
+    from .startup import main_reactor
+
     try:
-        reactor.stop()
+        main_reactor().stop()
     except ReactorNotRunning:  # already stopping (SIGTERM)
         pass
 

@@ -490,7 +490,7 @@ class Bookie:
                 callback(rc, [])
                 return
             rc, first = self._read(ledger_id, start)
-            if rc != RC.EOK:
+            if rc != RC.EOK or first is None:
                 callback(rc, [])
                 return
             budget = min(max_size, MAX_BATCH_READ_SIZE, self.max_frame_size) - _BATCH_RESPONSE_OVERHEAD

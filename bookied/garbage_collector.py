@@ -54,17 +54,14 @@ reactor, ``task.Clock`` in tests).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from twisted.internet import defer
 
 from .errors import GcListingStopped
-from .gc_listing import GarbageFinder, PackedIds, pack_ids
 from .gc_policy import MAJOR, MINOR, NEARLY_EMPTY, GcPolicy, SettledLogs, choose_compaction
 from .storage.compactor import CompactableStore, CompactionStopped, EntryLogCompactor, Throttle
 
@@ -118,58 +115,14 @@ def nearly_empty_size(log_size_limit: int) -> int:
     return log_size_limit // 2
 
 
-class DeletedLedgerCollector:
-    """Which ledgers a pass deletes from the entry stores: those whose metadata is gone, found
-    as Java's ScanAndCompareGarbageCollector finds them (:class:`~.gc_listing.GarbageFinder`),
-    so that ZooKeeper's cost grows with the ledger ranges (one getChildren per leaf znode of
-    up to 10,000 ledgers), not with the ledgers.
+def _fire_with(waiter: defer.Deferred[Any], *, with_result: bool = True) -> Callable[[object], object]:
+    """A callback that fires ``waiter`` with the result it gets (or None), and passes the result on."""
 
-    Safe against a ledger created meanwhile by its order, Java's: the stores' ledgers are
-    taken first, then the metadata is listed. A ledger reaches a bookie only after its
-    metadata was created, so each ledger taken has metadata that the listing sees unless
-    it was deleted; a ledger created after the snapshot, whose leaf the listing may miss,
-    is not in it. With ``verify`` (Java's ``verifyMetadataOnGC``) each ledger missing from
-    the listing is read once more and deleted only if its metadata is truly gone.
-    Java's over-replicated-ledger removal (``gcOverreplicatedLedgerWaitTime``) is not done.
+    def fire(result: object) -> object:
+        waiter.callback(result if with_result else None)
+        return result
 
-    ``listing(local)`` (bookied's: :meth:`~.gc_listing.ListingProcess.garbage`, in a process
-    of its own) answers which of ``local`` (the bookie's ledger ids, in any order) to delete;
-    without it, ``ledgers`` (a ledger manager) is listed in this process.
-    """
-
-    def __init__(self, ledgers, verify: bool = False, listing: Callable[[PackedIds], list[int]] | None = None):
-        self.ledgers = ledgers  # the metadata store's ledger manager
-        self.verify = verify
-        self.listing = listing
-        self._find_garbage = GarbageFinder()  # without a listing process: in this one
-        self._sent: tuple[list[int], PackedIds] | None = None  # the stores' ledgers_version, and their ids
-        self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
-
-    def __call__(self, stores: list[CompactableStore]) -> int:
-        """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many.
-        No step holds the GIL long (the reactor takes adds meanwhile).  With a ``listing``
-        the stores' ids go to it as they are (one C copy each, packed in slices: it sorts them
-        in its own process), packed again only once a store's ledgers changed; without,
-        each store's ids come sorted in slices and are merged in Python, not sorted again in
-        one C call."""
-        if self.listing is not None:
-            versions = [store.ledgers_version for store in stores]  # before the ids: see ledger_ids
-            if self._sent is None or self._sent[0] != versions:
-                held = [store.ledger_ids(ordered=False) for store in stores]
-                local = held[0] if len(held) == 1 else list(itertools.chain.from_iterable(held))
-                self.active = len(local) if len(held) == 1 else len(set(local))
-                self._sent = (versions, pack_ids(local))
-            gone = self.listing(self._sent[1])
-        else:
-            held = [store.ledger_ids() for store in stores]
-            local = held[0] if len(held) == 1 else list(dict.fromkeys(heapq.merge(*held)))
-            self.active = len(local)
-            gone = self._find_garbage(self.ledgers, local, self.verify)
-        for store in stores:
-            mine = gone if len(stores) == 1 else [ledger_id for ledger_id in gone if store.has_ledger(ledger_id)]
-            if mine:
-                store.delete_ledgers(mine)
-        return len(gone)
+    return fire
 
 
 class GarbageCollector:
@@ -187,8 +140,8 @@ class GarbageCollector:
     def __init__(
         self,
         policy: GcPolicy,
-        stores: list[CompactableStore],
-        collect_ledgers: Callable[[list[CompactableStore]], int],
+        stores: Sequence[CompactableStore],
+        collect_ledgers: Callable[[Sequence[CompactableStore]], int],
         clock,
         run_in_thread: Callable[[Callable], defer.Deferred],
         on_pass_done: Callable[[], None] | None = None,
@@ -267,7 +220,7 @@ class GarbageCollector:
 
     def run(self, force: bool, suspend_major: bool, suspend_minor: bool) -> defer.Deferred:
         """Start a pass, or queue one after the running pass (flags merged); fires when it is over."""
-        d = defer.Deferred()
+        d: defer.Deferred[object] = defer.Deferred()
         if self.stopped:
             d.callback(None)
             return d
@@ -279,11 +232,11 @@ class GarbageCollector:
                 self._pending = (f or force, sm and suspend_major, sn and suspend_minor)
             self._waiters.append(d)
             return d
-        self._start(force, suspend_major, suspend_minor)
-        self.running.addBoth(lambda r: (d.callback(r), r)[1])
+        self._start(force, suspend_major, suspend_minor).addBoth(_fire_with(d))
         return d
 
-    def _start(self, force: bool, suspend_major: bool, suspend_minor: bool) -> None:
+    def _start(self, force: bool, suspend_major: bool, suspend_minor: bool) -> defer.Deferred:
+        """Run a pass in a thread: :attr:`running`, returned."""
         kind = choose_compaction(
             self.policy, self._now_ms(), self.last_major_ms, self.last_minor_ms, force, suspend_major, suspend_minor
         )
@@ -296,6 +249,7 @@ class GarbageCollector:
         nearly_empty = not suspend_minor
         self.running = d = self._run_in_thread(lambda: self._pass(kind, lifted, nearly_empty))
         d.addCallbacks(self._done, self._failed, callbackArgs=(force,), errbackArgs=(kind, force))
+        return d
 
     # -- disk pressure (Java's LedgerDirsListener)
     def disk_full(self) -> None:
@@ -356,7 +310,7 @@ class GarbageCollector:
         for store in self.stores:
             store.delete_empty_logs()
             usage = store.log_usage()
-            self.settled.observe(store.directory, {lid: u[1] for lid, u in usage.items()}, self.clock.seconds())
+            self.settled.observe(store.directory, {lid: u.live_bytes for lid, u in usage.items()}, self.clock.seconds())
 
     def _every_pass_candidates(self, store: CompactableStore) -> list[tuple[int, float]]:
         """The rolled logs of ``store`` a pass without a compaction of Java's takes, emptiest
@@ -429,7 +383,8 @@ class GarbageCollector:
                         result.reclaimed_by_compaction += moved.reclaimed_bytes
                         result.damaged.extend((store.directory, found) for found in moved.damaged)
                         if not moved.deleted and not moved.dead:  # dead: deleted whole, not compacted
-                            left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
+                            usage_now = store.log_usage().get(log_id)
+                            left = 0 if usage_now is None else usage_now.live_entries
                             result.not_reclaimed[(store.directory, log_id)] = (
                                 f"{left} live entries still in it after compaction (written again meanwhile?)"
                             )
@@ -457,7 +412,7 @@ class GarbageCollector:
             if not left:
                 return
             usage = store.log_usage()
-            log_id = min(left, key=lambda lid: (usage[lid][3] if lid in usage else -1.0, lid))
+            log_id = min(left, key=lambda lid: (usage[lid].live_fraction if lid in usage else -1.0, lid))
             left.discard(log_id)
             done.add(log_id)
             yield log_id
@@ -473,9 +428,9 @@ class GarbageCollector:
         if self._pending is not None and not self.stopped:
             flags, self._pending = self._pending, None
             waiters, self._waiters = self._waiters, []
-            self._start(*flags)
+            running = self._start(*flags)
             for w in waiters:
-                self.running.addBoth(lambda r, w=w: (w.callback(r), r)[1])
+                running.addBoth(_fire_with(w))
         else:
             waiters, self._waiters = self._waiters, []
             for w in waiters:
@@ -582,8 +537,8 @@ class GarbageCollector:
         self._pending = None
         if self.running is None:
             return defer.succeed(None)
-        d = defer.Deferred()
-        self.running.addBoth(lambda r: (d.callback(None), r)[1])
+        d: defer.Deferred[None] = defer.Deferred()
+        self.running.addBoth(_fire_with(d, with_result=False))
         return d
 
     # -- what the HTTP admin shows
@@ -738,8 +693,8 @@ class GarbageCollector:
     def register_metrics(self, metrics) -> None:
         """Java's GarbageCollectorStats names, lower-cased with underscores, under ``bookie_gc_``."""
 
-        def active(field):
-            return lambda: sum(r[field] for s in self.stores for r in s.log_usage().values())
+        def live_bytes() -> int:
+            return sum(u.live_bytes for s in self.stores for u in s.log_usage().values())
 
         metrics.counter("bookie_gc_major_compaction_total", "Major compactions run.", lambda: self.major_count)
         metrics.counter("bookie_gc_minor_compaction_total", "Minor compactions run.", lambda: self.minor_count)
@@ -797,4 +752,4 @@ class GarbageCollector:
             "Entry logs holding live entries.",
             lambda: sum(len(s.log_usage()) for s in self.stores),
         )
-        metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", active(1))
+        metrics.gauge("bookie_gc_active_entry_log_space_bytes", "Live bytes in the entry logs.", live_bytes)

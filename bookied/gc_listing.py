@@ -42,6 +42,8 @@ them) as an 8-byte count and that many native 8-byte integers, and an answer, a 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -54,18 +56,21 @@ import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from .errors import GcListingError, GcListingStopped
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import LedgerRange
 
+    from .storage.compactor import CompactableStore
+
 log = logging.getLogger("bookied.gc")
 
 __all__ = [
     "LISTING_BUSY_SHARE",
     "LISTING_CPU_PRIORITY",
+    "DeletedLedgerCollector",
     "GarbageFinder",
     "ListingProcess",
     "PackedIds",
@@ -205,7 +210,7 @@ def pack_ids(ids: Sequence[int]) -> PackedIds:
     the GIL about 7 ms, a stall the bookie's reactor (its adds) waited out.  Even sliced,
     packing 10^5 ids is 5 ms of the GIL taken in turns with the reactor, so the bookie
     keeps what it packed for as long as its ledgers do not change
-    (:class:`~.garbage_collector.DeletedLedgerCollector`)."""
+    (:class:`DeletedLedgerCollector`)."""
     return PackedIds(
         len(ids),
         b"".join(array("q", ids[start : start + WRITE_SLICE]).tobytes() for start in range(0, len(ids), WRITE_SLICE)),
@@ -399,3 +404,57 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+class DeletedLedgerCollector:
+    """Which ledgers a pass deletes from the entry stores: those whose metadata is gone, found
+    as Java's ScanAndCompareGarbageCollector finds them (:class:`~.gc_listing.GarbageFinder`),
+    so that ZooKeeper's cost grows with the ledger ranges (one getChildren per leaf znode of
+    up to 10,000 ledgers), not with the ledgers.
+
+    Safe against a ledger created meanwhile by its order, Java's: the stores' ledgers are
+    taken first, then the metadata is listed. A ledger reaches a bookie only after its
+    metadata was created, so each ledger taken has metadata that the listing sees unless
+    it was deleted; a ledger created after the snapshot, whose leaf the listing may miss,
+    is not in it. With ``verify`` (Java's ``verifyMetadataOnGC``) each ledger missing from
+    the listing is read once more and deleted only if its metadata is truly gone.
+    Java's over-replicated-ledger removal (``gcOverreplicatedLedgerWaitTime``) is not done.
+
+    ``listing(local)`` (bookied's: :meth:`~.gc_listing.ListingProcess.garbage`, in a process
+    of its own) answers which of ``local`` (the bookie's ledger ids, in any order) to delete;
+    without it, ``ledgers`` (a ledger manager) is listed in this process.
+    """
+
+    def __init__(self, ledgers, verify: bool = False, listing: Callable[[PackedIds], list[int]] | None = None):
+        self.ledgers = ledgers  # the metadata store's ledger manager
+        self.verify = verify
+        self.listing = listing
+        self._find_garbage = GarbageFinder()  # without a listing process: in this one
+        self._sent: tuple[list[int], PackedIds] | None = None  # the stores' ledgers_version, and their ids
+        self.active = 0  # ledgers the stores held at the last pass (Java's ACTIVE_LEDGER_COUNT)
+
+    def __call__(self, stores: Sequence[CompactableStore]) -> int:
+        """In a pool thread: delete the ledgers of ``stores`` whose metadata is gone; how many.
+        No step holds the GIL long (the reactor takes adds meanwhile).  With a ``listing``
+        the stores' ids go to it as they are (one C copy each, packed in slices: it sorts them
+        in its own process), packed again only once a store's ledgers changed; without,
+        each store's ids come sorted in slices and are merged in Python, not sorted again in
+        one C call."""
+        if self.listing is not None:
+            versions = [store.ledgers_version for store in stores]  # before the ids: see ledger_ids
+            if self._sent is None or self._sent[0] != versions:
+                held = [store.ledger_ids(ordered=False) for store in stores]
+                local = held[0] if len(held) == 1 else list(itertools.chain.from_iterable(held))
+                self.active = len(local) if len(held) == 1 else len(set(local))
+                self._sent = (versions, pack_ids(local))
+            gone = self.listing(self._sent[1])
+        else:
+            held = [store.ledger_ids() for store in stores]
+            local = held[0] if len(held) == 1 else list(dict.fromkeys(heapq.merge(*held)))
+            self.active = len(local)
+            gone = self._find_garbage(self.ledgers, local, self.verify)
+        for store in stores:
+            mine = gone if len(stores) == 1 else [ledger_id for ledger_id in gone if store.has_ledger(ledger_id)]
+            if mine:
+                store.delete_ledgers(mine)
+        return len(gone)

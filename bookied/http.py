@@ -104,7 +104,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import parse_qs
@@ -180,8 +180,10 @@ class BookieStatus(Protocol):
     :class:`~bkctl.bookied.service.BookieService` is one)."""
 
     bookie_id: str
+
     #: the bookie's ZooKeeper store for the autorecovery endpoints; None (503) until it is connected
-    zk: MetadataStore | None
+    @property
+    def zk(self) -> MetadataStore | None: ...
 
     def is_readonly(self) -> bool: ...
 
@@ -204,7 +206,7 @@ class BookieStatus(Protocol):
 
     def gc_status(self) -> Mapping[str, Any]: ...
 
-    def gc_details(self) -> list[Mapping[str, Any]]: ...
+    def gc_details(self) -> Sequence[Mapping[str, Any]]: ...
 
     def list_disk_files(self, file_type: str | None) -> Mapping[str, str]: ...
 
@@ -443,7 +445,7 @@ class AdminResource(resource.Resource):
     def put_gc(self, request) -> bytes:
         content = getattr(request, "content", None)
         raw = content.read(MAX_REQUEST_BODY) if content is not None else b""
-        if raw.strip():
+        if content is not None and raw.strip():
             content.seek(0)
             doc = self._json_request(request, '{"forceMajor": true, "forceMinor": false}')
             if not isinstance(doc, dict):
@@ -696,7 +698,9 @@ def make_site(
     """The admin site for *status*; serve it with ``reactor.listenTCP`` or :func:`listen_http`.
 
     *run_blocking* runs the ZooKeeper calls (see :class:`AdminResource`)."""
-    return AdminSite(AdminResource(status, run_blocking=run_blocking), access_log=access_log, reactor=reactor)
+    admin = AdminResource(status, run_blocking=run_blocking)
+    # a Resource provides IResource through zope's @implementer, which mypy reads only with its plugin
+    return AdminSite(admin, access_log=access_log, reactor=reactor)  # type: ignore[arg-type]
 
 
 def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.0.0", *, access_log: bool = False):

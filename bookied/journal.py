@@ -331,8 +331,7 @@ class Journal:
 
         Damaged data ends a file's replay with a warning (see the module doc);
         with ``repair`` the last file is truncated after its last good record.
-        Must run before ``start()``.
-        """
+        Must run before ``start()``."""
         if self._started:
             raise JournalError("replay() must run before start()")
         if from_mark is None:
@@ -485,11 +484,13 @@ class Journal:
         self._cond.notify()
         return None
 
-    def _schedule_soon(self) -> None:
-        self._inline(self.commit)
+    def _schedule_soon(self) -> None:  # scheduled only with an _inline
+        if self._inline is not None:
+            self._inline(self.commit)
 
-    def _schedule_later(self) -> None:
-        self._inline_later(self.patient_wait, self._commit_patient)
+    def _schedule_later(self) -> None:  # scheduled only with an _inline_later
+        if self._inline_later is not None:
+            self._inline_later(self.patient_wait, self._commit_patient)
 
     def commit(self) -> None:
         """Write, fsync and call back what is queued, in the calling thread
@@ -528,8 +529,7 @@ class Journal:
         """Persist ``mark`` as the replay start and delete the journal files before its file.
 
         Call it only after the entry store has durably absorbed every record
-        before ``mark`` (see the module doc). Older marks are ignored.
-        """
+        before ``mark`` (see the module doc). Older marks are ignored."""
         mark = LogMark(*mark)
         with self._ckpt_lock:
             if mark > self._durable:

@@ -132,14 +132,13 @@ class LogMark(NamedTuple):
 
 def encode_record(rec: Record) -> bytes:
     """The on-disk bytes of one record (checksum included)."""
-    t = type(rec)
-    if t is EntryRecord:
+    if isinstance(rec, EntryRecord):
         return encode_entry(rec.ledger_id, rec.entry_id, rec.data)
-    if t is MasterKeyRecord:
+    if isinstance(rec, MasterKeyRecord):
         typ, body = T_MASTER_KEY, rec.key
-    elif t is FenceRecord:
+    elif isinstance(rec, FenceRecord):
         typ, body = T_FENCE, b""
-    elif t is ExplicitLacRecord:
+    elif isinstance(rec, ExplicitLacRecord):
         typ, body = T_EXPLICIT_LAC, rec.body
     else:
         raise TypeError(f"not a journal record: {rec!r}")

@@ -17,7 +17,7 @@ import sys
 from contextlib import contextmanager
 
 from .config import OPTIONS, ConfigError, load_config
-from .startup import configure_logging, twisted_without_tls
+from .startup import configure_logging, main_reactor, twisted_without_tls
 
 log = logging.getLogger("bookied")
 
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with _frozen_when_loaded():
         with twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
-            from twisted.internet import reactor
+            reactor = main_reactor()
         from twisted.internet.error import CannotListenError
 
         from bkctl.wire.errors import BKError
@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         # every ZooKeeper session of this process uses it (its autorecovery process, given the
         # same configuration, sets the same)
         zksecurity.set_default(cfg.zk_security())
+        service: BookieService | SalvageService
         if args.salvage:
             from .salvage import SalvageService
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import bisect
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 from twisted.python.failure import Failure
 
@@ -96,9 +98,9 @@ class Metrics:
         #: re-replication's copies), which the journal may hold for company: what
         #: ``add`` observed minus these is the live writers' adds' latency
         self.recovery_add_latency = Histogram()
-        self.gauges: dict[str, tuple[str, object]] = {}
+        self.gauges: dict[str, tuple[str, Callable[[], object]]] = {}
         #: name -> (help, type, read): counters and summaries read at scrape time
-        self.exported: dict[str, tuple[str, str, object]] = {}
+        self.exported: dict[str, tuple[str, str, Callable[[], Any]]] = {}
 
     def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
         """``n`` requests of ``op`` that started at ``started`` ended now with ``rc``."""
@@ -112,15 +114,15 @@ class Metrics:
             hist = self.latency[op] = Histogram()
         hist.observe(time.perf_counter() - started, n)
 
-    def gauge(self, name: str, help_text: str, read) -> None:
+    def gauge(self, name: str, help_text: str, read: Callable[[], object]) -> None:
         """``read()`` at each scrape; a None value leaves the sample out (not known yet)."""
         self.gauges[name] = (help_text, read)
 
-    def counter(self, name: str, help_text: str, read) -> None:
+    def counter(self, name: str, help_text: str, read: Callable[[], int | float]) -> None:
         """A counter kept elsewhere: ``read()`` at each scrape."""
         self.exported[name] = (help_text, "counter", read)
 
-    def summary(self, name: str, help_text: str, read) -> None:
+    def summary(self, name: str, help_text: str, read: Callable[[], tuple[float, int]]) -> None:
         """A summary without quantiles: ``read()`` returns ``(sum, count)``."""
         self.exported[name] = (help_text, "summary", read)
 

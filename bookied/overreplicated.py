@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .storage.compactor import CompactableStore
 
@@ -51,7 +51,7 @@ class OverReplicatedCollector:
     def due(self) -> bool:
         return self.wait_ms > 0 and (self.clock() - self._last) * 1000 >= self.wait_ms
 
-    def __call__(self, stores: list[CompactableStore]) -> int:
+    def __call__(self, stores: Sequence[CompactableStore]) -> int:
         if not self.due():
             return 0
         self._last = self.clock()
@@ -75,7 +75,7 @@ class OverReplicatedCollector:
             )
         return len(gone)
 
-    def _remove(self, ledger_id: int, stores: list[CompactableStore]) -> bool:
+    def _remove(self, ledger_id: int, stores: Sequence[CompactableStore]) -> bool:
         """Under the ledger's replication lock: read again and, still closed and not naming
         this bookie nor marked, delete it from the stores before the lock goes (a copy here
         takes that lock first, and names this bookie before it lets go)."""

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 from twisted.internet import protocol
-from twisted.internet.interfaces import IHandshakeListener
+from twisted.internet.interfaces import IAddress, IHandshakeListener
 from zope.interface import implementer
 
 from bkctl.wire import fastpath
@@ -23,6 +25,7 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.framing import FrameDecoder
+from bkctl.wire.send_now import Transport
 from bkctl.wire.codecs.protocol import (
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -62,6 +65,32 @@ UNREAD_REPORT_AFTER = 1.0
 #: Long polls one connection may have waiting; past them it is not read until one is
 #: answered (back-pressure: a flood of polls holds at most this many per connection).
 LONG_POLLS_MAX = 1000
+
+
+class ServerTransport(Transport, Protocol):
+    """What :class:`BookieProtocol` calls on its transport: a TCP (or TLS) connection's
+    (Twisted's ``ITCPTransport``, ``IProducer``, ``ITLSTransport``: zope interfaces a type
+    checker without its plugin cannot read)."""
+
+    producer: object
+    #: bytes read at a time (a TCP connection's; looked up, as not every transport has it)
+    bufferSize: int  # noqa: N815 - Twisted's name
+
+    def getPeer(self) -> IAddress: ...  # noqa: N802 - Twisted's names, here and below
+
+    def loseConnection(self) -> None: ...  # noqa: N802
+
+    def abortConnection(self) -> None: ...  # noqa: N802
+
+    def pauseProducing(self) -> None: ...  # noqa: N802
+
+    def resumeProducing(self) -> None: ...  # noqa: N802
+
+    def registerProducer(self, producer: object, streaming: bool) -> None: ...  # noqa: N802
+
+    def unregisterProducer(self) -> None: ...  # noqa: N802
+
+    def startTLS(self, contextFactory: Any) -> None: ...  # noqa: N802,N803
 
 
 @implementer(IHandshakeListener)
@@ -120,6 +149,11 @@ class BookieProtocol(protocol.Protocol):
         self._unread_report = None
 
     @property
+    def _wire(self) -> ServerTransport:
+        """The transport as this protocol uses it (Twisted types ``transport`` as zope's ``ITransport``)."""
+        return cast(ServerTransport, self.transport)
+
+    @property
     def closed(self) -> bool:
         """The connection is gone (or being dropped): nothing more is served or written."""
         return self.outbox.closed
@@ -140,7 +174,7 @@ class BookieProtocol(protocol.Protocol):
             self.transport.setTcpNoDelay(True)  # small acks must not wait for Nagle (Java: serverTcpNoDelay)
         self._sized_reads = hasattr(self.transport, "bufferSize")
         if self._sized_reads:
-            self.transport.bufferSize = READ_SIZE
+            self._wire.bufferSize = READ_SIZE
         self.outbox.transport = self.transport
         self.metrics.connections.inc()
         self.bookie.connection_opened(self)
@@ -148,7 +182,7 @@ class BookieProtocol(protocol.Protocol):
         # bufferSize (32 to 256 KiB) it pauses us, and we stop reading requests until they have
         # drained: TCP back-pressure, as Java's bookie turns autoRead off on an
         # unwritable channel. Memory stays bounded by one answer over the buffer.
-        self.transport.registerProducer(self, True)
+        self._wire.registerProducer(self, True)
 
     def handshakeCompleted(self) -> None:
         """The TLS handshake after START_TLS is done (Twisted's IHandshakeListener)."""
@@ -158,7 +192,7 @@ class BookieProtocol(protocol.Protocol):
         if self.handshaking:
             failures = getattr(getattr(self, "factory", None), "handshake_failures", None)
             if failures is not None:
-                failures.refused(self.transport.getPeer(), reason)
+                failures.refused(self._wire.getPeer(), reason)
         self._gone()
         self._cancel_unread_report()
         self._backlog.clear()
@@ -175,9 +209,9 @@ class BookieProtocol(protocol.Protocol):
 
     def close(self) -> None:
         """Close once the answers written so far are sent (shutdown)."""
-        if self.transport.producer is self:
-            self.transport.unregisterProducer()  # a paused producer would keep the close waiting
-        self.transport.loseConnection()
+        if self._wire.producer is self:
+            self._wire.unregisterProducer()  # a paused producer would keep the close waiting
+        self._wire.loseConnection()
 
     # -- IPushProducer: the transport's write buffer is full / has drained ----------
     def _peer_log(self) -> PeerLog:
@@ -185,7 +219,7 @@ class BookieProtocol(protocol.Protocol):
 
     def _holding_back(self, kind: str, why: str) -> None:
         """Say (INFO, rate-limited per peer host and ``kind``) that this connection is not read for a while."""
-        peer = self.transport.getPeer() if self.transport else None
+        peer = self._wire.getPeer() if self.transport else None
         self._peer_log().warn(
             kind, peer, f"not reading the connection from {peer_name(peer)} for now: {why}", logging.INFO
         )
@@ -193,7 +227,7 @@ class BookieProtocol(protocol.Protocol):
     def pauseProducing(self):
         if not self.outbox.paused:
             self.outbox.paused = True
-            self.transport.pauseProducing()  # stop reading from the socket
+            self._wire.pauseProducing()  # stop reading from the socket
             if self._unread_report is None:
                 self._unread_report = self.bookie.clock.callLater(UNREAD_REPORT_AFTER, self._still_unread)
 
@@ -214,7 +248,7 @@ class BookieProtocol(protocol.Protocol):
         self._drain()
 
     def _pause_reading(self) -> None:
-        self.transport.pauseProducing()
+        self._wire.pauseProducing()
 
     def _drain(self) -> None:
         """Serve what was held back, then read again unless paused or throttled anew."""
@@ -223,7 +257,7 @@ class BookieProtocol(protocol.Protocol):
             self._backlog.clear()
             self._serve(backlog)  # may pause or throttle again
         if not self.paused and not self.throttled and not self.polls_full and not self.closed:
-            self.transport.resumeProducing()
+            self._wire.resumeProducing()
 
     def stopProducing(self):
         self._backlog.clear()
@@ -248,7 +282,7 @@ class BookieProtocol(protocol.Protocol):
         READ_SIZE..READ_SIZE_MAX): a journal group big enough for large adds, a read
         that leaves a pipelining client's window of small ones in several groups.
         A read with no whole request in it was part of a big one."""
-        self.transport.bufferSize = min(READ_SIZE_MAX, max(READ_SIZE, got // (requests or 1) * READ_RECORDS))
+        self._wire.bufferSize = min(READ_SIZE_MAX, max(READ_SIZE, got // (requests or 1) * READ_RECORDS))
 
     def _serve(self, payloads: list) -> None:
         """Answer requests in order; stop and keep the rest once paused or throttled.
@@ -269,6 +303,7 @@ class BookieProtocol(protocol.Protocol):
         plain_add_request, plain_read_request = plain.add_request, plain.read_request
         plain_v2_add_request = plain.v2_add_request
         adds, reads = self.adds, self.plain_reads
+        serve: Callable[..., None]  # the plain request's server, called with what the parser took apart
         i = -1
         count = len(payloads)
         while i + 1 < count:
@@ -335,11 +370,11 @@ class BookieProtocol(protocol.Protocol):
                     throttle.settle()
 
     def _drop(self, why: str) -> None:
-        peer = self.transport.getPeer() if self.transport else None
+        peer = self._wire.getPeer() if self.transport else None
         self._peer_log().warn("drop", peer, f"closing connection from {peer_name(peer)}: {why}")
         self.metrics.protocol_errors.inc()
         self._gone()
-        self.transport.abortConnection()
+        self._wire.abortConnection()
 
     def send(self, payload: bytes) -> None:
         """Send an answer (:meth:`Outbox.send`)."""
@@ -453,7 +488,7 @@ class BookieProtocol(protocol.Protocol):
                 self.send(v3.serialize(v3.read_response(req, RC.EBADREQ)))
                 return
             previous = read.previousLAC
-            waiting = []
+            waiting: list[Callable[[], None]] = []
 
             def polled(rc, max_lac, req=req, started=started, previous=previous):
                 self.observe("long_poll", started, rc)
@@ -474,7 +509,7 @@ class BookieProtocol(protocol.Protocol):
                 self._polls.add(cancel)
                 if len(self._polls) >= LONG_POLLS_MAX and not self.polls_full:
                     self.polls_full = True
-                    self.transport.pauseProducing()
+                    self._wire.pauseProducing()
                     self._holding_back("polls", f"{LONG_POLLS_MAX} long polls wait")
             return
 
@@ -561,15 +596,16 @@ class BookieProtocol(protocol.Protocol):
         self.outbox.write_held()
         self.insecure = False
         self.handshaking = True
-        self.transport.startTLS(self.tls.context())
+        self._wire.startTLS(self.tls.context())
 
     def _before_tls(self, payload: bytes) -> None:
         """A request on a TLS bookie's connection before START_TLS: START_TLS and
         AUTH are served, v3 requests and v2 ADD/READ answered EUA, other v2
         requests close the connection (as Java's bookie treats a connection
         that has not authenticated: BookKeeper's proto/AuthHandler.java)."""
-        kind, msg = self.detector.classify(payload)
-        if kind == "v3":
+        classified = self.detector.classify(payload)
+        if classified[0] == "v3":
+            msg = classified[1]
             if msg.header.operation in (_OP.START_TLS, _OP.AUTH):
                 self._v3(msg)
                 return

@@ -15,6 +15,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from twisted.internet import defer, task, threads
 
@@ -31,9 +33,9 @@ from bkctl.wire.bookie_disk import layout
 
 from . import day2
 from .config.render import render_config
-from .garbage_collector import DeletedLedgerCollector, GarbageCollector
+from .garbage_collector import GarbageCollector
+from .gc_listing import DeletedLedgerCollector, ListingProcess
 from .gc_policy import GcPolicy
-from .gc_listing import ListingProcess
 from .overreplicated import OverReplicatedCollector
 from .bookie import Bookie
 from bkctl.wire.errors import BKError
@@ -56,6 +58,32 @@ log = logging.getLogger("bookied")
 
 #: GIL switch interval of the bookie process, seconds (CPython's default: 0.005).
 SWITCH_INTERVAL = 0.0001
+
+
+if TYPE_CHECKING:
+    from twisted.internet.address import IPv4Address, IPv6Address
+
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
+    from .autorecovery import AutoRecoveryProcess
+
+_Part = TypeVar("_Part")
+
+
+class ListeningPort(Protocol):
+    """A listening port as the service uses it (Twisted's ``IListeningPort``, a zope
+    interface a type checker without its plugin cannot read)."""
+
+    def getHost(self) -> IPv4Address | IPv6Address: ...  # noqa: N802 - Twisted's names
+
+    def stopListening(self) -> defer.Deferred[None] | None: ...  # noqa: N802
+
+
+def _started(part: _Part | None) -> _Part:
+    """A part :meth:`BookieService.start` sets up, used by what runs after it."""
+    if part is None:
+        raise RuntimeError("the bookie service has not started")
+    return part
 
 
 class ReadOnlyNotAllowed(BKError):
@@ -106,17 +134,17 @@ class BookieService:
         self.running = False
         self.stopping = False
         self.exit_code = 0
-        self.zk = None
+        self.zk: ZKMetadataStore | None = None
         self.journals: list[Journal] = []
         self.stores: list[EntryStore] = []
         self.bookie: Bookie | None = None
         self.gc: GarbageCollector | None = None
         self.gc_listing: ListingProcess | None = None
         self.factory: BookieServerFactory | None = None
-        self.port = None
-        self.http_port = None
+        self.port: ListeningPort | None = None
+        self.http_port: ListeningPort | None = None
         #: the autorecovery daemon's process (autoRecoveryDaemonEnabled=true), once started
-        self.autorecovery = None
+        self.autorecovery: AutoRecoveryProcess | None = None
         self._loops: list[task.LoopingCall] = []
         #: checkpoints and disk checks (:mod:`.upkeep`)
         self.upkeep = StorageUpkeep(self)
@@ -144,16 +172,16 @@ class BookieService:
             raise ConfigError(
                 "metadataServiceUri: not set (nor zkServers): the bookie needs its cluster", key="metadataServiceUri"
             )
-        self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
-        self.zk.start()
-        instance_id = self.zk.cluster.instance_id()
+        self.zk = zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
+        zk.start()
+        instance_id = zk.cluster.instance_id()
         if instance_id is None:
             raise ClusterNotReady(
                 f"no cluster at {cfg.metadata_service_uri} (no INSTANCEID); "
                 f"initialise it first, e.g. 'bkctl metaformat'"
             )
         cookie = identity.expected_cookie(self.bookie_id, journal_dirs, ledger_dirs, index_dirs, instance_id)
-        outcome = identity.check_and_stamp(self.zk, cookie, allow_expansion=cfg.allow_storage_expansion)
+        outcome = identity.check_and_stamp(zk, cookie, allow_expansion=cfg.allow_storage_expansion)
         log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
 
         dispatch = self._journal_dispatch
@@ -196,7 +224,7 @@ class BookieService:
             )
             for d in ledger_dirs
         ]
-        self.bookie = Bookie(
+        self.bookie = bookie = Bookie(
             self.journals,
             self.stores,
             clock=self.reactor,
@@ -205,7 +233,7 @@ class BookieService:
             max_throttle_time=cfg.db_storage_max_throttle_time_ms / 1000.0,
         )
         started = time.monotonic()
-        replayed = self.bookie.replay()
+        replayed = bookie.replay()
         log.info("journal replay: %d records in %.2f s", replayed, time.monotonic() - started)
         for j in self.journals:
             j.start()
@@ -214,7 +242,7 @@ class BookieService:
 
         self._register_metrics()
         self.factory = factory = BookieServerFactory(
-            self.bookie,
+            bookie,
             self.metrics,
             cfg.netty_max_frame_size_bytes,
             max_adds_in_progress=cfg.max_adds_in_progress_limit,
@@ -223,23 +251,23 @@ class BookieService:
             twins=self.twins,
         )
         host = resolve_listen_host(cfg)
-        self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
-        log.info("listening on %s:%d", host, self.port.getHost().port)
+        self.port = port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
+        log.info("listening on %s:%d", host, port.getHost().port)
         if cfg.http_server_enabled:
             from .http import listen_http
 
-            self.http_port = listen_http(self.reactor, cfg.http_server_port, self, cfg.http_server_host)
-            log.info("HTTP admin on %s:%d", cfg.http_server_host, self.http_port.getHost().port)
+            self.http_port = http_port = listen_http(self.reactor, cfg.http_server_port, self, cfg.http_server_host)
+            log.info("HTTP admin on %s:%d", cfg.http_server_host, http_port.getHost().port)
 
-        self.bookie.on_readonly_change = self._readonly_changed
+        bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self.upkeep.checkpoint)
         self._every(cfg.disk_check_interval / 1000.0, self.upkeep.check_disks, now=False)
         # the listing of the metadata runs in a process of its own (see gc_listing)
         self.gc_listing = ListingProcess(render_config(cfg, comments=False), verify=cfg.verify_metadata_on_gc)
-        collect = DeletedLedgerCollector(self.zk.ledgers, cfg.verify_metadata_on_gc, listing=self.gc_listing.garbage)
-        self.overreplicated = OverReplicatedCollector(self.zk, self.bookie_id, cfg.gc_overreplicated_ledger_wait_time)
+        collect = DeletedLedgerCollector(zk.ledgers, cfg.verify_metadata_on_gc, listing=self.gc_listing.garbage)
+        self.overreplicated = OverReplicatedCollector(zk, self.bookie_id, cfg.gc_overreplicated_ledger_wait_time)
         over = self.overreplicated
-        self.gc = GarbageCollector(
+        self.gc = gc = GarbageCollector(
             GcPolicy.from_config(cfg),
             self.stores,
             lambda stores: collect(stores) + over(stores),
@@ -247,8 +275,8 @@ class BookieService:
             self._in_pool,
             on_pass_done=self.upkeep.check_disks,
         )
-        self.gc.register_metrics(self.metrics)
-        self._every(cfg.gc_wait_time / 1000.0, self.gc, now=False)
+        gc.register_metrics(self.metrics)
+        self._every(cfg.gc_wait_time / 1000.0, gc, now=False)
         self.running = True
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
         self.reactor.callWhenRunning(self._deadline_on_signals)
@@ -298,13 +326,13 @@ class BookieService:
     def _initial_state(self) -> None:
         """Read-only from the start (forceReadOnlyBookie, a full disk), which
         readOnlyModeEnabled=false forbids: then the bookie does not start."""
+        bookie = _started(self.bookie)
         if self.cfg.force_read_only_bookie:
-            self.bookie.mark_readonly("config", "forceReadOnlyBookie")
+            bookie.mark_readonly("config", "forceReadOnlyBookie")
         self.upkeep.check_disks()
-        if self.bookie.readonly and not self.cfg.read_only_mode_enabled:
+        if bookie.readonly and not self.cfg.read_only_mode_enabled:
             raise ReadOnlyNotAllowed(
-                f"the bookie would start read-only ({self.bookie.readonly_reason}), "
-                "and readOnlyModeEnabled=false forbids it"
+                f"the bookie would start read-only ({bookie.readonly_reason}), and readOnlyModeEnabled=false forbids it"
             )
 
     @staticmethod
@@ -340,11 +368,12 @@ class BookieService:
             return
         if deadline is None:
             deadline = self.reactor.seconds() + max(self.cfg.zk_timeout / 1000.0, 1.0)
-        readonly = self.bookie.readonly
+        bookie = _started(self.bookie)
+        readonly = bookie.readonly
         d = threads.deferToThreadPool(
             self.reactor,
             self.reactor.getThreadPool(),
-            self.zk.registration.register,
+            _started(self.zk).registration.register,
             self.bookie_id,
             self._service_info(),
             readonly=readonly,
@@ -401,9 +430,9 @@ class BookieService:
         run in the reactor that serves the live adds."""
         from .autorecovery import AutoRecoveryProcess
 
-        self.autorecovery = AutoRecoveryProcess(self.cfg, self.bookie_id, self.reactor)
+        self.autorecovery = autorecovery = AutoRecoveryProcess(self.cfg, self.bookie_id, self.reactor)
         try:
-            self.autorecovery.start()
+            autorecovery.start()
         except OSError as e:
             log.error("autorecovery daemon could not start: %s", e)
 
@@ -461,7 +490,7 @@ class BookieService:
             # Java's bookie shuts down where it would go read-only
             log.error(
                 "bookie would turn read-only (%s), but readOnlyModeEnabled=false: shutting down",
-                self.bookie.readonly_reason,
+                _started(self.bookie).readonly_reason,
             )
             self.exit_code = 1
             self._stop_reactor()
@@ -469,7 +498,7 @@ class BookieService:
         d = threads.deferToThreadPool(
             self.reactor,
             self.reactor.getThreadPool(),
-            self.zk.registration.register,
+            _started(self.zk).registration.register,
             self.bookie_id,
             self._service_info(),
             readonly=readonly,
@@ -519,7 +548,7 @@ class BookieService:
             from .metrics import Refreshed, register_autorecovery
 
             count = Refreshed(
-                lambda: self.zk.underreplication.count(),
+                lambda: _started(self.zk).underreplication.count(),
                 clock=self.reactor,
                 run_blocking=lambda fn: threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn),
             )
@@ -540,7 +569,7 @@ class BookieService:
         why it is read-only when it is."""
         from .storage.index import INDEX_DIR
 
-        total, free = self.bookie.disk_space()
+        total, free = _started(self.bookie).disk_space()
         journals = [os.path.join(d, "current") for d in self.cfg.journal_directories]
         return {
             "freeSpace": free,
@@ -572,7 +601,7 @@ class BookieService:
         with ``force`` also a full disk (until the next disk check finds it
         full again).  A failed journal or forceReadOnlyBookie cannot be
         switched off: ValueError (answered 400)."""
-        bookie = self.bookie
+        bookie = _started(self.bookie)
         if readonly:
             if not self.cfg.read_only_mode_enabled:
                 raise ValueError(
@@ -596,14 +625,14 @@ class BookieService:
             raise ValueError(f"still read-only: {bookie.readonly_causes['ledger']} (until a checkpoint succeeds again)")
 
     # -- day-2 admin (HTTP: gc, gc_details, list_disk_file, last_log_mark, expand_storage) --
-    def force_gc(self, force_major: bool | None = None, force_minor: bool | None = None):
-        return self.gc.trigger(force_major, force_minor)
+    def force_gc(self, force_major: bool | None = None, force_minor: bool | None = None) -> defer.Deferred:
+        return _started(self.gc).trigger(force_major, force_minor)
 
-    def gc_status(self) -> dict:
-        return self.gc.status()
+    def gc_status(self) -> dict[str, Any]:
+        return _started(self.gc).status()
 
-    def gc_details(self) -> list[dict]:
-        return self.gc.details()
+    def gc_details(self) -> list[dict[str, Any]]:
+        return _started(self.gc).details()
 
     def _dirs(self) -> tuple[list[str], list[str], list[str]]:
         cfg = self.cfg
@@ -614,7 +643,7 @@ class BookieService:
         return day2.list_disk_files(file_type, *self._dirs())
 
     def last_log_marks(self) -> dict:
-        return day2.last_log_marks(tuple(j.mark()) for j in self.journals)
+        return day2.last_log_marks(j.mark() for j in self.journals)
 
     def expand_storage(self):
         """Java's expand_storage: the configured directories checked against the cookie with
@@ -622,9 +651,10 @@ class BookieService:
         journal, ledgers, index = self._dirs()
 
         def work():
-            cookie = identity.expected_cookie(self.bookie_id, journal, ledgers, index, self.zk.cluster.instance_id())
+            zk = _started(self.zk)
+            cookie = identity.expected_cookie(self.bookie_id, journal, ledgers, index, zk.cluster.instance_id())
             try:
-                return identity.check_and_stamp(self.zk, cookie, allow_expansion=True)
+                return identity.check_and_stamp(zk, cookie, allow_expansion=True)
             except identity.IdentityError as e:
                 raise ValueError(str(e)) from None
 
@@ -716,9 +746,12 @@ class BookieService:
         """Unregister, then close the session. The close is tried even when the
         unregister could not be: it is what ends kazoo's reconnect loop, so that
         nothing is retried (or logged) after "stopped"."""
-        steps = [("close the ZooKeeper session", self.zk.close, ())]
-        if self.zk.connected:
-            steps.insert(0, ("unregister", self.zk.registration.unregister, (self.bookie_id,)))
+        zk = _started(self.zk)
+        steps: list[tuple[str, Callable[..., object], tuple[object, ...]]] = [
+            ("close the ZooKeeper session", zk.close, ())
+        ]
+        if zk.connected:
+            steps.insert(0, ("unregister", zk.registration.unregister, (self.bookie_id,)))
         else:  # a request would only wait for a reconnect; the znode goes with the session
             log.warning(
                 "could not unregister: not connected to ZooKeeper (the registration ends when the session expires)"

@@ -5,9 +5,35 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol, cast
 
-__all__ = ["configure_logging", "twisted_without_tls"]
+from bkctl.wire.clock import Reactor
+
+__all__ = ["MainReactor", "configure_logging", "main_reactor", "twisted_without_tls"]
+
+
+class MainReactor(Reactor, Protocol):
+    """The global reactor as a process's main runs it (Twisted's ``IReactorCore``, a zope
+    interface a type checker without its plugin cannot read)."""
+
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def callWhenRunning(self, callable: Callable[..., object], *args: object) -> object: ...  # noqa: N802
+
+    def addSystemEventTrigger(  # noqa: N802 - Twisted's names
+        self, phase: str, event_type: str, callable: Callable[..., object], *args: object
+    ) -> object: ...
+
+
+def main_reactor() -> MainReactor:
+    """Twisted's global reactor (imported, so installed, now: see :func:`twisted_without_tls`)."""
+    from twisted.internet import reactor
+
+    return cast(MainReactor, reactor)
 
 
 def configure_logging(level: str) -> None:
@@ -19,7 +45,7 @@ def configure_logging(level: str) -> None:
 
 
 @contextmanager
-def twisted_without_tls(unless: bool):
+def twisted_without_tls(unless: bool) -> Iterator[None]:
     """Twisted loaded as where pyOpenSSL is not installed, for a bookie without TLS.
 
     Twisted's TCP transports take their START_TLS support (pyOpenSSL, and with it
@@ -32,7 +58,8 @@ def twisted_without_tls(unless: bool):
     if unless or "twisted.internet.tcp" in sys.modules or "OpenSSL" in sys.modules:
         yield
         return
-    sys.modules["OpenSSL"] = None  # import OpenSSL -> ImportError
+    # import OpenSSL -> ImportError (the import system's documented use of None; typeshed types modules only)
+    sys.modules["OpenSSL"] = None  # type: ignore[assignment]
     try:
         yield
     finally:

@@ -158,6 +158,8 @@ class StorageUpkeep:
     def check_disks(self) -> None:
         self._disk_check_pending = False
         bookie = self.service.bookie
+        if bookie is None:  # the service has not made it yet: nothing to mark
+            return
         try:
             usage, free = self.disk_stats()
         except OSError as e:

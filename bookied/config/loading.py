@@ -409,8 +409,8 @@ def _settings_from_overrides(overrides: Mapping[str, Any]) -> dict[str, _Setting
                 continue
             raise ConfigError(f"unknown configuration key {key!r}{_suggest(key)}", key=key)
         if isinstance(value, bool):
-            text: str | list[str] = "true" if value else "false"
-            shown = text
+            shown = "true" if value else "false"
+            text: str | list[str] = shown
         elif isinstance(value, (list, tuple)):
             text = [str(item) for item in value]
             shown = ",".join(text)

@@ -31,10 +31,11 @@ import enum
 import logging
 import threading
 import time
-from typing import Callable, Iterator, NamedTuple, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .entry_log import DamagedRecord
-from .index import KEY, LOC
+from .index import IndexRow, LogDeltas, Move
 
 log = logging.getLogger("bookied.compaction")
 
@@ -78,15 +79,60 @@ def _reached(phase: CompactionPhase, log_id: int) -> None:
         observer(phase, log_id)
 
 
+class LogsDeleted(NamedTuple):
+    """Entry logs deleted whole -- not one live entry left in them (their ledgers deleted, or
+    their entries written again elsewhere), so nothing was moved -- as against logs that
+    compaction emptied: how many, and their committed bytes."""
+
+    logs: int = 0
+    bytes: int = 0
+
+
+class LogUsage(NamedTuple):
+    """One committed entry log's row of :meth:`CompactableStore.log_usage`."""
+
+    size: int  # committed bytes
+    live_bytes: int
+    live_entries: int
+    live_fraction: float  # of the bytes past the header, at most 1.0
+
+
+class LiveRecord(NamedTuple):
+    """A record of an entry log that the index still points to when scanned, and that
+    index row's location (what :class:`~.index.Move` compares before switching it)."""
+
+    ledger_id: int
+    entry_id: int
+    data: bytes
+    location: bytes  # LOC bytes
+
+
+class CompactionWriter(Protocol):
+    """Appends copies into a compaction log of their own (:class:`~.entry_log.LogWriter`)."""
+
+    def append(
+        self, batches: Iterable[tuple[int, list[tuple[int, bytes]]]], pause: Callable[[], None] | None = None
+    ) -> tuple[list[tuple[bytes, bytes]], LogDeltas]: ...
+
+
 @runtime_checkable
 class CompactableStore(Protocol):
     """What garbage collection and compaction call on an entry store (Java's
     CompactableLedgerStorage); :class:`~bookied.storage.store.EntryStore` is one."""
 
-    directory: str
-    log_size_limit: int
-    deleted_whole: tuple[int, int]  # (logs, bytes) deleted with no live entry left, not by compaction
-    ledgers_version: int  # moves whenever a ledger is added or deleted
+    @property
+    def directory(self) -> str: ...
+
+    @property
+    def log_size_limit(self) -> int: ...
+
+    @property
+    def deleted_whole(self) -> LogsDeleted:
+        """The logs deleted with no live entry left, not by compaction."""
+
+    @property
+    def ledgers_version(self) -> int:
+        """Moves whenever a ledger is added or deleted."""
 
     def ledger_ids(self, ordered: bool = True) -> list[int]: ...
 
@@ -96,7 +142,7 @@ class CompactableStore(Protocol):
 
     def delete_empty_logs(self) -> list[int]: ...
 
-    def log_usage(self) -> dict[int, tuple[int, int, int, float]]: ...
+    def log_usage(self) -> dict[int, LogUsage]: ...
 
     def active_log_ids(self) -> list[int]: ...
 
@@ -104,18 +150,18 @@ class CompactableStore(Protocol):
 
     def log_size(self, log_id: int) -> int: ...
 
-    def open_compaction_writer(self): ...
+    def open_compaction_writer(self) -> CompactionWriter: ...
 
-    def close_compaction_writer(self, writer) -> None: ...
+    def close_compaction_writer(self, writer: CompactionWriter) -> None: ...
 
-    def live_records(self, log_id: int) -> Iterator[tuple[int, int, bytes, bytes] | DamagedRecord]: ...
+    def live_records(self, log_id: int) -> Iterator[LiveRecord | DamagedRecord]: ...
 
-    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[tuple[bytes, bytes]]: ...
+    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[IndexRow]: ...
 
-    def read_record(self, key: bytes, row: bytes) -> bytes: ...
+    def read_record(self, row: IndexRow) -> bytes: ...
 
     def switch_locations(
-        self, log_id: int, moves: list, added: dict, before_unlink: Callable[[], None] | None = None
+        self, log_id: int, moves: list[Move], added: LogDeltas, before_unlink: Callable[[], None] | None = None
     ) -> tuple[int, bool]: ...
 
     def drop_log_if_empty(self, log_id: int, whole: bool = True) -> bool: ...
@@ -145,7 +191,7 @@ class Throttle:
         self._cancelled = threading.Event()
         self._sleep = sleep if sleep is not None else self._cancelled.wait
         self.lifted = False
-        self._next_free = None  # clock time when the next acquire may proceed
+        self._next_free: float | None = None  # clock time when the next acquire may proceed
         self.slept = 0.0
         self.permits = 0
 
@@ -208,14 +254,15 @@ class EntryLogCompactor:
         self.throttle = throttle
         self.batch_rows = min(max(1, int(max_outstanding)), BATCH_ROWS_MAX)
         self.between = between
-        self.writer = None
+        self.writer: CompactionWriter | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> EntryLogCompactor:
         self.writer = self.store.open_compaction_writer()
         return self
 
-    def __exit__(self, *exc):
-        self.store.close_compaction_writer(self.writer)
+    def __exit__(self, *exc: object) -> None:
+        if self.writer is not None:
+            self.store.close_compaction_writer(self.writer)
         self.writer = None
 
     def compact(self, log_id: int) -> CompactionResult:
@@ -229,17 +276,17 @@ class EntryLogCompactor:
         log can go."""
         store = self.store
         size = store.log_size(log_id)
-        batch: list = []  # (ledger id, entry id, data, old location bytes)
+        batch: list[LiveRecord] = []
         batch_bytes = moved = moved_bytes = 0
         deleted = False
         damaged: list[DamagedRecord] = []
         for rec in store.live_records(log_id):
-            if type(rec) is DamagedRecord:
+            if isinstance(rec, DamagedRecord):
                 damaged.append(rec)
                 continue
-            self.throttle.acquire(len(rec[2]))
+            self.throttle.acquire(len(rec.data))
             batch.append(rec)
-            batch_bytes += len(rec[2])
+            batch_bytes += len(rec.data)
             if len(batch) >= self.batch_rows or batch_bytes >= BATCH_BYTES_MAX:
                 n, deleted = self._switch(log_id, batch)
                 moved += n
@@ -273,30 +320,32 @@ class EntryLogCompactor:
             moved, moved_bytes, max(0, size - moved_bytes) if deleted else 0, deleted, tuple(found), dead
         )
 
-    def _rescue(self, log_id: int, damaged: list[DamagedRecord]):
+    def _rescue(self, log_id: int, damaged: list[DamagedRecord]) -> tuple[int, int, bool, list[DamagedFound]]:
         """The live entries left in a log with damaged records: move the readable, drop the
         damaged. Returns (moved, bytes moved, log deleted, [DamagedFound])."""
         store = self.store
-        claimed = [(d.ledger_id, d.entry_id) for d in damaged if d.ledger_id is not None]
+        claimed = [(d.ledger_id, d.entry_id) for d in damaged if d.ledger_id is not None and d.entry_id is not None]
         rows = store.rows_in_log(log_id, claimed)
-        left = store.log_usage().get(log_id, (0, 0, 0, 0.0))[2]
-        if left > len(rows):  # a damaged header hid which entries: ask the whole index
+        usage = store.log_usage().get(log_id)
+        if usage is not None and usage.live_entries > len(rows):
+            # a damaged header hid which entries: ask the whole index
             rows = store.rows_in_log(log_id)
-        good, held = [], {d.offset: [] for d in damaged}
-        drops = []
-        for key, row in rows:
-            ledger_id, entry_id = KEY.unpack(key)
+        good: list[LiveRecord] = []
+        held: dict[int, list[tuple[int, int]]] = {d.offset: [] for d in damaged}
+        drops: list[Move] = []
+        for row in rows:
+            ledger_id, entry_id = row.ids()
             try:
-                data = store.read_record(key, row)
+                data = store.read_record(row)
             except OSError:  # EntryCorrupted, or unreadable: never served again from here
-                drops.append((key, row, None))
-                offset = LOC.unpack(row)[1]
+                drops.append(Move(row.key, row.location, None))
+                offset = row.where().offset
                 owner = next((d.offset for d in damaged if d.offset <= offset < d.offset + d.length), None)
                 held.setdefault(owner if owner is not None else offset, []).append((ledger_id, entry_id))
                 continue
             self.throttle.acquire(len(data))
-            good.append((ledger_id, entry_id, data, row))
-        nbytes = sum(len(g[2]) for g in good)
+            good.append(LiveRecord(ledger_id, entry_id, data, row.location))
+        nbytes = sum(len(g.data) for g in good)
         moved, deleted = self._switch(log_id, good, drops) if good or drops else (0, False)
         by_offset = {d.offset: d for d in damaged}
         found = [
@@ -305,14 +354,18 @@ class EntryLogCompactor:
         ]
         return moved - len(drops), nbytes, deleted, found
 
-    def _switch(self, log_id: int, batch: list, drops: list = ()) -> tuple[int, bool]:
-        rows, added = (
-            self.writer.append([(lid, [(eid, data)]) for lid, eid, data, _old in batch]) if batch else ([], {})
-        )
+    def _switch(self, log_id: int, batch: list[LiveRecord], drops: list[Move] | None = None) -> tuple[int, bool]:
+        rows: list[tuple[bytes, bytes]] = []
+        added: LogDeltas = {}
+        if batch:
+            if self.writer is None:
+                raise RuntimeError("compaction outside its writer (use the compactor as a context manager)")
+            rows, added = self.writer.append([(r.ledger_id, [(r.entry_id, r.data)]) for r in batch])
         _reached(CompactionPhase.COPIED, log_id)
+        moves = [Move(key, rec.location, new) for (key, new), rec in zip(rows, batch)]
         return self.store.switch_locations(
             log_id,
-            [(key, old, new) for (key, new), (*_x, old) in zip(rows, batch)] + list(drops),
+            moves + drops if drops else moves,
             added,
             before_unlink=lambda: _reached(CompactionPhase.SWITCHED, log_id),
         )

@@ -28,7 +28,7 @@ import re
 import struct
 import threading
 import time
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from crc32c import crc32c
 
@@ -99,7 +99,7 @@ def _valid_at(view, pos: int, size: int) -> bool:
     return ln >= 16 and end <= size and crc32c(view[pos + 4 : end]) == crc
 
 
-def scan_records(path: str, limit: int | None = None):
+def scan_records(path: str, limit: int | None = None) -> Iterator[tuple[int, int, int, int, bytes] | DamagedRecord]:
     """Yield each record of an entry log up to ``limit`` bytes (its committed size; the
     whole file when None): ``(offset, length, ledger_id, entry_id, data)`` for a good one,
     a :class:`DamagedRecord` for bytes that are not one.

@@ -20,8 +20,9 @@ a format 1 index is rewritten as runs when opened.
 Every change of a ledger's rows rewrites the runs it touches (a re-put also the ones
 either side), in the caller's transaction: the index stays one LMDB transaction per
 flush, deletion or switch.
-Outside this module an index row is still ``(KEY bytes, LOC bytes)``: what the entry
-log's appends produce and compaction compares.
+Outside this module an index row is still ``(KEY bytes, LOC bytes)`` (an
+:class:`IndexRow`): what the entry log's appends produce and compaction compares
+(a :class:`Move`).
 
 The ``logs`` table says which entry logs hold committed entries and how many of
 their bytes are still live; it changes in the same transaction as the ``runs``
@@ -64,7 +65,39 @@ class Location(NamedTuple):
     length: int  # of the whole record
 
 
-def apply_log_deltas(logs: dict, added: dict, dead: dict, header_size: int) -> dict:
+class IndexRow(NamedTuple):
+    """One entry's index row as it leaves this module: its key and its location, packed."""
+
+    key: bytes  # KEY: ledger id, entry id
+    location: bytes  # LOC: log id, offset, length
+
+    def ids(self) -> tuple[int, int]:
+        """(ledger id, entry id)"""
+        lid, eid = KEY.unpack(self.key)
+        return lid, eid
+
+    def where(self) -> Location:
+        return Location._make(LOC.unpack(self.location))
+
+
+class Move(NamedTuple):
+    """A row compaction switches (:meth:`EntryLocationIndex.switch`): the location it
+    held when its record was copied, and the copy's (None: the row is deleted)."""
+
+    key: bytes
+    old: bytes
+    new: bytes | None
+
+
+#: per entry log id, what a write added: ``[end offset, bytes, entries]``
+LogDeltas = dict[int, list[int]]
+#: per entry log id, what went dead: ``[bytes, entries]``
+DeadCounts = dict[int, list[int]]
+#: the ``logs`` table: per entry log id ``[committed size, live bytes, live entries]``
+LogRows = dict[int, list[int]]
+
+
+def apply_log_deltas(logs: LogRows, added: LogDeltas, dead: DeadCounts, header_size: int) -> LogRows:
     """A copy of the ``logs`` table with ``added`` (log id -> [end offset, bytes, entries])
     and ``dead`` (log id -> [bytes, entries]) applied."""
     new_logs = dict(logs)
@@ -83,7 +116,7 @@ def apply_log_deltas(logs: dict, added: dict, dead: dict, header_size: int) -> d
     return new_logs
 
 
-def count_dead(dead: dict, raw_location: bytes) -> None:
+def count_dead(dead: DeadCounts, raw_location: bytes) -> None:
     """Add the record an index row pointed at to ``dead`` (log id -> [bytes, entries])."""
     lid, _off, length = LOC.unpack(raw_location)
     acc = dead.setdefault(lid, [0, 0])
@@ -339,15 +372,15 @@ class EntryLocationIndex:
             txn.abort()
         return ids
 
-    def rows(self, log_id: int | None = None) -> list[tuple[bytes, bytes]]:
-        """``(key, row)`` of every index row (pointing into ``log_id``): a walk of the whole index."""
-        out: list[tuple[bytes, bytes]] = []
+    def rows(self, log_id: int | None = None) -> list[IndexRow]:
+        """Every index row (pointing into ``log_id``): a walk of the whole index."""
+        out: list[IndexRow] = []
         txn = self.env.begin(db=self.runs)
         try:
             for lid, first, value in ledger_runs(txn.cursor()):
                 if log_id is None or U64.unpack_from(value)[0] == log_id:
                     out.extend(
-                        (KEY.pack(lid, eid), LOC.pack(lg, off, length))
+                        IndexRow(KEY.pack(lid, eid), LOC.pack(lg, off, length))
                         for eid, lg, off, length in decode_run(first, value)
                     )
         finally:
@@ -434,7 +467,7 @@ class EntryLocationIndex:
         edit(held)
         cur.putmulti(encode_runs(ledger_id, sorted(held.values())), dupdata=False, overwrite=True)
 
-    def switch(self, txn, moves: list, dead: dict) -> int:
+    def switch(self, txn: lmdb.Transaction, moves: list[Move], dead: DeadCounts) -> int:
         """``moves`` are ``(key, old row, new row or None)``: each row that still holds its old
         row takes the new one (None: deleted) and its old record is dead; one that does not
         (re-put or deleted meanwhile) leaves the new record dead.  Returns the rows switched.

@@ -82,15 +82,17 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 from bkctl.wire.fastpath import Twins
 
 from bkctl.wire.bookie_disk import layout
-from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
+from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord, Record
+from .compactor import CompactionWriter, LiveRecord, LogsDeleted, LogUsage
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
-from .index import KEY, LOC, EntryLocationIndex, Location, apply_log_deltas
+from .index import KEY, LOC, EntryLocationIndex, IndexRow, Location, LogDeltas, Move, apply_log_deltas
 from .ledger_state import LedgerState
 from .pacing import FLUSH_SLICE, FlushPace, let_go, sorted_in_slices
 from .write_cache import WriteCache
@@ -100,15 +102,6 @@ log = logging.getLogger("bookied.entrystore")
 #: :meth:`EntryStore.delete_ledgers` deletes at most this many ledgers per index transaction
 #: (one fsync each; the flush lock is held meanwhile)
 DELETE_BATCH = 1000
-
-
-class LogsDeleted(NamedTuple):
-    """Entry logs deleted whole -- not one live entry left in them (their ledgers deleted, or
-    their entries written again elsewhere), so nothing was moved -- as against logs that
-    compaction emptied: how many, and their committed bytes."""
-
-    logs: int = 0
-    bytes: int = 0
 
 
 class FlushResult(NamedTuple):
@@ -209,7 +202,7 @@ class EntryStore:
         if not self.put_entries(ledger_id, (entry_id,), (data,)):
             raise WriteCacheFull(f"write cache full ({self.write_cache.used} bytes)")
 
-    def put_entries(self, ledger_id: int, entry_ids: list, bodies: list) -> int:
+    def put_entries(self, ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes]) -> int:
         """:meth:`put_entry` of each entry of one ledger, in order, under one lock,
         until one would overflow the cache; returns how many were put (the rest:
         not, as put_entry would have raised WriteCacheFull for the next one).
@@ -307,20 +300,19 @@ class EntryStore:
             return None
         return led.last_entry
 
-    def apply(self, record) -> None:
+    def apply(self, record: Record) -> None:
         """Re-apply a journal record (replay). Idempotent; flushes when the cache is full."""
-        t = type(record)
-        if t is EntryRecord:
+        if isinstance(record, EntryRecord):
             try:
                 self.put_entry(record.ledger_id, record.entry_id, record.data)
             except WriteCacheFull:
                 self.flush()
                 self.put_entry(record.ledger_id, record.entry_id, record.data)
-        elif t is MasterKeyRecord:
+        elif isinstance(record, MasterKeyRecord):
             self.set_master_key(record.ledger_id, record.key)
-        elif t is FenceRecord:
+        elif isinstance(record, FenceRecord):
             self.set_fenced(record.ledger_id)
-        elif t is ExplicitLacRecord:
+        elif isinstance(record, ExplicitLacRecord):
             self.set_explicit_lac(record.ledger_id, record.body)
         else:
             raise TypeError(f"not a journal record: {record!r}")
@@ -401,7 +393,7 @@ class EntryStore:
         index's (GET_LIST_OF_ENTRIES_OF_LEDGER; as Java's, from the index: no entry is
         read, so its cost follows the entries stored, not the highest id)."""
         with self._lock:
-            cached = set()
+            cached: set[int] = set()
             for half in self.write_cache.halves_of(ledger_id):
                 if half:
                     cached.update(half)
@@ -610,11 +602,11 @@ class EntryStore:
             return empty
 
     # -- compaction's primitives (bookied.storage.compactor)
-    def log_usage(self) -> dict[int, tuple[int, int, int, float]]:
-        """log id -> (size, live bytes, live entries, live fraction) of every committed log."""
+    def log_usage(self) -> dict[int, LogUsage]:
+        """The usage of every committed log, by log id."""
         out = {}
         for lid, (size, live, entries) in sorted(self.index.logs.items()):
-            out[lid] = (size, live, entries, min(1.0, live / max(1, size - LOG_HEADER_SIZE)))
+            out[lid] = LogUsage(size, live, entries, min(1.0, live / max(1, size - LOG_HEADER_SIZE)))
         return out
 
     def compaction_candidates(self, threshold: float, min_size: int = 0) -> list[tuple[int, float]]:
@@ -641,52 +633,59 @@ class EntryStore:
             self._compaction_writers.append(writer)
             return writer
 
-    def close_compaction_writer(self, writer: LogWriter) -> None:
-        """Stop a compaction writer; the logs it started that no commit made known (a failed
-        write, ENOSPC) are removed now rather than at the next open."""
+    def close_compaction_writer(self, writer: CompactionWriter) -> None:
+        """Stop a compaction writer (one :meth:`open_compaction_writer` gave); the logs it started
+        that no commit made known (a failed write, ENOSPC) are removed now rather than at the next open."""
         with self._flush_lock:
-            writer.close()
+            mine = next((w for w in self._compaction_writers if w is writer), None)
+            if mine is None:
+                raise ValueError("not an open compaction writer of this store")
+            mine.close()
             with self._lock:
-                self._compaction_writers.remove(writer)
+                self._compaction_writers.remove(mine)
             if not self._closed:
-                self.entry_log.unlink([lid for lid in writer.created if lid not in self.index.logs])
+                self.entry_log.unlink([lid for lid in mine.created if lid not in self.index.logs])
 
-    def live_records(self, log_id: int):
-        """Yield ``(ledger id, entry id, data, index row)`` of the records of a log that the
-        index points to when scanned, and a :class:`DamagedRecord` for each run of bytes that
-        is not a valid record (no lock held: the log is no longer appended to)."""
+    def live_records(self, log_id: int) -> Iterator[LiveRecord | DamagedRecord]:
+        """Yield the records of a log that the index points to when scanned, and a
+        :class:`DamagedRecord` for each run of bytes that is not a valid record (no lock
+        held: the log is no longer appended to)."""
         get = self.index.get
         for rec in scan_records(self.entry_log.path(log_id), self.log_size(log_id)):
-            if type(rec) is DamagedRecord:
+            if isinstance(rec, DamagedRecord):
                 yield rec
                 continue
             off, length, ledger_id, entry_id, data = rec
             raw = get(KEY.pack(ledger_id, entry_id))
             if raw is not None and LOC.unpack(raw) == (log_id, off, length):
-                yield ledger_id, entry_id, data, raw
+                yield LiveRecord(ledger_id, entry_id, data, raw)
 
-    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[tuple[bytes, bytes]]:
-        """``(key, row)`` of the index rows pointing into ``log_id``: of the entries ``ids``
-        only, or of every entry (a walk of the whole index: compaction does it only for a log
-        whose damaged records hid the ids of live entries)."""
+    def rows_in_log(self, log_id: int, ids: list[tuple[int, int]] | None = None) -> list[IndexRow]:
+        """The index rows pointing into ``log_id``: of the entries ``ids`` only, or of every
+        entry (a walk of the whole index: compaction does it only for a log whose damaged
+        records hid the ids of live entries)."""
         if ids is None:
             return self.index.rows(log_id)
         keys = [KEY.pack(lid, eid) for lid, eid in ids]
-        return [(k, v) for k, v in zip(keys, self.index.get_many(keys)) if v is not None and LOC.unpack(v)[0] == log_id]
+        return [
+            IndexRow(k, v)
+            for k, v in zip(keys, self.index.get_many(keys))
+            if v is not None and LOC.unpack(v)[0] == log_id
+        ]
 
-    def read_record(self, key: bytes, row: bytes) -> bytes:
+    def read_record(self, row: IndexRow) -> bytes:
         """The entry an index row points at, checked: EntryCorrupted if its record is damaged."""
-        ledger_id, entry_id = KEY.unpack(key)
-        log_id, offset, length = LOC.unpack(row)
+        ledger_id, entry_id = row.ids()
+        log_id, offset, length = row.where()
         data = self.entry_log.pread(log_id, length, offset)
         if data is None:
             raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: its entry log is missing")
         return check_record(data, ledger_id, entry_id, log_id, offset, length)
 
     def switch_locations(
-        self, log_id: int, moves: list, added: dict, before_unlink: Callable[[], None] | None = None
+        self, log_id: int, moves: list[Move], added: LogDeltas, before_unlink: Callable[[], None] | None = None
     ) -> tuple[int, bool]:
-        """In one transaction, point the rows of ``moves`` (``(key, old row, new row)``; the
+        """In one transaction, point the rows of ``moves`` (the
         copies durable in the compaction writer's log, ``added`` its accounting) that still
         hold their old row at the copies, and move the live counts; the old log's row goes
         when none is left. A move whose new row is None deletes the row (an entry whose

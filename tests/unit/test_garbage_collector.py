@@ -13,7 +13,8 @@ from twisted.internet import defer, task
 
 from tests.support.compaction import compact_below, gc_on_clock
 from bkctl.bookied.config import ConfigError, load_config
-from bkctl.bookied.garbage_collector import DeletedLedgerCollector, GarbageCollector
+from bkctl.bookied.garbage_collector import GarbageCollector
+from bkctl.bookied.gc_listing import DeletedLedgerCollector
 from bkctl.bookied.gc_policy import MAJOR, MINOR, GcPolicy, choose_compaction
 from bkctl.bookied.storage import EntryStore, scan_log
 from bkctl.bookied.storage.entry_log import DamagedRecord, scan_records

@@ -355,7 +355,13 @@ def test_status_protocol_is_runtime_checkable():
 STATUS_METHODS = sorted(
     name for name, value in vars(BookieStatus).items() if callable(value) and not name.startswith("_")
 )
-STATUS_ATTRIBUTES = sorted(BookieStatus.__annotations__)
+# attributes, and read-only ones (properties: the bookie's is of a narrower type)
+STATUS_ATTRIBUTES = sorted(
+    [
+        *BookieStatus.__annotations__,
+        *(name for name, value in vars(BookieStatus).items() if isinstance(value, property)),
+    ]
+)
 
 
 def _params(fn):

@@ -10,6 +10,7 @@ from twisted.internet import defer, task
 from bkctl.bookied import day2
 from bkctl.bookied.garbage_collector import GarbageCollector
 from bkctl.bookied.gc_policy import GcPolicy
+from bkctl.bookied.storage.compactor import LogsDeleted, LogUsage
 from tests.support.http import FakeStatus, body, code, render
 
 
@@ -22,13 +23,13 @@ class OneLogStore:
     def active_log_ids(self):
         return []
 
-    deleted_whole = (0, 0)
+    deleted_whole = LogsDeleted(0, 0)
 
     def delete_empty_logs(self):
         return []
 
     def log_usage(self):
-        return {7: (1000, 468, 3, 0.5)}
+        return {7: LogUsage(1000, 468, 3, 0.5)}
 
     def compaction_candidates(self, threshold, min_size=0):
         return []

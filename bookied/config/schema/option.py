@@ -110,15 +110,13 @@ class Option:
         if self.choices:
             return "one of " + ", ".join(self.choices)
         low, high = self.min, self._shown_max
-        if low is None and high is None:
-            return None
         low_op = "<" if self.min_exclusive else "<="
         high_op = "<" if self.max_exclusive else "<="
-        if low is not None and high is not None:
-            return f"{number_text(low)} {low_op} value {high_op} {number_text(high)}"
-        if low is not None:
+        if low is None:
+            return None if high is None else f"value {high_op} {number_text(high)}"
+        if high is None:
             return f"value {'>' if self.min_exclusive else '>='} {number_text(low)}"
-        return f"value {high_op} {number_text(high)}"
+        return f"{number_text(low)} {low_op} value {high_op} {number_text(high)}"
 
     def help_text(self) -> str:
         """Meaning plus unit and default, for ``--help``."""
