@@ -6,9 +6,12 @@ import orjson
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .exitcodes import USAGE, CommandError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 @dataclass
@@ -186,7 +189,7 @@ class App:
             self._store = None
 
     # -- progress ------------------------------------------------------------
-    def progress(self, total: int | None, description: str, lines: bool = False):
+    def progress(self, total: int | None, description: str, lines: bool = False) -> ProgressBar:
         """A rich progress bar on stderr when stderr is a terminal (and not
         --quiet); otherwise a no-op with the same methods -- or, with
         ``lines`` (a long wait a script or cron runs), progress lines on stderr
@@ -194,9 +197,9 @@ class App:
         ``update(total=..., description=...)`` and ``note(text)`` (a line of
         its own, above the bar) are thread-safe."""
         if self.quiet:
-            return NoProgress()
+            return ProgressBar()
         if not sys.stderr.isatty():
-            return _Lines(total, description) if lines else NoProgress()
+            return _Lines(total, description) if lines else ProgressBar()
         return _Progress(self.err_console, total, description)
 
     def walk_progress(self, description: str, delay: float = 2.0):
@@ -205,7 +208,7 @@ class App:
         stderr is a terminal (and not --quiet); nothing otherwise, so that a pipe or
         a cron job's log gets no progress noise.  A context manager."""
         if self.quiet or not sys.stderr.isatty():
-            return NoProgress()
+            return ProgressBar()
         return _DelayedProgress(self.err_console, description, delay)
 
     # -- output --------------------------------------------------------------
@@ -247,8 +250,10 @@ def _console(**kw):
     return _Console(**kw)
 
 
-class NoProgress:
-    def __enter__(self):
+class ProgressBar:
+    """What :meth:`App.progress` returns: this one shows nothing; the others draw a bar or print lines."""
+
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -264,7 +269,7 @@ class NoProgress:
         pass
 
 
-class _Lines(NoProgress):
+class _Lines(ProgressBar):
     """Progress as plain lines on stderr, for a wait nobody watches on a terminal
     (a pipe, cron): ``description: done/total`` (the description alone while
     there is nothing to count) when it changes, at most every ``every``
@@ -278,7 +283,7 @@ class _Lines(NoProgress):
         self.clock = clock or time.monotonic
         self.done = 0
         self._said: tuple | None = None
-        self._last = None
+        self._last: float | None = None
         self._lock = threading.Lock()
 
     def _say(self, force: bool = False) -> None:
@@ -326,7 +331,7 @@ def _line(text: str) -> None:
     sys.stderr.flush()
 
 
-class _Progress(NoProgress):
+class _Progress(ProgressBar):
     def __init__(self, console, total: int | None, description: str):
         from rich.progress import (
             BarColumn,
@@ -365,7 +370,7 @@ class _Progress(NoProgress):
         self._bar.console.print(text, highlight=False, markup=False)
 
 
-class _DelayedProgress(NoProgress):
+class _DelayedProgress(ProgressBar):
     """A rich bar (count, elapsed, ETA) that shows only once ``delay`` seconds have
     passed: a quick walk leaves no trace on the terminal."""
 
@@ -377,18 +382,19 @@ class _DelayedProgress(NoProgress):
         self._show_at = self._clock() + delay
         self._total: int | None = None
         self._done = 0
-        self._bar = None
-        self._task = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
 
     def update(self, **kw) -> None:
         self._total = kw.get("total", self._total)
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:  # set together
             self._bar.update(self._task, **kw)
 
     def advance(self, n: int = 1) -> None:
         self._done += n
         if self._bar is not None:
-            self._bar.advance(self._task, n)
+            if self._task is not None:  # set with the bar
+                self._bar.advance(self._task, n)
         elif self._clock() >= self._show_at:
             from rich.progress import (
                 BarColumn,
@@ -399,7 +405,7 @@ class _DelayedProgress(NoProgress):
                 TimeRemainingColumn,
             )
 
-            self._bar = Progress(
+            self._bar = bar = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
@@ -409,8 +415,8 @@ class _DelayedProgress(NoProgress):
                 console=self._console,
                 transient=True,
             )
-            self._task = self._bar.add_task(self._description, total=self._total, completed=self._done)
-            self._bar.start()
+            self._task = bar.add_task(self._description, total=self._total, completed=self._done)
+            bar.start()
 
     @property
     def shown(self) -> bool:

@@ -94,36 +94,63 @@ def load_command(name: str) -> click.Command:
                 cluster.cluster.add_command(command)
             return cluster.cluster
         case "bookieformat" | "upgrade":
-            from .commands import bookie as module
+            from .commands import bookie
+
+            return getattr(bookie, name)
         case "metaformat" | "autorecovery":
-            from .commands import cluster as module
+            from .commands import cluster
+
+            return getattr(cluster, name)
         case "recover" | "decommission":
-            from .commands import recovery as module
+            from .commands import recovery
+
+            return getattr(recovery, name)
         case "rebalance" | "drain":
-            from .commands import rebalance as module
+            from .commands import rebalance
+
+            return getattr(rebalance, name)
         case "simpletest" | "bench":
-            from .commands import workload as module
+            from .commands import workload
+
+            return getattr(workload, name)
         case "export":
-            from .commands import export as module
+            from .commands import export
+
+            return getattr(export, name)
         case "backup" | "restore":
-            from .commands import backup as module
+            from .commands import backup
+
+            return getattr(backup, name)
         case "pulsar":
-            from .commands import pulsar as module
+            from .commands import pulsar
+
+            return getattr(pulsar, name)
         case "disk":
-            from .commands import disk as module
+            from .commands import disk
+
+            return getattr(disk, name)
         case "top":
-            from .commands import top as module
+            from .commands import top
+
+            return getattr(top, name)
         case "sandbox":
-            from .commands import sandbox as module
+            from .commands import sandbox
+
+            return getattr(sandbox, name)
         case "shell":
-            from .commands import shell as module
+            from .commands import shell
+
+            return getattr(shell, name)
         case "completion":
-            from .commands import completion as module
+            from .commands import completion
+
+            return getattr(completion, name)
         case "cookie":
-            from .commands import cookie as module
+            from .commands import cookie
+
+            return getattr(cookie, name)
         case _:
             raise KeyError(name)
-    return getattr(module, name)
 
 
 class LazyCommands(MutableMapping):

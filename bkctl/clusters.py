@@ -55,9 +55,8 @@ def resolve_cluster(uri: str | None, cluster: str | None) -> tuple[str | None, s
     ``default``.  ``-m`` and ``--cluster`` naming different clusters is a
     usage error (exit 2) rather than a silent choice.
     """
-    settings = load() if (cluster or not uri) else None
     if cluster:
-        named = _configured_uri(settings, cluster)
+        named = _configured_uri(load(), cluster)
         if uri and uri != named:
             raise CommandError(
                 f"--metadata-uri {uri} and --cluster {cluster} ({named}) name different clusters: give one of them",
@@ -66,6 +65,7 @@ def resolve_cluster(uri: str | None, cluster: str | None) -> tuple[str | None, s
         return named, cluster
     if uri:
         return uri, cluster_name_for(uri)
+    settings = load()
     env = os.environ.get("BKCTL_METADATA_URI")
     if env:
         return env, cluster_name_for(env, settings)

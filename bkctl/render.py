@@ -116,7 +116,7 @@ def human_time(epoch_ms: int | None) -> str:
         return ""
     from bkctl.wire.text import utc_iso
 
-    return utc_iso(epoch_ms)
+    return utc_iso(epoch_ms) or ""
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

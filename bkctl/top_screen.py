@@ -24,7 +24,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from rich.console import Group
+from typing import Literal
+
+from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -187,7 +189,7 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
 
 
 #: the list's columns: (header, justify), in order; and the order they go in when the terminal is narrow
-COLUMNS = [
+COLUMNS: list[tuple[str, Literal["left", "right"]]] = [
     ("bookie", "left"),
     ("state", "left"),
     ("rack", "left"),
@@ -314,7 +316,7 @@ def footer(state: ViewState) -> Text:
 def render(snapshot: dict | None, state: ViewState, live: bool = True, width: int | None = None):
     """One frame: header, the bookies (or one bookie's details, or the help), footer; ``width``:
     the terminal's, to leave columns out that do not fit."""
-    parts = [header(snapshot, state, time.time() * 1000 if live else None), Text("")]
+    parts: list[RenderableType] = [header(snapshot, state, time.time() * 1000 if live else None), Text("")]
     if snapshot is not None:
         state.rows = filter_rows(sort_rows(snapshot["bookies"], state.sort, state.reverse), state.filter)
         state.selected = max(0, min(state.selected, len(state.rows) - 1))

@@ -20,9 +20,12 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from bkctl.completers import LedgerIdIndex, bookie_states
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.zk import ZKMetadataStore
 
 
 #: Stop listing ledger ids for completion after this many.
@@ -70,7 +73,7 @@ class MetadataCache:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._store = None
+        self._store: ZKMetadataStore | None = None
         #: seconds the last ledger id listing took (for the benchmark)
         self.last_ledger_refresh: float | None = None
         #: set after every completed refresh round (tests and benchmarks wait on it)

@@ -40,7 +40,8 @@ class ShellCompleter(Completer):
         text = document.text_before_cursor
         if text.lstrip().startswith("#"):
             return
-        raw = _LAST_WORD.search(text).group()
+        last = _LAST_WORD.search(text)  # matches every text (at its end, if nothing else)
+        raw = last.group() if last is not None else ""
         words = split_arg_string(text[: len(text) - len(raw)])
         incomplete = split_arg_string(raw)[0] if raw else ""
         if not words:

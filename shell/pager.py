@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import threading
+from typing import IO
 
 DEFAULT_PAGER = "less -FRX"
 #: Output that has not filled the screen after this long is shown unpaged.
@@ -105,7 +106,7 @@ class PagedOutput(io.TextIOBase):
                 self.real.flush()
             elif self._mode == "pager":
                 try:
-                    self._proc.stdin.flush()
+                    self._pipe().flush()
                 except (BrokenPipeError, ValueError):
                     self._quit()
 
@@ -128,7 +129,8 @@ class PagedOutput(io.TextIOBase):
         if proc is None:
             return
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
         except (BrokenPipeError, OSError, ValueError):
             pass
         while True:  # Ctrl-C belongs to the pager now (less just stops what it is doing)
@@ -188,9 +190,16 @@ class PagedOutput(io.TextIOBase):
 
     def _feed(self, text: str) -> None:
         try:
-            self._proc.stdin.write(text)
+            self._pipe().write(text)
         except (BrokenPipeError, ValueError):
             self._quit()
+
+    def _pipe(self) -> IO[str]:
+        """The pager's input; ValueError (what a closed one raises) when there is none."""
+        stdin = self._proc.stdin if self._proc is not None else None
+        if stdin is None:
+            raise ValueError("no pager")
+        return stdin
 
     def _quit(self) -> None:
         self._mode = "quit"

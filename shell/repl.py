@@ -23,7 +23,7 @@ import os
 import pathlib
 import shlex
 import sys
-from typing import Iterable, TextIO
+from typing import TYPE_CHECKING, Iterable, TextIO
 
 import click
 
@@ -32,6 +32,11 @@ from bkctl.app import App
 from bkctl.global_options import hoist_global_options, leading_global_options, option_strings
 
 from . import BUILTIN_NAMES, BUILTINS, builtins_help
+
+if TYPE_CHECKING:
+    from prompt_toolkit import PromptSession
+
+    from .cache import MetadataCache
 
 #: App attributes a single command line may change (``--json``, ``-v``...)
 #: that must not outlive it.
@@ -79,10 +84,10 @@ class Shell:
         self.stdin = stdin if stdin is not None else sys.stdin
         self.pager = True
         self.paging_active = False  # set while a terminal session runs
-        self.cache = None
+        self.cache: MetadataCache | None = None
         self.last_failure = exitcodes.OK
         self.last_line: str | None = None
-        self._session = None
+        self._session: PromptSession[str] | None = None
         self._modes = None  # the terminal's modes when the interactive session started
 
     @property
@@ -369,8 +374,8 @@ class Shell:
 
         self._modes = modes = _terminal_modes(self.stdin)
         path = _ensure_history_file(history_path())
-        self.cache = MetadataCache(self.app.metadata_uri, on_change=self._invalidate)
-        self._session = PromptSession(
+        self.cache = cache = MetadataCache(self.app.metadata_uri, on_change=self._invalidate)
+        self._session = session = PromptSession[str](
             history=FileHistory(str(path)) if path else None,
             auto_suggest=AutoSuggestFromHistory(),
             completer=ShellCompleter(self.root, self.app, cluster_names=_safe(cluster_names)),
@@ -384,17 +389,17 @@ class Shell:
             enable_open_in_editor=True,  # Ctrl-X Ctrl-E
             prompt_continuation="... ",
         )
-        set_session_source(self.cache)
+        set_session_source(cache)
         # kazoo is imported by the refresher: let the first prompt win the race
-        self.cache.start(delay=0.2)
+        cache.start(delay=0.2)
         self.paging_active = True
         click.echo(f"bkctl {__version__} shell; {self._describe_cluster()}.  Type help, or Ctrl-D to leave.", err=True)
         try:
             while True:
                 try:
-                    line = self._session.prompt(self.prompt_text)
+                    line = session.prompt(self.prompt_text)
                     while _continues(line):  # a trailing backslash: the command goes on
-                        line = line[:-1] + " " + self._session.prompt("... ")
+                        line = line[:-1] + " " + session.prompt("... ")
                 except KeyboardInterrupt:  # Ctrl-C at the prompt clears the line
                     continue
                 except EOFError:  # Ctrl-D
@@ -408,7 +413,7 @@ class Shell:
         finally:
             self.paging_active = False
             set_session_source(None)
-            self.cache.close()
+            cache.close()
             self._session = None
             self._modes = None
             _restore_terminal_modes(self.stdin, modes)

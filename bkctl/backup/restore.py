@@ -32,7 +32,7 @@ from ..exitcodes import CONFLICT, CommandError
 from .archive import LedgerRecord, Manifest, read_data, unb64
 from .catalog import load_manifest, require_archive
 from .storage import ArchiveStorage
-from .take import Progress
+from .take import Progress, Silent
 
 __all__ = ["restore_backup"]
 
@@ -196,7 +196,7 @@ def restore_backup(
 
     from ..ops.metadata_backup import move_id_generator_past
 
-    progress = progress or Progress()
+    progress = progress or Silent()
     began = time.monotonic()
     require_archive(storage)
     manifest = load_manifest(storage, backup_id)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .archive import (
     DataWriter,
@@ -67,10 +67,23 @@ class _Plan:
     then: list[int] = field(default_factory=list)
 
 
-class Progress:
-    """What the backup and restore tell as they go: ``total(n)`` bytes, ``advance(n)``."""
+class Progress(Protocol):
+    """What the backup and restore tell as they go: ``update(total=n)`` bytes, ``advance(n)``
+    (:meth:`bkctl.app.App.progress`'s bars are ones; :class:`Silent` says nothing)."""
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def update(self, **kw: Any) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+
+class Silent:
+    """A :class:`Progress` that says nothing."""
+
+    def __enter__(self) -> Silent:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -271,7 +284,7 @@ def take_backup(
     clock: Callable[[], float] = time.time,
 ) -> Manifest:
     """Back ``selection`` up into ``storage``; the manifest written."""
-    progress = progress or Progress()
+    progress = progress or Silent()
     started = clock()
     ensure_archive(storage, started)
     storage.clean_partial()

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from ..app import App, confirm_destructive
+from ..app import App, ProgressBar, confirm_destructive
 from ..completers import complete_bookie_id, complete_ledger_id
 from ..render import emit, table
 from . import pass_app
@@ -59,7 +59,7 @@ def replace_id(
     from ..exitcodes import CONFLICT, FAILED, CommandError
     from ..ops.replace_id import replace_bookie_id
 
-    bar = None
+    bar: ProgressBar | None = None
 
     def start(n: int) -> None:
         nonlocal bar
@@ -78,7 +78,7 @@ def replace_id(
                 app, f"Rewrite {old} to {new} in {n} ledgers?", force, f"rewrite {old} in {n} ledgers"
             ),
             on_start=start,
-            on_ledger=lambda _row: bar.advance(1),
+            on_ledger=lambda _row: bar.advance(1) if bar is not None else None,
         )
     finally:
         if bar is not None:
@@ -701,14 +701,14 @@ def check(app: App, conf: str, offline: bool):
     if not app.metadata_uri and dirs.metadata_uri:
         app.metadata_uri = dirs.metadata_uri
     store = None if offline or not app.metadata_uri else app.store
-    bar = None
+    bar: ProgressBar | None = None
 
     def total(n: int) -> None:
         nonlocal bar
         bar = app.progress(n, "checking entries").__enter__()
 
     try:
-        doc = ops.check(dirs, store, on_total=total, on_entry=lambda: bar.advance(1))
+        doc = ops.check(dirs, store, on_total=total, on_entry=lambda: bar.advance(1) if bar is not None else None)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

@@ -314,7 +314,7 @@ def autorecovery_query_status(app: App):
     )
 
 
-autorecovery_query_status.help = autorecovery_query_status.help.format(states=_STATES_HELP)
+autorecovery_query_status.help = (autorecovery_query_status.help or "").format(states=_STATES_HELP)
 
 
 def lost_text(b: dict) -> str:
@@ -402,7 +402,7 @@ def autorecovery_status(app: App):
     emit(app, doc, human)
 
 
-autorecovery_status.help = autorecovery_status.help.format(states=_STATES_HELP)
+autorecovery_status.help = (autorecovery_status.help or "").format(states=_STATES_HELP)
 
 
 @autorecovery.command("enable")

@@ -61,7 +61,7 @@ def backup(app: App, path: str, force: bool):
     """
     from ..ops.metadata_backup import backup as run
 
-    doc = run(app.store, path, app.metadata_uri, overwrite=force)
+    doc = run(app.store, path, app.require_uri(), overwrite=force)
     emit(
         app,
         doc,

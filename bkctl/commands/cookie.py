@@ -232,6 +232,8 @@ def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, f
         from_id, new = other_id_form(conf, action == "hostname")
         action = "rename"
     if action == "rename":
+        if from_id is None:  # (set with the action above)
+            raise CommandError("give the bookie id to rename from (--from-id)", USAGE)
         doc = cookies.admin_rename(app.store, dirs, from_id)
         emit(
             app,

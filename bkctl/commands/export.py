@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..app import App
@@ -10,6 +12,11 @@ from ..render import human_size, plural
 from ..completers import complete_subscription, complete_topic
 from . import pass_app
 from .offload_options import offload_options, offload_settings
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from ..export.source import ExportSource
 
 EPILOG = """\b
 Output: Hive-style folders ledger_id=N/ (or date=YYYY-MM-DD/ledger_id=N/ with
@@ -360,6 +367,7 @@ def export(
         if not sep or not key.strip():
             raise CommandError(f"--conf {item!r}: want KEY=VALUE", USAGE)
         conf[key.strip()] = value
+    source: ExportSource
     try:
         local_path(out)
         if topic:
@@ -525,8 +533,8 @@ class _progress_display:
 
     def __init__(self, app: App):
         self.app = app
-        self.bar = None
-        self.tasks: dict[str, int] = {}
+        self.bar: Progress | None = None
+        self.tasks: dict[str, TaskID] = {}
 
     def __enter__(self):
         app = self.app
@@ -534,7 +542,7 @@ class _progress_display:
             return None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.bar = Progress(
+        self.bar = bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
@@ -542,12 +550,14 @@ class _progress_display:
             console=app.err_console,
             transient=True,
         )
-        self.bar.start()
-        self.tasks["ledgers"] = self.bar.add_task("ledgers", total=None)
-        self.tasks["entries"] = self.bar.add_task("entries", total=None)
+        bar.start()
+        self.tasks["ledgers"] = bar.add_task("ledgers", total=None)
+        self.tasks["entries"] = bar.add_task("entries", total=None)
         return self.update
 
     def update(self, p) -> None:
+        if self.bar is None:
+            return
         self.bar.update(self.tasks["ledgers"], completed=p.ledgers_done, total=p.ledgers_total or None)
         self.bar.update(self.tasks["entries"], completed=p.entries_done, total=p.entries_total or None)
 

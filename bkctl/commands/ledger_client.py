@@ -5,6 +5,8 @@ BookKeeper client to the bookies, with the handles the shell holds between them 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import click
 
@@ -121,10 +123,10 @@ def ledger_create(
     emit(app, doc, lambda: click.echo(lh.ledger_id))
 
 
-def _payloads(data: tuple[str, ...], file, binary: bool):
+def _payloads(data: tuple[str, ...], file: BinaryIO | None, binary: bool) -> Iterator[bytes]:
     """The entries to add, as a lazy iterator of bytes."""
     if file is None and data == ("-",):
-        file = click.get_binary_stream("stdin")
+        file = sys.stdin.buffer  # (click.get_binary_stream is deprecated and gives this)
         if file.isatty():
             click.echo("reading entries from the terminal, one per line; Ctrl-D ends them", err=True)
     if file is None:
@@ -337,9 +339,9 @@ def _binary_stdout():
 
 
 def _quiet():
-    from ..app import NoProgress
+    from ..app import ProgressBar
 
-    return NoProgress()
+    return ProgressBar()
 
 
 @click.command("close")

@@ -9,7 +9,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from ..app import App
+from ..app import App, ProgressBar
 from ..render import human_size
 
 
@@ -85,7 +85,7 @@ class LedgerProgress:
         self.app = app
         self.label = label
         self.lines = lines
-        self.bar = None
+        self.bar: ProgressBar | None = None
         self.eta = Eta(clock)
         #: the ETA line goes on a terminal's bar; progress lines (a pipe) keep their count
         self.on_terminal = not app.quiet and sys.stderr.isatty()

@@ -44,7 +44,8 @@ class SandboxCommandError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.exit_code = exit_code
+        # click types exit_code as a class variable; an error of its own code is what click reads
+        self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file=None) -> None:
         click.echo(f"bkctl: error: {self.format_message()}", err=True, file=file)

@@ -72,7 +72,8 @@ class _ScriptStatus(click.ClickException):
 
     def __init__(self, code: int):
         super().__init__("")
-        self.exit_code = code
+        # click types exit_code as a class variable; an error of its own code is what click reads
+        self.exit_code = code  # type: ignore[misc]
 
     def show(self, file=None) -> None:
         pass

@@ -317,7 +317,7 @@ def _manifest(
     for p in plan.plans:
         key = str(p.ledger_id)
         got = stats.get(p.ledger_id, {"rows": 0, "bytes": 0})
-        record = {
+        record: dict[str, Any] = {
             "ledger_id": p.ledger_id,
             "state": p.state,
             "ctime": utc_iso(p.ctime_ms),
@@ -399,7 +399,7 @@ def run_export(
     timings["plan"] = time.monotonic() - t0
     with out.locked():
         previous = out.check_target(options.mode, source.partition_by)
-        if hasattr(source, "refuse_mixing") and options.mode != "overwrite":
+        if options.mode != "overwrite":
             source.refuse_mixing(plan, previous, out.path)
         to_read = [p for p in plan.plans if p.entries]
         master = options.master
@@ -430,7 +430,7 @@ def run_export(
                 )
                 reports = _write(spark, settings, str(out.staging), options, source, plan, progress)
                 timings["write"] = time.monotonic() - t
-                again = source.redo(plan, reports) if hasattr(source, "redo") else []
+                again = source.redo(plan, reports)
                 if again:  # tasks whose rows what the others read changes (a topic's transactions)
                     from .writing import remove_files
 

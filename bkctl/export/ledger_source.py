@@ -115,6 +115,22 @@ def read_ledger_range(reader: LedgerReader, task: EntryRange) -> Iterator[Any]:
         yield builder.build(entries)
 
 
+def _footer_bounds(md: Any) -> tuple[int, int] | None:
+    """The first and last entry id of a Parquet file with rows, from its footer's
+    statistics (``md``: its FileMetaData); None when a row group has none."""
+    leaves = [md.schema.column(i).path for i in range(md.num_columns)]
+    entry_col = leaves.index("entry_id")
+    first: int | None = None
+    last: int | None = None
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(entry_col).statistics
+        if st is None or not st.has_min_max:
+            return None
+        first = st.min if first is None else min(first, st.min)
+        last = st.max if last is None else max(last, st.max)
+    return None if first is None or last is None else (first, last)
+
+
 def written_stats(root) -> tuple[dict[int, dict[str, int]], int]:
     """Per ledger id: rows, first and last entry id, payload bytes, as written
     below ``root``; and the number of data files.  Rows and entry ids come from
@@ -133,20 +149,11 @@ def written_stats(root) -> tuple[dict[int, dict[str, int]], int]:
             md = pf.metadata
             if md.num_rows == 0:
                 continue
-            leaves = [md.schema.column(i).path for i in range(md.num_columns)]
-            entry_col = leaves.index("entry_id")
-            first = last = None
-            for g in range(md.num_row_groups):
-                col = md.row_group(g).column(entry_col)
-                st = col.statistics
-                if st is None or not st.has_min_max:
-                    first = None
-                    break
-                first = st.min if first is None else min(first, st.min)
-                last = st.max if last is None else max(last, st.max)
-            if first is None:
+            bounds = _footer_bounds(md)
+            if bounds is None:
                 ids = pf.read(columns=["entry_id"]).column(0)
-                first, last = pc.min(ids).as_py(), pc.max(ids).as_py()
+                bounds = pc.min(ids).as_py(), pc.max(ids).as_py()
+            first, last = bounds
             nbytes = pc.sum(pf.read(columns=["payload_size"]).column(0)).as_py() or 0
             s = stats.setdefault(ledger_id, {"rows": 0, "first": first, "last": last, "bytes": 0})
             s["rows"] += md.num_rows
@@ -232,3 +239,10 @@ class LedgerSource:
             "until": utc_iso(s.until_ms),
             "include_open": s.include_open,
         }
+
+    def refuse_mixing(self, plan: SourcePlan, previous: dict[str, Any] | None, out: Any) -> None:
+        """Ledger rows always read as one dataset with a previous ledger export's: nothing to refuse."""
+
+    def redo(self, plan: SourcePlan, reports: list[dict[str, Any]]) -> list[int]:
+        """What one task reads never changes another's rows: no task to run again."""
+        return []

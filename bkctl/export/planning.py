@@ -357,7 +357,7 @@ def plan_ledgers(
         state = md.state.name
         if md.is_closed:
             last, length = md.last_entry_id, md.length
-        elif not include_open:
+        elif not include_open or lac_of is None:  # (include_open has a lac_of: checked above)
             skipped.append({"ledger_id": ledger_id, "reason": f"{state.lower()} (use --include-open)"})
             continue
         else:

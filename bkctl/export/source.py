@@ -52,16 +52,25 @@ class Written:
 class ExportSource(Protocol):
     """One kind of export.  A source is picklable: its tasks run on Spark's executors."""
 
-    #: the top folder level (``ledger_id``, ``date`` or ``topic``), recorded in the manifest
-    partition_by: str
-    #: what a row is (``entries``, ``messages``): the name of their count in the manifest and summary
-    rows_are: str
-    #: the rows' columns (:mod:`bkctl.export.columns`)
-    columns: Sequence[Column]
-    #: columns that are folder names, not inside the files
-    partition_columns: Sequence[str]
-    #: columns the Parquet files dictionary-encode
-    dictionary_columns: Sequence[str]
+    @property
+    def partition_by(self) -> str:
+        """The top folder level (``ledger_id``, ``date`` or ``topic``), recorded in the manifest."""
+
+    @property
+    def rows_are(self) -> str:
+        """What a row is (``entries``, ``messages``): the name of their count in the manifest and summary."""
+
+    @property
+    def columns(self) -> Sequence[Column]:
+        """The rows' columns (:mod:`bkctl.export.columns`)."""
+
+    @property
+    def partition_columns(self) -> Sequence[str]:
+        """Columns that are folder names, not inside the files."""
+
+    @property
+    def dictionary_columns(self) -> Sequence[str]:
+        """Columns the Parquet files dictionary-encode."""
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         """Read the metadata and decide what to read (on the driver)."""
@@ -87,10 +96,13 @@ class ExportSource(Protocol):
     def describe(self) -> dict[str, Any]:
         """What was asked for, as the manifest records it."""
 
-    # optional: ``refuse_mixing(plan, previous, out)``, called before anything is written
-    # (not with --overwrite): raise Conflict when the previous export in ``out`` (its
-    # manifest) and this one's rows would not read as one dataset (a topic export's)
-    # optional: ``redo(plan, reports) -> list[int]``, called once the tasks ran: the
-    # numbers of the tasks to run again (their files are replaced), with ``plan.tasks``
-    # updated for them -- what one task reads can change another's rows (a topic's
-    # transactions: :meth:`~bkctl.export.topic_source.TopicSource.redo`)
+    def refuse_mixing(self, plan: SourcePlan, previous: dict[str, Any] | None, out: Any) -> None:
+        """Called before anything is written (not with --overwrite): raise Conflict when the
+        previous export in ``out`` (its manifest) and this one's rows would not read as one
+        dataset (a topic export's; a ledger export's rows always do)."""
+
+    def redo(self, plan: SourcePlan, reports: list[dict[str, Any]]) -> list[int]:
+        """Called once the tasks ran: the numbers of the tasks to run again (their files are
+        replaced), with ``plan.tasks`` updated for them -- what one task reads can change
+        another's rows (a topic's transactions:
+        :meth:`~bkctl.export.topic_source.TopicSource.redo`; a ledger export's: none)."""

@@ -115,7 +115,7 @@ class RangeWriter:
         self._pending: list = []
         self._pending_bytes = 0
         self._file_rows = 0
-        self._writer = None
+        self._writer: Any = None  # a pyarrow ParquetWriter while a file is open (pyarrow has no types)
         self._name = ""
         #: ``(file name, rows)`` of the files closed so far
         self.files: list[tuple[str, int]] = []
@@ -158,23 +158,25 @@ class RangeWriter:
 
         if not self._pending:
             return
-        if self._writer is None:
+        writer = self._writer
+        if writer is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._name = f"{self._prefix}.c{len(self.files):03d}{self._suffix}"
-            self._writer = pq.ParquetWriter(
+            writer = self._writer = pq.ParquetWriter(
                 self.directory / self._name,
                 self.schema,
                 compression=self.options.compression,
                 use_dictionary=self._dictionary_columns,
             )
         table = pa.Table.from_batches(self._pending, schema=self.schema)
-        self._writer.write_table(table, row_group_size=table.num_rows)
+        writer.write_table(table, row_group_size=table.num_rows)
         self._pending = []
         self._pending_bytes = 0
 
     def _close_file(self) -> None:
         self._flush()
-        self._writer.close()
+        if self._writer is not None:  # (the flush opened it: the file has rows)
+            self._writer.close()
         self._writer = None
         self.files.append((self._name, self._file_rows))
         self._file_rows = 0

@@ -44,7 +44,7 @@ SANDBOX_KEYS = frozenset(
 )
 
 
-def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str]:
+def parse_settings(pairs: list[str] | tuple[str, ...]) -> dict[str, str | None]:
     """``--set KEY=VALUE`` options, each checked by bookied's schema (:func:`validate_setting`):
     ``{key: value}``, a ``KEY=`` (empty value) mapping to None (forget it). SandboxError
     (USAGE) with the schema's one-line message otherwise."""

@@ -27,7 +27,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 DEBIAN_JAR_DIR = Path("/usr/share/java")
@@ -154,10 +154,9 @@ def _from_pyspark() -> list[Path] | None:
     return jars
 
 
-def find_zookeeper_classpath(env: dict[str, str] | None = None) -> list[str]:
+def find_zookeeper_classpath(env: Mapping[str, str] | None = None) -> list[str]:
     """Return the jars of a ZooKeeper server, or raise :class:`ZooKeeperNotFound`."""
-    env = os.environ if env is None else env
-    home = env.get("ZOOKEEPER_HOME")
+    home = (os.environ if env is None else env).get("ZOOKEEPER_HOME")
     if home:
         return [str(p) for p in _from_zookeeper_home(Path(home))]
     for finder in (_from_debian, _from_pyspark):
@@ -167,9 +166,8 @@ def find_zookeeper_classpath(env: dict[str, str] | None = None) -> list[str]:
     raise ZooKeeperNotFound(INSTALL_HINT)
 
 
-def find_java(env: dict[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    java_home = env.get("JAVA_HOME")
+def find_java(env: Mapping[str, str] | None = None) -> str:
+    java_home = (os.environ if env is None else env).get("JAVA_HOME")
     if java_home:
         candidate = Path(java_home) / "bin" / "java"
         if os.access(candidate, os.X_OK):
