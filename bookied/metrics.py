@@ -43,8 +43,8 @@ SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 
 class Counter:
-    def __init__(self):
-        self.value = 0
+    def __init__(self) -> None:
+        self.value: int | float = 0
 
     def inc(self, n: int = 1) -> None:
         self.value += n

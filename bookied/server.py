@@ -170,8 +170,9 @@ class BookieProtocol(protocol.Protocol):
 
     # -- transport events ------------------------------------------------------
     def connectionMade(self):
-        if hasattr(self.transport, "setTcpNoDelay"):
-            self.transport.setTcpNoDelay(True)  # small acks must not wait for Nagle (Java: serverTcpNoDelay)
+        no_delay = getattr(self.transport, "setTcpNoDelay", None)  # a TCP connection's
+        if no_delay is not None:
+            no_delay(True)  # small acks must not wait for Nagle (Java: serverTcpNoDelay)
         self._sized_reads = hasattr(self.transport, "bufferSize")
         if self._sized_reads:
             self._wire.bufferSize = READ_SIZE

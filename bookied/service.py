@@ -381,8 +381,8 @@ class BookieService:
 
         def registered(_):
             log.info("registered %s as %s", self.bookie_id, "read-only" if readonly else "writable")
-            if self.bookie.readonly != readonly:  # changed while we registered
-                self._readonly_changed(self.bookie.readonly)
+            if bookie.readonly != readonly:  # changed while we registered
+                self._readonly_changed(bookie.readonly)
             self.notifier.ready(f"serving as {self.bookie_id}")
             sdnotify.start_watchdog(self.reactor, self.notifier)
             if self.cfg.auto_recovery_daemon_enabled:

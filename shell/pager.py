@@ -65,12 +65,13 @@ class PagedOutput(io.TextIOBase):
         self._timer: threading.Timer | None = None
 
     # -- the stream interface ------------------------------------------------
+    # TextIOBase declares encoding and errors as attributes; the pager's are the real stream's
     @property
-    def encoding(self):
+    def encoding(self) -> str:  # type: ignore[override]
         return getattr(self.real, "encoding", None) or "utf-8"
 
     @property
-    def errors(self):
+    def errors(self) -> str:  # type: ignore[override]
         return getattr(self.real, "errors", None) or "strict"
 
     def writable(self) -> bool:

@@ -323,19 +323,18 @@ def _read_replica(
 
 def _binary_stdout():
     """stdout for bytes; when it has no binary side (the shell's pager), text with bad bytes replaced."""
-    try:
-        return click.get_binary_stream("stdout")
-    except RuntimeError:
-        import sys
+    buffer = getattr(sys.stdout, "buffer", None)  # (click.get_binary_stream is deprecated)
+    if buffer is not None:
+        return buffer
 
-        class _Text:
-            def write(self, data: bytes) -> None:
-                sys.stdout.write(data.decode("utf-8", "replace"))
+    class _Text:
+        def write(self, data: bytes) -> None:
+            sys.stdout.write(data.decode("utf-8", "replace"))
 
-            def flush(self) -> None:
-                sys.stdout.flush()
+        def flush(self) -> None:
+            sys.stdout.flush()
 
-        return _Text()
+    return _Text()
 
 
 def _quiet():
