@@ -10,8 +10,9 @@ bookie's journal and entry log records (CRC32C of both: ``wire/codecs/_crc32c.h`
 plain ADD/READ requests and its ADD answer (what the two codecs share, their
 argument checks and varints: ``wire/codecs/_twins.h``); ``bkctl.wire.metadata._ledgerpb``
 the decoding and checking of ledger metadata (a walk over every ledger);
-``bkctl.wire.client._addpath`` a writer's copies of its ADDs (built, registered and answered) and,
-in _addpath_entries.c, its entries, their addressing and their acknowledgements;
+``bkctl.wire.client._addpath`` a connection's copies of a writer's ADDs (built, registered and
+answered), ``bkctl.wire.client._addentries`` a writer's entries, their addressing and their
+acknowledgements;
 ``bkctl.wire.pulsar._avrocols`` a typed topic export's AVRO values (Avro binary
 straight into Arrow buffers, by a plan built in ``_avrocols_plan.c``).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
@@ -58,8 +59,15 @@ setup(
         ),
         Extension(
             "bkctl.wire.client._addpath",
-            ["wire/client/_addpath.c", "wire/client/_addpath_entries.c"],
-            depends=["wire/codecs/_twins.h", "wire/client/_addpath.h"],
+            ["wire/client/_addpath.c"],
+            depends=["wire/codecs/_twins.h"],
+            optional=True,
+            extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.client._addentries",
+            ["wire/client/_addentries.c"],
+            depends=["wire/codecs/_twins.h"],
             optional=True,
             extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

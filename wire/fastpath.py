@@ -5,8 +5,9 @@ already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in ``_fastcodec.c``, of a writer's ADD copies in ``wire/client/_addpath.c`` and its
-entries and acknowledgement counter in ``_addpath_entries.c`` (one module), the bookie's journal and entry log records in ``_records.c``,
+answer loop in ``_fastcodec.c``, of a connection's copies of a writer's ADDs in
+``wire/client/_addpath.c``, of a writer's entries and acknowledgement counter in
+``_addentries.c``, the bookie's journal and entry log records in ``_records.c``,
 a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -62,7 +63,9 @@ LEDGERPB_API = 2
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
-ADDPATH_API = 5
+ADDPATH_API = 6
+#: what ``_addentries``'s ``API`` must be
+ADDENTRIES_API = 1
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -103,13 +106,25 @@ class Twins:
 
     @functools.cached_property
     def adds(self) -> ModuleType | None:
-        """``_addpath`` (a writer's fast-path ADD copies: built, registered and answered in C,
-        :mod:`bkctl.wire.client.requests`; its ``Acks``, :mod:`bkctl.wire.client.acks`), or None:
-        the Python :class:`Request` path and :class:`~bkctl.wire.client.acks.Acks`.  Looked
+        """``_addpath`` (a connection's fast-path ADD copies: built, registered and answered in C,
+        :mod:`bkctl.wire.client.requests`), or None: the Python :class:`Request` path.  Looked
         up on first use: the module imports Twisted's Failure, which a command that only
         reads ZooKeeper never needs (tests/integration/test_cli_start_imports.py)."""
         given = self.adds_given
-        return _addpath(self.enabled) if isinstance(given, _LookUp) else given
+        if isinstance(given, _LookUp):
+            return c_module("bkctl.wire.client._addpath", ADDPATH_API) if self.enabled else None
+        return given
+
+    @functools.cached_property
+    def entries(self) -> ModuleType | None:
+        """``_addentries`` (a writer's entries, their addressing and its acknowledgement counter,
+        :mod:`bkctl.wire.client.pending_add` and :mod:`bkctl.wire.client.acks`), or None: their
+        Python twins.  It goes with :attr:`adds` (the connection's copies of those entries): the
+        given ``adds_given`` says for both, else both are looked up on first use."""
+        given = self.adds_given
+        if isinstance(given, _LookUp):
+            return c_module("bkctl.wire.client._addentries", ADDENTRIES_API) if self.enabled else None
+        return None if given is None else c_module("bkctl.wire.client._addentries", ADDENTRIES_API)
 
     @functools.cached_property
     def plain(self) -> PlainTwins:
@@ -170,11 +185,6 @@ def build(enabled: bool) -> Twins:
         codec=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API),
         records=c_module("bkctl.wire.codecs._records", RECORDS_API),
     )
-
-
-def _addpath(enabled: bool) -> ModuleType | None:
-    """``bkctl.wire.client._addpath`` when ``enabled``, built and current; else None."""
-    return c_module("bkctl.wire.client._addpath", ADDPATH_API) if enabled else None
 
 
 @functools.cache

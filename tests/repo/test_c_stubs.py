@@ -26,7 +26,7 @@ def extensions() -> dict[str, str]:
 
 
 def test_setup_builds_the_extensions_we_know():
-    assert len(extensions()) == 7
+    assert len(extensions()) == 8
 
 
 def test_every_extension_has_a_stub_beside_its_source():

@@ -40,11 +40,12 @@ C_EXTENSIONS = {
     "bkctl.wire.pulsar._avrocols",
     "bkctl.wire.metadata._ledgerpb",
     "bkctl.wire.client._addpath",
+    "bkctl.wire.client._addentries",
 }
 #: the commands' and the daemon's start, which read the switch once (``fastpath.check``)
 ENTRY_POINTS = {"bkctl.cli", "bkctl.bookied.main"}
 #: the fields of :class:`~bkctl.wire.fastpath.Twins` that hold a C twin or its Python one (or None)
-TWIN_FIELDS = {"codec", "records", "adds", "adds_given", "ledger_metadata", "avro_columns", "batch_rows"}
+TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_metadata", "avro_columns", "batch_rows"}
 
 #: module -> the sites that still choose a twin themselves or take the process's record as their
 #: default (issue 67: each goes behind an interface the C and the Python module implement whole)
@@ -69,8 +70,8 @@ REMAINING: dict[str, set[str]] = {
         "twins.adds is not None",
     },
     "bkctl.wire.client.ledger_handle": {
-        "c_adds is None",
-        "c_adds is not None",
+        "c_writer is None",
+        "c_writer is not None",
         "c_entries is None",
         "c_package is None",
         "codec is not None",

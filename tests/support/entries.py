@@ -1,6 +1,6 @@
 """The kinds of pending add a writer's handle makes, for tests of what reads them: a
 :class:`~bkctl.wire.client.pending_add.PendingAdd`, and, with the C twins built, an
-``_addpath.Entry`` (made by ``Entries``: read and written in place by the C twins)."""
+``_addentries.Entry`` (made by ``Entries``: read and written in place by the C twins)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 from bkctl.wire import fastpath
 from bkctl.wire.client.pending_add import PendingAdd
 
-_C = fastpath.build(True).adds
+_C = fastpath.build(True).entries
 
 
 def c_entry(entry_id: int, body: bytes, length: int) -> Any:
-    """An ``_addpath.Entry`` (``body`` as its packaged body, its ADD's parts made up: what reads it does not look at them)."""
+    """An ``_addentries.Entry`` (``body`` as its packaged body, its ADD's parts made up: what reads it does not look at them)."""
     assert _C is not None
     made = _C.Entries(lambda *args: args[4], lambda *args: (b"part", b"tail"), 9, b"k" * 20, False)
     return made(entry_id, -1, length, body, None)

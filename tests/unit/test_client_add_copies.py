@@ -20,6 +20,8 @@ from tests.support.connection import KEY, Harness, entry, v3_reply, v3_requests
 
 C = fastpath.build(True).adds
 CODEC = fastpath.build(True).codec
+#: the writer's side (Entries), whose entries the connection's copies are made of
+WRITER = fastpath.build(True).entries
 MODES = ["python"] + (["c"] if C is not None else [])
 KINDS = {
     "ok": lambda r: v3_reply(r),
@@ -199,17 +201,17 @@ def test_an_add_queued_behind_a_full_wire_keeps_its_encoding(mode):
     assert got == [0, 1] and not queued.conn.requests.sent and not queued.conn.requests.v3_fast
 
 
-@c_twins.needs_c(C, "bkctl.wire.client._addpath")
+@c_twins.needs_c(WRITER, "bkctl.wire.client._addentries")
 @c_twins.needs_c(CODEC, "bkctl.wire.codecs._fastcodec")
 @pytest.mark.parametrize("recovery", [False, True])
 def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
-    """_addpath.Entry (made by Entries) reads as PendingAdd and EncodedAdd do, and reassigns a copy as
+    """_addentries.Entry (made by Entries) reads as PendingAdd and EncodedAdd do, and reassigns a copy as
     PendingAdd does."""
     from bkctl.wire.client.pending_add import PendingAdd
 
     body = CODEC.crc32c_package(9, 4, 3, 17, b"p")  # entry 4 of ledger 9, LAC 3, length 17
     d = object()
-    e = C.Entries(CODEC.crc32c_package, CODEC.add_part, 9, KEY, recovery)(4, 3, 17, b"p", d)
+    e = WRITER.Entries(CODEC.crc32c_package, CODEC.add_part, 9, KEY, recovery)(4, 3, 17, b"p", d)
     p = PendingAdd(4, body, 17, d)  # type: ignore[arg-type]
     encoded = AddEncoder("v3").encode(9, 4, KEY, body, recovery, recovery)
     assert e.encoded is e and (e.bookies, e.acked, e.acks) == (None, 0, 0) and e.deferred is d
@@ -228,13 +230,13 @@ def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     assert e.deferred is None
 
 
-@c_twins.needs_c(C, "bkctl.wire.client._addpath")
+@c_twins.needs_c(WRITER, "bkctl.wire.client._addentries")
 @c_twins.needs_c(CODEC, "bkctl.wire.codecs._fastcodec")
 def test_entries_make_none_for_what_package_or_add_part_does_not_cover():
     """Entries gives None where the digest's package or add_part does (the caller then packages the
     entry and makes a PendingAdd), and passes their errors on."""
     packaged = lambda *args: b"body"  # noqa: E731
-    assert C.Entries(lambda *args: None, CODEC.add_part, 9, KEY, False)(4, 3, 17, b"p", None) is None
-    assert C.Entries(packaged, lambda *args: None, 9, KEY, False)(4, 3, 17, b"p", None) is None
+    assert WRITER.Entries(lambda *args: None, CODEC.add_part, 9, KEY, False)(4, 3, 17, b"p", None) is None
+    assert WRITER.Entries(packaged, lambda *args: None, 9, KEY, False)(4, 3, 17, b"p", None) is None
     with pytest.raises(TypeError):
-        C.Entries(packaged, lambda *args: b"not parts", 9, KEY, False)(4, 3, 17, b"p", None)
+        WRITER.Entries(packaged, lambda *args: b"not parts", 9, KEY, False)(4, 3, 17, b"p", None)

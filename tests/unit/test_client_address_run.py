@@ -1,5 +1,5 @@
 """A run of a writer's entries addressed (write sets, encoded ADDs, copies by bookie), both twins:
-:func:`bkctl.wire.client.pending_add.address_run` and ``_addpath.address_run`` (fast paths on)."""
+:func:`bkctl.wire.client.pending_add.address_run` and ``_addentries.address_run`` (fast paths on)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from bkctl.wire.client.pending_add import PendingAdd, address_run
 from tests.support.entries import MAKERS, maker_id
 from bkctl.wire.client.readable_ledger import StripeCursor
 
-_C = fastpath.build(True).adds
+_C = fastpath.build(True).entries
 TWINS = [address_run] + ([_C.address_run] if _C is not None else [])
 BOTH = [(twin, make) for twin in TWINS for make in MAKERS]
 BOTH_IDS = [f"{type(twin).__name__}-{maker_id(make)}" for twin, make in BOTH]

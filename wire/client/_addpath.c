@@ -21,8 +21,9 @@
  *                 the bytes and the callback (the connection then retires
  *                 deadlines and resets its backoff once per chunk).
  *
- * The writer's side of the same module (Entry, Entries, address_run, Acks: the
- * callback take_adds calls for each copy answered) is _addpath_entries.c.
+ * Its one Python owner is the connection (bkctl.wire.client.connection, through its
+ * RequestTable and EntryRequests); the writer's side (Entry, Entries, address_run, Acks: the
+ * callback take_adds calls for each copy answered) is another module, _addentries.c.
  *
  * The Python code (bkctl.wire.client.requests, .entry_requests) is the
  * reference and the general path; this module is used only with fast paths
@@ -39,7 +40,6 @@
 #include <structmember.h>
 
 #include "../codecs/_twins.h"
-#include "_addpath.h"
 
 /* requests.QUEUED, SENT, DONE */
 #define REQ_QUEUED 0
@@ -721,10 +721,6 @@ PyMODINIT_FUNC PyInit__addpath(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (addpath_entries_init(m) < 0) { /* the writer's side: _addpath_entries.c */
-        Py_DECREF(m);
-        return NULL;
-    }
     /* the request states and the ADD operation as this module writes them: tests/unit/test_c_twins.py
      * holds them equal to requests.QUEUED, SENT, DONE and OperationType.ADD_ENTRY */
     PyObject *states = Py_BuildValue("(iii)", REQ_QUEUED, REQ_SENT, REQ_DONE);
@@ -738,7 +734,7 @@ PyMODINIT_FUNC PyInit__addpath(void)
         return NULL;
     }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -8,8 +8,8 @@ to the handle, and counts an acknowledgement of entry ``p`` (a
 entry at the head of the pipeline complete, the handle completes the adds that are ready: at the end
 of the burst under way (:mod:`.cork`; :attr:`Acks.held` says one is due), else at once.
 
-This is the Python twin; ``_addpath.Acks`` (``wire/client/_addpath.c``, used with fast paths on:
-:attr:`bkctl.wire.fastpath.Twins.adds`) is the C one, with the same interface
+This is the Python twin; ``_addentries.Acks`` (``wire/client/_addentries.c``, used with fast paths on:
+:attr:`bkctl.wire.fastpath.Twins.entries`) is the C one, with the same interface
 (tests/unit/test_client_acks.py runs the same checks on both).
 """
 

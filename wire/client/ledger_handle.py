@@ -168,13 +168,13 @@ class LedgerHandle(ReadHandle):
         )
         #: the bookies that failed for this ledger (the change's set: read on every copy sent)
         self._failed = self._ensemble.failed_bookies
-        c_adds, codec = self.twins.adds, self.twins.codec
+        c_writer, codec = self.twins.entries, self.twins.codec
         #: v3 with the C twins: packages each entry and makes its pending add, which is its own
-        #: encoded ADD (``_addpath.Entries``; None: a :class:`~.pending_add.PendingAdd`, encoded
+        #: encoded ADD (``_addentries.Entries``; None: a :class:`~.pending_add.PendingAdd`, encoded
         #: when addressed)
         self._c_entries = (
-            c_adds.Entries(self._c_package, codec.add_part, ledger_id, self.master_key, recovery)
-            if c_adds is not None
+            c_writer.Entries(self._c_package, codec.add_part, ledger_id, self.master_key, recovery)
+            if c_writer is not None
             and codec is not None
             and self._c_package is not None
             and self._adds is not None
@@ -183,11 +183,11 @@ class LedgerHandle(ReadHandle):
         )
         #: gives a run its write sets and encoded adds, grouped by bookie (:func:`~.pending_add.address_run`
         #: or its C twin)
-        self._address_run = address_run if c_adds is None else c_adds.address_run
+        self._address_run = address_run if c_writer is None else c_writer.address_run
         #: counts each copy's acknowledgement; called back by the connections, once per copy
-        #: (:class:`~.acks.Acks`, or its C twin ``_addpath.Acks`` with fast paths on);
+        #: (:class:`~.acks.Acks`, or its C twin ``_addentries.Acks`` with fast paths on);
         #: ``held``: the completions it made due at the end of the burst under way (cork)
-        self._acks = (Acks if c_adds is None else c_adds.Acks)(
+        self._acks = (Acks if c_writer is None else c_writer.Acks)(
             self._unanswered,
             self._behind,
             self._pending,
@@ -391,7 +391,7 @@ class LedgerHandle(ReadHandle):
         lac = self._lac
         length = self._length = self._length + len(payload)
         self._explicit.piggybacked = lac
-        c_entries = self._c_entries  # on the fast path the entry is its own encoded ADD (_addpath.Entry)
+        c_entries = self._c_entries  # on the fast path the entry is its own encoded ADD (_addentries.Entry)
         p = None if c_entries is None else c_entries(entry_id, lac, length, payload, deferred)
         if p is None:
             c_package = self._c_package

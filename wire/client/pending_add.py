@@ -55,8 +55,8 @@ def address_run(
     """A run of entries not addressed yet (the others are skipped) given their write sets (``cursor``: the writer's
     :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet) and each its ADD
     (``encode(p)`` for one not encoded yet), grouped by bookie: ``{bookie: (encoded adds,
-    entries, slots)}``, in run order.  The C twin is ``_addpath.address_run`` (fast paths on,
-    :attr:`bkctl.wire.fastpath.Twins.adds`; tests/unit/test_client_acks.py checks both)."""
+    entries, slots)}``, in run order.  The C twin is ``_addentries.address_run`` (fast paths on,
+    :attr:`bkctl.wire.fastpath.Twins.entries`; tests/unit/test_client_acks.py checks both)."""
     copies: dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]] = {}
     write_set = cursor.write_set
     for p in run:

@@ -1,13 +1,15 @@
 /*
- * bkctl.wire.client._addpath, the writer's side: its entries, their addressing and the
- * counting of their acknowledgements (the connection's side, the copies and their answer
- * loop, is _addpath.c; both build one extension module).
+ * bkctl.wire.client._addentries, the C twin of a writer's side of its adds (its one Python
+ * owner: the ledger handle, bkctl.wire.client.ledger_handle): its entries, their addressing and
+ * the counting of their acknowledgements.  The connection's side, the copies and their answer
+ * loop, is another module, _addpath.c (its owner: the connection); the two meet only through
+ * the interfaces both Python twins have (an entry's EncodedAdd fields, the Acks callback).
  *
  *   Entry         a writer's entry on its way (pending_add.PendingAdd) that is also
  *                 its ADD encoded once (add_frames.EncodedAdd), made by Entries;
  *   address_run   pending_add.address_run: a run's write sets and ADDs, by bookie;
  *   Acks          a writer's acknowledgement counter (bkctl.wire.client.acks.Acks),
- *                 the callback _addpath.c's take_adds calls for each copy answered.
+ *                 the callback the connection calls for each copy answered.
  *
  * The Python code (bkctl.wire.client.pending_add, .acks) is the reference and the general
  * path; tests/unit/test_client_add_copies.py, test_client_address_run.py and
@@ -22,7 +24,6 @@
 #include <structmember.h>
 
 #include "../codecs/_twins.h"
-#include "_addpath.h"
 
 static PyObject *str_bookies, *str_acked, *str_acks, *str_finish_at_release, *str_lo, *str_hi, *str_sets,
     *str_write_set, *str_encoded, *str_entry_id;
@@ -173,7 +174,7 @@ static PyGetSetDef entry_getset[] = {
 
 static PyTypeObject EntryType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bkctl.wire.client._addpath.Entry",
+    .tp_name = "bkctl.wire.client._addentries.Entry",
     .tp_doc = "An entry on its way to its write set: PendingAdd and its EncodedAdd in one (made by Entries).",
     .tp_basicsize = sizeof(Entry),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -313,7 +314,7 @@ static PyMemberDef entries_members[] = {
 
 static PyTypeObject EntriesType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bkctl.wire.client._addpath.Entries",
+    .tp_name = "bkctl.wire.client._addentries.Entries",
     .tp_doc = "Entries(package, add_part, ledger_id, master_key, recovery)(entry_id, lac, length, payload, deferred)"
               " -> Entry or None.",
     .tp_basicsize = sizeof(Entries),
@@ -714,7 +715,7 @@ static PyMemberDef acks_members[] = {
 
 static PyTypeObject AcksType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bkctl.wire.client._addpath.Acks",
+    .tp_name = "bkctl.wire.client._addentries.Acks",
     .tp_doc = "The C twin of bkctl.wire.client.acks.Acks: a writer's acknowledgement counter.",
     .tp_basicsize = sizeof(Acks),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
@@ -737,25 +738,36 @@ static PyMethodDef entries_methods[] = {
 
 #define INTERN(var, text) (((var) = PyUnicode_InternFromString(text)) != NULL)
 
-int addpath_entries_init(PyObject *module)
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_addentries",
+    "The C twin of a writer's entries, their addressing and acknowledgements (see bkctl.wire.client.pending_add).",
+    -1, entries_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__addentries(void)
 {
     if (!INTERN(str_bookies, "bookies") || !INTERN(str_acked, "acked") || !INTERN(str_acks, "acks")
             || !INTERN(str_finish_at_release, "finish_at_release") || !INTERN(str_lo, "lo")
             || !INTERN(str_hi, "hi") || !INTERN(str_sets, "sets") || !INTERN(str_write_set, "write_set")
             || !INTERN(str_encoded, "encoded") || !INTERN(str_entry_id, "entry_id"))
-        return -1;
+        return NULL;
     if (PyType_Ready(&AcksType) < 0 || PyType_Ready(&EntryType) < 0 || PyType_Ready(&EntriesType) < 0)
-        return -1;
-    if (PyModule_AddFunctions(module, entries_methods) < 0)
-        return -1;
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
     PyTypeObject *types[3] = {&AcksType, &EntryType, &EntriesType};
     const char *type_names[3] = {"Acks", "Entry", "Entries"};
     for (int t = 0; t < 3; t++) {
-        Py_INCREF(types[t]);
-        if (PyModule_AddObject(module, type_names[t], (PyObject *)types[t]) < 0) {
-            Py_DECREF(types[t]);
-            return -1;
+        if (PyModule_AddObjectRef(m, type_names[t], (PyObject *)types[t]) < 0) {
+            Py_DECREF(m);
+            return NULL;
         }
     }
-    return 0;
+    /* what bkctl.wire.fastpath's ADDENTRIES_API must be: a build older than the sources is not used */
+    if (PyModule_AddIntConstant(m, "API", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
