@@ -15,7 +15,20 @@ more read from every replica).  Printed per size: the time and ledgers/s, the bo
 requests it made (its summary line: entry lists and reads), ZooKeeper's
 ``zk_packets_received`` over the run (``mntr``: the sandbox's bookies' session pings
 included), fsck's peak resident memory (``ru_maxrss``: it should not grow with the
-ledgers), and the load average.  Java's auditor replicas check is not measured here.
+ledgers), and the load average.
+
+With ``--java-peer DIR`` (a Java BookKeeper 4.17.2 peer built by ../shared/java-peer), Java's
+auditor replicas check (``AuditorReplicasCheckTask``, the check ``auditorReplicasCheckInterval``
+schedules, which asks every bookie of each closed ledger for its GET_LIST_OF_ENTRIES_OF_LEDGER
+availability bitmap) then runs once over the same cluster -- the same ZooKeeper, the same
+three bookieds, the same ledgers -- in an ``AutoRecoveryMain`` of the peer, and its time (the
+auditor's own "Completed ReplicasCheck in N milliSeconds") is printed beside fsck's, with the
+ZooKeeper packets and the bookie requests each made (both sides counted the same way: ``mntr``
+and the bookieds' ``bookie_requests_total``).  Then the mixed cluster (3 bookieds and 2 Java
+bookies on DbLedgerStorage, planted faults, ``--mixed-ledgers``) is checked by fsck, its fixes
+and autorecovery; ``--java-replicas-check-mixed`` also runs Java's replicas check there (Java
+DbLedgerStorage bookies never answer GET_LIST_OF_ENTRIES_OF_LEDGER: each request waits for the
+client's read timeout, and Java gives up a range of ledgers after 120 s).
 """
 
 from __future__ import annotations
@@ -33,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import zk_requests as zk_packets  # noqa: E402  (mntr's zk_packets_received)
-from common import commit_or_exit, in_sandbox, load_note, section  # noqa: E402
+from common import bookie_metrics, commit_or_exit, in_sandbox, load_note, section  # noqa: E402
 
 FIRST = 1_000_000  # above the ids the sandbox hands out
 
@@ -119,9 +132,10 @@ def shuffled(bookies: list[str], lo: int, hi: int) -> dict[int, list[str]]:
     return {lid: rnd.sample(bookies, 3) for lid in range(lo, hi)}
 
 
-def fsck(uri: str, zk: str, extra: list[str]) -> dict:
+def fsck(uri: str, zk: str, extra: list[str], http_ports: list[int] | None = None) -> dict:
     env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1")
     before_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    answered = bookie_requests(http_ports) if http_ports else 0
     packets = zk_packets(zk)
     t0 = time.monotonic()
     done = subprocess.run(
@@ -129,6 +143,7 @@ def fsck(uri: str, zk: str, extra: list[str]) -> dict:
     )
     took = time.monotonic() - t0
     packets = zk_packets(zk) - packets
+    answered = bookie_requests(http_ports) - answered if http_ports else -1
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     m = re.search(r"checked (\d+) ledgers .*?\((\d+) bookie requests\)", done.stderr, re.S)
     return {
@@ -138,6 +153,7 @@ def fsck(uri: str, zk: str, extra: list[str]) -> dict:
         "bookie_requests": int(m.group(2)) if m else -1,
         "seconds": took,
         "zk_packets": packets,
+        "bookies_answered": answered,
         "maxrss_kib": rss if rss > before_rss else None,
         "stderr": done.stderr.strip().splitlines()[-2:],
         "out": done.stdout,
@@ -148,6 +164,39 @@ DBSTORAGE = (
     "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage\n"
     "dbStorage_writeCacheMaxSizeMb=64\ndbStorage_readAheadCacheMaxSizeMb=64\n"
 )
+
+
+def bookie_requests(http_ports: list[int]) -> int:
+    """Requests the bookies answered so far (``bookie_requests_total`` over every op and status)."""
+    return int(sum(v for k, v in bookie_metrics(*http_ports).items() if k.startswith("bookie_requests_total{")))
+
+
+def java_replicas_check(peer, work: Path, zk: str, root: str, http_ports: list[int], ledgers: int) -> None:
+    """Java's auditor replicas check once over the cluster, printed beside fsck's figures."""
+    counted: dict[str, int] = {}
+
+    def on_start() -> None:
+        counted["zk"], counted["bookie"] = zk_packets(zk), bookie_requests(http_ports)
+
+    r = peer.replicas_check(work, zk, root, on_start=on_start)
+    zk_after, bookie_after = zk_packets(zk), bookie_requests(http_ports)
+    if not counted:
+        print(f"  Java replicas check did not start: {r.failure} (log: {r.log})", flush=True)
+        return
+    what = (
+        f"{ledgers:,} ledgers in {r.check_ms / 1000:.1f}s: {ledgers * 1000 / max(r.check_ms, 1):,.0f} ledgers/s "
+        f"(its own figure; {r.seconds:.1f}s from its start line to its end line)"
+        if r.completed
+        else f"did NOT complete after {r.seconds:.1f}s: {r.failure}"
+    )
+    print(
+        f"  Java 4.17.2 auditor replicas check: {what}; {bookie_after - counted['bookie']:,} bookie requests, "
+        f"{zk_after - counted['zk']:,} ZooKeeper packets; ledgers counted with an entry of no replica "
+        f"{r.no_replica}, < Qa {r.below_ack}, < Qw {r.below_write}; bookies not answering "
+        f"{r.not_answered:,} times ({r.ledgers_unanswered:,} ledgers), {r.ledgers_missing_entries:,} ledgers "
+        f"logged with missing entries; {load_note()}",
+        flush=True,
+    )
 
 
 def free_port() -> int:
@@ -162,7 +211,7 @@ def kinds(out: str) -> dict[int, str]:
     return {doc["ledger_id"]: doc["kind"] for doc in map(json.loads, out.splitlines())}
 
 
-def mixed(uri: str, zk: str, work: Path, args) -> None:
+def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
     """The faults of issue 66 planted among ``--mixed-ledgers`` ledgers on the sandbox's bookieds
     and two Java bookies on DbLedgerStorage; fsck, its fixes, autorecovery, fsck again, and
     the Java client reading back every repairable ledger."""
@@ -214,6 +263,9 @@ def mixed(uri: str, zk: str, work: Path, args) -> None:
             flush=True,
         )
         print("  fsck said:", *r["stderr"], sep="\n    ")
+        if args.java_replicas_check_mixed:
+            print("  (bookie requests below: the 3 bookieds' only; the Java bookies count none)")
+            java_replicas_check(peer, work / "java-auditor-mixed", zk, root, http_ports, args.mixed_ledgers + 1)
         r = fsck(uri, zk, [span, "--fix", "mark", "--fix", "ensemble", "--fix", "unmark", "--force"])
         applied = r["out"].count('"status":"applied"')
         print(f"  fsck --fix: exit {r['code']}, {applied} fixes applied", flush=True)
@@ -264,6 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fsck-args", default="", help="more arguments for bkctl ledger fsck (e.g. '--all')")
     ap.add_argument("--java-peer", metavar="DIR", help="also a mixed cluster with Java bookies (../shared/java-peer)")
     ap.add_argument("--mixed-ledgers", type=int, default=10_000, help="ledgers of the mixed cluster (--java-peer)")
+    ap.add_argument(
+        "--skip-mixed", action="store_true", help="with --java-peer: no mixed cluster, only the side by side"
+    )
+    ap.add_argument(
+        "--java-replicas-check-mixed",
+        action="store_true",
+        help="with --java-peer: also run Java's replicas check over the mixed cluster (its DbLedgerStorage bookies)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
@@ -271,28 +331,40 @@ def main(argv: list[str] | None = None) -> int:
         from bkctl.wire.metadata.layout import MetadataServiceURI
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
-        zk = MetadataServiceURI.parse(uri).hosts.split(",")[0]
+        from bkctl.sandbox.cluster import sandbox_status
+
+        parsed = MetadataServiceURI.parse(uri)
+        zk = parsed.hosts.split(",")[0]
         with ZKMetadataStore(uri) as store:
             bookies = store.registration.writable_bookies()
+        http_ports = [b["http_port"] for b in sandbox_status(Path(_work) / "sandbox")["bookies"] if b.get("http_port")]
+        peer = None
+        if args.java_peer:
+            from java_peer import JavaPeer
+
+            peer = JavaPeer(args.java_peer)
         section(f"bkctl ledger fsck over E3/Qw2/Qa2 ledgers of {args.entries} x {args.size} B, 3 bookieds")
         filled = 0
         for n in sizes:
             fill(uri, zk, shuffled(bookies, FIRST + filled, FIRST + n), args.entries, args.size)
             filled = n
-            r = fsck(uri, zk, args.fsck_args.split())
+            r = fsck(uri, zk, args.fsck_args.split(), http_ports)
             rate = r["ledgers"] / r["seconds"] if r["seconds"] else float("nan")
             rss = "unchanged" if r["maxrss_kib"] is None else f"{r['maxrss_kib'] / 1024:.0f} MiB"
             print(
                 f"  {r['ledgers']:,} ledgers in {r['seconds']:.1f}s: {rate:,.0f} ledgers/s; exit {r['code']}, "
                 f"{r['findings']} findings; {r['bookie_requests']:,} bookie requests "
-                f"({r['bookie_requests'] / max(1, r['ledgers']):.1f}/ledger), {r['zk_packets']:,} ZooKeeper packets "
+                f"({r['bookie_requests'] / max(1, r['ledgers']):.1f}/ledger; the bookies answered "
+                f"{r['bookies_answered']:,}), {r['zk_packets']:,} ZooKeeper packets "
                 f"({r['zk_packets'] / max(1, r['ledgers']):.3f}/ledger); peak RSS {rss}; {load_note()}",
                 flush=True,
             )
             if r["code"] != 0:
                 print("   ", *r["stderr"], sep="\n    ")
-        if args.java_peer:
-            mixed(uri, zk, Path(_work), args)
+            if peer is not None:
+                java_replicas_check(peer, Path(_work) / f"java-auditor-{n}", zk, parsed.root, http_ports, n)
+        if args.java_peer and not args.skip_mixed:
+            mixed(uri, zk, Path(_work), args, http_ports)
         return 0
 
     return in_sandbox(args.dir, "bench-fsck-", run)

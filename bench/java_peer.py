@@ -24,6 +24,7 @@ __all__ = [
     "JavaPeer",
     "JavaBookie",
     "PassResult",
+    "ReplicasCheck",
     "alternate",
     "cpu_between",
     "entries_for",
@@ -43,6 +44,18 @@ SIDE_BY_SIDE_ENTRIES = 1_000_000
 _JIT_THREAD = re.compile(r"C[12] CompilerThre")
 _ADDED = re.compile(r"added (\d+) entries in (\d+) ms, failures=(\d+)")
 _READ = re.compile(r"read back (\d+) entries in (\d+) ms")
+#: the auditor's replicas check (AuditorReplicasCheckTask, 4.17.2): its start, its own timing, its failures
+_RC_START = "Starting ReplicasCheck"
+_RC_DONE = re.compile(
+    r"Completed ReplicasCheck in (\d+) milliSeconds numLedgersFoundHavingNoReplicaOfAnEntry (\d+)"
+    r" numLedgersFoundHavingLessThanAQReplicasOfAnEntry (\d+) numLedgersFoundHavingLessThanWQReplicasOfAnEntry (\d+)"
+)
+_RC_FAILED = ("BKAuditException running periodic replicas check", "Underreplication manager unavailable")
+_RC_SKIPPED = (
+    "skipping replicasCheck task",
+    "skipping periodic replicas check task",
+    "Periodic replicas check disabled",
+)
 
 
 def add_java_peer_options(parser) -> None:
@@ -345,6 +358,32 @@ class CpuSampler:
 
 
 @dataclass
+class ReplicasCheck:
+    """One run of Java's auditor replicas check (:meth:`JavaPeer.replicas_check`), as its log says."""
+
+    #: the auditor's own figure ("Completed ReplicasCheck in N milliSeconds"); None when it did not complete
+    check_ms: int | None
+    #: from the "Starting ReplicasCheck" line to its end line, as this process saw them
+    seconds: float
+    #: ledgers it counted with an entry of no replica, of fewer than Qa, of fewer than Qw replicas
+    no_replica: int = 0
+    below_ack: int = 0
+    below_write: int = 0
+    #: "Unable to GetListOfEntriesOfLedger" warnings (a bookie that failed or never answered the request)
+    not_answered: int = 0
+    #: ledgers it logged with "following bookie has not responded" / "following missing entries"
+    ledgers_unanswered: int = 0
+    ledgers_missing_entries: int = 0
+    #: the line that ended it when it did not complete (a BKAuditException, a timeout, a skip)
+    failure: str = ""
+    log: Path | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.check_ms is not None
+
+
+@dataclass
 class JavaBookie:
     """A Java bookie started by :meth:`JavaPeer.start_bookies_in`: its id, ports and process."""
 
@@ -439,7 +478,7 @@ class JavaPeer:
             raise RuntimeError(f"bktool bench failed ({proc.returncode}): {err[-2000:]}")
         return parse_bench_output(lines)
 
-    def _launch_settings(self) -> dict[str, str]:
+    def launch_settings(self) -> dict[str, str]:
         """The java binary, classpath and JVM flags the peer's scripts give a bookie (from env.sh)."""
         names = ("JAVA", "PEER_CP", "NETTY_OPTS", "BK_OPTS", "BOOKIE_MEM_OPTS", "BOOKIE_GC_OPTS")
         script = f'source "{self.scripts}/env.sh" >/dev/null; printf "%s\\0" ' + " ".join(f'"${n}"' for n in names)
@@ -451,6 +490,45 @@ class JavaPeer:
             check=True,
         ).stdout
         return dict(zip(names, out.split("\0")))
+
+    def java_command(
+        self,
+        role: str,
+        main_class: str,
+        args: list[str],
+        *,
+        log_dir: str | Path | None = None,
+        log_file: str | None = None,
+        launch: dict[str, str] | None = None,
+    ) -> list[str]:
+        """The command line of a server-side JVM of the peer (a bookie, an autorecovery daemon):
+        the peer's classpath and the flags its scripts give a bookie, its log at INFO to
+        ``log_dir``/``log_file`` (log4j2's file appender) or, without them, to stdout;
+        ``-Dpeer.role=role`` to tell it apart."""
+        launch = launch or self.launch_settings()
+        if log_dir is None or log_file is None:
+            logging = ["-Dbookkeeper.log.root.appender=CONSOLE"]
+        else:
+            logging = [
+                "-Dbookkeeper.log.root.appender=ROLLINGFILE",
+                f"-Dbookkeeper.log.dir={log_dir}",
+                f"-Dbookkeeper.log.file={log_file}",
+            ]
+        return [
+            launch["JAVA"],
+            f"-Dpeer.role={role}",
+            *launch["BOOKIE_MEM_OPTS"].split(),
+            *launch["BOOKIE_GC_OPTS"].split(),
+            *launch["NETTY_OPTS"].split(),
+            *launch["BK_OPTS"].split(),
+            f"-Dlog4j.configurationFile={self.root / 'conf' / 'log4j2.xml'}",
+            "-Dbookkeeper.log.root.level=INFO",
+            *logging,
+            "-cp",
+            launch["PEER_CP"],
+            main_class,
+            *args,
+        ]
 
     def format_metadata(self, zk: str, root: str, bookie_ids: list[str]) -> None:
         """Java's metadata format of ``zk``/``root`` (BookKeeperAdmin.format, through ``bktool prepare-clean``)."""
@@ -488,7 +566,7 @@ class JavaPeer:
         bookie is registered; the caller stops them (:meth:`stop_bookies_in`)."""
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
-        launch = self._launch_settings()
+        launch = self.launch_settings()
         template = (self.root / "conf" / "bookie.conf.tmpl").read_text()
         extra = dict(line.split("=", 1) for line in extra_conf.splitlines() if "=" in line)
         bookies: list[JavaBookie] = []
@@ -511,24 +589,14 @@ class JavaPeer:
                 lines = [line for line in conf.splitlines() if line.split("=", 1)[0].strip() not in extra]
                 lines += [f"{k.strip()}={v.strip()}" for k, v in extra.items()]
                 (d / "bk_server.conf").write_text("\n".join(lines) + "\n")
-                cmd = [
-                    launch["JAVA"],
-                    f"-Dpeer.role=bench-bookie-{n}",
-                    *launch["BOOKIE_MEM_OPTS"].split(),
-                    *launch["BOOKIE_GC_OPTS"].split(),
-                    *launch["NETTY_OPTS"].split(),
-                    *launch["BK_OPTS"].split(),
-                    f"-Dlog4j.configurationFile={self.root / 'conf' / 'log4j2.xml'}",
-                    "-Dbookkeeper.log.root.level=INFO",
-                    "-Dbookkeeper.log.root.appender=ROLLINGFILE",
-                    f"-Dbookkeeper.log.dir={d}",
-                    "-Dbookkeeper.log.file=bookie.log",
-                    "-cp",
-                    launch["PEER_CP"],
+                cmd = self.java_command(
+                    f"bench-bookie-{n}",
                     "org.apache.bookkeeper.server.Main",
-                    "--conf",
-                    str(d / "bk_server.conf"),
-                ]
+                    ["--conf", str(d / "bk_server.conf")],
+                    log_dir=d,
+                    log_file="bookie.log",
+                    launch=launch,
+                )
                 out = open(d / "bookie.out", "wb")
                 proc = subprocess.Popen(cmd, cwd=d, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 bookies.append(JavaBookie(f"127.0.0.1:{port}", port, http, proc, d))
@@ -551,6 +619,111 @@ class JavaPeer:
             self.stop_bookies_in(bookies)
             raise
         return bookies
+
+    def replicas_check(
+        self,
+        directory: str | Path,
+        zk: str,
+        root: str,
+        *,
+        on_start=None,
+        timeout: float = 7200,
+    ) -> ReplicasCheck:
+        """Java's auditor replicas check, once, over the cluster of ``zk``/``root``: an
+        ``AutoRecoveryMain`` of the peer (its own conf and log in ``directory``) with only the
+        replicas check scheduled (``auditorReplicasCheckInterval`` a day; the check-all-ledgers and
+        placement checks off; the auditor's one bookie check at start, which it runs anyhow,
+        before it), its last-run time set 21 days back first as ``forceauditchecks`` does so that
+        it starts at once.  ``on_start()`` is called when the auditor logs "Starting
+        ReplicasCheck" (to sample counters); returns when it logs its end, then stops the daemon.
+        No other auditor may be running on that cluster (the election would not pick this one)."""
+        import socket
+
+        from bkctl.wire.metadata import paths as P
+        from bkctl.wire.metadata.zk import ZKMetadataStore
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        conf = d / "autorecovery.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    f"metadataServiceUri=zk+hierarchical://{zk}{root}",
+                    "zkTimeout=10000",
+                    f"bookiePort={port}",
+                    "advertisedAddress=127.0.0.1",
+                    "useHostNameAsBookieID=false",
+                    "allowLoopback=true",
+                    f"journalDirectories={d / 'journal'}",
+                    f"ledgerDirectories={d / 'ledgers'}",
+                    "httpServerEnabled=false",
+                    "auditorReplicasCheckInterval=86400",
+                    "auditorPeriodicCheckInterval=0",
+                    "auditorPeriodicPlacementPolicyCheckInterval=0",
+                    "auditorPeriodicBookieCheckInterval=0",
+                ]
+            )
+            + "\n"
+        )
+        with ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20) as store:
+            store.underreplication.set_check_ctime(
+                P.UR_REPLICAS_CHECK_CTIME, int(time.time() * 1000) - 21 * 86400 * 1000
+            )
+        cmd = self.java_command(
+            "bench-auditor", "org.apache.bookkeeper.replication.AutoRecoveryMain", ["-c", str(conf)]
+        )
+        log_path = d / "autorecovery.log"
+        result = ReplicasCheck(None, float("nan"), log=log_path)
+        unanswered: set[str] = set()
+        missing: set[str] = set()
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+            )
+            deadline = time.monotonic() + timeout
+            started = None
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    log.write(line)
+                    if started is None and _RC_START in line:
+                        started = time.monotonic()
+                        if on_start is not None:
+                            on_start()
+                    elif "Unable to GetListOfEntriesOfLedger" in line:
+                        result.not_answered += 1
+                    elif m := re.search(r"Ledger : (\d+) has following (unavailable bookies|missing entries)", line):
+                        (unanswered if m.group(2) == "unavailable bookies" else missing).add(m.group(1))
+                    elif m := _RC_DONE.search(line):
+                        result.check_ms = int(m.group(1))
+                        result.no_replica, result.below_ack, result.below_write = map(int, m.groups()[1:])
+                        break
+                    elif any(s in line for s in _RC_FAILED + _RC_SKIPPED) or "so giving up" in line:
+                        result.failure = line.strip()
+                        if "so giving up" not in line:
+                            break
+                    if time.monotonic() > deadline:
+                        result.failure = f"no end of the replicas check within {timeout:.0f} s"
+                        break
+                else:
+                    result.failure = result.failure or f"the autorecovery daemon exited ({proc.wait()})"
+                if started is not None:
+                    result.seconds = time.monotonic() - started
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                for rest in proc.stdout or ():
+                    log.write(rest)
+        result.ledgers_unanswered = len(unanswered)
+        result.ledgers_missing_entries = len(missing)
+        return result
 
     @staticmethod
     def stop_bookies_in(bookies: list[JavaBookie], grace: float = 30) -> None:

@@ -579,7 +579,9 @@ class BookieProtocol(protocol.Protocol):
         )
 
     def _v3_list_entries(self, req, high_priority: bool) -> None:
+        started = time.perf_counter()
         rc, availability = self.bookie.entry_availability(req.getListOfEntriesOfLedgerRequest.ledgerId)
+        self.observe("get_list_of_entries", started, rc)
         self.send(v3.serialize(v3.get_list_of_entries_response(req, rc, availability)))
 
     def _v3_auth(self, req, high_priority: bool) -> None:

@@ -252,6 +252,14 @@ def test_metrics_count_what_the_bookie_did(bookies):
     assert m['bookie_requests_total{op="add",status="EOK"}'] == 20
     assert m['bookie_requests_total{op="read",status="EOK"}'] == 1
     assert m['bookie_requests_total{op="read",status="ENOLEDGER"}'] == 1
+    # the entry lists a replicas check asks for (Java's auditor, `ledger fsck`) count too (v3: a connection of its own)
+    c3 = WireClient(bookie.port)
+    for ledger_id in (9, 10):
+        c3.v3(v3.get_list_of_entries_request(c3.next_txn(), ledger_id))
+    c3.close()
+    m = bookie.metrics()
+    assert m['bookie_requests_total{op="get_list_of_entries",status="EOK"}'] == 1
+    assert m['bookie_requests_total{op="get_list_of_entries",status="ENOLEDGER"}'] == 1
     assert m['bookie_request_latency_seconds_count{op="add"}'] == 20
     # one add at a time: every add waited for an fsync of its own, and each fsync was timed
     fsyncs = m["bookie_journal_fsyncs_total"]
