@@ -8,6 +8,12 @@ workers run this interpreter and everything listens on 127.0.0.1.
 :func:`stop_spark` stops a session this process started, and the gateway JVM
 behind it.  Both wait through Ctrl-C (then raised): a JVM left half started
 or half stopped breaks every later export of the process (the shell).
+
+The JVM's stdout and stderr reach our stderr through :class:`_JvmStderr`, which drops the
+one line every start printed and no user can act on, "WARNING: Using incubator modules:
+jdk.incubator.vector": Spark's launcher gives the JVM ``--add-modules=jdk.incubator.vector``
+(its hard-coded JavaModuleOptions), and no JVM option silences the module system's warning.
+Every other line passes as written.
 """
 
 from __future__ import annotations
@@ -64,15 +70,70 @@ def _log4j2_file(verbose: bool = False) -> str:
     return path
 
 
+#: what the JVM says at every start, Spark's launcher having given it --add-modules=jdk.incubator.vector
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+class _JvmStderr:
+    """A pipe for the JVM's stdout and stderr, copied line by line by a thread to the
+    file descriptor ``out`` until every writer has closed it (the JVM and the Python
+    workers it spawned have exited): every line but :data:`INCUBATOR_WARNING`, as
+    written; a partial line as soon as it cannot be that warning."""
+
+    def __init__(self, out: int) -> None:
+        self.read_end, self.write_end = os.pipe()
+        self.out = out
+        self.thread = threading.Thread(target=self._copy, name="bkctl-jvm-stderr", daemon=True)
+        self.thread.start()
+
+    def _copy(self) -> None:
+        pending = b""
+        try:
+            while chunk := os.read(self.read_end, 65536):
+                *lines, pending = (pending + chunk).split(b"\n")
+                kept = b"".join(line + b"\n" for line in lines if line.rstrip(b"\r") != INCUBATOR_WARNING)
+                if pending and not INCUBATOR_WARNING.startswith(pending):
+                    kept, pending = kept + pending, b""
+                if kept:
+                    _write_all(self.out, kept)
+            if pending:
+                _write_all(self.out, pending)
+        except OSError:
+            pass  # our stderr went away: nothing to say it on
+        finally:
+            os.close(self.read_end)
+            os.close(self.out)
+
+    def wait(self, timeout: float) -> None:
+        """Until the JVM's last words are copied (its writers all closed), at most ``timeout`` s."""
+        self.thread.join(timeout)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+#: the copier of the JVM this process started (None: none started, or a quiet one)
+_jvm_stderr: _JvmStderr | None = None
+
+
 @contextmanager
 def _stdout_to_stderr(quiet: bool = False):
-    """Point file descriptor 1 at stderr while the JVM starts, so that neither
-    it nor the Python workers it spawns ever write to our stdout; ``quiet``
-    points both 1 and 2 at /dev/null (its warnings included)."""
+    """Point file descriptors 1 and 2 at a :class:`_JvmStderr` pipe while the JVM starts, so
+    that neither it nor the Python workers it spawns ever write to our stdout, and their
+    stderr reaches ours without the incubator-module warning; ``quiet`` points both 1 and
+    2 at /dev/null (its warnings included)."""
+    global _jvm_stderr
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
-    sink = os.open(os.devnull, os.O_WRONLY) if quiet else 2
+    if quiet:
+        sink = os.open(os.devnull, os.O_WRONLY)
+    else:
+        _jvm_stderr = _JvmStderr(os.dup(2))
+        sink = _jvm_stderr.write_end
     try:
         os.dup2(sink, 1)
         os.dup2(sink, 2)
@@ -81,7 +142,7 @@ def _stdout_to_stderr(quiet: bool = False):
         sys.stdout.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
-        for fd in (*saved, *([sink] if quiet else [])):
+        for fd in (*saved, sink):
             os.close(fd)
 
 
@@ -208,3 +269,5 @@ def _stop_spark(spark, timeout: float) -> None:
     except (OSError, subprocess.TimeoutExpired):
         proc.kill()
         proc.wait(timeout=timeout)
+    if _jvm_stderr is not None:
+        _jvm_stderr.wait(5.0)  # its last lines before ours
