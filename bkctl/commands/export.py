@@ -38,14 +38,15 @@ folder that holds an export is refused (exit 4) naming the folder to use.
 
 \b
 Pulsar topics: --topic persistent://tenant/ns/topic exports one row per
-message (columns topic, partition, ledger_id, entry_id, batch_index,
-message_id, publish_time, event_time, producer_name, sequence_id, key,
-key_base64_encoded, ordering_key, properties, schema_version, payload,
+message (columns topic, partition, base_topic, ledger_id, entry_id,
+batch_index, message_id, publish_time, event_time, producer_name,
+sequence_id, key, key_base64_encoded, ordering_key, properties, schema_version, payload,
 payload_size, encrypted, encryption_keys, encryption_key_values,
 encryption_algo, encryption_param, encryption_compression,
 encryption_uncompressed_size, encryption_batch_size, index,
 broker_timestamp, replicated_from, deliver_at_time, txn_id, pending, error;
-schema_version is the registry's version number, null without one)
+schema_version is the registry's version number, null without one;
+base_topic the partitioned topic a partition belongs to, else the topic)
 into topic=T/date=YYYY-MM-DD/ledger_id=N/ (the UTC day of the publish time),
 from the ledgers the topic's managed ledger lists: closed ledgers to their
 last entry, the open one to its newest entry that an ack quorum of its

@@ -154,10 +154,10 @@ def record_batch(part, schema) -> Any:
     and those the part lacks made here."""
     import pyarrow as pa
 
-    from bkctl.wire.pulsar.columns import BATCH_DEFAULTS
+    from bkctl.wire.pulsar.columns import BATCH_DEFAULTS, topic_values
 
     n = part.rows
-    constants = {"topic": part.topic, "partition": part.partition, **BATCH_DEFAULTS}
+    constants = {**topic_values(part.topic, part.partition), **BATCH_DEFAULTS}
     arrays = []
     for f in schema:
         data = part.columns.get(f.name)
@@ -588,6 +588,14 @@ class TopicSource:
                 f"{out} holds the export of {before['topic']}: one folder per topic (Spark reads a folder's "
                 f"files as one schema, and each topic's `value` has its own); export {mine} into a folder "
                 f"of its own, e.g. --out {out.parent / mine.local}, or --overwrite to replace {out}"
+            )
+        had = set(previous.get("columns") or ()) - {"value", "payload_text"}
+        if previous.get("columns") is not None and had != set(self.names()) - {"value"}:
+            added, dropped = sorted(set(self.names()) - {"value"} - had), sorted(had - set(self.names()))
+            raise Conflict(
+                f"{out} holds {mine} exported with other columns (an older bkctl's; now also: "
+                f"{', '.join(added) or 'none'}; no longer: {', '.join(dropped) or 'none'}): Spark could not "
+                f"read the folder as one dataset; export into a new folder, or --overwrite to replace {out}"
             )
         was = (previous.get("schema") or {}).get("value_type") if "value" in (previous.get("columns") or ()) else None
         now = (self._typing[1].get("value_type") if self._typing else None) if "value" in self.names() else None

@@ -867,6 +867,18 @@ def test_a_partitioned_topic_exports_every_partition(pulsar_cluster, spark, caps
         mine = [r for r in rows if r["topic"] == f"persistent://{NS}/parts-partition-{n}"]
         assert_messages(mine, case, mine[0]["ledger_id"], partition=n)
         assert all(r["message_id"] == f"{r['ledger_id']}:{r['entry_id']}:{n}:{r['batch_index']}" for r in mine)
+    # issue 69: each partition's folder (topic=...-partition-N) says which topic its rows belong to
+    assert {r["base_topic"] for r in rows} == {f"persistent://{NS}/parts"} and len(rows) > 0
+    from bkctl.export.reading import read_export
+
+    taken = read_export(spark, str(tmp_path / "parts")).where(f"base_topic = 'persistent://{NS}/parts'")
+    assert taken.count() == len(rows)
+    # an export made before the column existed is not appended to silently (Spark would read one schema)
+    doc = json.loads((tmp_path / "parts" / "_manifest.json").read_text())
+    doc["columns"].remove("base_topic")
+    (tmp_path / "parts" / "_manifest.json").write_text(json.dumps(doc))
+    code, _, err = export(capsys, c, tmp_path / "parts", "--topic", f"persistent://{NS}/parts")
+    assert code == 4 and "exported with other columns" in err and "now also: base_topic;" in err, err
     # partitions counted by the metadata: those with a managed ledger hold the data
     code, doc, err = export(capsys, c, tmp_path / "wide", "--topic", f"persistent://{NS}/wide")
     assert code == 0, err
@@ -963,7 +975,8 @@ def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp
     kept = export_rows(tmp_path / "window")
     assert kept == [r for r in rows if int(r["publish_time"].timestamp() * 1000) >= times[1]]
     doc = manifest(tmp_path / "window")
-    assert doc["partition_by"] == "topic" and doc["columns"][:3] == ["topic", "partition", "ledger_id"]
+    assert doc["partition_by"] == "topic" and doc["columns"][:4] == ["topic", "partition", "base_topic", "ledger_id"]
+    assert {r["base_topic"] for r in kept} == {f"persistent://{NS}/vec-b_batch"}  # not a partition: the topic
     assert doc["last_export"]["options"]["topic"] == f"persistent://{NS}/vec-b_batch"
     assert list(doc["topics"]) == [f"persistent://{NS}/vec-b_batch"]
 
@@ -1026,7 +1039,7 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
         .option("splitEntries", "1")
         .load()
     )
-    assert df.columns[:4] == ["topic", "partition", "ledger_id", "entry_id"]
+    assert df.columns[:5] == ["topic", "partition", "base_topic", "ledger_id", "entry_id"]
     t = c.three
     got = sorted((r["ledger_id"], r["entry_id"], r["batch_index"]) for r in df.collect())
     assert got[:5] == [(t["a"], 1, i) for i in range(5)]

@@ -475,3 +475,34 @@ def test_what_is_left_out_is_counted_only_inside_the_publish_time_window():
         dec.add(ledger_id, entry_id, data)
     assert dec.take()["payload"] == [b"kept"]
     assert dec.left_out["aborted"] == 1  # the late one; the early one is outside --from, as its row would be
+
+
+# ---------------------------------------------------------------- the topic columns
+
+
+@pytest.mark.parametrize("splitter", SPLITTERS)
+def test_a_partitions_rows_name_the_topic_it_belongs_to(splitter):
+    """Issue 69: a partition's rows (its folder topic=...-partition-N) carried no column naming the
+    partitioned topic; ``base_topic`` does, and is the topic itself when it is not a partition."""
+    from bkctl.wire.pulsar.columns import topic_values
+
+    entries = in_ledger(pe.case_entries("c_zlib_batch"))
+    for topic, partition, base in (
+        ("persistent://t/ns/orders-partition-3", 3, "persistent://t/ns/orders"),
+        ("persistent://t/cluster/ns/a-partition-1-partition-0", 0, "persistent://t/cluster/ns/a-partition-1"),
+        ("persistent://t/ns/orders-partition-3", -1, "persistent://t/ns/orders-partition-3"),  # not one: itself
+        ("persistent://t/ns/plain", -1, "persistent://t/ns/plain"),
+    ):
+        assert topic_values(topic, partition) == {"topic": topic, "partition": partition, "base_topic": base}
+        dec = TopicDecoder(topic, partition, splitter=splitter)
+        for (ledger_id, entry_id), data in entries:
+            dec.add(ledger_id, entry_id, data)
+        dec.finish()
+        rows = pa.Table.from_batches([record_batch(p, SCHEMA) for p in dec.take_parts()], schema=SCHEMA).to_pylist()
+        assert rows and {(r["topic"], r["partition"], r["base_topic"]) for r in rows} == {(topic, partition, base)}
+    dec = TopicDecoder("persistent://t/ns/orders-partition-3", 3, splitter=PyMessageRows)
+    for (ledger_id, entry_id), data in entries:
+        dec.add(ledger_id, entry_id, data)
+    dec.finish()
+    taken = dec.take()
+    assert set(taken["base_topic"]) == {"persistent://t/ns/orders"} and len(taken["base_topic"]) == len(taken["topic"])

@@ -5,7 +5,8 @@ in Spark SQL's DDL words (``bkctl.export.columns`` derives the Arrow schema,
 the Spark schema and the DDL from it) and with where a row's value comes
 from when a batch is split (:data:`MADE_BY`):
 
-* ``topic``: the same in every row a decoder makes (its topic and partition);
+* ``topic``: the same in every row a decoder makes (its topic, partition, and the
+  topic a partition belongs to: :func:`topic_values`);
 * ``entry``: the same for every message of an entry: the column's ``value``
   rule, applied to the entry's :class:`EntryFacts` in Python, and handed to
   either splitter (in Arrow's units: timestamps in microseconds);
@@ -31,6 +32,7 @@ __all__ = [
     "EntryFacts",
     "entry_values",
     "names",
+    "topic_values",
     "txn_id",
     "value_column",
 ]
@@ -66,6 +68,16 @@ class Column(NamedTuple):
     value: Callable[[EntryFacts], Any] | None = None
 
 
+def topic_values(topic: str, partition: int) -> dict[str, Any]:
+    """The ``topic`` columns' values in every row of ``topic`` (``partition``: its index, -1 for
+    a topic that is not a partition): ``base_topic`` is the partitioned topic a partition
+    belongs to, as Pulsar's ``TopicName.getPartitionedTopicName()`` (the name less its
+    ``-partition-N``), and the topic itself for one that is not a partition."""
+    suffix = f"-partition-{partition}"
+    base = topic[: -len(suffix)] if partition >= 0 and topic.endswith(suffix) else topic
+    return {"topic": topic, "partition": partition, "base_topic": base}
+
+
 def _us(ms: int | None) -> int | None:
     return None if ms is None else ms * 1000
 
@@ -81,6 +93,8 @@ def txn_id(md: Any) -> str | None:
 MESSAGE_COLUMNS: tuple[Column, ...] = (
     Column("topic", "string", "topic"),
     Column("partition", "int", "topic"),
+    # a partition's rows name the partitioned topic too: `WHERE base_topic = ...` takes every partition
+    Column("base_topic", "string", "topic"),
     Column("ledger_id", "long", "entry", lambda e: e.ledger_id),
     Column("entry_id", "long", "entry", lambda e: e.entry_id),
     Column("batch_index", "int", "message"),

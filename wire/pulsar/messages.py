@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from bkctl.wire import fastpath
 
 from .chunks import ChunkAssembler, ChunkedMessage
-from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values
+from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values, topic_values
 from .entry import StoredEntry, decode_entry, decompress_whole
 from .errors import CorruptEntry
 from .rows import BatchRowsProtocol, MessageValues, PyMessageRows, encryption_values, entry_messages, message_values
@@ -78,8 +78,8 @@ def message_id(
 class RowPart:
     """Rows in storage order, as one splitter took them (``take()``):
     ``columns`` maps a column to its values -- a list (the Python twin) or
-    Arrow buffers (the C twin); the ``topic`` columns are ``topic`` and
-    ``partition`` in every row, and a column the part lacks has its
+    Arrow buffers (the C twin); the ``topic`` columns are those of ``topic`` and
+    ``partition`` in every row (:func:`~.columns.topic_values`), and a column the part lacks has its
     :data:`~.columns.BATCH_DEFAULTS` value."""
 
     __slots__ = ("rows", "columns", "topic", "partition")
@@ -163,8 +163,8 @@ class TopicDecoder:
         for part in self.take_parts():
             if not all(isinstance(v, list) for v in part.columns.values()):
                 raise RuntimeError("rows the C splitter made are taken with take_parts()")
-            out["topic"] += [part.topic] * part.rows
-            out["partition"] += [part.partition] * part.rows
+            for name, value in topic_values(part.topic, part.partition).items():
+                out[name] += [value] * part.rows
             for name, values in part.columns.items():
                 out[name] += values
         return out
