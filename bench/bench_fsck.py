@@ -5,6 +5,7 @@ to the bookies, and its peak memory, beside the load average.
 Prints figures, asserts nothing. Usage::
 
     .venv/bin/python bench/bench_fsck.py [--sizes 10000,100000] [--entries 2] [--size 64] [--dir DIR]
+        [--java-peer ~/bk-java-peer [--rounds 3] [--skip-mixed] [--java-replicas-check-mixed]]
 
 A throw-away sandbox (a real ZooKeeper and 3 bookieds) is filled, for each of ``--sizes`` in
 turn, up to that many closed E3/Qw2/Qa2 ledgers of ``--entries`` entries of ``--size`` bytes
@@ -24,7 +25,8 @@ availability bitmap) then runs once over the same cluster -- the same ZooKeeper,
 three bookieds, the same ledgers -- in an ``AutoRecoveryMain`` of the peer, and its time (the
 auditor's own "Completed ReplicasCheck in N milliSeconds") is printed beside fsck's, with the
 ZooKeeper packets and the bookie requests each made (both sides counted the same way: ``mntr``
-and the bookieds' ``bookie_requests_total``).  Then the mixed cluster (3 bookieds and 2 Java
+and the bookieds' ``bookie_requests_total``); ``--rounds N`` runs both N times at the largest
+size, alternated (fsck, Java, Java, fsck, ...), and prints their medians.  Then the mixed cluster (3 bookieds and 2 Java
 bookies on DbLedgerStorage, planted faults, ``--mixed-ledgers``) is checked by fsck, its fixes
 and autorecovery; ``--java-replicas-check-mixed`` also runs Java's replicas check there (Java
 DbLedgerStorage bookies never answer GET_LIST_OF_ENTRIES_OF_LEDGER: each request waits for the
@@ -46,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import zk_requests as zk_packets  # noqa: E402  (mntr's zk_packets_received)
+from java_peer import alternate, median  # noqa: E402
 from common import bookie_metrics, commit_or_exit, in_sandbox, load_note, section  # noqa: E402
 
 FIRST = 1_000_000  # above the ids the sandbox hands out
@@ -168,21 +171,40 @@ DBSTORAGE = (
 
 def bookie_requests(http_ports: list[int]) -> int:
     """Requests the bookies answered so far (``bookie_requests_total`` over every op and status)."""
-    return int(sum(v for k, v in bookie_metrics(*http_ports).items() if k.startswith("bookie_requests_total{")))
+    return sum(requests_by_op(http_ports).values())
 
 
-def java_replicas_check(peer, work: Path, zk: str, root: str, http_ports: list[int], ledgers: int) -> None:
-    """Java's auditor replicas check once over the cluster, printed beside fsck's figures."""
+def requests_by_op(http_ports: list[int]) -> dict[str, int]:
+    """Requests the bookies answered so far, by operation (``bookie_requests_total``'s ``op``)."""
+    ops: dict[str, int] = {}
+    for series, value in bookie_metrics(*http_ports).items():
+        if m := re.fullmatch(r'bookie_requests_total\{op="([^"]+)",.*\}', series):
+            ops[m.group(1)] = ops.get(m.group(1), 0) + int(value)
+    return ops
+
+
+def java_replicas_check(peer, work: Path, zk: str, root: str, http_ports: list[int], ledgers: int) -> float | None:
+    """Java's auditor replicas check once over the cluster, printed beside fsck's figures; its
+    seconds by its own figure (None: it did not complete)."""
     counted: dict[str, int] = {}
+    ops_before: dict[str, int] = {}
 
     def on_start() -> None:
-        counted["zk"], counted["bookie"] = zk_packets(zk), bookie_requests(http_ports)
+        counted["zk"] = zk_packets(zk)
+        ops_before.update(requests_by_op(http_ports))
+        counted["bookie"] = sum(ops_before.values())
 
     r = peer.replicas_check(work, zk, root, on_start=on_start)
-    zk_after, bookie_after = zk_packets(zk), bookie_requests(http_ports)
+    zk_after, ops_after = zk_packets(zk), requests_by_op(http_ports)
+    bookie_after = sum(ops_after.values())
+    by_op = ", ".join(
+        f"{op} {ops_after[op] - ops_before.get(op, 0):,}"
+        for op in sorted(ops_after)
+        if ops_after[op] > ops_before.get(op, 0)
+    )
     if not counted:
         print(f"  Java replicas check did not start: {r.failure} (log: {r.log})", flush=True)
-        return
+        return None
     what = (
         f"{ledgers:,} ledgers in {r.check_ms / 1000:.1f}s: {ledgers * 1000 / max(r.check_ms, 1):,.0f} ledgers/s "
         f"(its own figure; {r.seconds:.1f}s from its start line to its end line)"
@@ -190,13 +212,15 @@ def java_replicas_check(peer, work: Path, zk: str, root: str, http_ports: list[i
         else f"did NOT complete after {r.seconds:.1f}s: {r.failure}"
     )
     print(
-        f"  Java 4.17.2 auditor replicas check: {what}; {bookie_after - counted['bookie']:,} bookie requests, "
+        f"  Java 4.17.2 auditor replicas check: {what}; {bookie_after - counted['bookie']:,} bookie requests "
+        f"({by_op or 'none'}), "
         f"{zk_after - counted['zk']:,} ZooKeeper packets; ledgers counted with an entry of no replica "
         f"{r.no_replica}, < Qa {r.below_ack}, < Qw {r.below_write}; bookies not answering "
         f"{r.not_answered:,} times ({r.ledgers_unanswered:,} ledgers), {r.ledgers_missing_entries:,} ledgers "
         f"logged with missing entries; {load_note()}",
         flush=True,
     )
+    return r.check_ms / 1000 if r.check_ms is not None else None
 
 
 def free_port() -> int:
@@ -263,9 +287,6 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
             flush=True,
         )
         print("  fsck said:", *r["stderr"], sep="\n    ")
-        if args.java_replicas_check_mixed:
-            print("  (bookie requests below: the 3 bookieds' only; the Java bookies count none)")
-            java_replicas_check(peer, work / "java-auditor-mixed", zk, root, http_ports, args.mixed_ledgers + 1)
         r = fsck(uri, zk, [span, "--fix", "mark", "--fix", "ensemble", "--fix", "unmark", "--force"])
         applied = r["out"].count('"status":"applied"')
         print(f"  fsck --fix: exit {r['code']}, {applied} fixes applied", flush=True)
@@ -297,6 +318,10 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
             read = [line.split(" data=", 1)[1] for line in out.stdout.splitlines() if line.startswith("entry ")]
             want = [payload(lid, e, args.size).decode() for e in range(2)]
             print(f"  Java client reads ledger {lid}: {'byte-equal' if read == want else f'DIFFERENT: {read!r}'}")
+        if args.java_replicas_check_mixed:
+            # last: its ReplicationWorker acts on marks (it unmarked the deleted ledger before fsck --fix could)
+            print("  Java's replicas check over the repaired mixed cluster (bookie requests: the 3 bookieds' only)")
+            java_replicas_check(peer, work / "java-auditor-mixed", zk, root, http_ports, args.mixed_ledgers + 1)
     finally:
         if ar is not None:
             ar.send_signal(signal.SIGTERM)
@@ -316,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fsck-args", default="", help="more arguments for bkctl ledger fsck (e.g. '--all')")
     ap.add_argument("--java-peer", metavar="DIR", help="also a mixed cluster with Java bookies (../shared/java-peer)")
     ap.add_argument("--mixed-ledgers", type=int, default=10_000, help="ledgers of the mixed cluster (--java-peer)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="at the largest size: fsck and Java's replicas check this many times each, alternated; medians",
+    )
     ap.add_argument(
         "--skip-mixed", action="store_true", help="with --java-peer: no mixed cluster, only the side by side"
     )
@@ -348,21 +379,38 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             fill(uri, zk, shuffled(bookies, FIRST + filled, FIRST + n), args.entries, args.size)
             filled = n
-            r = fsck(uri, zk, args.fsck_args.split(), http_ports)
-            rate = r["ledgers"] / r["seconds"] if r["seconds"] else float("nan")
-            rss = "unchanged" if r["maxrss_kib"] is None else f"{r['maxrss_kib'] / 1024:.0f} MiB"
-            print(
-                f"  {r['ledgers']:,} ledgers in {r['seconds']:.1f}s: {rate:,.0f} ledgers/s; exit {r['code']}, "
-                f"{r['findings']} findings; {r['bookie_requests']:,} bookie requests "
-                f"({r['bookie_requests'] / max(1, r['ledgers']):.1f}/ledger; the bookies answered "
-                f"{r['bookies_answered']:,}), {r['zk_packets']:,} ZooKeeper packets "
-                f"({r['zk_packets'] / max(1, r['ledgers']):.3f}/ledger); peak RSS {rss}; {load_note()}",
-                flush=True,
-            )
-            if r["code"] != 0:
-                print("   ", *r["stderr"], sep="\n    ")
-            if peer is not None:
-                java_replicas_check(peer, Path(_work) / f"java-auditor-{n}", zk, parsed.root, http_ports, n)
+            times: dict[str, list[float]] = {"fsck": [], "java": []}
+            sides = ["fsck", "java"] if peer is not None else ["fsck"]
+            for round_, side in alternate(sides, args.rounds if n == sizes[-1] else 1):
+                if side == "java":
+                    took = java_replicas_check(
+                        peer, Path(_work) / f"java-auditor-{n}-{round_}", zk, parsed.root, http_ports, n
+                    )
+                    if took is not None:
+                        times["java"].append(took)
+                    continue
+                r = fsck(uri, zk, args.fsck_args.split(), http_ports)
+                times["fsck"].append(r["seconds"])
+                rate = r["ledgers"] / r["seconds"] if r["seconds"] else float("nan")
+                rss = "unchanged" if r["maxrss_kib"] is None else f"{r['maxrss_kib'] / 1024:.0f} MiB"
+                print(
+                    f"  fsck: {r['ledgers']:,} ledgers in {r['seconds']:.1f}s: {rate:,.0f} ledgers/s; exit "
+                    f"{r['code']}, {r['findings']} findings; {r['bookie_requests']:,} bookie requests "
+                    f"({r['bookie_requests'] / max(1, r['ledgers']):.1f}/ledger; the bookies answered "
+                    f"{r['bookies_answered']:,}), {r['zk_packets']:,} ZooKeeper packets "
+                    f"({r['zk_packets'] / max(1, r['ledgers']):.3f}/ledger); peak RSS {rss}; {load_note()}",
+                    flush=True,
+                )
+                if r["code"] != 0:
+                    print("   ", *r["stderr"], sep="\n    ")
+            if len(times["fsck"]) > 1 or times["java"]:
+                fs, js = median(times["fsck"]), median(times["java"])
+                print(
+                    f"  median of {len(times['fsck'])} fsck and {len(times['java'])} Java runs (alternated) at "
+                    f"{n:,} ledgers: fsck {fs:.1f}s ({n / fs:,.0f} ledgers/s), Java replicas check {js:.1f}s "
+                    f"({n / js:,.0f} ledgers/s): fsck takes {fs / js:.2f}x Java's time; {load_note()}",
+                    flush=True,
+                )
         if args.java_peer and not args.skip_mixed:
             mixed(uri, zk, Path(_work), args, http_ports)
         return 0
