@@ -35,7 +35,7 @@ from bkctl.wire.text import utc_date, utc_iso
 from . import planning
 from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WINDOW, LedgerReader, ReadSettings
 from .output import MANIFEST, OutputDir
-from .source import ExportError, ExportSource, SourcePlan, Written
+from .source import ExportError, ExportSource, SourcePlan, TaskReport, Written
 from .spark_session import spark_session, stop_spark
 
 __all__ = ["ExportOptions", "ExportProgress", "run_export", "spark_error_cause"]
@@ -168,7 +168,7 @@ def _write(
     plan: SourcePlan,
     progress: ProgressCallback | None,
     only: list[int] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[TaskReport]:
     """Run the tasks of ``plan`` (those numbered ``only``, else all) into
     ``staging`` (in a thread, reporting task progress), then commit their
     files; returns what the tasks reported."""
@@ -195,8 +195,7 @@ def _write(
     def write() -> None:
         try:
             sc.setJobGroup(group, f"bkctl export to {options.out}", interruptOnCancel=True)
-            reports = sc.parallelize(tasks, len(tasks)).map(task).collect()
-            outcome["reports"] = [record for records in reports for record in records]
+            outcome["reports"] = sc.parallelize(tasks, len(tasks)).map(task).collect()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc
 
@@ -234,12 +233,13 @@ def _write(
                 raise CommandError(f"the Spark job failed: {cause}", code) from error
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
-    commit_files(staging, [r for r in outcome["reports"] if "name" in r])
+    reports: list[TaskReport] = outcome["reports"]
+    commit_files(staging, [f for r in reports for f in r.files])
     if progress is not None:
         progress(
             ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total, len(plans), len(plans))
         )
-    return outcome["reports"]
+    return reports
 
 
 def cause_exit_code(cause: str) -> int | None:
@@ -303,7 +303,7 @@ def _manifest(
     source: ExportSource,
     plan: SourcePlan,
     written: Written,
-    reports: list[dict[str, Any]],
+    reports: list[TaskReport],
     files: dict[int, list[str]],
     started: float,
     seconds: float,
@@ -403,7 +403,7 @@ def run_export(
             source.refuse_mixing(plan, previous, out.path)
         to_read = [p for p in plan.plans if p.entries]
         master = options.master
-        reports: list[dict[str, Any]] = []
+        reports: list[TaskReport] = []
         if progress is not None:
             progress(
                 ExportProgress(
@@ -440,8 +440,8 @@ def run_export(
                         "transaction that was aborted or is still open, which only the other tasks' entries "
                         "told..."
                     )
-                    remove_files(out.staging, [r for r in reports if r.get("index") in again])
-                    reports = [r for r in reports if r.get("index", r.get("task")) not in again] + _write(
+                    remove_files(out.staging, [f for r in reports if r.task in again for f in r.files])
+                    reports = [r for r in reports if r.task not in again] + _write(
                         spark, settings, str(out.staging), options, source, plan, progress, only=again
                     )
                     timings["write_again"] = time.monotonic() - t

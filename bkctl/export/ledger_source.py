@@ -22,7 +22,7 @@ from . import planning
 from .columns import LEDGER_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
 from .planning import EntryRange, LedgerSpec
-from .source import ExportError, SourcePlan, Written
+from .source import ExportError, SourcePlan, TaskReport, Written
 from .writing import leaf_dir
 
 __all__ = ["LedgerBatchBuilder", "LedgerSelection", "LedgerSource", "read_ledger_range", "written_stats"]
@@ -206,7 +206,7 @@ class LedgerSource:
     def folders(self, task: EntryRange, batch: Any) -> Iterator[tuple[str, Any]]:
         yield leaf_dir(self.partition_by, task.ledger_id, task.ctime_ms), batch
 
-    def verify(self, plan: SourcePlan, reports: list[dict[str, Any]], staging: Any) -> Written:
+    def verify(self, plan: SourcePlan, reports: list[TaskReport], staging: Any) -> Written:
         stats, files = written_stats(staging)
         wanted = {p.ledger_id: p for p in plan.plans if p.entries}
         problems = []
@@ -225,10 +225,10 @@ class LedgerSource:
             raise ExportError("the written data does not match the plan: " + "; ".join(problems[:5]))
         return Written(stats, files)
 
-    def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
+    def manifest(self, plan: SourcePlan, reports: list[TaskReport], decode: str | None) -> dict[str, Any]:
         return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUTS[self.partition_by]}
 
-    def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: dict[str, Any]) -> None:
         pass
 
     def describe(self) -> dict[str, Any]:
@@ -243,6 +243,6 @@ class LedgerSource:
     def refuse_mixing(self, plan: SourcePlan, previous: dict[str, Any] | None, out: Any) -> None:
         """Ledger rows always read as one dataset with a previous ledger export's: nothing to refuse."""
 
-    def redo(self, plan: SourcePlan, reports: list[dict[str, Any]]) -> list[int]:
+    def redo(self, plan: SourcePlan, reports: list[TaskReport]) -> list[int]:
         """What one task reads never changes another's rows: no task to run again."""
         return []

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from .executor import LedgerReader, ReadSettings
     from .planning import LedgerPlan
 
-__all__ = ["ExportError", "ExportSource", "SourcePlan", "Written"]
+__all__ = ["ExportError", "ExportSource", "FileWritten", "SourcePlan", "TaskReport", "Written"]
 
 
 class ExportError(RuntimeError):
@@ -38,6 +38,30 @@ class SourcePlan:
     tasks: list[Any]
     skipped: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FileWritten:
+    """A data file one attempt of task number ``task`` wrote: ``name`` in the partition
+    folder ``leaf``, below the attempt's folder until :func:`~bkctl.export.writing.commit_files`
+    moves it into ``leaf``."""
+
+    task: int
+    attempt: str
+    leaf: str
+    name: str
+    rows: int
+
+
+@dataclass
+class TaskReport:
+    """What task number ``task`` did (:func:`~bkctl.export.writing.run_task`, on an executor):
+    the files it wrote, and the counts its source's :meth:`ExportSource.read` kept (the
+    source's own, read back by the source alone)."""
+
+    task: int
+    files: list[FileWritten]
+    counts: dict[str, Any]
 
 
 @dataclass
@@ -83,14 +107,14 @@ class ExportSource(Protocol):
     def folders(self, task: Any, batch: Any) -> Iterator[tuple[str, Any]]:
         """A batch's rows as ``(leaf folder, rows)`` pairs: where they go in the export."""
 
-    def verify(self, plan: SourcePlan, reports: list[dict[str, Any]], staging: Any) -> Written:
+    def verify(self, plan: SourcePlan, reports: list[TaskReport], staging: Any) -> Written:
         """Check what the tasks wrote into ``staging`` against the plan."""
 
-    def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
+    def manifest(self, plan: SourcePlan, reports: list[TaskReport], decode: str | None) -> dict[str, Any]:
         """The source's part of the manifest: ``columns``, ``layout``, what to
         add to this export's record (``export``), and sections of its own."""
 
-    def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: dict[str, Any]) -> None:
         """Add the source's own facts to the export's summary (which counts its rows as :attr:`rows_are`)."""
 
     def describe(self) -> dict[str, Any]:
@@ -101,7 +125,7 @@ class ExportSource(Protocol):
         previous export in ``out`` (its manifest) and this one's rows would not read as one
         dataset (a topic export's; a ledger export's rows always do)."""
 
-    def redo(self, plan: SourcePlan, reports: list[dict[str, Any]]) -> list[int]:
+    def redo(self, plan: SourcePlan, reports: list[TaskReport]) -> list[int]:
         """Called once the tasks ran: the numbers of the tasks to run again (their files are
         replaced), with ``plan.tasks`` updated for them -- what one task reads can change
         another's rows (a topic's transactions:

@@ -35,7 +35,7 @@ from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 
 from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
-from .source import ExportError, SourcePlan, Written
+from .source import ExportError, SourcePlan, TaskReport, Written
 from .topic_planning import TopicRange, TopicSpec, cursor_from_json, plan_topic, publish_time_reader
 
 __all__ = [
@@ -464,7 +464,7 @@ class TopicSource:
         plan.details["transactions"] = {topic: t.to_json() for topic, t in transactions.items()}
         return plan
 
-    def redo(self, plan: SourcePlan, reports: list[dict[str, Any]]) -> list[int]:
+    def redo(self, plan: SourcePlan, reports: list[TaskReport]) -> list[int]:
         """The tasks to run again once every task reported the transactions
         its entries show (``scan_first`` False): those holding messages of an
         aborted transaction, and those at or past where an open one holds
@@ -473,7 +473,7 @@ class TopicSource:
 
         if self.spec.scan_first:
             return []
-        scans = {r["task"]: r["transactions"] for r in reports if "task" in r and "transactions" in r}
+        scans = {r.task: r.counts["transactions"] for r in reports if "transactions" in r.counts}
         again, plan.tasks, transactions = tasks_to_redo(plan.tasks, scans, reports, self.spec.include_pending)
         plan.details["transactions"] = {topic: t.to_json() for topic, t in transactions.items()}
         return again
@@ -485,13 +485,13 @@ class TopicSource:
     def folders(self, task: TopicRange, batch: Any) -> Iterator[tuple[str, Any]]:
         return rows_by_folder(task.topic, batch)
 
-    def verify(self, plan: SourcePlan, reports: list[dict[str, Any]], staging: Any) -> Written:
+    def verify(self, plan: SourcePlan, reports: list[TaskReport], staging: Any) -> Written:
         """Per ledger: messages written and their bytes, from the tasks'
         counts checked against the files they wrote; and the file count.  (A
         chunked message a rollover cut is counted with the ledger it began
         in, though its row is in the next ledger's folder.)"""
-        tasks = [r for r in reports if "task" in r]
-        files = [r for r in reports if "name" in r]
+        tasks = [r.counts for r in reports]
+        files = [f for r in reports for f in r.files]
         covered: dict[int, list[tuple[int, int]]] = {}
         stats: dict[int, dict[str, int]] = {}
         for r in tasks:
@@ -512,7 +512,7 @@ class TopicSource:
                 want = hi + 1
             if want != p.last + 1:
                 problems.append(f"ledger {p.ledger_id}: entries {p.first}..{p.last} planned, read {spans}")
-        written = sum(f["rows"] for f in files)
+        written = sum(f.rows for f in files)
         made = sum(s["rows"] for s in stats.values())
         if written != made:
             problems.append(f"the tasks made {made} rows but their files hold {written}")
@@ -521,15 +521,15 @@ class TopicSource:
         return Written(stats, len(files))
 
     @staticmethod
-    def problems(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [p for r in reports if "task" in r for p in r.get("problems", [])]
+    def problems(reports: list[TaskReport]) -> list[dict[str, Any]]:
+        return [p for r in reports for p in r.counts.get("problems", [])]
 
     @staticmethod
-    def left_out(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    def left_out(reports: list[TaskReport]) -> dict[str, Any]:
         """What the tasks left out (or kept as pending), summed: markers by name, aborted, pending."""
         out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
         for r in reports:
-            for key, value in (r.get("left_out") or {}).items() if "task" in r else ():
+            for key, value in (r.counts.get("left_out") or {}).items():
                 if key == "markers":
                     for name, n in value.items():
                         out["markers"][name] = out["markers"].get(name, 0) + n
@@ -538,12 +538,12 @@ class TopicSource:
         return out
 
     @staticmethod
-    def pushdown_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    def pushdown_doc(plan: SourcePlan, reports: list[TaskReport]) -> dict[str, Any] | None:
         """What --from/--to skipped, and the entries the tasks read (None: no window)."""
         doc = plan.details.get("pushdown")
         if doc is None:
             return None
-        tasks = [r for r in reports if "task" in r]
+        tasks = [r.counts for r in reports]
         return {
             **doc,
             "ledgers_read": len({r["ledger_id"] for r in tasks}),
@@ -551,12 +551,12 @@ class TopicSource:
         }
 
     @staticmethod
-    def schema_doc(plan: SourcePlan, reports: list[dict[str, Any]]) -> dict[str, Any]:
+    def schema_doc(plan: SourcePlan, reports: list[TaskReport]) -> dict[str, Any]:
         """How the values were typed: the plan's schema section and the messages that did not decode."""
-        failed = [f for r in reports if "task" in r for f in r.get("decode_errors", ())]
+        failed = [f for r in reports for f in r.counts.get("decode_errors", ())]
         return {**(plan.details.get("schema") or {}), "decode_errors": len(failed), "first_decode_errors": failed[:20]}
 
-    def manifest(self, plan: SourcePlan, reports: list[dict[str, Any]], decode: str | None) -> dict[str, Any]:
+    def manifest(self, plan: SourcePlan, reports: list[TaskReport], decode: str | None) -> dict[str, Any]:
         return {
             "columns": manifest_columns(self.columns, decode),
             "layout": LAYOUT,
@@ -610,8 +610,8 @@ class TopicSource:
         """The rows' column names."""
         return [c.name for c in self.columns]
 
-    def summary(self, plan: SourcePlan, reports: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-        summary["entries"] = sum(r["entries"] for r in reports if "task" in r)
+    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: dict[str, Any]) -> None:
+        summary["entries"] = sum(r.counts["entries"] for r in reports)
         topics = plan.details.get("topics") or {}
         summary["topics"] = sorted(topics)
         summary["problems"] = self.problems(reports)

@@ -21,6 +21,8 @@ from typing import Any
 
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan
 
+from .source import TaskReport
+
 __all__ = ["left_out_text", "scan_transactions", "tasks_to_redo", "with_transactions"]
 
 
@@ -50,7 +52,7 @@ def with_transactions(tasks: list[Any], transactions: dict[str, TopicTransaction
 
 
 def tasks_to_redo(
-    tasks: list[Any], scans: dict[int, TopicTransactions], reports: list[dict[str, Any]], pending: bool
+    tasks: list[Any], scans: dict[int, TopicTransactions], reports: list[TaskReport], pending: bool
 ) -> tuple[list[int], list[Any], dict[str, TopicTransactions]]:
     """After the tasks ran finding the transactions themselves (``scans``:
     task number -> what its range showed): each topic's transactions, the
@@ -62,7 +64,7 @@ def tasks_to_redo(
     for index, scan in scans.items():
         by_topic.setdefault(tasks[index].topic, []).append(scan)
     transactions = {topic: TopicTransactions.merge(parts) for topic, parts in by_topic.items()}
-    read_on = {r["task"] for r in reports if "task" in r and r.get("read_ahead")}
+    read_on = {r.task for r in reports if r.counts.get("read_ahead")}
     again = []
     for index, task in enumerate(tasks):
         txns = transactions.get(task.topic)

@@ -38,6 +38,7 @@ from bkctl.wire.text import utc_date
 
 from .columns import file_schema
 from .output import NO_DATE
+from .source import FileWritten, TaskReport
 
 if TYPE_CHECKING:
     from .executor import ReadSettings
@@ -195,13 +196,10 @@ def attempt_name() -> str:
     return f"{context.stageId()}-{context.partitionId()}-{context.taskAttemptId()}"
 
 
-def run_task(
-    source: ExportSource, settings: ReadSettings, options: FileOptions, item: tuple[int, Any]
-) -> list[dict[str, Any]]:
+def run_task(source: ExportSource, settings: ReadSettings, options: FileOptions, item: tuple[int, Any]) -> TaskReport:
     """One Spark task: ``item = (index, task)``; the rows ``source`` reads for
     the task go below this attempt's folder, each leaf folder's into files of
-    its own.  Returns a record per file written and, last, the task's counts
-    (``{"task": index, ...}``)."""
+    its own.  Returns the files written and the task's counts."""
     index, task = item
     attempt = attempt_name()
     schema = file_schema(source.columns, source.partition_columns, options.decode)
@@ -221,7 +219,7 @@ def run_task(
                     )
                 writer.write(rows)
         files = [
-            {"attempt": attempt, "leaf": leaf, "name": name, "rows": rows, "index": index}
+            FileWritten(index, attempt, leaf, name, rows)
             for leaf, writer in writers.items()
             for name, rows in writer.close()
         ]
@@ -229,30 +227,30 @@ def run_task(
         for writer in writers.values():
             writer.abort()
         raise
-    return files + [{"task": index, **counts}]
+    return TaskReport(index, files, counts)
 
 
-def commit_files(staging: str | os.PathLike, reports: Iterable[dict[str, Any]]) -> int:
+def commit_files(staging: str | os.PathLike, files: Iterable[FileWritten]) -> int:
     """Move the files that successful attempts reported into their partition
     folders below ``staging``; remove every attempt folder.  Returns the
     number of files committed."""
     root = Path(staging)
     count = 0
-    for report in reports:
-        target = root / report["leaf"]
+    for f in files:
+        target = root / f.leaf
         target.mkdir(parents=True, exist_ok=True)
-        os.replace(root / ATTEMPTS / report["attempt"] / report["leaf"] / report["name"], target / report["name"])
+        os.replace(root / ATTEMPTS / f.attempt / f.leaf / f.name, target / f.name)
         count += 1
     shutil.rmtree(root / ATTEMPTS, ignore_errors=True)
     return count
 
 
-def remove_files(staging: str | os.PathLike, reports: Iterable[dict[str, Any]]) -> int:
-    """Remove the committed files that ``reports`` name (a task read again
+def remove_files(staging: str | os.PathLike, files: Iterable[FileWritten]) -> int:
+    """Remove the committed ``files`` (a task read again
     writes them anew); returns how many were removed."""
     root = Path(staging)
     count = 0
-    for report in reports:
-        (root / report["leaf"] / report["name"]).unlink()
+    for f in files:
+        (root / f.leaf / f.name).unlink()
         count += 1
     return count

@@ -139,13 +139,12 @@ def test_only_the_reported_attempt_is_committed(tmp_path, monkeypatch):
     attempts = tmp_path / writing.ATTEMPTS
     assert [p.name for p in data_files_anywhere(attempts)] == ["part-00002-jj.c000.zstd.parquet"]  # a partial file
     fail["after"] = None
-    reports = run_task(source, None, options, (2, part))
-    assert reports[-1] == {"task": 2, "ledger_id": 9, "first": 0, "last": 1999, "entries": 2000}
-    reports = [r for r in reports if "name" in r]
-    assert [(r["leaf"], r["name"], r["rows"]) for r in reports] == [
-        ("date=2025-11-23/ledger_id=9", "part-00002-jj.c000.zstd.parquet", 2000)
+    report = run_task(source, None, options, (2, part))
+    assert report.task == 2 and report.counts == {"ledger_id": 9, "first": 0, "last": 1999, "entries": 2000}
+    assert [(f.task, f.leaf, f.name, f.rows) for f in report.files] == [
+        (2, "date=2025-11-23/ledger_id=9", "part-00002-jj.c000.zstd.parquet", 2000)
     ]
-    assert commit_files(tmp_path, reports) == 1
+    assert commit_files(tmp_path, report.files) == 1
     assert not attempts.exists()
     files, table = read_files(tmp_path / "date=2025-11-23" / "ledger_id=9")
     assert [p.name for p in files] == ["part-00002-jj.c000.zstd.parquet"]

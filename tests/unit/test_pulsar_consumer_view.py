@@ -338,9 +338,10 @@ def test_tasks_learn_the_outcomes_of_transactions_decided_in_other_tasks(include
         "pending": 0 if include_pending else 2,
         "pending_kept": 2 if include_pending else 0,
     }
+    from bkctl.export.source import TaskReport
     from bkctl.export.topic_source import TopicSource
 
-    summed = TopicSource.left_out([{"task": i, "left_out": c} for i, c in enumerate(counts)])
+    summed = TopicSource.left_out([TaskReport(i, [], {"left_out": c}) for i, c in enumerate(counts)])
     assert summed == total
     line = left_out_text(summed, {TOPIC: txns[TOPIC].to_json()})
     assert line.startswith(
@@ -425,6 +426,7 @@ def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_
     those -- run again: the rows are the scan-first ones."""
     from dataclasses import replace
 
+    from bkctl.export.source import TaskReport
     from bkctl.export.topic_transactions import tasks_to_redo
 
     t1, t2 = (1, 1), (1, 2)
@@ -447,9 +449,9 @@ def test_tasks_that_find_the_transactions_themselves_then_rerun_only_those_they_
     scan_first = with_transactions(tasks, scan_transactions(reader, tasks), include_pending)
     want = [r for t in scan_first for r in run(t)[0]]
     first = [run(replace(t, scan=True)) for t in tasks]
-    reports = [{"task": i, **c} for i, (_, c) in enumerate(first)]
+    reports = [TaskReport(i, [], c) for i, (_, c) in enumerate(first)]
     again, tasks, _txns = tasks_to_redo(
-        tasks, {r["task"]: r["transactions"] for r in reports}, reports, include_pending
+        tasks, {r.task: r.counts["transactions"] for r in reports}, reports, include_pending
     )
     got = [r for i, t in enumerate(tasks) for r in (run(t)[0] if i in again else first[i][0])]
     assert got == want
