@@ -4,13 +4,10 @@ close, fence, recover, tail (through the client)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
-
-if TYPE_CHECKING:
-    from bkctl.wire.domain.ownership import LedgerOwnership
 
 
 #: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
@@ -262,37 +259,12 @@ class DeletePlan:
         }
 
 
-def refusal(owner: LedgerOwnership) -> str | None:
-    """Why a ledger must not be deleted without ``--even-if-owned``, from its
-    owner; None when nothing Pulsar uses lists it."""
-    kind = owner.owner
-    if kind == "topic":
-        return f"a data ledger of topic {owner.topic or owner.managed_ledger}"
-    if kind == "cursor":
-        return f"the ledger of cursor {owner.cursor} of topic {owner.topic or owner.managed_ledger}"
-    if kind == "orphan":
-        return f"an orphan, but {owner.caution}" if owner.caution else None
-    if kind == "not-pulsar":
-        return None
-    if kind == "schema" and owner.locator_unreadable is False:
-        # the schema registry says: a version the topic loads, or an orphan `pulsar schema check` names
-        if owner.listed:
-            return (
-                f"version {owner.schema_version} of the schema of topic {owner.topic}: the topic cannot load without it"
-            )
-        return f"an orphan schema ledger, but {owner.caution}" if owner.caution else None
-    return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
-
-
 def live_writer(
     store, ledger_id: int, base: str | None = None, now_ms: int | None = None, any_writer: bool = False
 ) -> str | None:
-    """What fencing, closing or recovering the ledger breaks when Pulsar is
-    writing it: a sentence naming the owner (from the owner check ``ledger
-    delete`` makes, :meth:`~bkctl.wire.domain.ownership.Owners.owner_of`), or None when
-    the ledger is closed, missing, or no owner of Pulsar's could be writing it.
-    ``any_writer`` (fence, recover): an open ledger that is not Pulsar's, or
-    an old Pulsar orphan, gets its sentence too -- any application may write it."""
+    """What fencing, closing or recovering the ledger breaks when Pulsar is writing it
+    (:meth:`~bkctl.wire.domain.ownership.LedgerOwnership.open_writer`), or None when the
+    ledger is closed or missing."""
     from bkctl.wire.domain.ownership import Owners
     from bkctl.wire.errors import NotFound
 
@@ -302,29 +274,7 @@ def live_writer(
         return None  # the command says "no such ledger" in its own words
     if md.is_closed:
         return None  # nothing to fence: Pulsar's writer, if any, is done
-    owner = Owners(store, base).owner_of(ledger_id, md, now_ms)
-    kind = owner.owner
-    topic = owner.topic or owner.managed_ledger
-    if kind == "topic":
-        return f"the open ledger of topic {topic}: its broker's next add fails"
-    if kind == "cursor":
-        return f"the open ledger of cursor {owner.cursor} of topic {topic}: its broker's next mark-delete write fails"
-    anyone = (
-        "an open ledger: whatever writes it (an application, DistributedLog, Pravega, HerdDB, ...) fails at its next add"
-        if any_writer
-        else None
-    )
-    if kind == "orphan":
-        if not owner.caution:
-            return anyone  # old enough to be an orphan: no broker writes it
-        age = owner.age_seconds
-        return (
-            f"a Pulsar ledger that no topic lists yet, created {'at an unknown time' if age is None else f'{age:.0f} s ago'}"
-            ": a broker creates a ledger before it lists it, so one may be writing it"
-        )
-    if kind == "not-pulsar":
-        return anyone
-    return f"an open Pulsar {kind} ledger{f' of topic {topic}' if topic else ''}: its writer's next add fails"
+    return Owners(store, base).owner_of(ledger_id, md, now_ms).open_writer(any_writer)
 
 
 def plan_delete(
@@ -361,7 +311,7 @@ def plan_delete(
             doc: dict[str, Any] = {"ledger_id": ledger_id}
         else:
             owner = owners.owner_of(ledger_id, md, now_ms)
-            why, doc = refusal(owner), owner.to_json()
+            why, doc = owner.refusal(), owner.to_json()
         if why is None:
             plan.delete.append(ledger_id)
         elif even_if_owned:

@@ -143,6 +143,58 @@ class LedgerOwnership:
             doc["locator_unreadable"] = self.locator_unreadable
         return doc
 
+    def refusal(self) -> str | None:
+        """Why the ledger must not be deleted without ``--even-if-owned``; None when nothing
+        Pulsar uses lists it (``ledger delete``'s rule)."""
+        kind = self.owner
+        if kind == "topic":
+            return f"a data ledger of topic {self.topic or self.managed_ledger}"
+        if kind == "cursor":
+            return f"the ledger of cursor {self.cursor} of topic {self.topic or self.managed_ledger}"
+        if kind == "orphan":
+            return f"an orphan, but {self.caution}" if self.caution else None
+        if kind == "not-pulsar":
+            return None
+        if kind == "schema" and self.locator_unreadable is False:
+            # the schema registry says: a version the topic loads, or an orphan `pulsar schema check` names
+            if self.listed:
+                return (
+                    f"version {self.schema_version} of the schema of topic {self.topic}: "
+                    "the topic cannot load without it"
+                )
+            return f"an orphan schema ledger, but {self.caution}" if self.caution else None
+        return f"a Pulsar {kind} ledger (by its custom metadata; Pulsar lists it where bkctl does not look)"
+
+    def open_writer(self, any_writer: bool = False) -> str | None:
+        """What fencing, closing or recovering the (open) ledger breaks when Pulsar is writing
+        it: a sentence naming the owner, or None when no owner of Pulsar's could be writing it.
+        ``any_writer`` (fence, recover): an open ledger that is not Pulsar's, or an old Pulsar
+        orphan, gets its sentence too -- any application may write it."""
+        kind = self.owner
+        topic = self.topic or self.managed_ledger
+        if kind == "topic":
+            return f"the open ledger of topic {topic}: its broker's next add fails"
+        if kind == "cursor":
+            return (
+                f"the open ledger of cursor {self.cursor} of topic {topic}: its broker's next mark-delete write fails"
+            )
+        anyone = (
+            "an open ledger: whatever writes it (an application, DistributedLog, Pravega, HerdDB, ...) fails at its "
+            "next add"
+            if any_writer
+            else None
+        )
+        if kind == "orphan":
+            if not self.caution:
+                return anyone  # old enough to be an orphan: no broker writes it
+            return (
+                f"a Pulsar ledger that no topic lists yet, created {_age_text(self.age_seconds)}"
+                ": a broker creates a ledger before it lists it, so one may be writing it"
+            )
+        if kind == "not-pulsar":
+            return anyone
+        return f"an open Pulsar {kind} ledger{f' of topic {topic}' if topic else ''}: its writer's next add fails"
+
 
 def ledger_owner(
     store: MetadataStore, ledger_id: int, base: str | None = None, now_ms: int | None = None
