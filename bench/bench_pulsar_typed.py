@@ -164,9 +164,10 @@ def store_topic(uri: str, entries: list[bytes], ledgers: int) -> list[int]:
 
 
 def run(args, uri: str, work: Path) -> int:
-    from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema
+    from bkctl.export.columns import arrow_schema
     from bkctl.export.topic_planning import TopicRange, TopicSpec
     from bkctl.export.topic_source import TopicSource, _typed, record_batch
+    from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
     from bkctl.wire.pulsar.messages import TopicDecoder
     from bkctl.wire.pulsar.schema import StoredSchema
     from bkctl.wire.pulsar.typed import TypedView
@@ -180,7 +181,7 @@ def run(args, uri: str, work: Path) -> int:
     ids = store_topic(uri, entries, args.ledgers)
 
     # the decoder alone, one core: raw rows, then the same with their values typed
-    schema = arrow_schema(TOPIC_COLUMNS)
+    schema = arrow_schema(MESSAGE_COLUMNS)  # as read_topic_range decodes: schema_version as stored
     view = TypedView({0: StoredSchema("public/default/bench-typed", "", "AVRO", json.dumps(SCHEMA).encode(), 0, False)})
     part = TopicRange(TOPIC, -1, ids[0], 0, len(entries) - 1, len(entries) - 1, typed=view)
     for label, typed in (("decode to Arrow, raw (one core)", False), ("decode to Arrow, typed (one core)", True)):
