@@ -24,6 +24,7 @@ DOMAIN = {
     "bkctl.wire.domain.topic_state": {"LedgerState", "PositionSource", "Backlog", "cursor_state", "resolve_topics"},
     "bkctl.wire.domain.ownership": {"Owners", "LedgerOwnership", "pulsar_component", "topic_of_schema_id"},
     "bkctl.wire.domain.orphans": {"OrphanSweep", "Orphan"},
+    "bkctl.wire.domain.topic_window": {"Pushdown", "offloaded_copy"},
     "bkctl.wire.domain.disk_attribution": {"Owner", "Tally", "Walk", "walk_ledgers", "entry_log_classes"},
 }
 
