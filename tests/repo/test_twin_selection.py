@@ -58,11 +58,16 @@ REMAINING: dict[str, set[str]] = {
     },
     "bkctl.bookied.server": {"fastpath.build()", "fastpath.selected()"},
     "bkctl.bookied.service": {"fastpath.selected()"},
-    "bkctl.bookied.storage.entry_log": {"fastpath.selected()"},
+    "bkctl.bookied.storage.entry_log": {
+        "fastpath.selected()",
+        "getattr(c, 'log_records', None)",
+        "getattr(c, 'span_records', None)",
+    },
     "bkctl.export.topic_source": {"fastpath.selected()"},
     "bkctl.wire.client.bookkeeper": {"fastpath.selected()"},
     "bkctl.wire.client.connection": {"fastpath.build()", "fastpath.selected()"},
     "bkctl.wire.client.entry_requests": {
+        "c is None",
         "c_add_copies is not None",
         "c_add_frame is not None",
         "c_read_frame is None",
@@ -80,7 +85,7 @@ REMAINING: dict[str, set[str]] = {
     "bkctl.wire.client.read_handle": {"fastpath.selected()"},
     "bkctl.wire.client.requests": {"c_register is None", "codec is None"},
     "bkctl.wire.client.rereplication": {"fastpath.selected()"},
-    "bkctl.wire.codecs.add_frames": {"c_add_part is None", "fastpath.selected()"},
+    "bkctl.wire.codecs.add_frames": {"c is None", "c_add_part is None", "fastpath.selected()"},
     "bkctl.wire.codecs.digest": {
         "body is not None",
         "c_package is not None",
@@ -163,24 +168,40 @@ def choices(path: Path) -> list[str]:
     for fn in ast.walk(tree(path)):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        # names bound to what a c_* binding returned
-        from_c = set()
+        # names bound to what a c_* binding returned, and names bound to a field of a twins record
+        from_c, twin_names = set(), set()
         for node in ast.walk(fn):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _c_prefixed(node.value.func):
                 from_c |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+                pairs = (
+                    zip(target.elts, value.elts)
+                    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+                    else [(target, value)]
+                )
+                twin_names |= {t.id for t, v in pairs if isinstance(t, ast.Name) and _twin_field(v)}
         for node in ast.walk(fn):
             if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
                 left, right = node.left, node.comparators[0]
                 if not _is_none(right):
                     continue
-                if _twin_field(left) or _c_prefixed(left) or (isinstance(left, ast.Name) and left.id in from_c):
+                if (
+                    _twin_field(left)
+                    or _c_prefixed(left)
+                    or (isinstance(left, ast.Name) and left.id in from_c | twin_names)
+                ):
                     found.append(ast.unparse(node))
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
                 and node.func.id in ("getattr", "hasattr")
                 and node.args
-                and (_twin_field(node.args[0]) or _c_prefixed(node.args[0]))
+                and (
+                    _twin_field(node.args[0])
+                    or _c_prefixed(node.args[0])
+                    or (isinstance(node.args[0], ast.Name) and node.args[0].id in twin_names)
+                )
             ):
                 found.append(ast.unparse(node))
     return sorted(set(found))
@@ -225,6 +246,8 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "from bkctl.wire import fastpath\n"
         "from bkctl.wire.codecs import _plain\n"
         "def f(twins, x):\n"
+        "    r = (fastpath.selected() if twins is None else twins).records\n"
+        "    span = getattr(r, 'span_records', None)\n"
         "    c = importlib.import_module('bkctl.wire.client._addpath')\n"
         "    if twins.codec is None:\n"
         "        return getattr(twins.records, 'span_records', None)\n"
@@ -235,7 +258,12 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     )
     assert c_imports("bkctl.probe", probe) == [
         "3: from bkctl.wire.codecs import _plain",
-        "5: 'bkctl.wire.client._addpath'",
+        "7: 'bkctl.wire.client._addpath'",
     ]
-    assert selections(probe) == ["fastpath.selected()", "fastpath.build()"]
-    assert choices(probe) == ["body is None", "getattr(twins.records, 'span_records', None)", "twins.codec is None"]
+    assert sorted(selections(probe)) == ["fastpath.build()", "fastpath.selected()", "fastpath.selected()"]
+    assert choices(probe) == [
+        "body is None",
+        "getattr(r, 'span_records', None)",
+        "getattr(twins.records, 'span_records', None)",
+        "twins.codec is None",
+    ]
