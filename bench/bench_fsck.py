@@ -239,7 +239,6 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
     """The faults of issue 66 planted among ``--mixed-ledgers`` ledgers on the sandbox's bookieds
     and two Java bookies on DbLedgerStorage; fsck, its fixes, autorecovery, fsck again, and
     the Java client reading back every repairable ledger."""
-    import signal
 
     from java_peer import JavaPeer
 
@@ -319,17 +318,28 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
             want = [payload(lid, e, args.size).decode() for e in range(2)]
             print(f"  Java client reads ledger {lid}: {'byte-equal' if read == want else f'DIFFERENT: {read!r}'}")
         if args.java_replicas_check_mixed:
-            # last: its ReplicationWorker acts on marks (it unmarked the deleted ledger before fsck --fix could)
+            # last: its ReplicationWorker acts on marks (it unmarked the deleted ledger before fsck --fix could);
+            # and only once bkctl's autorecovery is gone, whose auditor it would wait behind for good
+            stop(ar)
+            ar = None
             print("  Java's replicas check over the repaired mixed cluster (bookie requests: the 3 bookieds' only)")
             java_replicas_check(peer, work / "java-auditor-mixed", zk, root, http_ports, args.mixed_ledgers + 1)
     finally:
         if ar is not None:
-            ar.send_signal(signal.SIGTERM)
-            try:
-                ar.wait(60)
-            except subprocess.TimeoutExpired:
-                ar.kill()
+            stop(ar)
         peer.stop_bookies_in(java)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, SIGKILL after 60 s."""
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -669,6 +669,16 @@ class JavaPeer:
             + "\n"
         )
         with ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20) as store:
+            waited = time.monotonic() + 30  # a stopped auditor's vote goes with its session
+            while store.auditor.votes() and time.monotonic() < waited:
+                time.sleep(0.5)
+            if store.auditor.votes():
+                # Java's elector would wait behind it for good: say so instead
+                return ReplicasCheck(
+                    None,
+                    float("nan"),
+                    failure=f"an auditor is running already ({store.auditor.current() or 'votes cast'}): stop it first",
+                )
             store.underreplication.set_check_ctime(
                 P.UR_REPLICAS_CHECK_CTIME, int(time.time() * 1000) - 21 * 86400 * 1000
             )
