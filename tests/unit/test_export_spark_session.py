@@ -4,6 +4,7 @@ start of Spark's JVM printed (issue 69, point 13) is dropped, every other line k
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 
@@ -45,8 +46,8 @@ def test_a_partial_line_that_cannot_be_the_warning_is_not_held_back():
     out_r, out_w = os.pipe()
     copier = S._JvmStderr(out_w)
     os.write(copier.write_end, b"Enter a value: ")
-    os.set_blocking(out_r, True)
-    assert os.read(out_r, 100) == b"Enter a value: "  # before any newline or the end
+    ready, _, _ = select.select([out_r], [], [], 30)  # not held until a newline or the end
+    assert ready and os.read(out_r, 100) == b"Enter a value: "
     os.close(copier.write_end)
     copier.wait(10)
     os.close(out_r)
