@@ -209,3 +209,40 @@ def test_entries_that_run_across_the_reads_of_a_block_come_out_whole(tmp_path, r
     (tmp_path / of.data_key(uuid, 9)).write_bytes(data[: 2 * chunk + 100])  # the object ends mid-entry
     with pytest.raises(OffloadFormatError, match="ends at"):
         list(OffloadedLedger(location, OffloadSettings(read_buffer=read_buffer), FileStore(tmp_path)).entries(0, 3))
+
+
+def _v2_index(ledgers: list[tuple[int, bytes, list[tuple[int, int, int]]]], data_length: int) -> bytes:
+    """A version 2 index as FACTS #26 lays it out (no broker writes one: nothing of Pulsar's own)."""
+    import struct
+
+    body = b"".join(
+        struct.pack(">qii", lid, len(blocks), len(md)) + md + b"".join(struct.pack(">qiq", *b) for b in blocks)
+        for lid, md, blocks in ledgers
+    )
+    return struct.pack(">iiqq", of.INDEX_V2_MAGIC, 24 + len(body), data_length, of.BLOCK_HEADER_LENGTH) + body
+
+
+def test_a_version_2_index_gives_the_blocks_of_the_ledger_asked_for():
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    info = [
+        ml.ManagedLedgerInfo.LedgerInfo(ledgerId=lid, entries=n).SerializeToString() for lid, n in ((5, 30), (6, 9))
+    ]
+    index = _v2_index([(5, info[0], [(0, 1, 0), (20, 2, 4000)]), (6, info[1], [(0, 3, 9000)])], 12_000)
+    got = of.parse_index(index, 6)
+    assert (got.version, got.metadata, got.metadata_bytes) == (2, None, info[1])
+    assert [(e.first_entry_id, e.part_id, e.offset) for e in got.entries] == [(0, 3, 9000)]
+    assert [(e.first_entry_id, e.offset) for e in of.parse_index(index, 5).entries] == [(0, 0), (20, 4000)]
+    with pytest.raises(OffloadFormatError, match=r"holds ledgers \[5, 6\], not 7"):
+        of.parse_index(index, 7)
+
+
+@pytest.mark.parametrize("count,md_length", [(1, -36), (-1, 2), (1, -2), (10**6, 2), (1, 10**6)])
+def test_a_version_2_index_whose_counts_do_not_fit_is_an_error_not_a_hang(count, md_length):
+    """A negative metadata length once walked the parser back onto the same ledger for ever."""
+    import struct
+
+    good = _v2_index([(5, b"md", [(0, 1, 0)])], 4000)
+    spoiled = good[:24] + struct.pack(">qii", 5, count, md_length) + good[40:]
+    with pytest.raises(OffloadFormatError, match="do not fit|truncated"):
+        of.parse_index(spoiled, 5)

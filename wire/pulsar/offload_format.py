@@ -295,6 +295,10 @@ def _parse_v2(data: bytes, ledger_id: int | None, where: str) -> OffloadIndex:
     while pos < len(data):
         lid, count, md_length = _INDEX_V2_LEDGER.unpack_from(data, pos)
         pos += _INDEX_V2_LEDGER.size
+        if md_length < 0 or count < 0 or pos + md_length + count * _INDEX_ENTRY.size > len(data):
+            raise OffloadFormatError(
+                f"{where}: ledger {lid}'s {count} blocks and {md_length} metadata bytes do not fit"
+            )
         raw_md = data[pos : pos + md_length]
         pos += md_length
         entries = [IndexEntry(*_INDEX_ENTRY.unpack_from(data, pos + i * _INDEX_ENTRY.size)) for i in range(count)]
