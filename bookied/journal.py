@@ -173,7 +173,7 @@ class Journal:
     latency tail on a busy machine); the cost is that the owner's thread
     waits for the fsync, which is why a slow disk goes back to the writer.
     Inline commits are a fast path (:mod:`bkctl.wire.fastpath`): with
-    ``fastpaths`` False (default: ``twins``, the process's record of
+    ``twins.enabled`` False (``twins``: the process's record of
     :mod:`bkctl.wire.fastpath` unless given) ``inline`` is ignored and the writer thread commits every group.
 
     ``patient`` records (``append(..., patient=True)``: a bookie's recovery
@@ -216,7 +216,6 @@ class Journal:
         on_fsync: Callable[[float], None] | None = None,
         on_group: Callable[[int], None] | None = None,
         on_grow: Callable[[], None] | None = None,
-        fastpaths: bool | None = None,
         twins: Twins | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wait_on: Callable[[threading.Condition, float], None] = _wait_on,
@@ -235,7 +234,7 @@ class Journal:
         self.synced_pages = SyncedPages(self.directory, drop_synced_pages)
         self._dispatch = dispatch or _call_all
         if twins is None:
-            twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
+            twins = fastpath.selected()
         self.fastpaths = twins.enabled
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
         #: the C twin of a run's records (``_records.journal_entries``: the same bytes as

@@ -650,7 +650,6 @@ class BookieServerFactory(protocol.Factory):
         metrics,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         *,
-        fastpaths: bool | None = None,
         max_adds_in_progress: int = 0,
         max_reads_in_progress: int = 0,
         tls=None,
@@ -661,10 +660,9 @@ class BookieServerFactory(protocol.Factory):
         self.tls = tls
         self.metrics = metrics
         self.max_frame_size = max_frame_size
-        #: What new connections use (:mod:`bkctl.wire.fastpath`; ``fastpaths`` given: the
-        #: record for fast paths on or off; default: the process's)
+        #: What new connections use (:mod:`bkctl.wire.fastpath`; default: the process's)
         if twins is None:
-            twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
+            twins = fastpath.selected()
         self.twins = twins
         #: maxAddsInProgressLimit / maxReadsInProgressLimit (None: 0, no limit).
         self.adds = InProgressLimit(max_adds_in_progress) if max_adds_in_progress > 0 else None

@@ -52,11 +52,10 @@ TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_meta
 REMAINING: dict[str, set[str]] = {
     "bkctl.bookied.journal": {
         "c_entries is None",
-        "fastpath.build()",
         "fastpath.selected()",
         "getattr(twins.records, 'journal_entries', None)",
     },
-    "bkctl.bookied.server": {"fastpath.build()", "fastpath.selected()"},
+    "bkctl.bookied.server": {"fastpath.selected()"},
     "bkctl.bookied.service": {"fastpath.selected()"},
     "bkctl.bookied.storage.entry_log": {
         "fastpath.selected()",
@@ -65,7 +64,7 @@ REMAINING: dict[str, set[str]] = {
     },
     "bkctl.export.topic_source": {"fastpath.selected()"},
     "bkctl.wire.client.bookkeeper": {"fastpath.selected()"},
-    "bkctl.wire.client.connection": {"fastpath.build()", "fastpath.selected()"},
+    "bkctl.wire.client.connection": {"fastpath.selected()"},
     "bkctl.wire.client.entry_requests": {
         "c is None",
         "c_add_copies is not None",

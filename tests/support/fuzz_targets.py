@@ -359,6 +359,7 @@ def bookie_connection(data: bytes) -> None:
     from twisted.internet.testing import StringTransport
 
     from bkctl.bookied.server import BookieServerFactory
+    from bkctl.wire import fastpath
     from bkctl.wire.codecs import v2, v3
     from bkctl.wire.codecs.framing import FrameDecoder
 
@@ -370,7 +371,7 @@ def bookie_connection(data: bytes) -> None:
         bookie,
         metrics,
         1 << 16,
-        fastpaths=not opts & 1,
+        twins=fastpath.build(not opts & 1),
         max_adds_in_progress=2 if opts & 2 else 0,
         max_reads_in_progress=2 if opts & 2 else 0,
     )

@@ -581,7 +581,7 @@ def limited_conn(factory):
 @pytest.mark.parametrize("fastpaths", [True, False], ids=["fast", "general"])
 @pytest.mark.parametrize("protocol_version", ["v2", "v3"])
 def test_adds_over_the_in_progress_limit_wait_with_the_connection_unread(env, fastpaths, protocol_version):
-    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=2, fastpaths=fastpaths)
+    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=2, twins=fastpath.build(fastpaths))
 
     def send_add(c, i):
         if protocol_version == "v2":

@@ -9,6 +9,7 @@ import types
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.codecs.add_frames import AddEncoder
@@ -73,7 +74,7 @@ def test_a_connection_has_room_for_what_goes_on_the_wire_at_once():
     assert h.conn.room_for_adds(3) == 3 and h.conn.room_for_adds(9) == 4
     h.conn.add_run(_encoded((1, 2, 3)), [1, 2, 3], [0, 0, 0], lambda *a: None)
     assert h.conn.room_for_adds(9) == 1 and len(v3_requests(transport)) == 3
-    for kw in ({"fastpaths": False}, {"protocol": "v2"}):
+    for kw in ({"twins": fastpath.build(False)}, {"protocol": "v2"}):
         other = Harness(**kw)
         other.connected()
         assert other.conn.room_for_adds(1) == 0

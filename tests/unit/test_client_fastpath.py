@@ -6,6 +6,7 @@ from twisted.internet import defer
 
 from tests.support.connection import Harness, KEY, entry, v3_requests, v3_reply, sent_frames
 from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2
 from bkctl.wire.client import errors as E
 from bkctl.wire.codecs.framing import frame
@@ -68,7 +69,7 @@ def test_cancel_removes_ok():
 def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
     frames = []
     for on in (True, False):
-        h = Harness(fastpaths=on)
+        h = Harness(twins=fastpath.build(on))
         proto, t = h.connected()
         d = h.conn.add(1, 0, KEY, entry(1, 0))
         d2 = h.conn.read(1, 0)
@@ -128,7 +129,7 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
     seen = []
     for on in (True, False):
         for protocol in ("v3", "v2"):
-            h = Harness(protocol, fastpaths=on)
+            h = Harness(protocol, twins=fastpath.build(on))
             proto, t = h.connected()
             got = []
             h.conn.read_with_callback(5, 6, lambda *a: got.append(a), None, 0)

@@ -8,6 +8,7 @@ import types
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.read_handle import ReadHandle
@@ -61,7 +62,7 @@ def test_a_connection_takes_no_run_it_cannot_send_at_once():
     assert not h.conn.takes_reads(1)  # not connected
     h.connected()
     assert h.conn.takes_reads(4) and not h.conn.takes_reads(5)
-    off = Harness(fastpaths=False)
+    off = Harness(twins=fastpath.build(False))
     off.connected()
     assert not off.conn.takes_reads(1)
     v2 = Harness(protocol="v2")

@@ -50,7 +50,7 @@ def run(mode: str, answers: list[tuple[int, str]], close_after: int | None, read
     if mode == "python":  # the fast paths on, in Python only
         h = Harness(twins=Twins(enabled=True, codec=None))
     else:
-        h = Harness(fastpaths=mode != "general")
+        h = Harness(twins=fastpath.build(mode != "general"))
     proto, t = h.connected()
     got = []
 
@@ -83,7 +83,7 @@ def test_the_twins_and_the_general_path_agree(answers, close_after):
 
 def test_a_chunk_of_eok_answers_is_taken_in_one_call(monkeypatch):
     """The fast path's point: one fast_answers call per chunk, no fast_answer per answer."""
-    h = Harness(fastpaths=True)
+    h = Harness(twins=fastpath.build(True))
     proto, t = h.connected()
     got = []
     for e in range(5):

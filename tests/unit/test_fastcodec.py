@@ -235,8 +235,8 @@ def test_plain_read_body_takes_a_bookies_answer_apart():
 def test_the_connection_and_requests_use_the_c_twins_when_fast_paths_are_on():
     from bkctl.wire.client.connection import BookieConnection
 
-    conn = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), fastpaths=True)
+    conn = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), twins=fastpath.build(True))
     assert conn.twins.codec is C
     assert (conn.entries._c_read_frame is not None) == (C is not None)
-    off = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), fastpaths=False)
+    off = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), twins=fastpath.build(False))
     assert off.twins.codec is None and off.entries._c_read_frame is None

@@ -63,7 +63,7 @@ def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
     want = getattr(fastpath.build(True).records, "journal_entries", None) if fastpath.selected().enabled else None
     with Journal(str(tmp_path / "d")) as default:
         assert default.c_entries is want
-    with Journal(str(tmp_path / "a"), fastpaths=False) as off:
+    with Journal(str(tmp_path / "a"), twins=fastpath.build(False)) as off:
         assert off.c_entries is None
     with Journal(str(tmp_path / "b"), twins=fastpath.build(True)) as on:
         assert on.c_entries is getattr(fastpath.build(True).records, "journal_entries", None)
@@ -81,7 +81,7 @@ def test_a_run_written_either_way_replays_its_entries(tmp_path, fastpaths):
         if len(done) == 2:
             both.set()
 
-    with Journal(path, max_group_wait_ms=0, fastpaths=fastpaths) as j:
+    with Journal(path, max_group_wait_ms=0, twins=fastpath.build(fastpaths)) as j:
         j.start()
         j.append_entries(9, list(range(30)), bodies, durable)
         j.append_entries(9, [30], [bytearray(b"not bytes")], durable)  # the Python path, either way

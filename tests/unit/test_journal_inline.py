@@ -125,9 +125,9 @@ def test_close_with_scheduled_commit_pending(tmp_path):
 
 @pytest.mark.parametrize("fastpaths", [True, False])
 def test_the_fast_path_switch_decides_inline_commits(tmp_path, fastpaths):
-    """Whatever the environment says, ``fastpaths=`` decides; ``inline`` is ignored without it."""
+    """Whatever the environment says, ``twins=`` decides; ``inline`` is ignored without it."""
     calls = []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, fastpaths=fastpaths)
+    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, twins=fastpath.build(fastpaths))
     j.start()
     done = threading.Event()
     j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())

@@ -5,6 +5,7 @@ and in the inline mode alike."""
 import pytest
 
 from bkctl.bookied.journal import EntryRecord, Journal
+from bkctl.wire import fastpath
 from tests.support.clocks import ManualClock
 from tests.unit.test_journal import Acks
 
@@ -68,7 +69,7 @@ def test_inline_commits_of_patient_groups_are_scheduled_later(tmp_path):
         str(tmp_path),
         max_group_wait_ms=0,
         patient_wait_ms=4,
-        fastpaths=True,
+        twins=fastpath.build(True),
         inline=soon.append,
         inline_later=lambda seconds, fn: later.append((seconds, fn)),
         monotonic=clock.monotonic,
@@ -100,7 +101,7 @@ def test_without_a_patient_wait_nothing_waits(tmp_path):
     j = Journal(
         str(tmp_path),
         max_group_wait_ms=0,
-        fastpaths=True,
+        twins=fastpath.build(True),
         inline=soon.append,
         inline_later=lambda seconds, fn: later.append(fn),
     )

@@ -142,8 +142,8 @@ class BookieConnection:
     in seconds. ``txn_ids`` is an iterator of txnIds (and v2 BATCH_READ
     requestIds); by default each connection counts from 1. ``tls``
     (:class:`~bkctl.wire.tls.TLSFiles`): START_TLS on every connection.
-    ``twins`` (default: the process's record, :mod:`bkctl.wire.fastpath`; ``fastpaths``
-    True or False: the record for fast paths on or off) is fixed for the connection's lifetime.
+    ``twins`` (default: the process's record, :mod:`bkctl.wire.fastpath`; ``fastpath.build(on)``
+    for fast paths on or off) is fixed for the connection's lifetime.
     ``cork`` (:mod:`.cork`): whose bursts hold this connection's writes (its pool's; default its own).
     """
 
@@ -167,7 +167,6 @@ class BookieConnection:
         clock: Clock | None = None,
         txn_ids: Iterator[int] | None = None,
         tls: TLSFiles | None = None,
-        fastpaths: bool | None = None,
         twins: Twins | None = None,
         cork: Cork | None = None,
     ):
@@ -211,7 +210,7 @@ class BookieConnection:
         #: (bkctl.wire.fastpath), when every request goes through the builders
         #: and every answer is parsed
         if twins is None:
-            twins = fastpath.selected() if fastpaths is None else fastpath.build(bool(fastpaths))
+            twins = fastpath.selected()
         self.twins = twins
         self.fastpaths = twins.enabled
         #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect
