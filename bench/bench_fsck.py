@@ -30,7 +30,9 @@ size, alternated (fsck, Java, Java, fsck, ...), and prints their medians.  Then 
 bookies on DbLedgerStorage, planted faults, ``--mixed-ledgers``) is checked by fsck, its fixes
 and autorecovery; ``--java-replicas-check-mixed`` also runs Java's replicas check there (Java
 DbLedgerStorage bookies never answer GET_LIST_OF_ENTRIES_OF_LEDGER: each request waits for the
-client's read timeout, and Java gives up a range of ledgers after 120 s).
+client's read timeout -- 5 s -- and the ledger is logged as "bookie has not responded", its copies
+there unchecked: measured, 10^4 ledgers took Java 540 s, about 19 a second, with 11,996 requests
+unanswered; it gives up a range of ledgers only when one waits over 120 s).
 """
 
 from __future__ import annotations
