@@ -216,8 +216,48 @@ def test_generated_evolutions_read_as_fastavro_resolves_them(data):
     payloads = [avro(writer, r) for r in rows] + [avro(reader, view.decode(S.version_bytes(0), avro(writer, rows[0])))]
     native, general, failures = both(view, versions, payloads)
     assert not failures
-    assert native is not None, (writer, reader)
-    same(native, general)
+    # the C twin reads all of these but arrays and maps of items that take no bytes, which it
+    # leaves to the general path by design (a corrupt count must not make it append 2**48 slots)
+    assert native is not None or holds_zero_width_items(writer), (writer, reader)
+    if native is not None:
+        same(native, general)
+
+
+def zero_width(t) -> bool:
+    """An Avro type whose values take no bytes: null, fixed(0), a record of such fields."""
+    if t == "null":
+        return True
+    if isinstance(t, dict) and t.get("type") == "fixed":
+        return t["size"] == 0
+    if isinstance(t, dict) and t.get("type") == "record":
+        return all(zero_width(f["type"]) for f in t["fields"])
+    return False
+
+
+def holds_zero_width_items(t) -> bool:
+    """Whether ``t`` has, anywhere inside, an array or map of zero-width items."""
+    if isinstance(t, list):
+        return any(holds_zero_width_items(b) for b in t)
+    if not isinstance(t, dict):
+        return False
+    kind = t.get("type")
+    if kind == "array":
+        return zero_width(t["items"]) or holds_zero_width_items(t["items"])
+    if kind == "map":
+        return zero_width(t["values"]) or holds_zero_width_items(t["values"])
+    if kind == "record":
+        return any(holds_zero_width_items(f["type"]) for f in t["fields"])
+    return holds_zero_width_items(kind)
+
+
+def test_zero_width_items_are_told_apart():
+    fixed0 = {"type": "fixed", "name": "F0", "size": 0}
+    assert holds_zero_width_items({"type": "array", "items": fixed0})
+    assert holds_zero_width_items(
+        {"type": "record", "name": "R", "fields": [{"name": "m", "type": {"type": "map", "values": "null"}}]}
+    )
+    assert not holds_zero_width_items({"type": "array", "items": {"type": "fixed", "name": "F1", "size": 1}})
+    assert not holds_zero_width_items({"type": "array", "items": "int"})
 
 
 ORDER_V0 = {
