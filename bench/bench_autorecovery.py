@@ -398,9 +398,11 @@ def run_mode(mode: str, args, peer=None) -> dict:
     """One measured repair on a fresh cluster (mode ``java``: the Java peer's); its figures."""
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp:
-        with java_cluster(tmp, peer, args) if mode == "java" else our_cluster(tmp, mode, args) as cluster:
-            return measure(cluster, mode, args, tmp, ZKMetadataStore)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-ar-") as tmp,
+        java_cluster(tmp, peer, args) if mode == "java" else our_cluster(tmp, mode, args) as cluster,
+    ):
+        return measure(cluster, mode, args, tmp, ZKMetadataStore)
 
 
 def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:

@@ -37,6 +37,7 @@ are printed beside it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import select
 import socket
@@ -48,12 +49,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import json
-
-from bkctl.wire.codecs import v2
-from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
-from bkctl.wire.codecs.framing import FrameDecoder, frame
-from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
 from common import (
     bookie_metrics,
     cpu_seconds,
@@ -62,6 +57,11 @@ from common import (
     pct_ms,
     section,
 )  # bench/ is on sys.path when run as a script
+from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
+
+from bkctl.wire.codecs import v2
+from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
+from bkctl.wire.codecs.framing import FrameDecoder, frame
 
 KEY = master_key(b"bench")
 _RC = struct.Struct(">i")
@@ -139,7 +139,7 @@ def drive_adds(port: int, connections: int, size: int, seconds: float, window: i
     deadline = start + seconds
     errors = 0
     while time.perf_counter() < deadline:
-        for s, w in zip(socks, work):
+        for w in work:
             if not w["out"] and w["sent"] - w["acked"] < window and w["sent"] < len(w["frames"]):
                 n = min(window - (w["sent"] - w["acked"]), 256, len(w["frames"]) - w["sent"])
                 w["out"] = b"".join(w["frames"][w["sent"] : w["sent"] + n])

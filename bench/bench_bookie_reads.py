@@ -17,8 +17,9 @@ import argparse
 import os
 import time
 
-from bkctl.wire.client.blocking import BlockingBookKeeper
 from common import cpu_seconds  # bench/ is on sys.path when run as a script
+
+from bkctl.wire.client.blocking import BlockingBookKeeper
 
 
 def main() -> None:

@@ -32,10 +32,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 from common import load_note, pct, section  # noqa: E402
 from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
 
+from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 
 #: Pipelined 100 B adds, E=3 Qw=2 Qa=2, max_inflight 1000 (perf brief).
 TARGET_ADDS = 10_000

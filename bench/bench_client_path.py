@@ -47,12 +47,15 @@ from twisted.internet.testing import MemoryReactorClock, StringTransport  # noqa
 
 from bkctl.ops.bench import drive_adds, handle_window  # noqa: E402
 from bkctl.wire import fastpath  # noqa: E402
-from bkctl.wire.codecs import v3, v3_fast  # noqa: E402
 from bkctl.wire.client.connection import BookieConnection  # noqa: E402
 from bkctl.wire.client.cork import Cork  # noqa: E402
 from bkctl.wire.client.ledger_handle import LedgerHandle  # noqa: E402
-from bkctl.wire.codecs import v2  # noqa: E402
 from bkctl.wire.client.read_handle import ReadHandle  # noqa: E402
+from bkctl.wire.codecs import (  # noqa: E402
+    v2,  # noqa: E402
+    v3,
+    v3_fast,
+)
 from bkctl.wire.codecs.digest import DigestManager, DigestType  # noqa: E402
 from bkctl.wire.codecs.framing import frame  # noqa: E402
 from bkctl.wire.codecs.protocol import RC  # noqa: E402

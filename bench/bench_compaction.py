@@ -52,9 +52,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from bench_bookie import start_bookie, start_cluster  # bench/ is on sys.path when run as a script
 from common import load_note, pct_ms, section  # bench/ is on sys.path when run as a script
@@ -156,7 +156,7 @@ class LogWatch(threading.Thread):
     """Every 0.5 s the entry logs' sizes: how long each log stayed after it last grew
     (rolled, or a compaction's output written) until it was reclaimed."""
 
-    def __init__(self, side: "Side"):
+    def __init__(self, side: Side):
         super().__init__(daemon=True)
         self.side = side
         self.stop = threading.Event()

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from common import load_note  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -190,8 +191,8 @@ def run(args, uri: str, work: Path) -> int:
 
     # -- per master: the raw read at the same parallelism and the export, in turns ----------------
     from bkctl.export.datasource import source_frame
-    from bkctl.export.spark_session import spark_session, stop_spark
     from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
+    from bkctl.export.spark_session import spark_session, stop_spark
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     ranges = split_ranges(
@@ -325,7 +326,7 @@ def run(args, uri: str, work: Path) -> int:
         )
         for group in CpuMeter.GROUPS + ("all",):
 
-            def per_entry(runs):
+            def per_entry(runs, group=group):
                 return statistics.median((sum(r.values()) if group == "all" else r[group]) / n * 1e6 for r in runs)
 
             print(f"    {group:42} {per_entry(raw_cpu):7.1f} {per_entry(worker_cpu):7.1f} {per_entry(export_cpu):7.1f}")
@@ -439,7 +440,7 @@ class ReaderPool:
         assert total == sum(r.entries for r in ranges), total
         return seconds
 
-    def __enter__(self) -> "ReaderPool":
+    def __enter__(self) -> ReaderPool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -50,8 +50,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import zk_requests as zk_packets  # noqa: E402  (mntr's zk_packets_received)
-from java_peer import alternate, median  # noqa: E402
 from common import bookie_metrics, commit_or_exit, in_sandbox, load_note, section  # noqa: E402
+from java_peer import alternate, median  # noqa: E402
 
 FIRST = 1_000_000  # above the ids the sandbox hands out
 
@@ -371,10 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
     def run(uri: str, _work) -> int:
+        from bkctl.sandbox.cluster import sandbox_status
         from bkctl.wire.metadata.layout import MetadataServiceURI
         from bkctl.wire.metadata.zk import ZKMetadataStore
-
-        from bkctl.sandbox.cluster import sandbox_status
 
         parsed = MetadataServiceURI.parse(uri)
         zk = parsed.hosts.split(",")[0]

@@ -42,7 +42,6 @@ from common import load_note, pct, section  # noqa: E402
 
 from bkctl.wire.codecs.framing import FrameDecoder  # noqa: E402
 
-
 #: a forced pass that only collects the deleted ledgers
 NO_COMPACTION = {"forceMajor": "false", "forceMinor": "false"}
 

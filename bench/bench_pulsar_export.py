@@ -33,6 +33,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
 from common import in_sandbox, load_note, raw_zookeeper  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -138,10 +139,10 @@ def run(args, uri: str, work: Path) -> int:
     from bkctl.export.topic_planning import TopicSpec
     from bkctl.export.topic_source import TopicSource
     from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata import paths as P
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from bkctl.wire.pulsar.managed_ledger import TopicName
     from bkctl.wire.pulsar.messages import TopicDecoder
-    from bkctl.wire.metadata import paths as P
 
     entries = build_entries(args.messages, args.batch)
     nbytes = sum(map(len, entries))

@@ -31,6 +31,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+
 from common import in_sandbox, load_note, raw_zookeeper  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -189,7 +190,7 @@ def run(args, uri: str, work: Path) -> int:
         t = time.monotonic()
         dec = TopicDecoder(TOPIC)
 
-        def batches():
+        def batches(dec=dec):
             for n, data in enumerate(entries):
                 dec.add(ids[0], n, data)
                 if dec.rows >= 32_768:

@@ -23,10 +23,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bkctl.bookied.storage import EntryStore  # noqa: E402
+from common import pct, section  # noqa: E402
+
 from bkctl.bookied.errors import JournalFull  # noqa: E402
 from bkctl.bookied.journal import EntryRecord, Journal  # noqa: E402
-from common import pct, section  # noqa: E402
+from bkctl.bookied.storage import EntryStore  # noqa: E402
 
 
 # ------------------------------------------------------------------ disk

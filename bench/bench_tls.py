@@ -57,7 +57,7 @@ def main() -> None:
         }
         results: dict[str, list[tuple[float, float]]] = {"plain": [], "tls": []}
         try:
-            for name, bk in clients.items():
+            for bk in clients.values():
                 measure(bk, 2000, args.size)  # connect and warm up
             for r in range(args.rounds):
                 for name in ("plain", "tls") if r % 2 == 0 else ("tls", "plain"):

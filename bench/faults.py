@@ -260,7 +260,7 @@ def gc_state(b: BookieProcess) -> str:
         return ""
 
 
-def repair_pending(cluster: "Cluster") -> bool:
+def repair_pending(cluster: Cluster) -> bool:
     """Some bookie's auditor has ledgers marked under-replicated: repair is due or under way."""
     for b in cluster.bookies:
         try:

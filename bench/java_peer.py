@@ -338,7 +338,7 @@ class CpuSampler:
         while not self._stop.wait(self.interval):
             self._sample()
 
-    def __enter__(self) -> "CpuSampler":
+    def __enter__(self) -> CpuSampler:
         self._sample()
         self._thread.start()
         return self

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import orjson
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from .exitcodes import USAGE, CommandError
 

@@ -18,7 +18,8 @@ import click
 from . import __version__, exitcodes
 from .app import App, color_wanted
 from .completers import complete_cluster
-from .runner import ReaderGone, run_line, state as _state
+from .runner import ReaderGone, run_line
+from .runner import state as _state
 
 EXIT_CODES_HELP = "\b\nExit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in exitcodes.DESCRIPTIONS.items())
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import bisect
 import time
-from typing import Iterable, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 from click.shell_completion import CompletionItem
 

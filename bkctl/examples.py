@@ -333,8 +333,8 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
 def attach(command: click.Command, path: tuple[str, ...] = ()) -> None:
     """Give every command under ``command`` (itself, if not a group), whose path is ``path``,
     its examples (``--help`` epilog and ``cmd.examples``)."""
-    for path, cmd in walk(command, path):
-        examples = EXAMPLES.get(" ".join(path))
+    for cmd_path, cmd in walk(command, path):
+        examples = EXAMPLES.get(" ".join(cmd_path))
         if not examples:
             continue
         cmd.examples = examples

@@ -26,7 +26,7 @@ class ReaderGone(Exception):
     """stdout's reader went away (``| head``)."""
 
 
-def run_line(root: click.Group, args: list[str], obj: "App | None" = None) -> int:
+def run_line(root: click.Group, args: list[str], obj: App | None = None) -> int:
     """Run one command line of ``root``'s tree and return its exit code; errors become
     one line on stderr."""
     args = hoist_global_options(root, list(args))

@@ -23,7 +23,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-
 from typing import Literal
 
 from rich.console import Group, RenderableType

@@ -17,14 +17,14 @@ import logging
 import os
 import struct
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from bkctl.wire.codecs.availability import encode_availability
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
 
-from .storage import EntryCorrupted, WriteCacheFull
 from .errors import JournalFull, JournalNoSpace, JournalUnavailable
 from .journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
+from .storage import EntryCorrupted, WriteCacheFull
 
 log = logging.getLogger("bookied.bookie")
 

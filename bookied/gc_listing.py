@@ -55,8 +55,9 @@ import threading
 import time
 from array import array
 from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from .errors import GcListingError, GcListingStopped
 

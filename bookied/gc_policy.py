@@ -50,7 +50,7 @@ class GcPolicy:
     force_when_no_space: bool = False
 
     @classmethod
-    def from_config(cls, cfg) -> "GcPolicy":
+    def from_config(cls, cfg) -> GcPolicy:
         return cls(
             gc_wait_ms=cfg.gc_wait_time,
             minor_threshold=cfg.minor_compaction_threshold,

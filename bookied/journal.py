@@ -63,15 +63,13 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from bkctl.wire import fastpath
+from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
 
-from bkctl.wire.bookie_disk import layout
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
-from .journal_stats import JournalStats
-from .page_cache import SyncedPages
 
 # the format's names, as the journal's users have always imported them from here
 from .journal_format import (  # noqa: F401
@@ -98,6 +96,8 @@ from .journal_format import (  # noqa: F401
     scan_file,
     write_mark_file,
 )
+from .journal_stats import JournalStats
+from .page_cache import SyncedPages
 
 log = logging.getLogger("bookied.journal")
 

@@ -59,7 +59,8 @@ import os
 import re
 import struct
 import time
-from typing import Iterator, NamedTuple, Union
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -120,7 +121,7 @@ class ExplicitLacRecord(NamedTuple):
     body: bytes
 
 
-Record = Union[EntryRecord, MasterKeyRecord, FenceRecord, ExplicitLacRecord]
+Record = EntryRecord | MasterKeyRecord | FenceRecord | ExplicitLacRecord
 
 
 class LogMark(NamedTuple):

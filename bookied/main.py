@@ -157,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
             reactor = main_reactor()
         from twisted.internet.error import CannotListenError
 
-        from bkctl.wire.errors import BKError
-
         from bkctl.wire.bookie_disk.identity import IdentityError
         from bkctl.wire.bookie_disk.layout import LayoutError
+        from bkctl.wire.errors import BKError
+
         from .service import BookieService
 
     try:

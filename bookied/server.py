@@ -20,22 +20,22 @@ from twisted.internet.interfaces import IAddress, IHandshakeListener
 from zope.interface import implementer
 
 from bkctl.wire import fastpath
-from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.detect import ProtocolDetector
-from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.framing import FrameDecoder
-from bkctl.wire.send_now import Transport
 from bkctl.wire.codecs.protocol import (
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
     BOOKIE_INFO_TOTAL_DISK_CAPACITY,
     DEFAULT_MAX_FRAME_SIZE,
     LAST_ADD_CONFIRMED,
+    RC,
     OperationType,
     ProtocolVersion,
-    RC,
 )
+from bkctl.wire.errors import CodecError
+from bkctl.wire.fastpath import Twins
+from bkctl.wire.send_now import Transport
 
 from .adds import Adds
 from .in_progress import CountedBookie, InProgressLimit, Throttle

@@ -21,25 +21,17 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from twisted.internet import defer, task, threads
 
 from bkctl.wire import fastpath
+from bkctl.wire.bookie_disk import identity, layout
+from bkctl.wire.errors import BKError
 from bkctl.wire.fastpath import Twins
-from bkctl.wire.process import sdnotify
 from bkctl.wire.metadata.errors import ZKUnavailable
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+from bkctl.wire.process import sdnotify
 from bkctl.wire.process.runtime import settle_garbage_collector
 from bkctl.wire.process.shutdown import ExitDeadline, call_with_timeout
 
-from bkctl.wire.bookie_disk import identity
-from bkctl.wire.bookie_disk import layout
-
 from . import day2
-from .config.render import render_config
-from .garbage_collector import GarbageCollector
-from .gc_listing import DeletedLedgerCollector, ListingProcess
-from .gc_policy import GcPolicy
-from .overreplicated import OverReplicatedCollector
 from .bookie import Bookie
-from bkctl.wire.errors import BKError
-
 from .config import (
     BookieConfig,
     ConfigError,
@@ -48,10 +40,15 @@ from .config import (
     resolve_listen_host,
     startup_warnings,
 )
-from .storage import EntryStore
+from .config.render import render_config
+from .garbage_collector import GarbageCollector
+from .gc_listing import DeletedLedgerCollector, ListingProcess
+from .gc_policy import GcPolicy
 from .journal import Journal
 from .metrics import Metrics
+from .overreplicated import OverReplicatedCollector
 from .server import BookieServerFactory
+from .storage import EntryStore
 from .upkeep import StorageUpkeep
 
 log = logging.getLogger("bookied")

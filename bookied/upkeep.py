@@ -178,16 +178,19 @@ class StorageUpkeep:
                 collector.disk_almost_full()
             else:
                 collector.disk_writable()
-        if usage >= cfg.disk_usage_threshold and not self.service.stopping:
-            # what the journals hold and no replay needs goes first (a journal that
-            # filled the disk is trimmed only once it rolls: see Journal.reclaim)
-            if sum(j.reclaim() for j in self.service.journals):
-                try:
-                    usage, free = self.disk_stats()
-                except OSError as e:
-                    log.error("disk check failed: %s", e)
-                    return
-                bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
+        # what the journals hold and no replay needs goes first (a journal that
+        # filled the disk is trimmed only once it rolls: see Journal.reclaim)
+        if (
+            usage >= cfg.disk_usage_threshold
+            and not self.service.stopping
+            and sum(j.reclaim() for j in self.service.journals) > 0
+        ):
+            try:
+                usage, free = self.disk_stats()
+            except OSError as e:
+                log.error("disk check failed: %s", e)
+                return
+            bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
         if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
                 bookie.mark_readonly(

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from bkctl.completers import LedgerIdIndex, bookie_states
 
@@ -80,7 +81,7 @@ class MetadataCache:
         self.refreshed = threading.Event()
 
     # -- control (any thread) ------------------------------------------------
-    def start(self, delay: float = 0.0) -> "MetadataCache":
+    def start(self, delay: float = 0.0) -> MetadataCache:
         """Start refreshing; ``delay`` lets the first prompt appear before kazoo is imported."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, args=(delay,), name="bkctl-shell-cache", daemon=True)

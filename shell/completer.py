@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import click
 from click.shell_completion import CompletionItem, ShellComplete, split_arg_string
@@ -111,7 +111,7 @@ class ShellCompleter(Completer):
 
     # -- the shell's own commands --------------------------------------------
     def _builtin_names(self, incomplete: str):
-        for names, args, text in BUILTINS:
+        for names, _args, text in BUILTINS:
             for name in names:
                 if name.startswith(incomplete) and (incomplete or name == names[0]):
                     yield Completion(name, start_position=-len(incomplete), display_meta=text)

@@ -23,7 +23,8 @@ import os
 import pathlib
 import shlex
 import sys
-from typing import TYPE_CHECKING, Iterable, TextIO
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TextIO
 
 import click
 
@@ -365,8 +366,8 @@ class Shell:
         from prompt_toolkit.history import FileHistory
         from prompt_toolkit.styles import Style
 
-        from bkctl.completers import set_session_source
         from bkctl.clusters import cluster_names
+        from bkctl.completers import set_session_source
 
         from .cache import MetadataCache
         from .completer import ShellCompleter
@@ -491,7 +492,7 @@ class _CountingInterrupts:
         self.count += 1
         raise KeyboardInterrupt
 
-    def __enter__(self) -> "_CountingInterrupts":
+    def __enter__(self) -> _CountingInterrupts:
         import signal
         import threading
 

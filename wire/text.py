@@ -116,7 +116,7 @@ def utc_iso(ms: int | None) -> str | None:
     epoch milliseconds; None for None."""
     if ms is None:
         return None
-    moment = _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc)
+    moment = _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -124,7 +124,7 @@ def utc_date(ms: int | None) -> str | None:
     """The UTC calendar date (``YYYY-MM-DD``) of epoch milliseconds; None for None."""
     if ms is None:
         return None
-    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).date().isoformat()
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC).date().isoformat()
 
 
 def custom_metadata_text(custom: Any) -> dict[str, str]:

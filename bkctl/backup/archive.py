@@ -201,7 +201,7 @@ class LedgerRecord:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
 
     @classmethod
-    def decode(cls, data: bytes, name: str = "") -> "LedgerRecord":
+    def decode(cls, data: bytes, name: str = "") -> LedgerRecord:
         try:
             return cls(**json.loads(data))
         except (ValueError, TypeError) as exc:
@@ -265,7 +265,7 @@ class Manifest:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
 
     @classmethod
-    def decode(cls, data: bytes, name: str = "") -> "Manifest":
+    def decode(cls, data: bytes, name: str = "") -> Manifest:
         try:
             doc = json.loads(data)
             if doc.get("format") != MANIFEST_FORMAT:

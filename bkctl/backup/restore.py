@@ -55,7 +55,7 @@ class Journal:
         self._saved = 0.0
 
     @classmethod
-    def open(cls, storage: ArchiveStorage, key: str, fresh: dict[str, Any]) -> "Journal":
+    def open(cls, storage: ArchiveStorage, key: str, fresh: dict[str, Any]) -> Journal:
         name = f"restores/{key}.json"
         try:
             doc = json.loads(storage.get(name))
@@ -297,7 +297,8 @@ def restore_backup(
         try:
             written += store.pulsar.restore_value(z.path, z.value)
         except ValueExists:
-            raise CommandError(f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT)
+            what = f"{z.what} exists in the target cluster with other metadata ({z.path})"
+            raise CommandError(what, CONFLICT) from None
     journal.doc["finished"] = _now()
     journal.save()
     return {

@@ -10,11 +10,11 @@ upload completes.  A backup killed midway leaves no half object under a real nam
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-import contextlib
 from contextlib import contextmanager
 from typing import IO, Any, BinaryIO, Protocol
 
@@ -47,7 +47,7 @@ class ArchiveStorage(Protocol):
     def put_file(self, name: str, path: str) -> None:
         """Write object ``name`` from the local file ``path``, whole or not at all."""
 
-    def writing(self, name: str) -> "contextlib.AbstractContextManager[IO[bytes]]":
+    def writing(self, name: str) -> contextlib.AbstractContextManager[IO[bytes]]:
         """A file to write object ``name`` into: stored when the block ends without an error,
         whole or not at all."""
 

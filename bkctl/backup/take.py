@@ -103,7 +103,10 @@ def new_backup_id(now: float) -> str:
 
 def plan(store, selection: Selection) -> _Plan:
     """The topics, schemas and ledgers ``selection`` names, read from the metadata store."""
+    from bkctl.wire.domain.topic_state import resolve_topics
+    from bkctl.wire.domain.topic_state import topic_reader as reader
     from bkctl.wire.metadata import paths as P
+    from bkctl.wire.proto import pulsar_schema_pb2 as spb
     from bkctl.wire.pulsar.managed_ledger import (
         TopicName,
         encode_local_name,
@@ -111,12 +114,9 @@ def plan(store, selection: Selection) -> _Plan:
         parse_managed_ledger_info,
     )
     from bkctl.wire.pulsar.registry import schemas_base
-    from bkctl.wire.proto import pulsar_schema_pb2 as spb
 
     from ..exitcodes import USAGE, CommandError
     from ..export.planning import SpecError, parse_ledger_spec, resolve_spec
-    from bkctl.wire.domain.topic_state import resolve_topics
-    from bkctl.wire.domain.topic_state import topic_reader as reader
 
     out = _Plan()
     base = P.managed_ledgers_base(store.root)

@@ -6,7 +6,8 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id
-from ..render import emit, emit_rows, fields, human_size as _size, table
+from ..render import emit, emit_rows, fields, table
+from ..render import human_size as _size
 from . import pass_app
 
 

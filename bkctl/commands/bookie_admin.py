@@ -280,7 +280,8 @@ def gc(
     forceAllowCompaction; null when it compacts or the bookie does not say).
     """
     from ..exitcodes import FAILED, USAGE, CommandError
-    from ..ops.bookie_http import gc as run_gc, gc_activity
+    from ..ops.bookie_http import gc as run_gc
+    from ..ops.bookie_http import gc_activity
 
     if status_only and (kind or wait):
         raise CommandError("--status only reads the status: no --major, --minor or --wait with it", USAGE)

@@ -75,9 +75,8 @@ def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | 
     deletion_lag_seconds, ledger_ids).
     """
     from ..ops.disk import disk_report
-    from ..ops.ledger_meta import parse_duration
-
     from ..ops.disk_offload import held_twice, summary_part
+    from ..ops.ledger_meta import parse_duration
 
     try:
         age = parse_duration(older_than)

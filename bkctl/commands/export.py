@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 import click
 
 from ..app import App
+from ..completers import complete_subscription, complete_topic
 from ..exitcodes import FAILED, USAGE, CommandError
 from ..render import human_size, plural
-from ..completers import complete_subscription, complete_topic
 from . import pass_app
 from .offload_options import offload_options, offload_settings
 

@@ -9,8 +9,8 @@ import sys
 import click
 
 from ..app import App, confirm_destructive
-from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..completers import complete_bookie_id, complete_ledger_id
+from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..render import emit, fields, human_size, human_time, plural, stream_table, table
 from . import LEDGER_ID, pass_app
 from .ledger_client import drop_held

@@ -15,7 +15,6 @@ from ..completers import complete_bookie_id, complete_ledger_id, complete_open_l
 from ..render import emit, human_size, plural
 from . import LEDGER_ID, pass_app
 
-
 _PASSWORD = click.option(
     "--password",
     metavar="PASSWORD",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import click
 
 from ..app import App, confirm_destructive
-from ..exitcodes import FSCK_DATA_LOST, FSCK_REPAIRABLE, FSCK_STALE_MARKS, NOT_FOUND, USAGE, CommandError
 from ..completers import complete_bookie_id
+from ..exitcodes import FSCK_DATA_LOST, FSCK_REPAIRABLE, FSCK_STALE_MARKS, NOT_FOUND, USAGE, CommandError
 from . import pass_app
 
 _EXIT_BY_SEVERITY = {1: FSCK_STALE_MARKS, 2: FSCK_REPAIRABLE, 3: FSCK_DATA_LOST}

@@ -6,7 +6,8 @@ Credentials are never options: they come from the standard AWS chain (``AWS_*`` 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 

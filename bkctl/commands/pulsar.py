@@ -353,8 +353,9 @@ def orphans(app: App, older_than):
     --json: one line per orphan: ledger_id, managed_ledger, cursor, state,
     entries and size (closed ledgers), created, bookies.
     """
-    from ..ops.ledger_meta import parse_duration
     from bkctl.wire.domain.orphans import OrphanSweep
+
+    from ..ops.ledger_meta import parse_duration
 
     try:
         age = parse_duration(older_than)
@@ -473,8 +474,9 @@ def schema_show(app: App, name, version):
     """
     import json
 
-    from ..ops.pulsar_schema import show_schema
     from bkctl.wire.pulsar.errors import SchemaUnreadable
+
+    from ..ops.pulsar_schema import show_schema
 
     name = _topic_name(name)
     try:

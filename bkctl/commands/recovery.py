@@ -10,7 +10,8 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id, complete_down_bookie_id, complete_ledger_id
-from ..render import emit, plural as _plural, stream_table
+from ..render import emit, stream_table
+from ..render import plural as _plural
 from . import pass_app
 from .progress import LedgerProgress
 

@@ -93,8 +93,9 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
     )
     title = app.cluster_name or app.metadata_uri or ""
     if not once:
-        from ..top_screen import ViewState, run_live
         from rich.console import Console
+
+        from ..top_screen import ViewState, run_live
 
         run_live(
             collector,

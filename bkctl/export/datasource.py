@@ -85,7 +85,8 @@ and the bookies under the addresses the cluster publishes.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
@@ -112,7 +113,7 @@ __all__ = [
 ]
 
 #: the SparkSessions the ``bookkeeper`` format was registered with (by identity, not kept alive)
-_registered: "weakref.WeakSet" = weakref.WeakSet()
+_registered: weakref.WeakSet = weakref.WeakSet()
 
 
 def register(spark) -> None:

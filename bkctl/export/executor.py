@@ -167,11 +167,11 @@ class LedgerReader:
         return ledger.last_entry_id()
 
     @classmethod
-    def on_driver(cls, settings: ReadSettings, store: Any) -> "LedgerReader":
+    def on_driver(cls, settings: ReadSettings, store: Any) -> LedgerReader:
         return cls(settings, lambda: new_client(settings, store), owns_client=True)
 
     @classmethod
-    def in_process(cls, settings: ReadSettings) -> "LedgerReader":
+    def in_process(cls, settings: ReadSettings) -> LedgerReader:
         return cls(settings, lambda: process_client(settings), owns_client=False)
 
     def client(self):
@@ -229,7 +229,7 @@ class LedgerReader:
         if client is not None and self._owns_client:
             client.close()
 
-    def __enter__(self) -> "LedgerReader":
+    def __enter__(self) -> LedgerReader:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -177,7 +177,7 @@ class OutputDir:
     # -- before writing ----------------------------------------------------------
 
     @contextmanager
-    def locked(self) -> Iterator["OutputDir"]:
+    def locked(self) -> Iterator[OutputDir]:
         """Hold an exclusive lock on the export (another export of the same
         ``DIR`` fails with :class:`ExportLocked`); the staging directory is
         removed on the way out unless it was committed."""

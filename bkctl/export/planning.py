@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bkctl.wire.errors import NotFound
@@ -130,7 +130,7 @@ def parse_ledger_spec(spec: str) -> LedgerSpec:
     singles = tuple(sorted(i for i in ids if not any(lo <= i <= hi for lo, hi in merged)))
     for i in singles:
         _check_ledger_id(i)
-    for lo, hi in merged:
+    for _, hi in merged:
         _check_ledger_id(hi)
     return LedgerSpec(ids=singles, ranges=tuple(merged))
 
@@ -199,11 +199,11 @@ def parse_ctime(text: str, now_ms: int | None = None) -> int:
     iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", iso):
-            moment = _dt.datetime.combine(_dt.date.fromisoformat(iso), _dt.time(), _dt.timezone.utc)
+            moment = _dt.datetime.combine(_dt.date.fromisoformat(iso), _dt.time(), _dt.UTC)
         else:
             moment = _dt.datetime.fromisoformat(iso)
             if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=_dt.timezone.utc)
+                moment = moment.replace(tzinfo=_dt.UTC)
     except ValueError:
         raise SpecError(
             f"bad time {text!r}: want an ISO date/time (2026-11-21, 2026-11-21T10:00Z), "
@@ -248,7 +248,7 @@ class LedgerPlan:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "LedgerPlan":
+    def from_json(cls, doc: dict[str, Any]) -> LedgerPlan:
         try:
             return cls(
                 ledger_id=int(doc["ledger_id"]),

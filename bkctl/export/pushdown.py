@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["Narrowing"]
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _us(value: Any) -> int | None:
@@ -30,7 +30,7 @@ def _us(value: Any) -> int | None:
     if not isinstance(value, dt.datetime):
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.replace(tzinfo=dt.UTC)
     return (value - _EPOCH) // dt.timedelta(microseconds=1)
 
 

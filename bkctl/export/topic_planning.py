@@ -29,8 +29,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bkctl.wire.errors import NotFound
 from bkctl.wire.domain.topic_window import OFFLOAD_READ, Pushdown, offloaded_copy
+from bkctl.wire.errors import NotFound
 from bkctl.wire.text import custom_metadata_text
 
 from . import planning

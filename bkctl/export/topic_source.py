@@ -29,9 +29,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from bkctl.wire.text import utc_iso
-
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
+from bkctl.wire.text import utc_iso
 
 from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings

@@ -13,11 +13,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bkctl.wire.pulsar.offload_store import location_of
-
 from bkctl.wire.domain.disk_attribution import packed_entry_bytes
 from bkctl.wire.domain.topic_state import metadata_in_batches
 from bkctl.wire.domain.topic_state import topic_reader as reader
+from bkctl.wire.pulsar.offload_store import location_of
 
 __all__ = ["DEFAULT_DELETION_LAG", "held_twice"]
 

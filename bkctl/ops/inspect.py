@@ -69,8 +69,8 @@ def _digest_length(digest: str | None) -> int | None:
 
 def entry_fields(data: bytes, digest_length: int | None) -> dict:
     """LAC, length and body of a packaged entry; with a digest length, its payload."""
-    from bkctl.wire.errors import CodecError
     from bkctl.wire.codecs.digest import ENTRY_HEADER, entry_header
+    from bkctl.wire.errors import CodecError
 
     try:
         _l, _e, lac, length = entry_header(data)
@@ -579,9 +579,8 @@ def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
     ``uncommitted_logs`` (:func:`uncommitted_logs`: not a problem, reported) and
     ``damaged_records`` (:func:`damaged_records`: bookied's entry logs scanned as compaction
     scans them; a live one is also a bad entry)."""
-    from bkctl.wire.codecs.digest import DigestManager
+    from bkctl.wire.codecs.digest import DigestManager, entry_header
     from bkctl.wire.errors import NotFound
-    from bkctl.wire.codecs.digest import entry_header
 
     rows = list(index_entries(dirs))
     if on_total is not None:

@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-
 # -- dump / restore ---------------------------------------------------------------------
 
 

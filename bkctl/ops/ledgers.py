@@ -4,11 +4,11 @@ close, fence, recover, tail (through the client)."""
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
-
 
 #: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
 #: describes a million ledgers)
@@ -420,8 +420,7 @@ def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
 
 def _check_appendable(bk, ledger_id: int) -> None:
     """A closed or fenced-for-recovery ledger: fail before taking the lock."""
-    from bkctl.wire.client.errors import LedgerFencedError
-    from bkctl.wire.client.errors import LedgerClosedError
+    from bkctl.wire.client.errors import LedgerClosedError, LedgerFencedError
 
     md, _ = bk.metadata(ledger_id)
     if md.is_closed:

@@ -106,7 +106,7 @@ def read_backup(path: str) -> dict:
     try:
         doc["ledgers"] = {int(k): base64.b64decode(v, validate=True) for k, v in doc["ledgers"].items()}
         doc["cookies"] = {str(k): base64.b64decode(v, validate=True) for k, v in doc["cookies"].items()}
-        for ledger_id, data in doc["ledgers"].items():
+        for _ledger_id, data in doc["ledgers"].items():
             parse_ledger_metadata(data)
     except Exception as exc:  # noqa: BLE001 - any damage is the same answer
         raise CommandError(f"{path}: damaged backup ({exc})", USAGE) from None

@@ -26,14 +26,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from bkctl.wire.domain.topic_state import metadata_in_batches, resolve_topics
+from bkctl.wire.domain.topic_state import topic_reader as reader
 from bkctl.wire.errors import AccessDenied, Unreachable
 from bkctl.wire.pulsar.errors import CorruptEntry, OffloadFormatError, OffloadMissing, OffloadUnlocated
 from bkctl.wire.pulsar.offload_format import check_blob_metadata, iter_block_entries
 from bkctl.wire.pulsar.offload_reader import OffloadedLedger
 from bkctl.wire.pulsar.offload_store import OffloadLocation, OffloadSettings, location_of, store_for
-
-from bkctl.wire.domain.topic_state import metadata_in_batches, resolve_topics
-from bkctl.wire.domain.topic_state import topic_reader as reader
 
 __all__ = ["OffloadRecord", "OrphanScan", "offloads", "verify_ledger"]
 

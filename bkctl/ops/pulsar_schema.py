@@ -144,12 +144,11 @@ def show_schema(
     """One version of a topic's schema (the newest by default): its type,
     time, properties, hash, ledger and definition (pretty JSON for AVRO and
     JSON, the descriptor for PROTOBUF_NATIVE, both sides of a KEY_VALUE)."""
-    from bkctl.wire.pulsar.schema import pretty_definition, schema_hash, schema_id
-    from bkctl.wire.text import utc_iso
-
     from difflib import get_close_matches
 
     from bkctl.wire.pulsar.errors import NoSuchSchema, SchemaUnreadable
+    from bkctl.wire.pulsar.schema import pretty_definition, schema_hash, schema_id
+    from bkctl.wire.text import utc_iso
 
     reg = registry(store, base, bk)
     sid = schema_id(topic)

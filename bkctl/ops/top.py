@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
 from .prometheus import Scrape, rates

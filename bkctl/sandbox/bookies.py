@@ -10,8 +10,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..exitcodes import UNREACHABLE, USAGE
 from .state import HOST, Progress, SandboxError, quiet, sandbox_dir

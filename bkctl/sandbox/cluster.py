@@ -48,7 +48,6 @@ from .zookeeper import (
     terminate_pid,
 )
 
-
 # --------------------------------------------------------------------------
 # ZooKeeper
 
@@ -500,10 +499,9 @@ def sandbox_down(
             zk["pid"] = None
         save_state(d, state)
     purged = False
-    if purge:
-        if (d / STATE_FILE).is_file():
-            shutil.rmtree(d)
-            purged = True
+    if purge and (d / STATE_FILE).is_file():
+        shutil.rmtree(d)
+        purged = True
     return {"dir": str(d), "stopped": stopped, "purged": purged}
 
 

@@ -24,9 +24,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .zookeeper import file_tail, free_port, port_free, process_matches, terminate_pid
 
@@ -247,7 +248,7 @@ class S3Server:
             chosen.add(port)
             self.ports[name] = port
 
-    def start(self) -> "S3Server":
+    def start(self) -> S3Server:
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -267,7 +268,7 @@ class S3Server:
                     raise
         raise AssertionError("unreachable")
 
-    def _start_once(self) -> "S3Server":
+    def _start_once(self) -> S3Server:
         cmd = self._command()
         with open(self.log_path, "ab") as log:
             self._proc = subprocess.Popen(
@@ -311,7 +312,7 @@ class S3Server:
         if proc is not None and proc.poll() is None:
             terminate_pid(proc.pid, grace, popen=proc)
 
-    def __enter__(self) -> "S3Server":
+    def __enter__(self) -> S3Server:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

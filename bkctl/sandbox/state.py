@@ -8,8 +8,8 @@ import contextlib
 import fcntl
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from ..exitcodes import FAILED, CommandError
 

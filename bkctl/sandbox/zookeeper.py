@@ -26,8 +26,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 DEBIAN_JAR_DIR = Path("/usr/share/java")
@@ -514,7 +514,7 @@ class ZooKeeperServer:
     def log_tail(self, lines: int = 30) -> str:
         return file_tail(self.log_path, lines)
 
-    def start(self) -> "ZooKeeperServer":
+    def start(self) -> ZooKeeperServer:
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -530,7 +530,7 @@ class ZooKeeperServer:
                     raise
         raise AssertionError("unreachable")
 
-    def _start_once(self) -> "ZooKeeperServer":
+    def _start_once(self) -> ZooKeeperServer:
         if not port_free(self.HOST, self.port):
             err = ZooKeeperStartError(f"cannot start ZooKeeper: {self.HOST}:{self.port} is already in use")
             err.port_in_use = True
@@ -578,7 +578,7 @@ class ZooKeeperServer:
         if proc.poll() is None:
             terminate_pid(proc.pid, grace, popen=proc)
 
-    def __enter__(self) -> "ZooKeeperServer":
+    def __enter__(self) -> ZooKeeperServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

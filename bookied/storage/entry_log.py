@@ -28,14 +28,15 @@ import re
 import struct
 import threading
 import time
-from typing import Callable, Iterable, Iterator, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from crc32c import crc32c
 
 from bkctl.wire import fastpath
+from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
 
-from bkctl.wire.bookie_disk import layout
 from .errors import EntryCorrupted
 from .index import KEY, LOC
 
@@ -160,7 +161,7 @@ def _damaged(view, pos: int, size: int) -> DamagedRecord:
         return DamagedRecord(pos, length, None, None, f"{size - pos} bytes, too short for a record")
     _crc, ln = _CRC_LEN.unpack_from(view, pos)
     ledger_id, entry_id = KEY.unpack_from(view, pos + 8)
-    plausible = 16 <= ln and pos + 8 + ln <= size and ledger_id >= 0 and entry_id >= -1
+    plausible = ln >= 16 and pos + 8 + ln <= size and ledger_id >= 0 and entry_id >= -1
     why = "checksum mismatch" if plausible else f"impossible record length {ln}"
     return DamagedRecord(pos, length, ledger_id if plausible else None, entry_id if plausible else None, why)
 

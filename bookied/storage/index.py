@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Callable, Iterable, Iterator, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 import lmdb
 
@@ -277,8 +278,7 @@ class EntryLocationIndex:
                 put = txn.cursor(db=self.runs).putmulti
                 entries: list[Entry] = []
                 moved: list[int] = []
-                count = 0
-                for lid, entry in legacy_rows(txn.cursor(db=old)):
+                for count, (lid, entry) in enumerate(legacy_rows(txn.cursor(db=old))):
                     if not moved or lid != moved[-1]:
                         if entries:
                             put(encode_runs(moved[-1], entries))
@@ -287,7 +287,6 @@ class EntryLocationIndex:
                             break
                         moved.append(lid)
                     entries.append(entry)
-                    count += 1
                 else:
                     if entries:
                         put(encode_runs(moved[-1], entries))

@@ -40,7 +40,7 @@ class LedgerState:
         return b"".join((_STATE_HEAD.pack(1, flags, last_entry, len(key)), key, _U32.pack(len(lac)), lac))
 
     @classmethod
-    def decode(cls, raw: bytes) -> "LedgerState":
+    def decode(cls, raw: bytes) -> LedgerState:
         version, flags, last, klen = _STATE_HEAD.unpack_from(raw, 0)
         if version != 1:
             raise ValueError(f"unknown ledger state version {version}")

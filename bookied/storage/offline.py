@@ -7,11 +7,12 @@ import os
 import lmdb
 
 from bkctl.wire.bookie_disk import layout
+
 from .entry_log import check_record, log_name
 from .index import (
     FORMAT_ROWS,
-    INDEX_DIR,
     I64,
+    INDEX_DIR,
     KEY,
     LOC,
     LOGROW,

@@ -8,7 +8,7 @@ over about twice its time."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: rows a flush hands to the index, or frees, per C call (see :func:`let_go`)
 FLUSH_SLICE = 2048

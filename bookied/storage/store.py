@@ -85,9 +85,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
+from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
 
-from bkctl.wire.bookie_disk import layout
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord, Record
 from .compactor import CompactionWriter, LiveRecord, LogsDeleted, LogUsage
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records

@@ -12,9 +12,10 @@ import time
 
 import pytest
 
+from tests.support.cli import bkctl_bytes as bkctl
+from tests.support.cli import ok
 from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
 from tests.support.waiting import wait_for
-from tests.support.cli import bkctl_bytes as bkctl, ok
 
 pytestmark = pytest.mark.integration
 

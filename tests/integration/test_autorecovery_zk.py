@@ -11,8 +11,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from bkctl.wire.metadata import paths as P
 from bkctl.wire.client.blocking import run_in_reactor
+from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.waiting import wait_for
@@ -48,8 +48,9 @@ class Voter:
     """An :class:`AuditorElection` on the reactor thread, recording what it was told."""
 
     def __init__(self, store, bookie_id):
-        from bkctl.wire.autorecovery.election import AuditorElection
         from twisted.internet import reactor, threads
+
+        from bkctl.wire.autorecovery.election import AuditorElection
 
         self.events: list[str] = []
 
@@ -172,10 +173,11 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
     """Bookies here are only registrations (the bookie audit reads metadata and
     registrations, never the bookies): one goes, and its ledgers are marked no
     sooner than the delay after it went; a ledger not naming it never is."""
+    from twisted.internet import reactor
+
     from bkctl.wire.autorecovery.auditor import Auditor
     from bkctl.wire.autorecovery.config import AutoRecoveryConfig
     from bkctl.wire.client.bookkeeper import BookKeeperClient
-    from twisted.internet import reactor
 
     admin, bookie_session = stores(), stores(session_timeout=4)
     bookies = ["10.1.0.1:3181", "10.1.0.2:3181", "10.1.0.3:3181"]
@@ -212,11 +214,12 @@ def test_the_auditor_waits_lost_bookie_recovery_delay(stores):
 
 def test_the_auditor_placement_check_reports_what_ledger_list_not_adhering_lists(stores, rack_map):
     """Racks from the /bookies rack map; one ledger keeps both copies of some entries in one rack."""
+    from twisted.internet import reactor
+
     from bkctl.wire.autorecovery.auditor import Auditor
     from bkctl.wire.autorecovery.config import AutoRecoveryConfig, AutoRecoveryStats
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.metadata.racks import build_placement
-    from twisted.internet import reactor
 
     admin = stores()
     bookies = ["10.2.0.1:3181", "10.2.0.2:3181", "10.2.1.1:3181", "10.2.2.1:3181"]

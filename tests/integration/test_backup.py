@@ -35,7 +35,7 @@ class Cluster:
         self.procs = [BookieProcess(base / f"{name}-bookie{i}", self.uri) for i in range(3)]
         self.bk = None
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         from bkctl.wire.client.blocking import BlockingBookKeeper
         from bkctl.wire.metadata.zk import ZKMetadataStore
         from tests.support.bookieproc import start_bookies

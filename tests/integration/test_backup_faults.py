@@ -209,7 +209,6 @@ def test_a_target_with_conflicting_metadata_is_refused_in_one_line_before_anythi
     cluster, capsys, tmp_path
 ):
     from bkctl.wire.metadata.zk import ZKMetadataStore
-
     from tests.support.cli import bkctl
 
     archive = tmp_path / "archive"

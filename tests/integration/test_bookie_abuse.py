@@ -12,12 +12,12 @@ import uuid
 
 import pytest
 
-from tests.support.abuse import QUIET_GC, ValidClient, hammer, rss_kb
-from tests.support.bookieproc import BookieProcess, WireClient
-from tests.support.waiting import wait_for
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
+from tests.support.abuse import QUIET_GC, ValidClient, hammer, rss_kb
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bookie_abuse")]  # one bookie for the module
 

@@ -8,8 +8,10 @@ import json
 
 import pytest
 
-from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
-from tests.support.tlscerts import bookie_tls_settings as tls_settings, write_certs
+from tests.support.cli import bkctl_bytes as bkctl
+from tests.support.cli import json_lines, ok, one_line_error
+from tests.support.tlscerts import bookie_tls_settings as tls_settings
+from tests.support.tlscerts import write_certs
 
 pytestmark = pytest.mark.xdist_group("bookie_tls")  # module-scoped fixtures: one xdist worker runs the whole module
 

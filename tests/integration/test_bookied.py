@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from tests.support.bookieproc import WireClient
-from tests.support.waiting import wait_for
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
-from bkctl.wire.codecs.protocol import Flag, RC
+from bkctl.wire.codecs.protocol import RC, Flag
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.bookieproc import WireClient
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +45,7 @@ def test_sigkill_while_pipelining_loses_no_acknowledged_entry(bookies):
         stop = threading.Event()
         enough = threading.Event()
 
-        def reader(client=client, ledger=ledger, kill_after=kill_after, enough=enough):
+        def reader(client=client, ledger=ledger, kill_after=kill_after, enough=enough, stop=stop):
             got = 0
             try:
                 while not stop.is_set():

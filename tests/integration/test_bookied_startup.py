@@ -11,10 +11,10 @@ import socket
 import subprocess
 import sys
 
-from tests.support.bookieproc import BookieProcess
-from tests.support.bookieproc import wait_registered as _wait_registered
 from bkctl.bookied.main import EXIT_CANNOT_START, EXIT_CONFIG, EXIT_REFUSED
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.bookieproc import BookieProcess
+from tests.support.bookieproc import wait_registered as _wait_registered
 
 
 def _log_lines(bookie: BookieProcess) -> list[str]:

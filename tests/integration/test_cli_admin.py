@@ -4,9 +4,8 @@ import json
 import os
 import sys
 
-from tests.support.cli import REPO, bkctl, json_lines
-
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from tests.support.cli import REPO, bkctl, json_lines
 
 
 def make_ledger(zkstore, bookies=("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"), closed_at=None):

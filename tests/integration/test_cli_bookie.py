@@ -4,12 +4,12 @@ import json
 import os
 from pathlib import Path
 
-from tests.support.bookieproc import BookieProcess, WireClient
-from tests.support.cli import bkctl
 from bkctl.wire.codecs import v2
-from bkctl.wire.metadata.cookie import parse_cookie
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.metadata.cookie import parse_cookie
+from tests.support.bookieproc import BookieProcess, WireClient
+from tests.support.cli import bkctl
 
 
 def test_bookie_list(metadata_uri, zkstore):

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
+from bkctl.wire.metadata.cookie import parse_cookie
 from tests.support.bookieproc import BookieProcess
 from tests.support.cli import bkctl
-from bkctl.wire.metadata.cookie import parse_cookie
 
 
 def _registered(zkstore, bookie_id, timeout=30.0):

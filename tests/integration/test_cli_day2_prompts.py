@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from tests.support.cli import REPO
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from tests.support.cli import REPO
 
 pytestmark = pytest.mark.integration
 

@@ -15,14 +15,15 @@ import pytest
 from tests.support.cli import (
     BKCTL,
     REPO,
-    bkctl_bytes as bkctl,
     env_for,
     json_lines,
     ok,
     one_line_error,
     wait_or_show_threads,
 )
-
+from tests.support.cli import (
+    bkctl_bytes as bkctl,
+)
 
 # A writer that lives across commands, like `bkctl shell`: an interactive App
 # running one bkctl command line per stdin line (JSON array), answering with
@@ -234,7 +235,7 @@ def test_killed_writer_then_concurrent_recoveries(bookie_cluster, metadata_uri, 
     acked = []
     for i in range(40):  # the writer adds in a loop; each answer means acknowledged
         writer.send("--json", "ledger", "add", lid, f"entry-{i}")
-    for i in range(25):
+    for _ in range(25):
         reply = writer.answer()
         assert reply["rc"] == 0
         acked += json.loads(reply["out"])["entry_ids"]

@@ -13,6 +13,7 @@ import time
 import pexpect
 import pytest
 
+from bkctl.ops.ledgers import live_writer
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.pulsar.managed_ledger import (
@@ -24,8 +25,6 @@ from bkctl.wire.pulsar.managed_ledger import (
     CURSOR_KEY,
     MANAGED_LEDGER_KEY,
 )
-
-from bkctl.ops.ledgers import live_writer
 from tests.support.cli import bkctl
 from tests.support.ledgers import ENSEMBLE
 from tests.support.terminal import Terminal, bkctl_env

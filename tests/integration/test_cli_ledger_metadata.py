@@ -4,8 +4,8 @@ import json
 import time
 from pathlib import Path
 
-from tests.support.cli import bkctl
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from tests.support.cli import bkctl
 
 RAW = Path(__file__).resolve().parents[1] / "vectors" / "zk" / "raw"
 

@@ -18,7 +18,10 @@ import pexpect
 import pytest
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
-from tests.support.cli import BKCTL, REPO as ROOT, ok, one_line_error as failed, run_bkctl as run
+from tests.support.cli import BKCTL, ok
+from tests.support.cli import REPO as ROOT
+from tests.support.cli import one_line_error as failed
+from tests.support.cli import run_bkctl as run
 from tests.support.ledgers import ENSEMBLE, make_ledgers
 from tests.support.terminal import Terminal, bkctl_env, complete
 
@@ -233,7 +236,7 @@ def test_people_get_dates_and_sizes_scripts_raw_values(cluster_env):
     human = ok(run(cluster_env, "ledger", "show", ledger_id))
     assert re.search(r"length\s+2\.9 KiB \(3000 bytes\)", human), human
     # one date format across commands, pulsar's included: UTC, milliseconds, Z
-    utc = datetime.datetime.fromtimestamp(doc["ctime"] / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
+    utc = datetime.datetime.fromtimestamp(doc["ctime"] / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.")
     utc += f"{doc['ctime'] % 1000:03d}Z"
     assert re.search(rf"created\s+{re.escape(utc)}\n", human), human
     assert str(doc["ctime"]) not in human and "+00:00" not in human

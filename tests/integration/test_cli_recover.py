@@ -7,7 +7,8 @@ import json
 import shutil
 import time
 
-from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
+from tests.support.cli import BKCTL, REPO, env_for, json_lines, ok, one_line_error
+from tests.support.cli import bkctl_bytes as bkctl
 from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
 
 

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from tests.support.cli import REPO, bkctl
 from bkctl.ops.replace_id import replace_bookie_id
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from tests.support.cli import REPO, bkctl
 
 OLD, NEW = "10.0.0.1:3181", "bk1.example.com:3181"
 OTHERS = ["10.0.0.2:3181", "10.0.0.3:3181", "10.0.0.4:3181"]

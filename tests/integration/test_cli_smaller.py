@@ -14,7 +14,8 @@ import pytest
 from bkctl.sandbox import cluster
 from bkctl.sandbox import state as sandbox_state
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
-from tests.support.cli import BKCTL, REPO, bkctl_bytes as bkctl, json_lines, ok, one_line_error
+from tests.support.cli import BKCTL, REPO, json_lines, ok, one_line_error
+from tests.support.cli import bkctl_bytes as bkctl
 from tests.support.ports import held
 
 pytestmark = pytest.mark.timeout(300)

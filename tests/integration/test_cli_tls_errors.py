@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
+from tests.support.cli import bkctl_bytes as bkctl
+from tests.support.cli import json_lines, ok, one_line_error
 from tests.support.tlscerts import bookie_tls_settings as tls_settings
 from tests.support.waiting import wait_for
 

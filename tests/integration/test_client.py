@@ -14,20 +14,25 @@ import signal
 import pytest
 from twisted.internet import defer
 
-from tests.support.bookieproc import WireClient
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
-from bkctl.wire.client.errors import LedgerLocked
-from bkctl.wire.client.errors import LedgerFencedError, Unauthorized
-from bkctl.wire.client.errors import ClientClosed, EntryNotConfirmed, LedgerClosedError
+from bkctl.wire.client.errors import (
+    ClientClosed,
+    EntryNotConfirmed,
+    LedgerClosedError,
+    LedgerFencedError,
+    LedgerLocked,
+    Unauthorized,
+)
+from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType
-from bkctl.wire.errors import DigestError
-from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.codecs.protocol import RC
-from bkctl.wire.metadata.errors import NoSuchLedger
+from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata import paths as P
+from bkctl.wire.metadata.errors import NoSuchLedger
+from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.bookieproc import WireClient
 
 pytestmark = pytest.mark.integration
 

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.bookied.storage.compactor import CompactionPhase
+from bkctl.sandbox.zookeeper import free_port
+from bkctl.wire.client.blocking import BlockingBookKeeper
+from bkctl.wire.errors import BKError
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
 from tests.support.smallfs import fill, mount_or_explain, unmount, usage
 from tests.support.waiting import wait_for
-from bkctl.bookied.storage.compactor import CompactionPhase
-from bkctl.sandbox.zookeeper import free_port
-from bkctl.wire.client.blocking import BlockingBookKeeper
 
 pytestmark = pytest.mark.integration
 
@@ -429,7 +430,7 @@ def test_a_damaged_record_in_a_mostly_dead_log_is_named_once_and_the_log_reclaim
                     continue
                 others = [e for e in range(ENTRIES) if e != rotten_eid]
                 assert all(lh.read(e, e) == [(e, payload(ledger_id, e))] for e in others)
-                with pytest.raises(Exception):
+                with pytest.raises(BKError):
                     lh.read(rotten_eid, rotten_eid)
     finally:
         bk.close()

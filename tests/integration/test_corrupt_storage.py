@@ -9,13 +9,13 @@ import shutil
 
 import pytest
 
+from bkctl.bookied.storage import scan_log
+from bkctl.bookied.storage.entry_log import encode_log_record
+from bkctl.wire.codecs.javadisk import INDEX_HEADER_SIZE
+from bkctl.wire.errors import BKError
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
 from tests.support.golden import VECTORS
-from bkctl.bookied.storage import scan_log
-from bkctl.bookied.storage.entry_log import encode_log_record
-from bkctl.wire.errors import BKError
-from bkctl.wire.codecs.javadisk import INDEX_HEADER_SIZE
 
 pytestmark = pytest.mark.integration
 

@@ -16,15 +16,14 @@ import sys
 
 import pytest
 
-from tests.support.bookieproc import BookieProcess, WireClient
-from tests.support.waiting import wait_for
-from tests.support.bookieproc import start_bookies
-from tests.support.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
-from bkctl.wire.codecs import v2
 from bkctl.wire.client.blocking import BlockingBookKeeper
+from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.bookieproc import BookieProcess, WireClient, start_bookies
+from tests.support.smallfs import fill, mount_or_explain, shrink_to_usage, unmount, usage
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +95,7 @@ def test_full_disks_go_read_only_before_enospc_and_a_ledger_on_them_is_recovered
     try:
         lh = writer.create(3, 3, 2, password=b"pw")
         ledger_id = lh.ledger_id
-        for i in range(FS_MB * 64 * 2):  # more than the three filesystems hold
+        for _ in range(FS_MB * 64 * 2):  # more than the three filesystems hold
             data = os.urandom(16 * 1024)
             try:
                 acked[lh.add(data)] = data

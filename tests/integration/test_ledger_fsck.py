@@ -4,7 +4,6 @@ marked, and a second fsck clean but for what is lost."""
 
 from __future__ import annotations
 
-
 from tests.support.cli import bkctl, json_lines, ok
 from tests.support.ledgers import make_ledger
 from tests.support.planted import closed_metadata, payload, put

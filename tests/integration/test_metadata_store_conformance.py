@@ -48,7 +48,7 @@ class Sessions:
         self.opened: list = []
         self._fake: FakeMetadataStore | None = None
 
-    def pulsar_writes(self, store) -> "PulsarBroker":
+    def pulsar_writes(self, store) -> PulsarBroker:
         return PulsarBroker(store, self.zk if self.kind == "zk" else None)
 
     def unstarted(self) -> MetadataStore:

@@ -10,12 +10,12 @@ import urllib.request
 
 import pytest
 
-from tests.support.bookieproc import BookieProcess
-from tests.support.ports import free_port
-from tests.support.bookieproc import start_bookies
-from tests.support.cli import bkctl_bytes as bkctl, json_lines, ok, one_line_error
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement
 from bkctl.wire.metadata.racks import RACK_MAP_PATH
+from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.cli import bkctl_bytes as bkctl
+from tests.support.cli import json_lines, ok, one_line_error
+from tests.support.ports import free_port
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import signal
 import subprocess
 import time
 
-from tests.support.bookieproc import WireClient, start_bookies
-from tests.support.cli import BKCTL, bkctl_bytes as bkctl, env_for, json_lines, ok, one_line_error
-from tests.support.ledgers import assert_fully_replicated, make_ledger
-
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.protocol import RC
+from tests.support.bookieproc import WireClient, start_bookies
+from tests.support.cli import BKCTL, env_for, json_lines, ok, one_line_error
+from tests.support.cli import bkctl_bytes as bkctl
+from tests.support.ledgers import assert_fully_replicated, make_ledger
 
 #: the bookies' GC looks for over-replicated ledgers every second (a day by default)
 QUICK_GC = {"gcWaitTime": 1000, "gcOverreplicatedLedgerWaitTime": 1000}

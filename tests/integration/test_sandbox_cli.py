@@ -7,8 +7,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from tests.support.cli import env_for, run_bkctl
 from click.testing import CliRunner
 
 from bkctl.commands.sandbox import sandbox
@@ -16,6 +14,7 @@ from bkctl.sandbox import cluster
 from bkctl.sandbox import state as sandbox_state
 from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answers
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.cli import env_for, run_bkctl
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.bookieproc import BookieProcess
 from tests.support.waiting import wait_for
-from bkctl.wire.metadata.zk import ZKMetadataStore
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from tests.support.cli import bkctl_bytes as bkctl, env_for, ok
+from tests.support.cli import bkctl_bytes as bkctl
+from tests.support.cli import env_for, ok
 from tests.support.java_tls_peer import JavaTLSPeer
 
 pytestmark = pytest.mark.timeout(400)

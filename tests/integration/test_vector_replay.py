@@ -3,9 +3,9 @@ to three bookieds standing in for them; each must answer as the Java bookie answ
 
 from collections import defaultdict
 
+from bkctl.wire.codecs import v2, v3
 from tests.support.bookieproc import BookieProcess, WireClient
 from tests.support.golden import frames
-from bkctl.wire.codecs import v2, v3
 
 
 def key_of(proto: str, msg) -> tuple:

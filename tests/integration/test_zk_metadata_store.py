@@ -11,11 +11,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from tests.support.golden import VECTORS
-from tests.support.waiting import wait_for
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
-from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
-from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.errors import (
     BookieRegistrationError,
     ClusterExists,
@@ -30,7 +26,11 @@ from bkctl.wire.metadata.errors import (
     NukeRefused,
     ZKUnavailable,
 )
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.golden import VECTORS
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -91,9 +91,8 @@ def test_manager_from_layout_and_mismatch(zookeeper, zk_namespace):
         store.cluster.init()
     with ZKMetadataStore(f"zk://{base}") as store:
         assert store.cluster.manager == "flat"
-    with ZKMetadataStore(f"zk+hierarchical://{base}") as store:
-        with pytest.raises(LayoutMismatch):
-            store.cluster.manager
+    with ZKMetadataStore(f"zk+hierarchical://{base}") as store, pytest.raises(LayoutMismatch):
+        _ = store.cluster.manager
 
 
 def test_missing_cluster_errors(uninitialised_uri):

@@ -11,14 +11,13 @@ import uuid
 
 import pytest
 
-from tests.support.bookieproc import BookieProcess
-from tests.support.bookieproc import start_bookies
-from tests.support.cli import BKCTL, REPO, json_lines, ok, one_line_error
 from bkctl.sandbox.zookeeper import ZooKeeperServer, find_zookeeper_classpath, free_port, pyspark_jars_dir
 from bkctl.wire.metadata import zksecurity
 from bkctl.wire.metadata.zksecurity import ZKSecurity
-from tests.support.tlscerts import write_certs
+from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.cli import BKCTL, REPO, json_lines, ok, one_line_error
 from tests.support.interrupts import die_with_parent
+from tests.support.tlscerts import write_certs
 
 pytestmark = pytest.mark.xdist_group("zk_security")  # module-scoped fixtures: one xdist worker runs the whole module
 

@@ -364,7 +364,7 @@ class Bystanders:
         while not self._stop.is_set():
             try:
                 n = s.send(pending)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -21,9 +21,9 @@ from pathlib import Path
 from bkctl.sandbox.zookeeper import child_pids, process_cmdline
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
+from tests.support import zygote
 from tests.support.folders import integration_only
 from tests.support.interrupts import die_with_parent
-from tests.support import zygote
 from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ class BookieProcess:
         self.launcher: list[str] = ["bkctl.bookied"]
         self.http_port: int | None = None
 
-    def serve_http(self) -> "BookieProcess":
+    def serve_http(self) -> BookieProcess:
         """Turn the HTTP admin on (127.0.0.1, a free ``http_port``), before starting."""
         self.http_port = free_port()
         self.settings.update(httpServerEnabled="true", httpServerPort=self.http_port, httpServerHost="127.0.0.1")
@@ -129,7 +129,7 @@ class BookieProcess:
                 )
         return self.proc
 
-    def start(self, timeout: float = 60.0) -> "BookieProcess":
+    def start(self, timeout: float = 60.0) -> BookieProcess:
         """Start and wait until it answers on its port."""
         self.launch()
         try:
@@ -279,7 +279,7 @@ class WireClient:
             return True
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     def v2(self, req) -> object:

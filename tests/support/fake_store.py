@@ -35,8 +35,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import Any
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import paths as P
@@ -58,8 +58,8 @@ from bkctl.wire.metadata.errors import (
     ZKUnavailable,
 )
 from bkctl.wire.metadata.layout import LedgerLayout
-from bkctl.wire.metadata.racks import RACK_MAP_PATH, parse_rack_map, serialize_rack_map
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.metadata.racks import RACK_MAP_PATH, parse_rack_map, serialize_rack_map
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
     LedgerRange,
@@ -132,7 +132,7 @@ class _Listeners:
 class _Manager:
     _name = ""
 
-    def __init__(self, store: "FakeMetadataStore"):
+    def __init__(self, store: FakeMetadataStore):
         self._store = store
 
 
@@ -140,7 +140,7 @@ class FakeLedgerLock:
     """A ledger's append lock as kazoo's recipe behaves: the first contender holds it,
     others may wait (in turn) for it; it goes with the store's session."""
 
-    def __init__(self, store: "FakeMetadataStore", path: str, holder: str):
+    def __init__(self, store: FakeMetadataStore, path: str, holder: str):
         self._store = store
         self.path = path
         self.holder = holder
@@ -792,10 +792,14 @@ class FakePulsarMetadata(_Manager):
                 base = f"{prefix}/{P.MANAGED_LEDGERS}"
                 if kind == "partitioned":
                     node = self._partitioned.get((self._base(base), name))
-                    return (None if node is None else node[0]), lambda v: self.put_partitioned_topic(name, v, base=base)
+                    return (
+                        None if node is None else node[0]
+                    ), lambda v, name=name, base=base: self.put_partitioned_topic(name, v, base=base)
                 sbase = f"{prefix}/schemas"
                 node = self._locators.get((sbase, name))
-                return (None if node is None else node[0]), lambda v: self.put_schema_locator(name, v, base=sbase)
+                return (None if node is None else node[0]), lambda v, name=name, sbase=sbase: self.put_schema_locator(
+                    name, v, base=sbase
+                )
         prefix, _, name = path.partition(f"/{P.MANAGED_LEDGERS}/")
         base = self._base(f"{prefix}/{P.MANAGED_LEDGERS}")
         parts = name.split("/")
@@ -983,7 +987,7 @@ class FakeMetadataStore:
         self.pulsar = FakePulsarMetadata(self)
 
     # -- the session ---------------------------------------------------------------
-    def start(self) -> "FakeMetadataStore":
+    def start(self) -> FakeMetadataStore:
         if not self._started:
             self.session_id = next(_SESSION_IDS)
         self._started = True
@@ -1003,7 +1007,7 @@ class FakeMetadataStore:
         self.underreplication._end_session()
         self.auditor._end_session()
 
-    def __enter__(self) -> "FakeMetadataStore":
+    def __enter__(self) -> FakeMetadataStore:
         return self.start()
 
     def __exit__(self, *exc) -> None:

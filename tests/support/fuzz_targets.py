@@ -18,9 +18,9 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from bkctl.wire.errors import CodecError, DigestError
 
@@ -250,8 +250,8 @@ def plain_c_twins(data: bytes) -> None:
     twins: the same value, or both None, for every input; and the C ADD and READ
     answers (one, and a run's) are the Python ones for the numbers and bytes the input spells
     (skipped where it is not built)."""
-    from bkctl.wire.codecs import v2, v3_fast
     from bkctl.wire import fastpath
+    from bkctl.wire.codecs import v2, v3_fast
     from bkctl.wire.codecs.plain import py_add_answer, py_read_answer, py_read_answers
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
@@ -409,10 +409,9 @@ def _client_requests(conn, use_v3: bool) -> list:
 
 
 def _client_seeds() -> list[bytes]:
-    from tests.support.connection import Harness, v2_requests, v3_reply, v3_requests
-
     from bkctl.wire.codecs import v2
     from bkctl.wire.codecs.framing import frame
+    from tests.support.connection import Harness, v2_requests, v3_reply, v3_requests
 
     seeds = []
     for use_v3 in (True, False):
@@ -447,9 +446,8 @@ def client_connection(data: bytes) -> None:
     request ends in its answer or in one of the library's errors."""
     from twisted.python.failure import Failure
 
-    from tests.support.connection import Harness
-
     from bkctl.wire.errors import BKError
+    from tests.support.connection import Harness
 
     if not data:
         return
@@ -725,9 +723,8 @@ def _batch_table(data: bytes, splitter):
 
     from bkctl.export.columns import arrow_schema
     from bkctl.export.topic_source import record_batch
-    from bkctl.wire.pulsar.messages import TopicDecoder
-
     from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
+    from bkctl.wire.pulsar.messages import TopicDecoder
 
     schema = arrow_schema(MESSAGE_COLUMNS)  # the decoder's parts: schema_version as stored
     dec = TopicDecoder("persistent://t/n/x", 0, splitter=splitter)

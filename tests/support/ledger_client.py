@@ -8,11 +8,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from twisted.internet import defer
+
 from bkctl.wire.client.bookkeeper import BookKeeperClient
 from bkctl.wire.client.ledger_handle import LedgerHandle
 from bkctl.wire.client.placement import RandomPlacement
-from twisted.internet import defer
-
 from tests.support.deferreds import successResultOf
 from tests.support.fake_bookie import FakePool
 from tests.support.fake_store import FakeMetadataStore

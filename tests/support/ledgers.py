@@ -7,7 +7,6 @@ from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.metadata.ledger import LedgerMetadata
-
 from tests.support.bookieproc import WireClient
 
 #: Bookie ids for metadata-only ledgers (nothing listens there).

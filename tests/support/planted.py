@@ -8,7 +8,6 @@ from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.metadata.ledger import LedgerMetadata
-
 from tests.support.bookieproc import WireClient
 
 PASSWORD = b"fsck"

@@ -21,8 +21,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from bkctl.sandbox.s3 import DENIED_PROFILE, REGION, S3Credentials, S3Server, s3_client
 
@@ -36,7 +37,7 @@ class S3Endpoint:
     denied: S3Credentials
 
     @classmethod
-    def of(cls, server: S3Server) -> "S3Endpoint":
+    def of(cls, server: S3Server) -> S3Endpoint:
         return cls(server, server.endpoint_url, REGION, server.credentials(), server.credentials(DENIED_PROFILE))
 
     def client(self, credentials: S3Credentials | None = None, endpoint_url: str | None = None) -> Any:
@@ -55,7 +56,7 @@ class S3Endpoint:
             "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
         }
 
-    def new_bucket(self, prefix: str = "t") -> "S3Bucket":
+    def new_bucket(self, prefix: str = "t") -> S3Bucket:
         name = f"{prefix}-{uuid.uuid4().hex[:16]}"
         client = self.client()
         client.create_bucket(Bucket=name)
@@ -99,7 +100,7 @@ class SlowProxy:
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
 
-    def __enter__(self) -> "SlowProxy":
+    def __enter__(self) -> SlowProxy:
         thread = threading.Thread(target=self._accept, daemon=True)
         thread.start()
         self._threads.append(thread)

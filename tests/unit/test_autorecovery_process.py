@@ -7,8 +7,8 @@ import json
 
 import pytest
 from twisted.internet import task
-from twisted.python.failure import Failure
 from twisted.internet.error import ProcessDone, ProcessTerminated
+from twisted.python.failure import Failure
 
 from bkctl.bookied.autorecovery import AutoRecoveryProcess
 from bkctl.bookied.config import load_config_text

@@ -3,7 +3,8 @@
 import struct
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bkctl.wire.codecs.availability import HEADER_SIZE, decode_availability, encode_availability
 from bkctl.wire.errors import CodecError

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import c_twins
 from bkctl.export.topic_source import _value_array
 from bkctl.wire import fastpath
 from bkctl.wire.pulsar import schema as S
 from bkctl.wire.pulsar.avro_types import as_numbers
 from bkctl.wire.pulsar.typed import TypedView
+from tests.support import c_twins
 
 fastavro = pytest.importorskip("fastavro")
 pa = pytest.importorskip("pyarrow")

@@ -5,9 +5,9 @@ the answers' bytes and order, the journal's records, the store, the LAC and the 
 
 import pytest
 
-from bkctl.wire import fastpath
 from bkctl.bookied.adds import Adds
 from bkctl.bookied.journal import EntryRecord, Journal, encode_record
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, Flag

@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from bkctl.wire import fastpath
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.storage import log_name
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC

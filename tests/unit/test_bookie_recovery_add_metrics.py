@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from bkctl.wire import fastpath
 from bkctl.bookied.metrics import Metrics
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import Flag

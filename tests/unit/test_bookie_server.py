@@ -7,15 +7,15 @@ import pytest
 from twisted.internet import abstract, task
 from twisted.internet.testing import MemoryReactor, StringTransport
 
-from bkctl.wire import fastpath
 from bkctl.bookied.bookie import Bookie
-from bkctl.bookied.storage import EntryStore
 from bkctl.bookied.journal import EntryRecord, FenceRecord, MasterKeyRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory
+from bkctl.bookied.storage import EntryStore
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
-from bkctl.wire.codecs.protocol import Flag, RC
+from bkctl.wire.codecs.protocol import RC, Flag
 from tests.support.bookie_server import DM, KEY, OTHER_KEY, Conn, ManualJournal, add, bookie_env, entry
 
 
@@ -849,8 +849,12 @@ def test_a_groups_add_answers_go_to_each_connection_in_one_write_and_are_sent_at
     second, t2, _ = real_buffering_conn(env)
     gone, t3, _ = real_buffering_conn(env)
     writes = []
+
+    def recording(t, write):
+        return lambda data: (writes.append((t, data)), write(data))[1]
+
     for t in (t1, t2, t3):
-        t.write = (lambda write, t: lambda data: (writes.append((t, data)), write(data))[1])(t.write, t)
+        t.write = recording(t, t.write)
     for n in range(1, 4):
         first.dataReceived(frame(v3.serialize(v3.add_request(n, 1, n, KEY, entry(n)))))
     second.dataReceived(frame(v2.AddRequest(2, 0, KEY, entry(4), 1, 4).encode()))

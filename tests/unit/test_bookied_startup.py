@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bkctl.wire.bookie_disk import identity
-from bkctl.wire.bookie_disk import layout
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.bookied.main import EXIT_CONFIG, EXIT_REFUSED
 from bkctl.bookied.service import BookieService
+from bkctl.wire.bookie_disk import identity, layout
 from bkctl.wire.metadata.errors import ZKUnavailable
 from tests.support.fake_store import FakeMetadataStore
 

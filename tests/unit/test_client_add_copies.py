@@ -9,13 +9,14 @@ import logging
 from collections import deque
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.support import c_twins
 from bkctl.wire import fastpath
 from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.fastpath import Twins
+from tests.support import c_twins
 from tests.support.connection import KEY, Harness, entry, v3_reply, v3_requests
 
 C = fastpath.build(True).adds

@@ -37,7 +37,7 @@ def test_v3_bytes_are_the_builders(txn, ledger_id, entry_id, body, recovery, hig
     ledger_id=I64, entry_id=I64, payload=st.binary(max_size=100), recovery=st.booleans(), high_priority=st.booleans()
 )
 def test_v2_bytes_are_the_builders(ledger_id, entry_id, payload, recovery, high_priority):
-    body = entry(ledger_id, entry_id, payload) if -(1 << 63) < entry_id else entry(ledger_id, 0, payload)
+    body = entry(ledger_id, entry_id, payload) if entry_id > -(1 << 63) else entry(ledger_id, 0, payload)
     add = AddEncoder("v2").encode(ledger_id, entry_id, KEY, body, recovery, high_priority)
     flags = (Flag.RECOVERY_ADD if recovery else 0) | (Flag.HIGH_PRIORITY if high_priority else 0)
     assert add.v2_frame == frame(v2.AddRequest(V2_CURRENT_VERSION, int(flags), KEY, body, ledger_id, entry_id).encode())

@@ -7,8 +7,8 @@ import pytest
 
 from bkctl.wire import fastpath
 from bkctl.wire.client.pending_add import PendingAdd, address_run
-from tests.support.entries import MAKERS, maker_id
 from bkctl.wire.client.readable_ledger import StripeCursor
+from tests.support.entries import MAKERS, maker_id
 
 _C = fastpath.build(True).entries
 TWINS = [address_run] + ([_C.address_run] if _C is not None else [])

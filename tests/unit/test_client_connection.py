@@ -12,6 +12,11 @@ import itertools
 import struct
 
 import pytest
+from twisted.internet import defer
+from twisted.internet.error import ConnectionDone, ConnectionRefusedError
+from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
+
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import (
     DEFAULT_ADD_TIMEOUT,
@@ -24,11 +29,6 @@ from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, Flag, OperationType, rc_from_v3
 from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
-from twisted.internet import defer
-from twisted.internet.error import ConnectionDone, ConnectionRefusedError
-from twisted.internet.testing import MemoryReactorClock
-from twisted.python.failure import Failure
-
 from tests.support.connection import (
     BOOKIE,
     EMPTY_KEY,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import struct
 
 import pytest
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+
 from bkctl.wire.client import errors as E
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import FrameDecoder, frame
 from bkctl.wire.codecs.protocol import RC, OperationType
-from twisted.internet.testing import StringTransport
-from twisted.python.failure import Failure
-
 from tests.support.connection import (
     BOOKIE,
     Harness,

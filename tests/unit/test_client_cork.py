@@ -4,9 +4,10 @@ nothing is held or put off; one client's cork holds nothing of another's."""
 
 import logging
 
+from twisted.internet.testing import MemoryReactorClock
+
 from bkctl.wire.client.cork import Cork, Writer
 from bkctl.wire.client.pool import BookiePool
-from twisted.internet.testing import MemoryReactorClock
 
 
 class Sink:

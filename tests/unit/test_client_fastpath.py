@@ -2,16 +2,16 @@
 
 import itertools
 
+import pytest
 from twisted.internet import defer
 
-from tests.support.connection import Harness, KEY, entry, v3_requests, v3_reply, sent_frames
-from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import v2
 from bkctl.wire.client import errors as E
+from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
-import pytest
+from tests.support.connection import KEY, Harness, entry, sent_frames, v3_reply, v3_requests
+from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +132,7 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
             h = Harness(protocol, twins=fastpath.build(on))
             proto, t = h.connected()
             got = []
-            h.conn.read_with_callback(5, 6, lambda *a: got.append(a), None, 0)
+            h.conn.read_with_callback(5, 6, lambda *a, got=got: got.append(a), None, 0)
             d = h.conn.read(5, 7)
             frames_sent = sent_frames(t)
             if protocol == "v3":

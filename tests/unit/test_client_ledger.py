@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
+from twisted.internet import defer, task
+
 from bkctl.wire.client.errors import (
     BookieTimeout,
     BookieUnavailable,
@@ -30,10 +32,8 @@ from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import Conflict, DigestError, MetadataError
 from bkctl.wire.metadata.ledger import LedgerState
-from twisted.internet import defer, task
-
-from tests.support.fake_bookie import header
 from tests.support.deferreds import failureResultOf, successResultOf
+from tests.support.fake_bookie import header
 from tests.support.ledger_client import (
     REACTORS,
     B,
@@ -41,8 +41,8 @@ from tests.support.ledger_client import (
     filled_ledger,
     forget_reactors,  # noqa: F401 (an autouse fixture)
     make_client,
-    settled,
     settle,
+    settled,
     track,
 )
 
@@ -183,7 +183,7 @@ def test_adds_acknowledged_during_a_burst_complete_at_its_end_in_order():
     client, store, pool = make_client()
     lh = create(client, 3, 2, 2)
     done = []
-    for e in range(4):
+    for _ in range(4):
         lh.add_entry(b"x").addCallback(lambda r: done.append((r, lh.last_add_confirmed)))
     with burst(pool):
         for e in range(4):
@@ -274,7 +274,7 @@ def test_pipelining_is_bounded():
     lh = create(client, 3, 3, 3)
     conns = [pool.get(b) for b in lh.metadata.last_ensemble]
     done = []
-    for e in range(4):
+    for _ in range(4):
         track(lh.add_entry(b"x"), done)
     assert lh.pending_adds == 2 and lh.waiting_adds == 2
     assert {e for e, _, _ in conns[0].sent} == {0, 1}
@@ -350,7 +350,7 @@ def test_failed_bookie_triggers_ensemble_change_and_resend():
         for b in lh.metadata.write_set(e):
             pool.conns[b].ack(e)
     assert done == [("ok", 0), ("ok", 1)]
-    for e in (2, 3):
+    for _ in (2, 3):
         track(lh.add_entry(b"x"), done)
     # entry 2 goes to ens[2], ens[0]; ens[0] acknowledged 2, then ens[2] fails it
     pool.conns[ens[0]].ack(2)

@@ -4,12 +4,12 @@ LAC reads and explicit LAC, with fake bookies and the in-memory metadata store (
 from __future__ import annotations
 
 import pytest
+
 from bkctl.wire import fastpath
 from bkctl.wire.client.errors import (
     BookieUnavailable,
     NoSuchEntry,
 )
-
 from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     B,

@@ -16,7 +16,6 @@ from bkctl.wire.client.errors import (
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.metadata.errors import NoSuchLedger, ZKUnavailable
 from bkctl.wire.metadata.ledger import LedgerState
-
 from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     B,

@@ -3,10 +3,10 @@ then, on the injected clock, abortConnection after the grace when the peer neith
 
 from __future__ import annotations
 
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
-from twisted.internet.error import ConnectionDone
 
 from bkctl.wire import fastpath
 from bkctl.wire.client.client_protocol import CLOSE_GRACE, BookieClientProtocol

@@ -7,10 +7,10 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs import v2, v3
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.pool import BookiePool
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 from tests.support.deferreds import assertNoResult, failureResultOf, successResultOf

@@ -8,17 +8,18 @@ import itertools
 import types
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.entry_reads import EntryReads
 from bkctl.wire.client.read_handle import ReadHandle
+from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.codecs.digest import DigestManager, DigestType
-from bkctl.wire.errors import DigestError
 from bkctl.wire.codecs.framing import frame
-from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.errors import DigestError
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 from tests.support.connection import Harness, v3_reply, v3_requests
 
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)

@@ -9,8 +9,8 @@ import types
 import pytest
 
 from bkctl.wire import fastpath
-from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.connection import BookieConnection
+from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.read_handle import ReadHandle
 from bkctl.wire.codecs import v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType

@@ -7,16 +7,17 @@ waits for, bytes that do not decode) and whatever a callback does midway
 (closing the connection)."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.python.failure import Failure
 
-from tests.support import c_twins
-from bkctl.wire.client import requests
 from bkctl.wire import fastpath
+from bkctl.wire.client import requests
 from bkctl.wire.codecs import v3
-from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.fastpath import Twins
+from tests.support import c_twins
 from tests.support.connection import Harness, v3_reply, v3_requests
 
 MASTER_KEY = b"k" * 20
@@ -120,7 +121,10 @@ def test_the_table_hands_the_c_loop_its_own_dicts_and_stops_when_told():
         payloads = [KINDS["ok"](r)[4:] for r in v3_requests(t)]
         taken = []
         table = h.conn.requests
-        assert table.take_answers(payloads, 0, lambda req, result: taken.append(result) or len(taken) < 2) == 2
+        assert (
+            table.take_answers(payloads, 0, lambda req, result, taken=taken: taken.append(result) or len(taken) < 2)
+            == 2
+        )
         assert taken == [b"entry 2", b"entry 3"] and len(table.v3_fast) == len(table.v3_pending) == 1
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from bkctl.wire.codecs.digest import DigestManager, DigestType
-
 from tests.support.deferreds import successResultOf
 from tests.support.ledger_client import (
     filled_ledger,

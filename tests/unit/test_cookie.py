@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.golden import VECTORS
-from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, decode_dirs, encode_dirs, parse_cookie
 from bkctl.wire.errors import BKError, CodecError
+from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, decode_dirs, encode_dirs, parse_cookie
+from tests.support.golden import VECTORS
 
 INSTANCE = "f2102f9c-59f2-47c2-8e7f-f85b6701affc"
 ZK_COOKIES = sorted((VECTORS / "zk" / "raw").glob("ledgers__cookies__*.bin"))

@@ -4,12 +4,13 @@ Java captures."""
 from collections import defaultdict
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.support.golden import frames
 from bkctl.wire.codecs import v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.errors import CodecError
+from tests.support.golden import frames
 
 
 def client_requests(proto):

@@ -1,10 +1,11 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.support.golden import frames
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DIGEST_LENGTH, DigestManager, DigestType, entry_ids, mac_key, master_key
 from bkctl.wire.errors import DigestError
+from tests.support.golden import frames
 
 HELLO_HEADER = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005")
 

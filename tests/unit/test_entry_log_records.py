@@ -17,13 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import c_twins
-from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
-
-from bkctl.wire.bookie_disk import layout as disk_layout
 from bkctl.bookied.storage import entry_log, scan_records
 from bkctl.bookied.storage.entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, encode_log_record
 from bkctl.wire import fastpath
+from bkctl.wire.bookie_disk import layout as disk_layout
+from tests.support import c_twins
+from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 C = fastpath.build(True).records
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")

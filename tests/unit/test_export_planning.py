@@ -330,11 +330,10 @@ def test_failed_export_leaves_previous_untouched(tmp_path):
     _partition(out, "ledger_id=1")
     before = {p: (out / p).read_bytes() for p in _files(out)}
     target = OutputDir(out)
-    with pytest.raises(RuntimeError):
-        with target.locked():
-            _partition(target.staging, "ledger_id=1", ["new.parquet"])
-            target.compose("replace", [1])
-            raise RuntimeError("spark died")
+    with pytest.raises(RuntimeError), target.locked():
+        _partition(target.staging, "ledger_id=1", ["new.parquet"])
+        target.compose("replace", [1])
+        raise RuntimeError("spark died")
     assert {p: (out / p).read_bytes() for p in _files(out)} == before
     assert not target.staging.exists()
 
@@ -373,15 +372,12 @@ def test_check_target_refuses_foreign_or_different_layout(tmp_path):
 def test_second_export_of_same_dir_is_refused(tmp_path):
     from bkctl.export.output import ExportLocked
 
-    with OutputDir(tmp_path / "x").locked():
-        with pytest.raises(ExportLocked):
-            with OutputDir(tmp_path / "x").locked():
-                pass
+    with OutputDir(tmp_path / "x").locked(), pytest.raises(ExportLocked), OutputDir(tmp_path / "x").locked():
+        pass
     assert list(tmp_path.iterdir()) == []
-    with OutputDir(tmp_path / "x").locked():  # free again once the first one is done
-        with pytest.raises(ExportLocked):
-            with OutputDir(tmp_path / "x").locked():
-                pass
+    # free again once the first one is done
+    with OutputDir(tmp_path / "x").locked(), pytest.raises(ExportLocked), OutputDir(tmp_path / "x").locked():
+        pass
 
 
 def test_a_lock_on_a_deleted_lock_file_is_not_taken(tmp_path, monkeypatch):

@@ -120,10 +120,9 @@ class _Reader:
 
 
 def _schema_store(case: str):
+    from bkctl.wire.pulsar.registry import schemas_base
     from tests.support import pulsar_entries as pe
     from tests.support.fake_store import FakeMetadataStore
-
-    from bkctl.wire.pulsar.registry import schemas_base
 
     c = pe.schema_case(case)
     store = FakeMetadataStore().start()
@@ -135,9 +134,9 @@ def _schema_store(case: str):
 def test_a_typed_export_whose_schema_does_not_read_refuses_instead_of_dropping_value():
     """Its only schema ledger on a bookie that is down: no rows without the
     ``value`` column a nightly job expects, but an error naming the ledger and the way out."""
+    from bkctl.exitcodes import FAILED, exit_code_for
     from bkctl.export.topic_planning import TopicSpec
     from bkctl.export.topic_source import topic_typing
-    from bkctl.exitcodes import FAILED, exit_code_for
     from bkctl.wire.pulsar.errors import SchemaUnreadable
 
     store, topic = _schema_store("s_avro")
@@ -160,7 +159,7 @@ def test_pushed_filters_narrow_a_window_that_holds_every_row_they_keep():
     from bkctl.export.pushdown import Narrowing
     from bkctl.export.topic_planning import TopicSpec
 
-    t = dt.datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=dt.timezone.utc)
+    t = dt.datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=dt.UTC)
     ms = 1_767_225_600_123
     n = Narrowing()
     assert n.take(GreaterThan(("publish_time",), t)) and n.take(

@@ -12,13 +12,12 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import c_twins
-from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
-
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
+from tests.support import c_twins
+from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 C = fastpath.build(True).codec
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._fastcodec")

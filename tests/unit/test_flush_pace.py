@@ -10,7 +10,8 @@ import os
 
 import pytest
 
-from bkctl.bookied.storage import EntryStore, entry_log, pacing, store as store_module
+from bkctl.bookied.storage import EntryStore, entry_log, pacing
+from bkctl.bookied.storage import store as store_module
 from bkctl.bookied.storage.pacing import FlushPace, let_go
 
 

@@ -1,10 +1,11 @@
 import struct
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from bkctl.wire.errors import CodecError, FrameTooLarge
 from bkctl.wire.codecs.framing import FrameDecoder, frame
+from bkctl.wire.errors import CodecError, FrameTooLarge
 
 payloads = st.lists(st.binary(max_size=300), max_size=20)
 

@@ -11,14 +11,11 @@ import time
 import pytest
 from twisted.internet import defer, task
 
-from tests.support.compaction import compact_below, gc_on_clock
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.bookied.garbage_collector import GarbageCollector
 from bkctl.bookied.gc_listing import DeletedLedgerCollector
 from bkctl.bookied.gc_policy import MAJOR, MINOR, GcPolicy, choose_compaction
 from bkctl.bookied.storage import EntryStore, scan_log
-from bkctl.bookied.storage.entry_log import DamagedRecord, scan_records
-from bkctl.bookied.storage.index import LOC
 from bkctl.bookied.storage.compactor import (
     CompactableStore,
     CompactionPhase,
@@ -28,6 +25,9 @@ from bkctl.bookied.storage.compactor import (
     add_phase_observer,
     remove_phase_observer,
 )
+from bkctl.bookied.storage.entry_log import DamagedRecord, scan_records
+from bkctl.bookied.storage.index import LOC
+from tests.support.compaction import compact_below, gc_on_clock
 
 H = 3600 * 1000
 
@@ -331,13 +331,12 @@ def test_a_compaction_that_fails_to_write_leaves_no_file_behind(tmp_path, monkey
 
     throttle = Throttle(1, False)
     throttle.lifted = True
-    with pytest.raises(OSError):
-        with EntryLogCompactor(s, throttle) as c:
-            monkeypatch.setattr(os, "fdatasync", full_disk)
-            try:
-                c.compact(victim)
-            finally:
-                monkeypatch.setattr(os, "fdatasync", real)
+    with pytest.raises(OSError), EntryLogCompactor(s, throttle) as c:
+        monkeypatch.setattr(os, "fdatasync", full_disk)
+        try:
+            c.compact(victim)
+        finally:
+            monkeypatch.setattr(os, "fdatasync", real)
     assert calls and sorted(os.listdir(s.directory)) == logs_before  # the copy's log is gone, the old one kept
     assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
     s.close()

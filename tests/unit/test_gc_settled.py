@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from tests.support.compaction import gc_on_clock
+
 from bkctl.bookied.config import load_config
 from bkctl.bookied.gc_policy import GcPolicy, SettledLogs
 from bkctl.bookied.storage import EntryStore
+from tests.support.compaction import gc_on_clock
 
 
 def data(ledger: int, entry: int, size: int = 200) -> bytes:

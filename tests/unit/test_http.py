@@ -20,15 +20,15 @@ from twisted.python.failure import Failure
 from twisted.web import server
 
 from bkctl.bookied import http as bhttp
+from bkctl.bookied.config import load_config_text
 from bkctl.bookied.http import (
+    PROMETHEUS_CONTENT_TYPE,
     AdminSite,
     BookieStatus,
-    PROMETHEUS_CONTENT_TYPE,
     listen_from_config,
     listen_http,
     make_site,
 )
-from bkctl.bookied.config import load_config_text
 from bkctl.bookied.service import BookieService
 from tests.support.http import (
     METRICS,

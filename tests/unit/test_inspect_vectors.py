@@ -6,8 +6,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from bkctl.ops.bookie_conf import BookieDirs
 from bkctl.ops import inspect
+from bkctl.ops.bookie_conf import BookieDirs
 
 DISK = Path(__file__).resolve().parents[1] / "vectors" / "disk"
 DIGEST_LENGTH = {"CRC32C": 4, "CRC32": 8, "MAC": 20, "DUMMY": 0}

@@ -12,12 +12,11 @@ import time
 
 import pytest
 
-from tests.support import crash
-from tests.support.clocks import ManualClock
-
 from bkctl.bookied import journal as jmod
 from bkctl.bookied.errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, LogMark, MasterKeyRecord
+from tests.support import crash
+from tests.support.clocks import ManualClock
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT = 10.0

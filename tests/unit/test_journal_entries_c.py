@@ -13,11 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support import c_twins
-from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
-
 from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, encode_entry
 from bkctl.wire import fastpath
+from tests.support import c_twins
+from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 C = fastpath.build(True).records
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")

@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from bkctl.bookied import journal as jmod, page_cache
+from bkctl.bookied import journal as jmod
+from bkctl.bookied import page_cache
 from bkctl.bookied.journal import EntryRecord, Journal
 
 WAIT = 10.0
@@ -34,7 +35,7 @@ def write_groups(j: Journal, groups: int, records: int, size: int) -> None:
     for g in range(groups):
         done = threading.Semaphore(0)
         for i in range(records):
-            j.append(EntryRecord(1, g * records + i, bytes([g % 251]) * size), lambda err: done.release())
+            j.append(EntryRecord(1, g * records + i, bytes([g % 251]) * size), lambda err, done=done: done.release())
         for _ in range(records):
             assert done.acquire(timeout=WAIT)
 
@@ -53,7 +54,7 @@ def test_drops_only_synced_bytes_behind_the_lag_in_steps(tmp_path, drops):
         write_groups(j, 40, 64, 8 * 1024)  # 40 groups of 512 KiB: 20 MiB
     assert drops.calls, "20 MiB were fsynced and nothing was dropped"
     expected_start = 0
-    for name, offset, length, size in drops.calls:
+    for _name, offset, length, size in drops.calls:
         assert offset == expected_start  # one contiguous dropped prefix, never a byte twice
         assert length >= page_cache.PAGE_CACHE_DROP_STEP
         assert offset + length <= size - page_cache.PAGE_CACHE_LAG  # the last 8 MB stay cached
@@ -96,12 +97,14 @@ def test_a_file_system_that_refuses_is_asked_once(tmp_path, monkeypatch, caplog)
         raise OSError(errno.EINVAL, "Invalid argument")
 
     monkeypatch.setattr(page_cache, "drop_from_page_cache", refuse)
-    with caplog.at_level(logging.WARNING, logger="bookied.journal"):
-        with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0) as j:
-            j.start()
-            write_groups(j, 40, 64, 8 * 1024)  # every record still acknowledged without an error
-            assert j.failed is None
-            assert not j.drop_synced_pages
+    with (
+        caplog.at_level(logging.WARNING, logger="bookied.journal"),
+        Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0) as j,
+    ):
+        j.start()
+        write_groups(j, 40, 64, 8 * 1024)  # every record still acknowledged without an error
+        assert j.failed is None
+        assert not j.drop_synced_pages
     assert len(asked) == 1
     assert sum("journalRemovePagesFromCache is off" in r.getMessage() for r in caplog.records) == 1
     assert len(list(Journal(str(tmp_path)).replay())) == 40 * 64

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.golden import VECTORS
 from bkctl.bookied.config import ConfigError, load_config
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.layout import (
@@ -21,6 +20,7 @@ from bkctl.wire.metadata.layout import (
     parse_layout,
 )
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.golden import VECTORS
 
 GOLDEN = (VECTORS / "zk" / "raw" / "ledgers__LAYOUT.bin").read_bytes()
 

@@ -12,13 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support import c_twins
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import varint
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata import ledger as L
 from bkctl.wire.metadata.ledger import parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.proto import formats_pb2
+from tests.support import c_twins
 from tests.support.golden import VECTORS
 from tests.unit.test_metadata import ledger_metadata
 

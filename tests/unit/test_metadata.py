@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.golden import VECTORS
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.errors import CodecError, MetadataError
 from bkctl.wire.metadata.ledger import (
@@ -22,6 +21,7 @@ from bkctl.wire.metadata.ledger import (
 )
 from bkctl.wire.metadata.protobuf_text import message_to_text
 from bkctl.wire.proto import formats_pb2
+from tests.support.golden import VECTORS
 
 RAW = VECTORS / "zk" / "raw"
 B1, B2, B3 = "127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"

@@ -145,8 +145,8 @@ def test_a_location_comes_from_the_offload_context_and_an_unknown_driver_is_said
 
 
 def test_a_task_that_failed_on_the_store_gives_the_stores_exit_code():
-    from bkctl.export.job import cause_exit_code
     from bkctl.exitcodes import DENIED, NOT_FOUND, UNREACHABLE
+    from bkctl.export.job import cause_exit_code
 
     assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadDenied: s3://b: k: access denied") == DENIED
     assert cause_exit_code("bkctl.wire.pulsar.errors.OffloadMissing: s3://b: k: no such object") == NOT_FOUND

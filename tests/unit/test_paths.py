@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.golden import VECTORS
 from bkctl.wire.metadata import paths
 from bkctl.wire.metadata.paths import (
     hob_name,
@@ -25,6 +24,7 @@ from bkctl.wire.metadata.paths import (
     underreplication_path,
     urL_name,
 )
+from tests.support.golden import VECTORS
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,14 @@ server's behaviour both ways is covered by test_bookie_server.py.
 """
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tests.support import c_twins
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import plain, v2, v3, v3_fast
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.proto import bookkeeper_pb2 as pb
+from tests.support import c_twins
 from tests.support.golden import frames
 from tests.unit.test_v3_plain_requests import _varint, near_adds, often_broken
 

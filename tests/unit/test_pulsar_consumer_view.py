@@ -11,12 +11,12 @@ import pytest
 
 from bkctl.export.columns import arrow_schema
 from bkctl.export.topic_planning import TopicRange
-from bkctl.export.topic_source import record_batch, read_topic_range
+from bkctl.export.topic_source import read_topic_range, record_batch
 from bkctl.export.topic_transactions import left_out_text, scan_transactions, with_transactions
+from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.pulsar.messages import TopicDecoder
-from bkctl.wire import fastpath
 from bkctl.wire.pulsar.rows import PyMessageRows
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan, entry_marks
 from tests.support import pulsar_entries as pe

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bkctl.export.columns import arrow_schema
-from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.export.topic_source import record_batch
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
@@ -80,7 +79,7 @@ def test_the_extension_is_built():
 
 
 def test_the_c_splitter_is_in_use_exactly_when_fast_paths_are_on():
-    assert C_IN_USE == (fastpath.selected().enabled and PackedRows is not None)
+    assert (fastpath.selected().enabled and PackedRows is not None) == C_IN_USE
     assert (BatchRows is PackedRows) == C_IN_USE and fastpath.build(True).batch_rows is PackedRows
     assert fastpath.build(False).batch_rows is PyMessageRows
     assert fastpath.build(True).batch_rows is (PackedRows or PyMessageRows)

@@ -302,7 +302,7 @@ def test_primitives_and_their_sizes():
     assert view("LOCAL_DATE").decode(None, (1).to_bytes(8, "big")) == dt.date(1970, 1, 2)
     timestamp = view("TIMESTAMP")  # epoch milliseconds, which Arrow takes as they are
     assert pa.array([timestamp.decode(None, (1500).to_bytes(8, "big"))], timestamp.arrow_type).to_pylist() == [
-        dt.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=dt.timezone.utc)
+        dt.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=dt.UTC)
     ]
     with pytest.raises(DecodeError, match="INT32 is 4 bytes, not 3"):
         view("INT32").decode(None, b"abc")
@@ -415,7 +415,7 @@ def test_the_older_protobuf_schema_is_typed_by_its_parsing_info():
     view = TypedView({0: schema})
     inner = cls.DESCRIPTOR.fields_by_name["inner"].message_type
     msg = cls(name="n", delta=-7, codes=[1, 2**32 - 1], color=5, big=2**64 - 1, blob=b"\0\1")
-    getattr(msg, "inner").x = "deep"
+    msg.inner.x = "deep"
     value = view.decode(S.version_bytes(0), msg.SerializeToString())
     assert {k: v for k, v in value.items() if k != "inner"} == {
         "id": 42,

@@ -12,11 +12,10 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
-from bkctl.wire.client.errors import EntryUnrecoverable, TargetUnusable
+from bkctl.wire.client.errors import EntryUnrecoverable, LedgerFencedError, NotEnoughBookies, TargetUnusable
 from bkctl.wire.client.fragments import Fragment, choose_replacements, fragments_to_rereplicate
-from bkctl.wire.client.rereplication import replace_in_metadata, replicate_fragment
-from bkctl.wire.client.errors import LedgerFencedError, NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
+from bkctl.wire.client.rereplication import replace_in_metadata, replicate_fragment
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 from tests.support.deferreds import failureResultOf, successResultOf

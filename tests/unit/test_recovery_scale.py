@@ -53,9 +53,9 @@ def write(client, ledger_id, md, entries):
 
 
 def run(client, items, **options):
-    from bkctl.wire.client.placement import RandomPlacement
-
     import random
+
+    from bkctl.wire.client.placement import RandomPlacement
 
     return successResultOf(
         defer.ensureDeferred(

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.golden import VECTORS
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.serviceinfo import (
     BookieServiceInfo,
@@ -14,6 +13,7 @@ from bkctl.wire.metadata.serviceinfo import (
     parse_bookie_id_address,
     parse_service_info,
 )
+from tests.support.golden import VECTORS
 
 RAW = VECTORS / "zk" / "raw"
 SPEC_10_0_0_1 = bytes.fromhex("32210a06626f6f6b696510ed181a0831302e302e302e31220a626f6f6b69652d727063")

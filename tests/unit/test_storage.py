@@ -10,13 +10,11 @@ import time
 
 import pytest
 
+from bkctl.bookied import storage as es
+from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
+from bkctl.bookied.storage import EntryCorrupted, EntryStore, WriteCacheFull, entry_log
 from tests.support import crash
 from tests.support.compaction import compact_below
-
-from bkctl.bookied import storage as es
-from bkctl.bookied.storage import entry_log
-from bkctl.bookied.storage import EntryCorrupted, EntryStore, WriteCacheFull
-from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

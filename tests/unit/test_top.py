@@ -7,7 +7,8 @@ import re
 import pytest
 from rich.console import Console
 
-from bkctl.ops import autorecovery, top as top_ops
+from bkctl.ops import autorecovery
+from bkctl.ops import top as top_ops
 from bkctl.ops.bookie_reads import BookieReading
 from bkctl.ops.prometheus import Scrape, bucket_quantile, rates
 from bkctl.ops.top import TopCollector, filter_rows, sort_rows

@@ -1,12 +1,13 @@
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.support.golden import frames
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
-from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.framing import frame
-from bkctl.wire.codecs.protocol import Flag, OpCode, RC
+from bkctl.wire.codecs.protocol import RC, Flag, OpCode
+from bkctl.wire.errors import CodecError
+from tests.support.golden import frames
 
 V2_OPS = {
     "ADD": OpCode.ADD_ENTRY,

@@ -4,11 +4,10 @@ import hashlib
 import struct
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from tests.support.golden import examples, frames
 from bkctl.wire.codecs import v3, v3_fast
-from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.protocol import (
     AUTH_DISABLED_PLUGIN,
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -18,7 +17,9 @@ from bkctl.wire.codecs.protocol import (
     OperationType,
     ProtocolVersion,
 )
+from bkctl.wire.errors import CodecError
 from bkctl.wire.proto import bookkeeper_pb2 as pb
+from tests.support.golden import examples, frames
 
 V3_FRAMES = [f for f in frames() if f["proto"] == "v3"]
 V3_EXAMPLES = [e for e in examples() if e["proto"] == "v3"]
@@ -632,7 +633,7 @@ def test_java_answers_to_plain_reads_are_taken_apart_by_hand():
     byte, and the hand parser reads the same body as the general one."""
     answers = _plain_read_answers()
     assert answers
-    for req_payload, payload, request in answers:
+    for req_payload, payload, _request in answers:
         n = _header_len(req_payload)
         assert payload[:n] == req_payload[:n]
         assert v3_fast.plain_read_body(payload, n) == _general_body(payload)

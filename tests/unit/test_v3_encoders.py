@@ -1,9 +1,11 @@
 """The fast v3 encoders produce exactly the bytes of the reference builders (which match Java)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.codecs.protocol import RC, V3_STATUS
-from hypothesis import given, strategies as st, settings
 
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 ENC = v3_fast.RequestEncoder()

@@ -7,7 +7,8 @@ These call the parsers directly, so they hold with ``BKCTL_FASTPATHS=0`` too;
 the server's behaviour both ways is covered by test_bookie_server.py.
 """
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bkctl.wire.codecs import v3, v3_fast
 from bkctl.wire.codecs.framing import frame

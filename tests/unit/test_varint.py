@@ -2,7 +2,8 @@
 
 import pytest
 from google.protobuf.internal.encoder import _VarintBytes
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bkctl.wire.codecs import varint
 

@@ -47,7 +47,6 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from bkctl.wire.clock import DelayedCall, ThreadedClock
-
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata import underreplication as UR
 from bkctl.wire.metadata.store import StoredValue, registered_bookies

@@ -156,6 +156,5 @@ class AuditorElection:
         log.warning("auditor election: ZooKeeper session of %s lost; voting again once reconnected", self.bookie_id)
         self._step_down()
         self.vote = None
-        if self._running:
-            if self._retry is None or not self._retry.active():
-                self._retry = self.reactor.callLater(self.retry_delay, self._check)
+        if self._running and (self._retry is None or not self._retry.active()):
+            self._retry = self.reactor.callLater(self.retry_delay, self._check)

@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING
 
 from twisted.internet import defer
 
-from bkctl.wire.clock import Clock, DelayedCall
 from bkctl.wire.client.cork import Cork
+from bkctl.wire.clock import Clock, DelayedCall
 from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas, marked_copies_lacking

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, parse_cookie
 from bkctl.wire.errors import BKError, CodecError
+from bkctl.wire.metadata.cookie import Cookie, CookieMismatch, parse_cookie
 
 from . import layout
 

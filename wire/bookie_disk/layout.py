@@ -32,7 +32,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 CURRENT_DIR = "current"
 VERSION_FILE = "VERSION"
@@ -230,9 +230,8 @@ def old_layout_files(d: str) -> list[str]:
 def _has_idx_tree(path: str) -> bool:
     for sub in os.listdir(path):
         subpath = os.path.join(path, sub)
-        if _HEX_DIR_RE.match(sub) and os.path.isdir(subpath):
-            if any(n.endswith(".idx") for n in os.listdir(subpath)):
-                return True
+        if _HEX_DIR_RE.match(sub) and os.path.isdir(subpath) and any(n.endswith(".idx") for n in os.listdir(subpath)):
+            return True
     return False
 
 

@@ -11,11 +11,10 @@ the next of the write set, and when none can, that entry is read alone
 
 from __future__ import annotations
 
-from typing import Any
-
 import itertools
 import logging
 from collections import deque
+from typing import Any
 
 from twisted.internet import defer
 

@@ -355,7 +355,7 @@ class BlockingLedger:
         """Close the handle (a writer waits for its adds and writes CLOSED)."""
         self._call(self.handle.close)
 
-    def __enter__(self) -> "BlockingLedger":
+    def __enter__(self) -> BlockingLedger:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -489,7 +489,7 @@ class BlockingBookKeeper:
     def close(self) -> None:
         self._call(self.client.close)
 
-    def __enter__(self) -> "BlockingBookKeeper":
+    def __enter__(self) -> BlockingBookKeeper:
         return self
 
     def __exit__(self, *exc: object) -> None:

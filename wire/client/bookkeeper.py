@@ -35,19 +35,19 @@ from twisted.internet import defer, threads
 from bkctl.wire import fastpath
 from bkctl.wire.clock import Reactor, RunBlocking
 from bkctl.wire.codecs.digest import DigestType
-from bkctl.wire.fastpath import Twins
-from bkctl.wire.errors import Conflict
-from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.errors import Conflict
+from bkctl.wire.fastpath import Twins
+from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 from bkctl.wire.metadata.store import MetadataStore
 
 from .credentials import ledger_credentials
 from .errors import (
     ClientClosed,
-    LedgerLocked,
     LedgerClosedError,
     LedgerFencedError,
+    LedgerLocked,
     LedgerMetadataConflict,
     LedgerRecoveryError,
     TLSRequired,
@@ -55,8 +55,8 @@ from .errors import (
 )
 from .ledger_handle import LedgerHandle
 from .ledger_recovery import replicate_tail
-from .read_handle import ReadHandle
 from .placement import RandomPlacement
+from .read_handle import ReadHandle
 
 if TYPE_CHECKING:
     from .pool import BookiePool

@@ -48,7 +48,7 @@ class BookieChannel(Protocol):
         (which may run before this returns, for a refused request).  The
         writer's hot path: no Deferred per copy of an entry."""
 
-    def add_encoded(self, add: "EncodedAdd", on_done: AddDone, ctx: Any, slot: int) -> None:
+    def add_encoded(self, add: EncodedAdd, on_done: AddDone, ctx: Any, slot: int) -> None:
         """:meth:`add_with_callback` of an entry encoded once for its whole write
         set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`): the writer's
         fast path, each connection only adds its own header."""
@@ -57,7 +57,7 @@ class BookieChannel(Protocol):
         """How many of ``count`` encoded adds :meth:`add_run` would send at
         once, none refused (the others: one by one with :meth:`add_encoded`)."""
 
-    def add_run(self, adds: "list[EncodedAdd]", ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
+    def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
         """:meth:`add_encoded` of each of ``adds`` (with the ``ctxs`` and
         ``slots`` beside it), as many as :meth:`room_for_adds` gave room for:
         the writer's hot path, one call per bookie for a burst's copies."""

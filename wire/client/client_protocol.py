@@ -14,7 +14,8 @@ and written once per connection after the chunk.
 
 from __future__ import annotations
 
-from typing import Any, Protocol as TypingProtocol, cast
+from typing import Any, cast
+from typing import Protocol as TypingProtocol
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IAddress, IConnector, IHandshakeListener
@@ -22,13 +23,13 @@ from twisted.internet.protocol import ClientFactory, Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from bkctl.wire.fastpath import Twins
+from bkctl.wire.clock import Clock
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.answers import V2_ANSWER_HEAD
 from bkctl.wire.codecs.framing import FrameDecoder
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE, OpCode
 from bkctl.wire.errors import CodecError
-from bkctl.wire.clock import Clock
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.send_now import Transport, send_now
 
 from .cork import Cork
@@ -59,34 +60,34 @@ class ConnectionOwner(TypingProtocol):
     one it has given up on.
     :class:`~bkctl.wire.client.connection.BookieConnection` is the owner."""
 
-    def connection_made(self, proto: "BookieClientProtocol") -> None:
+    def connection_made(self, proto: BookieClientProtocol) -> None:
         """The TCP connection of one of the owner's attempts is up."""
 
-    def connection_failed(self, attempt: "BookieClientFactory", reason: Failure) -> None:
+    def connection_failed(self, attempt: BookieClientFactory, reason: Failure) -> None:
         """A connection attempt failed (refused, timed out...)."""
 
-    def answer_received(self, proto: "BookieClientProtocol", msg: Any) -> None:
+    def answer_received(self, proto: BookieClientProtocol, msg: Any) -> None:
         """A decoded answer: a v3 ``Response`` or a v2 response tuple."""
 
-    def fast_answer(self, proto: "BookieClientProtocol", payload: bytes) -> bool:
+    def fast_answer(self, proto: BookieClientProtocol, payload: bytes) -> bool:
         """A v3 answer, undecoded (fast paths on): True when the owner took it
         as the EOK answer of a plain ADD or READ; False: decode it as usual."""
 
-    def fast_answers(self, proto: "BookieClientProtocol", payloads: list[bytes], start: int) -> int:
+    def fast_answers(self, proto: BookieClientProtocol, payloads: list[bytes], start: int) -> int:
         """``fast_answer`` over ``payloads[start:]`` while it takes them: the index
         of the first it does not take, left as it was (fast paths on, v3)."""
 
-    def v2_answer(self, proto: "BookieClientProtocol", payload: bytes, opcode: int) -> bool:
+    def v2_answer(self, proto: BookieClientProtocol, payload: bytes, opcode: int) -> bool:
         """A v2 READ or ADD answer (``opcode``), undecoded (fast paths on):
         True when the owner took it; False: decode it as usual."""
 
-    def malformed(self, proto: "BookieClientProtocol", exc: CodecError) -> None:
+    def malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         """Bytes that do not decode; nothing after them is read."""
 
-    def handshake_done(self, proto: "BookieClientProtocol") -> None:
+    def handshake_done(self, proto: BookieClientProtocol) -> None:
         """The TLS handshake after START_TLS completed."""
 
-    def connection_lost(self, proto: "BookieClientProtocol", reason: Failure | None) -> None:
+    def connection_lost(self, proto: BookieClientProtocol, reason: Failure | None) -> None:
         """The connection went away."""
 
 

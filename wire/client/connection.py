@@ -68,7 +68,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from bkctl.wire import fastpath
-from bkctl.wire.fastpath import Twins
+from bkctl.wire.clock import Clock
 from bkctl.wire.codecs import answers
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
@@ -77,8 +77,8 @@ from bkctl.wire.codecs.protocol import (
     DEFAULT_MAX_FRAME_SIZE,
     OpCode,
 )
-from bkctl.wire.clock import Clock
 from bkctl.wire.errors import CodecError
+from bkctl.wire.fastpath import Twins
 
 from .backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_BACKOFF_INITIAL, DEFAULT_BACKOFF_MAX, Backoff
 from .channel import AddDone, ReadDone
@@ -87,8 +87,6 @@ from .cork import Cork, Writer
 from .deadlines import INFO, POLL, READ, WRITE
 from .dialer import DEFAULT_CONNECT_TIMEOUT, Dialer, default_resolve
 from .entry_requests import EntryRequests, check_master_key
-from .op_requests import OpRequest, OpRequests
-from .outbox import Outbox
 from .errors import (
     BatchReadUnsupported,
     BookieError,
@@ -97,6 +95,8 @@ from .errors import (
     NotSupported,
     error_for,
 )
+from .op_requests import OpRequest, OpRequests
+from .outbox import Outbox
 from .requests import DECLINED, DONE, QUEUED, Request, RequestTable
 
 if TYPE_CHECKING:
@@ -349,7 +349,7 @@ class BookieConnection:
         req.callback_to(on_done, ctx, slot)
         self._submit_request(req, WRITE, self.add_timeout, False)
 
-    def add_encoded(self, add: "EncodedAdd", on_done: AddDone, ctx: Any, slot: int) -> None:
+    def add_encoded(self, add: EncodedAdd, on_done: AddDone, ctx: Any, slot: int) -> None:
         """:meth:`add_with_callback` of an entry encoded once for its whole
         write set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`; the
         writer's fast path): on a connection with room on the wire and
@@ -378,7 +378,7 @@ class BookieConnection:
             return 0
         return max(0, min(count, self.max_outstanding - len(self._sent)))
 
-    def add_run(self, adds: "list[EncodedAdd]", ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
+    def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
         """:meth:`add_encoded` of each of ``adds``, as many as
         :meth:`room_for_adds` gave room for: their frames built, their
         deadlines started, registered and written together (a fast path)."""

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bkctl.wire.codecs import answers, v2, v3, v3_fast
-from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
+from bkctl.wire.fastpath import Twins
 
 from .channel import AddDone, ReadDone
 from .requests import Request

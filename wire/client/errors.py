@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
 from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
 
 __all__ = [
     "BookieError",

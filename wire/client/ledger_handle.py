@@ -50,11 +50,12 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.digest import DigestType
-from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .acks import Acks
 from .channel import BookieChannel
+from .ensemble_change import EnsembleChange
 from .errors import (
     ClientClosed,
     LedgerClosedError,
@@ -63,7 +64,6 @@ from .errors import (
     Unauthorized,
 )
 from .explicit_lac import ExplicitLac
-from .ensemble_change import EnsembleChange
 from .ledger_close import LedgerClose
 from .ledger_updates import write_closed
 from .pending_add import PendingAdd, address_run

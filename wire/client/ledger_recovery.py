@@ -11,10 +11,9 @@ every entry found back to its whole write set before going on.
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
 from collections import deque
+from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -22,12 +21,12 @@ from twisted.python.failure import Failure
 from bkctl.wire.errors import DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
+from .entry_reads import EntryRead
 from .errors import (
     MISSING_ON_BOOKIE,
     LedgerRecoveryError,
     Unauthorized,
 )
-from .entry_reads import EntryRead
 from .helpers import describe_errors, ignore_failure
 from .ledger_handle import LedgerHandle
 from .read_handle import ReadHandle

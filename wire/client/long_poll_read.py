@@ -4,9 +4,8 @@ read with the entry piggybacked (v3)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure

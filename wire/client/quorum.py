@@ -38,7 +38,7 @@ class QuorumSchedule:
         self._stripe: tuple[tuple[int, ...], ...] | None = None
 
     @classmethod
-    def of(cls, md: LedgerMetadata) -> "QuorumSchedule":
+    def of(cls, md: LedgerMetadata) -> QuorumSchedule:
         """The schedule of a ledger's metadata."""
         return cls(md.ensemble_size, md.write_quorum, md.ack_quorum)
 

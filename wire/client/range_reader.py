@@ -80,7 +80,7 @@ class RangeReader:
         while self._reading:
             self._reading.popleft().addErrback(ignore_failure)
 
-    def __aiter__(self) -> "RangeReader":
+    def __aiter__(self) -> RangeReader:
         return self
 
     async def __anext__(self) -> Entries:

@@ -33,9 +33,9 @@ from typing import Any
 from twisted.internet import defer
 
 from bkctl.wire import fastpath
-from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import BKError
+from bkctl.wire.fastpath import Twins
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
 from .batch_reads import BatchReads
@@ -264,7 +264,7 @@ class ReadHandle:
             return defer.fail(exc)
         return self._read_span(first, last)
 
-    def read_range(self, first: int, last: int, batch: int = 100, *, allow_unconfirmed: bool = False) -> "RangeReader":
+    def read_range(self, first: int, last: int, batch: int = 100, *, allow_unconfirmed: bool = False) -> RangeReader:
         """Stream ``first..last`` in batches of at most ``batch`` entries.
 
         The returned :class:`RangeReader` is an async iterator (``async for

@@ -4,9 +4,8 @@ LAC): the read recovery fences with, and a reader's LAC refresh."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import logging
+from typing import Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure

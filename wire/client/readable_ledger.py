@@ -23,17 +23,17 @@ class ReadableLedger(Protocol):
 
     ledger_id: int
     #: checks and unpacks the entries read (the ledger's digest type and password)
-    digest: "DigestManager"
+    digest: DigestManager
     #: the master key a fencing read presents
     master_key: bytes
     #: E, Qw, Qa and the coverage rules
-    schedule: "QuorumSchedule"
+    schedule: QuorumSchedule
     #: the client: ``pool.get(bookie_id)`` is a :class:`~.channel.BookieChannel`;
     #: ``protocol`` ("v3" or "v2")
     client: Any
 
     @property
-    def metadata(self) -> "LedgerMetadata":
+    def metadata(self) -> LedgerMetadata:
         """The metadata as the handle knows it now (it changes: ensemble changes, refreshes)."""
 
     def write_set(self, entry_id: int) -> tuple[str, ...]:

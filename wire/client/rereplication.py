@@ -51,15 +51,15 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.store import LedgerRead
 
 from .credentials import ledger_credentials
-from .fragments import Fragment, bytes_held, choose_replacements, fragments_to_rereplicate
 from .errors import (
+    MISSING_ON_BOOKIE,
     EntryUnrecoverable,
     LedgerMetadataConflict,
-    MISSING_ON_BOOKIE,
     ReplicationError,
     TargetUnusable,
     Unauthorized,
 )
+from .fragments import Fragment, bytes_held, choose_replacements, fragments_to_rereplicate
 from .placement import RandomPlacement
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ class StartTLS:
         txn_ids: Iterator[int],
         *,
         v2_answers: bool,
-        ready: Callable[["BookieClientProtocol"], Any],
+        ready: Callable[[BookieClientProtocol], Any],
         failed: Callable[[Failure], Any],
     ):
         self.files = files
@@ -60,7 +60,7 @@ class StartTLS:
         #: the protocol while START_TLS or the handshake is under way
         self.proto: BookieClientProtocol | None = None
 
-    def begin(self, proto: "BookieClientProtocol") -> None:
+    def begin(self, proto: BookieClientProtocol) -> None:
         """Send START_TLS in the clear; the answer (:meth:`answered`) starts the handshake."""
         if self._context is None:
             try:
@@ -71,7 +71,7 @@ class StartTLS:
         self.proto = proto
         proto.send_one(frame(v3.serialize(v3.start_tls_request(next(self._ids)))))
 
-    def answered(self, proto: "BookieClientProtocol", msg: Any) -> None:
+    def answered(self, proto: BookieClientProtocol, msg: Any) -> None:
         """The bookie's answer to START_TLS: EOK starts the handshake."""
         rc = rc_from_v3(msg.status)
         if msg.header.operation != OperationType.START_TLS or rc != RC.EOK:
@@ -81,22 +81,22 @@ class StartTLS:
             proto.use_v2_answers()
         proto.start_tls(self._context)
 
-    def handshake_done(self, proto: "BookieClientProtocol") -> None:
+    def handshake_done(self, proto: BookieClientProtocol) -> None:
         if proto is not self.proto:
             return
         self.proto = None
         self._ready(proto)
 
-    def malformed(self, proto: "BookieClientProtocol", exc: CodecError) -> None:
+    def malformed(self, proto: BookieClientProtocol, exc: CodecError) -> None:
         self._fail(proto, f"malformed answer to START_TLS: {exc}")
 
-    def lost(self, proto: "BookieClientProtocol", reason: Failure) -> None:
+    def lost(self, proto: BookieClientProtocol, reason: Failure) -> None:
         """The connection went away during START_TLS or the handshake."""
         from bkctl.wire.tls import describe_tls_failure
 
         self._fail(proto, describe_tls_failure(reason))
 
-    def give_up(self) -> "BookieClientProtocol | None":
+    def give_up(self) -> BookieClientProtocol | None:
         """Forget the protocol under way (the connection closes): it is returned."""
         proto, self.proto = self.proto, None
         return proto
@@ -112,7 +112,7 @@ class StartTLS:
 
         return f"TLS with bookie {self.bookie_id}: {describe_tls_failure(reason)}"
 
-    def _fail(self, proto: "BookieClientProtocol", why: str) -> None:
+    def _fail(self, proto: BookieClientProtocol, why: str) -> None:
         if self.proto is proto:
             self.proto = None
         proto.detach()

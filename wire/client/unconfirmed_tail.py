@@ -27,17 +27,16 @@ Nothing here writes to a bookie or to the metadata: the writer can go on.
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import dataclass, field
+from typing import Any
 
 from twisted.internet import defer
 
 from bkctl.wire.codecs.digest import VerifiedEntry
 from bkctl.wire.errors import DigestError
 
-from .errors import MISSING_ON_BOOKIE
 from .entry_reads import EntryRead
+from .errors import MISSING_ON_BOOKIE
 from .helpers import describe_errors
 from .read_lac_quorum import ReadLacQuorum
 from .readable_ledger import ReadableLedger

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
+
 from .answers import v2_add_frame
 from .protocol import Flag
 from .v3_fast import RequestEncoder

@@ -13,16 +13,16 @@ payloads (length prefix already stripped by :mod:`bkctl.wire.codecs.framing`).
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
+from bkctl.wire.codecs.v3 import parse_request
 from bkctl.wire.errors import CodecError
 from bkctl.wire.proto.bookkeeper_pb2 import Request
-from bkctl.wire.codecs.v3 import parse_request
 
 __all__ = ["ProtocolDetector", "Classified"]
 
-Payload = Union[bytes, bytearray, memoryview]
-Classified = Union[tuple[Literal["v3"], Request], tuple[Literal["v2"], Payload]]
+Payload = bytes | bytearray | memoryview
+Classified = tuple[Literal["v3"], Request] | tuple[Literal["v2"], Payload]
 
 
 class ProtocolDetector:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from bkctl.wire import fastpath
-from bkctl.wire.errors import CodecError, DigestError
 from bkctl.wire.codecs import checksums
-from bkctl.wire.fastpath import Twins
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
+from bkctl.wire.errors import CodecError, DigestError
+from bkctl.wire.fastpath import Twins
 
 #: a packaged entry's header (then its digest, then the payload): ledger id, entry id, the
 #: writer's LAC, the ledger's length with this entry -- the one definition of it
@@ -43,7 +43,7 @@ class DigestType(enum.IntEnum):
     DUMMY = 4
 
     @classmethod
-    def parse(cls, name: str) -> "DigestType":
+    def parse(cls, name: str) -> DigestType:
         """Accept client API names and metadata names, any case (``hmac`` = ``mac``)."""
         key = name.strip().upper()
         if key == "HMAC":
@@ -113,7 +113,7 @@ class DigestManager:
         header = _HEADER.pack(self.ledger_id, entry_id, lac, length)
         return b"".join((header, self._digest(header, payload), payload))
 
-    def verify(self, entry: bytes, entry_id: int | None = None) -> "VerifiedEntry":
+    def verify(self, entry: bytes, entry_id: int | None = None) -> VerifiedEntry:
         """Check an entry read back from a bookie; ``entry_id=None`` skips the id check (LAC reads)."""
         entry = bytes(entry)
         payload = self.payload(entry, entry_id)

@@ -8,11 +8,10 @@ limit raises :class:`~bkctl.wire.errors.FrameTooLarge` before anything is kept.
 from __future__ import annotations
 
 import struct
-
 from types import ModuleType
 
-from bkctl.wire.errors import CodecError, FrameTooLarge
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
+from bkctl.wire.errors import CodecError, FrameTooLarge
 
 _LEN = struct.Struct(">i")
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.varint import decode_at
+from bkctl.wire.errors import CodecError
 
 #: what the readers take: a file's bytes, or its map
 Buffer = bytes | bytearray | memoryview | mmap.mmap

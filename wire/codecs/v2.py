@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, RC, V2_CURRENT_VERSION, Flag, OpCode
 from bkctl.wire.errors import CodecError
-from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, RC
 
 _I32 = struct.Struct(">i")
 _ADD_IDS = struct.Struct(">qq")

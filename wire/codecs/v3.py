@@ -28,19 +28,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bkctl.wire.errors import CodecError
 from bkctl.wire.codecs.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     AUTH_DISABLED_PLUGIN,
     HIGH_PRIORITY_VALUE,
+    RC,
     READ_FLAG_ENTRY_PIGGYBACK,
     READ_FLAG_FENCE_LEDGER,
-    RC,
     V3_STATUS,
     WRITE_FLAG_DEFERRED_SYNC,
     OperationType,
     ProtocolVersion,
 )
+from bkctl.wire.errors import CodecError
 from bkctl.wire.proto import bookkeeper_pb2 as pb
 
 if TYPE_CHECKING:

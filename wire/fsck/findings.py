@@ -115,7 +115,7 @@ class Finding:
     def severity(self) -> Severity:
         return SEVERITY[self.kind]
 
-    def with_marked(self, marked: tuple[str, ...] | None) -> "Finding":
+    def with_marked(self, marked: tuple[str, ...] | None) -> Finding:
         from dataclasses import replace
 
         return replace(self, marked=marked)

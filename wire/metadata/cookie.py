@@ -138,11 +138,11 @@ class Cookie:
         return self.serialize()
 
     @classmethod
-    def parse(cls, data: bytes) -> "Cookie":
+    def parse(cls, data: bytes) -> Cookie:
         return parse_cookie(data)
 
     # -- verification ----------------------------------------------------------
-    def verify_against(self, stored: "Cookie", allow_expansion: bool = False) -> None:
+    def verify_against(self, stored: Cookie, allow_expansion: bool = False) -> None:
         """Check that ``stored`` (ZK cookie or a VERSION file) matches this one (from the config).
 
         Rules (Cookie.verify and verifyIsSuperSet in BookKeeper's bookie/Cookie.java): the stored layout is >= 3; bookie id and

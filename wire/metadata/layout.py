@@ -83,7 +83,7 @@ class LedgerLayout:
     format_version: int = LAYOUT_FORMAT_VERSION
 
     @classmethod
-    def for_manager(cls, manager: str = "hierarchical") -> "LedgerLayout":
+    def for_manager(cls, manager: str = "hierarchical") -> LedgerLayout:
         """The layout current writers create for ``manager``."""
         name = manager.lower()
         return cls(factory_class_for(name), MANAGER_VERSIONS[name], LAYOUT_FORMAT_VERSION)
@@ -93,7 +93,7 @@ class LedgerLayout:
         """``flat``, ``hierarchical``, ... or ``None`` for an unknown factory."""
         return manager_for_factory(self.manager_factory_class)
 
-    def matches(self, other: "LedgerLayout", tolerate_shading: bool = False) -> bool:
+    def matches(self, other: LedgerLayout, tolerate_shading: bool = False) -> bool:
         """Whether a configured layout and a stored one name the same factory and version."""
         if self.manager_version != other.manager_version:
             return False
@@ -125,10 +125,10 @@ class LedgerLayout:
             factory = name
         elif fmt != 2:
             raise ValueError(f"unsupported layout format {fmt!r} (1 or 2)")
-        return f"{fmt}\n{factory}:{self.manager_version}".encode("utf-8")
+        return f"{fmt}\n{factory}:{self.manager_version}".encode()
 
     @classmethod
-    def parse(cls, data: bytes) -> "LedgerLayout":
+    def parse(cls, data: bytes) -> LedgerLayout:
         return parse_layout(data)
 
 
@@ -230,7 +230,7 @@ class MetadataServiceURI:
     root: str = DEFAULT_LEDGERS_ROOT
 
     @classmethod
-    def parse(cls, uri: str) -> "MetadataServiceURI":
+    def parse(cls, uri: str) -> MetadataServiceURI:
         """Raises :class:`MetadataServiceURIError` (a ValueError) saying what is wrong."""
         if not isinstance(uri, str):
             raise MetadataServiceURIError(repr(uri), "is not a string")
@@ -284,7 +284,7 @@ class MetadataServiceURI:
     @classmethod
     def for_servers(
         cls, servers: Iterable[str], root: str = DEFAULT_LEDGERS_ROOT, manager: str = "hierarchical"
-    ) -> "MetadataServiceURI":
+    ) -> MetadataServiceURI:
         """The URI Java derives from zkServers and zkLedgersRootPath (checked like a parsed one)."""
         return cls.parse(f"zk+{manager}://{';'.join(servers)}{root}")
 

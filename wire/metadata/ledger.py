@@ -304,7 +304,7 @@ class LedgerMetadata:
         custom_metadata: Mapping[str, bytes] | None = None,
         ctoken: int = 0,
         format_version: int = CURRENT_FORMAT_VERSION,
-    ) -> "LedgerMetadata":
+    ) -> LedgerMetadata:
         """Metadata of a freshly created, OPEN ledger whose first ensemble starts at entry 0.
 
         ``write_quorum`` defaults to the ensemble size, ``ack_quorum`` to the write quorum.
@@ -389,11 +389,11 @@ class LedgerMetadata:
         return self.ctime if self.ctime is not None else znode_ctime
 
     # -- transitions (new objects; cToken reset like Java's builder) -----------
-    def _derive(self, **changes: Any) -> "LedgerMetadata":
+    def _derive(self, **changes: Any) -> LedgerMetadata:
         changes.setdefault("ctoken", 0)
         return replace(self, **changes)
 
-    def with_ensemble_change(self, first_entry_id: int, new_ensemble: Sequence[str]) -> "LedgerMetadata":
+    def with_ensemble_change(self, first_entry_id: int, new_ensemble: Sequence[str]) -> LedgerMetadata:
         """Start a new ensemble at ``first_entry_id`` (the first unacknowledged entry).
 
         If ``first_entry_id`` equals the first entry of the current last segment
@@ -414,26 +414,25 @@ class LedgerMetadata:
             segs.append((first_entry_id, tuple(new_ensemble)))
         return self._derive(ensembles=tuple(segs))
 
-    def closed(self, last_entry_id: int, length: int) -> "LedgerMetadata":
+    def closed(self, last_entry_id: int, length: int) -> LedgerMetadata:
         """CLOSED at ``last_entry_id`` (-1 = empty) with total ``length`` bytes."""
         if self.is_closed:
             raise MetadataError(f"ledger is already closed (last entry {self.last_entry_id}, length {self.length})")
         return self._derive(state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
 
-    def in_recovery(self) -> "LedgerMetadata":
+    def in_recovery(self) -> LedgerMetadata:
         """IN_RECOVERY (written before fencing); not allowed once closed."""
         if self.is_closed:
             raise MetadataError("cannot put a closed ledger in recovery")
         return self._derive(state=LedgerState.IN_RECOVERY, last_entry_id=INVALID_ENTRY_ID, length=0)
 
-    def replace_bookie(self, first_entry_id: int, old: str, new: str) -> "LedgerMetadata":
+    def replace_bookie(self, first_entry_id: int, old: str, new: str) -> LedgerMetadata:
         """Swap ``old`` for ``new`` in the segment starting at ``first_entry_id`` (any state)."""
         segs = list(self.ensembles)
-        for i, (first, ens) in enumerate(segs):
-            if first == first_entry_id:
-                break
-        else:
+        i = next((n for n, (first, _) in enumerate(segs) if first == first_entry_id), None)
+        if i is None:
             raise MetadataError(f"no ensemble starts at entry {first_entry_id}")
+        first, ens = segs[i]
         if old not in ens:
             raise MetadataError(f"bookie {old} is not in the ensemble starting at entry {first_entry_id}")
         if new != old and new in ens:
@@ -441,7 +440,7 @@ class LedgerMetadata:
         segs[i] = (first, tuple(new if b == old else b for b in ens))
         return self._derive(ensembles=tuple(segs))
 
-    def with_format_version(self, format_version: int) -> "LedgerMetadata":
+    def with_format_version(self, format_version: int) -> LedgerMetadata:
         """The same metadata to be written in another format (keeps the cToken)."""
         return replace(self, format_version=format_version)
 

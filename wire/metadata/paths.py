@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = [
     "AVAILABLE",

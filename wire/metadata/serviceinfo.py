@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from bkctl.wire.codecs.varint import encode as _varint
 from bkctl.wire.errors import CodecError
 from bkctl.wire.proto import formats_pb2
-from bkctl.wire.codecs.varint import encode as _varint
 from bkctl.wire.text import split_host_port
 
 __all__ = [
@@ -107,7 +107,7 @@ class BookieServiceInfo:
         http_port: int | None = None,
         tls: bool = False,
         properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
-    ) -> "BookieServiceInfo":
+    ) -> BookieServiceInfo:
         """What a Java bookie publishes: a ``bookie-rpc`` endpoint (+ ``tls`` extension),
         and an ``http`` endpoint when the HTTP server is enabled."""
         eps = [Endpoint(BOOKIE_ENDPOINT_ID, port, host, BOOKIE_RPC, (), (TLS_EXTENSION,) if tls else ())]
@@ -116,7 +116,7 @@ class BookieServiceInfo:
         return cls(tuple(eps), _pairs(properties))
 
     @classmethod
-    def legacy(cls) -> "BookieServiceInfo":
+    def legacy(cls) -> BookieServiceInfo:
         return cls()
 
     def endpoint(self, protocol: str = BOOKIE_RPC) -> Endpoint | None:
@@ -161,7 +161,7 @@ class BookieServiceInfo:
         return self.serialize()
 
     @classmethod
-    def parse(cls, data: bytes) -> "BookieServiceInfo":
+    def parse(cls, data: bytes) -> BookieServiceInfo:
         return parse_service_info(data)
 
 

@@ -18,17 +18,17 @@ like the others.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, NamedTuple, Protocol, runtime_checkable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from bkctl.wire.metadata.layout import LedgerLayout
     from bkctl.wire.metadata.cookie import Cookie
+    from bkctl.wire.metadata.errors import MetadataStoreError
+    from bkctl.wire.metadata.layout import LedgerLayout
     from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
-    from bkctl.wire.metadata.errors import MetadataStoreError
 
 __all__ = [
     "AuditorElection",
@@ -87,13 +87,13 @@ class UnderreplicatedMark(NamedTuple):
     ctime: int | None
 
 
-def with_znode_ctime(md: "LedgerMetadata", znode_ctime: int) -> "LedgerMetadata":
+def with_znode_ctime(md: LedgerMetadata, znode_ctime: int) -> LedgerMetadata:
     """Metadata as read: a ledger written without a ``ctime`` shows its znode's
     (``parse_ledger_metadata(data, znode_ctime)`` applies it while decoding)."""
     return md if md.ctime is not None else replace(md, ctime=znode_ctime)
 
 
-def stored_ctime(md: "LedgerMetadata", znode_ctime: int, stored: "LedgerMetadata | None") -> "LedgerMetadata":
+def stored_ctime(md: LedgerMetadata, znode_ctime: int, stored: LedgerMetadata | None) -> LedgerMetadata:
     """Metadata as written back: a ``ctime`` that :func:`with_znode_ctime` only filled
     in is not stored (Java keeps such ledgers without one)."""
     if md.ctime is not None and md.ctime == znode_ctime and (stored is None or stored.ctime is None):
@@ -118,7 +118,7 @@ class LedgerRead(NamedTuple):
     would raise for metadata that does not decode."""
 
     ledger_id: int
-    metadata: "LedgerMetadata | MetadataStoreError | None"
+    metadata: LedgerMetadata | MetadataStoreError | None
     version: int
 
 
@@ -155,14 +155,14 @@ class LedgerLock(Protocol):
 class LedgerManager(Protocol):
     """Ledger metadata with compare-and-set on a version (Java's LedgerManager)."""
 
-    def create(self, md: "LedgerMetadata", ledger_id: int | None = None) -> tuple[int, int]:
+    def create(self, md: LedgerMetadata, ledger_id: int | None = None) -> tuple[int, int]:
         """Store a new ledger (an id is generated when none is given): ``(ledger_id, 0)``;
         :class:`~.errors.LedgerExists` when it is there."""
 
-    def read(self, ledger_id: int) -> tuple["LedgerMetadata", int]:
+    def read(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
         """``(metadata, version)``; :class:`~.errors.NoSuchLedger` when missing."""
 
-    def update(self, ledger_id: int, md: "LedgerMetadata", expected_version: int, *, unlock: bool = False) -> int:
+    def update(self, ledger_id: int, md: LedgerMetadata, expected_version: int, *, unlock: bool = False) -> int:
         """Compare-and-set (version -1: unconditionally); the new version, or
         :class:`~.errors.MetadataVersionConflict` carrying the current metadata.  ``unlock``:
         the ledger's replication lock, which this store holds, goes in the same transaction
@@ -219,7 +219,7 @@ class LedgerIdGenerator(Protocol):
 class RegistrationManager(Protocol):
     """Bookies' registrations (Java's RegistrationManager and RegistrationClient)."""
 
-    def register(self, bookie_id: str, service_info: "bytes | BookieServiceInfo" = b"", readonly: bool = False) -> None:
+    def register(self, bookie_id: str, service_info: bytes | BookieServiceInfo = b"", readonly: bool = False) -> None:
         """Register the bookie (writable or read-only) for as long as the store's session lives."""
 
     def unregister(self, bookie_id: str, readonly: bool | None = None) -> None:
@@ -237,7 +237,7 @@ class RegistrationManager(Protocol):
     def is_registered(self, bookie_id: str) -> bool:
         """Whether the bookie is registered (either kind)."""
 
-    def service_info(self, bookie_id: str) -> "BookieServiceInfo | None":
+    def service_info(self, bookie_id: str) -> BookieServiceInfo | None:
         """What the bookie published when it registered; None if it is not registered."""
 
     def session_of(self, bookie_id: str) -> int | None:
@@ -280,10 +280,10 @@ def registered_bookies(registration: RegistrationManager) -> set[str]:
 class CookieManager(Protocol):
     """Bookie cookies with compare-and-set on their version."""
 
-    def get(self, bookie_id: str) -> "tuple[Cookie, int] | None":
+    def get(self, bookie_id: str) -> tuple[Cookie, int] | None:
         """``(cookie, version)``; None when there is none."""
 
-    def put(self, bookie_id: str, cookie: "Cookie | bytes", version: int | None = None) -> int:
+    def put(self, bookie_id: str, cookie: Cookie | bytes, version: int | None = None) -> int:
         """Create (``version=None``: :class:`~.errors.CookieExists` if there is one) or
         compare-and-set (:class:`~.errors.CookieVersionConflict`); the new version."""
 
@@ -558,7 +558,7 @@ class MetadataStore(Protocol):
     def connected(self) -> bool:
         """Whether the session is up."""
 
-    def start(self) -> "MetadataStore":
+    def start(self) -> MetadataStore:
         """Open the session (idempotent); returns the store."""
 
     def close(self) -> None:

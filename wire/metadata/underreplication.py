@@ -60,7 +60,7 @@ class UnderreplicatedLedger:
         else:
             object.__setattr__(self, "replicas", tuple(self.replicas))
 
-    def merged(self, replicas: Iterable[str]) -> "UnderreplicatedLedger":
+    def merged(self, replicas: Iterable[str]) -> UnderreplicatedLedger:
         """Add newly missing replicas (the auditor's re-mark), keeping order and ctime."""
         return UnderreplicatedLedger(tuple(dict.fromkeys((*self.replicas, *replicas))), self.ctime)
 

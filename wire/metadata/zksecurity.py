@@ -60,7 +60,7 @@ class ZKSecurity:
     def uses_tls(self) -> bool:
         return self.tls or self.tls_ca is not None or self.tls_cert is not None
 
-    def merged(self, **changes: Any) -> "ZKSecurity":
+    def merged(self, **changes: Any) -> ZKSecurity:
         """A copy with the non-None ``changes`` applied."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
@@ -75,7 +75,7 @@ class ZKSecurity:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "ZKSecurity":
+    def from_json(cls, text: str) -> ZKSecurity:
         import json
 
         doc = json.loads(text)
@@ -123,9 +123,11 @@ def tls_problem(hosts: str, security: ZKSecurity, timeout: float = 5.0) -> str |
     try:
         host, port = split_host_port(first, default_port=2181)
         ctx = tls_client_context(security)
-        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-            with ctx.wrap_socket(sock, server_hostname=host):
-                return None
+        with (
+            socket.create_connection((host, int(port)), timeout=timeout) as sock,
+            ctx.wrap_socket(sock, server_hostname=host),
+        ):
+            return None
     except ssl.SSLCertVerificationError as exc:
         return f"certificate verify failed: {exc.verify_message}"
     except (ssl.SSLError, OSError, ValueError) as exc:

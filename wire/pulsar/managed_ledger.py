@@ -96,7 +96,7 @@ class TopicName:
     domain: str = "persistent"
 
     @classmethod
-    def parse(cls, text: str) -> "TopicName":
+    def parse(cls, text: str) -> TopicName:
         """``persistent://t/ns/x`` (or ``persistent://t/cluster/ns/x``), the short
         names pulsar-admin takes -- ``t/ns/x``, and ``x`` for
         ``persistent://public/default/x`` -- or a managed-ledger name
@@ -125,7 +125,7 @@ class TopicName:
         return cls(*parts)
 
     @classmethod
-    def from_managed_ledger(cls, name: str) -> "TopicName":
+    def from_managed_ledger(cls, name: str) -> TopicName:
         """The topic of a managed-ledger name, v2 (``t/ns/persistent/x``) or v1
         (``t/cluster/ns/persistent/x``)."""
         parts = name.split("/")
@@ -152,7 +152,7 @@ class TopicName:
         return int(m.group(2)) if m else -1
 
     @property
-    def partitioned_topic(self) -> "TopicName":
+    def partitioned_topic(self) -> TopicName:
         """The topic a partition belongs to (itself when it is none)."""
         m = _PARTITION.fullmatch(self.local)
         return TopicName(self.tenant, self.namespace, m.group(1), self.domain) if m else self
@@ -266,7 +266,7 @@ class CursorState:
         self.batch_deletes = dict(batch_deletes or {})
 
     @classmethod
-    def of(cls, info: Any, position: Any = None) -> "CursorState":
+    def of(cls, info: Any, position: Any = None) -> CursorState:
         """From a ``ManagedCursorInfo``, or from the newer ``PositionInfo`` of
         its cursor ledger when given."""
         src = position if position is not None else info

@@ -191,7 +191,7 @@ class ObjectStore(Protocol):
         """Bytes ``start`` up to (not including) ``end`` (None: to the end)."""
         ...
 
-    def open(self, key: str, start: int, end: int) -> "ByteStream":
+    def open(self, key: str, start: int, end: int) -> ByteStream:
         """Bytes ``start`` up to ``end`` as one stream (one request, read as it is consumed)."""
         ...
 

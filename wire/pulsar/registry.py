@@ -37,7 +37,7 @@ class SchemaRegistry:
     """The schemas of a cluster's topics: locators from the metadata store,
     versions from their ledgers (``read_entry``; None: locators only)."""
 
-    def __init__(self, pulsar: "PulsarMetadata", base: str, read_entry: EntryReader | None = None):
+    def __init__(self, pulsar: PulsarMetadata, base: str, read_entry: EntryReader | None = None):
         self.pulsar = pulsar
         self.base = base.rstrip("/") or "/"
         self.read_entry = read_entry
@@ -45,8 +45,8 @@ class SchemaRegistry:
 
     @classmethod
     def of(
-        cls, store: "MetadataStore", managed_ledgers: str | None = None, read_entry: EntryReader | None = None
-    ) -> "SchemaRegistry":
+        cls, store: MetadataStore, managed_ledgers: str | None = None, read_entry: EntryReader | None = None
+    ) -> SchemaRegistry:
         """The registry beside ``managed_ledgers`` (default: beside the store's ledger root)."""
         return cls(store.pulsar, schemas_base(managed_ledgers or P.managed_ledgers_base(store.root)), read_entry)
 

@@ -17,8 +17,9 @@ The metadata store's :class:`~bkctl.wire.metadata.store.PulsarMetadata`
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..metadata import paths as P
 from .errors import NoSuchTopic, PulsarFormatError
@@ -70,12 +71,12 @@ class TopicMetadataReader:
     (``store.pulsar``) and decoded: managed ledgers below ``base``, their
     cursors, partitioned-topic metadata."""
 
-    def __init__(self, pulsar: "PulsarMetadata", base: str = "/" + P.MANAGED_LEDGERS):
+    def __init__(self, pulsar: PulsarMetadata, base: str = "/" + P.MANAGED_LEDGERS):
         self.pulsar = pulsar
         self.base = base.rstrip("/") or "/"
 
     @classmethod
-    def of(cls, store: "MetadataStore", base: str | None = None) -> "TopicMetadataReader":
+    def of(cls, store: MetadataStore, base: str | None = None) -> TopicMetadataReader:
         """The reader of ``store``'s cluster; ``base`` defaults to ``/managed-ledgers``
         beside its ledger root."""
         return cls(store.pulsar, base or P.managed_ledgers_base(store.root))

@@ -130,7 +130,7 @@ class TopicTransactions:
     def aborted(self) -> frozenset[Txn]:
         return frozenset(t for t, (_, _, aborted) in self.ended.items() if aborted)
 
-    def for_range(self, ledger_id: int, first: int, last: int) -> "TopicTransactions":
+    def for_range(self, ledger_id: int, first: int, last: int) -> TopicTransactions:
         """What a reader of entries ``first..last`` of ``ledger_id`` needs:
         the aborted transactions that may have messages there, the open ones
         (the cutoff), no marker counts."""
@@ -144,7 +144,7 @@ class TopicTransactions:
         return frozenset(self.open) | frozenset(t for t, e in self.ended.items() if e[0] is not None)
 
     @classmethod
-    def merge(cls, parts: "list[TopicTransactions]") -> "TopicTransactions":
+    def merge(cls, parts: list[TopicTransactions]) -> TopicTransactions:
         """One topic's transactions from the scans of its ranges (any order):
         a transaction's first message is the earliest any range saw, its end
         the earliest marker."""

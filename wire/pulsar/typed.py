@@ -59,7 +59,7 @@ from .schema import StoredSchema, key_value_schema, split_key_value, version_of
 
 __all__ = ["TypedView"]
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _DAY0 = _dt.date(1970, 1, 1)
 

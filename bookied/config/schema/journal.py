@@ -4,7 +4,6 @@ file sizes (section ``journal``).
 
 from __future__ import annotations
 
-
 from .option import JAVA_INT_MAX, JAVA_LONG_MAX, Option
 
 __all__ = ["OPTIONS"]

@@ -5,7 +5,6 @@ read-only, and garbage collection and compaction of entry logs (sections ``stora
 
 from __future__ import annotations
 
-
 from .option import JAVA_INT_MAX, JAVA_LONG_MAX, Option
 
 __all__ = ["OPTIONS"]

@@ -30,7 +30,8 @@ never as raw kazoo exceptions.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bkctl.wire.metadata.layout import MetadataServiceURI
 from bkctl.wire.metadata.zk.auditor import ZKAuditorElection

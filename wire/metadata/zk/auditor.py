@@ -3,7 +3,8 @@ ZkLedgerAuditorManager runs it: EPHEMERAL_SEQUENTIAL votes, the lowest wins."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import NoNodeError
 
@@ -27,7 +28,7 @@ def _vote_sequence(name: str) -> int | None:
 class ZKAuditorElection(Manager):
     """Votes, the current auditor, and the watch a candidate sets on its predecessor."""
 
-    def __init__(self, session: ZKSession, underreplication: "ZKUnderreplicationManager"):
+    def __init__(self, session: ZKSession, underreplication: ZKUnderreplicationManager):
         super().__init__(session)
         self._underreplication = underreplication
 

@@ -5,7 +5,8 @@ every other manager lays its znodes out by)."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 
@@ -32,7 +33,7 @@ class ZKClusterManager(Manager):
     (None for a plain ``zk://``).
     """
 
-    def __init__(self, session: ZKSession, configured_manager: str | None, registration: "ZKRegistrationManager"):
+    def __init__(self, session: ZKSession, configured_manager: str | None, registration: ZKRegistrationManager):
         super().__init__(session)
         if configured_manager is not None and configured_manager not in P.MANAGERS:
             raise ValueError(

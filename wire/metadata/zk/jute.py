@@ -12,7 +12,8 @@ int length and then the record.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from bkctl.wire.errors import CodecError
 

@@ -23,7 +23,7 @@ _KEEP_HOB_NODES = 3
 class ZKLedgerIdGenerator(Manager):
     """New unique ledger ids for the cluster's ledger manager."""
 
-    def __init__(self, session: ZKSession, cluster: "ZKClusterManager"):
+    def __init__(self, session: ZKSession, cluster: ZKClusterManager):
         super().__init__(session)
         self._cluster = cluster
         self._idgen_long_present: bool | None = None

@@ -7,7 +7,8 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Iterator, Protocol, TypeVar
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kazoo.exceptions import BadVersionError, LockTimeout, NodeExistsError, NoNodeError, NotEmptyError
 
@@ -92,7 +93,7 @@ class ZKLedgerLock:
 class ZKLedgerManager(Manager):
     """Ledger metadata with compare-and-set on the znode version."""
 
-    def __init__(self, session: ZKSession, cluster: "ZKClusterManager", ids: "ZKLedgerIdGenerator"):
+    def __init__(self, session: ZKSession, cluster: ZKClusterManager, ids: ZKLedgerIdGenerator):
         super().__init__(session)
         self._cluster = cluster
         self._ids = ids

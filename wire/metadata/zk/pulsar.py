@@ -6,7 +6,7 @@ are returned as stored; :mod:`bkctl.wire.pulsar` decodes them."""
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 

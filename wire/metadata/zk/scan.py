@@ -27,8 +27,9 @@ import random
 import socket
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.errors import ZKAuthError, ZKUnavailable
@@ -122,7 +123,7 @@ class ZnodeScanner:
                 pass
             sock.close()
 
-    def __enter__(self) -> "ZnodeScanner":
+    def __enter__(self) -> ZnodeScanner:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -271,7 +272,7 @@ class ZnodeScanner:
                 return frame
             try:
                 chunk = sock.recv(1 << 20)
-            except socket.timeout:
+            except TimeoutError:
                 raise _Lost(f"no answer within {self.timeout:g}s") from None
             except OSError as exc:
                 raise _Lost(str(exc) or type(exc).__name__) from None

@@ -17,7 +17,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Concatenate, Iterable, Iterator, ParamSpec, Protocol, Self, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, Self, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -43,8 +44,8 @@ from bkctl.wire.metadata.errors import ClusterNotFound, MetadataStoreError, ZKAu
 
 if TYPE_CHECKING:
     from bkctl.wire.fastpath import Twins
-    from bkctl.wire.metadata.zksecurity import ZKSecurity
     from bkctl.wire.metadata.zk.scan import ZnodeScanner
+    from bkctl.wire.metadata.zksecurity import ZKSecurity
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ _CONNECTION_ERRORS = (
 # kazoo's connection thread dies with the exception when SASL fails (the client
 # then only sees "connection closed"): keep it, keyed by thread, instead of
 # letting Python print its traceback, so the store can say what happened.
-_loop_failures: "weakref.WeakKeyDictionary[threading.Thread, BaseException]" = weakref.WeakKeyDictionary()
+_loop_failures: weakref.WeakKeyDictionary[threading.Thread, BaseException] = weakref.WeakKeyDictionary()
 _hook_lock = threading.Lock()
 #: the threading.excepthook installed by _install_loop_hook (once per process)
 _installed_hook = None
@@ -138,7 +139,7 @@ class _OnSession(Protocol):
         """The session whose kazoo errors the method's become."""
 
 
-def _translate(session: "ZKSession", exc: Exception, name: str) -> ZKStoreError:
+def _translate(session: ZKSession, exc: Exception, name: str) -> ZKStoreError:
     if isinstance(exc, _AUTH_ERRORS):
         return session.auth_error(exc)
     if isinstance(exc, _CONNECTION_ERRORS):
@@ -403,7 +404,7 @@ class ZKSession:
         value: tuple[bytes, ZnodeStat] = self.client.retry(self.client.get, path)
         return value
 
-    def walk_scanner(self) -> "ZnodeScanner | None":
+    def walk_scanner(self) -> ZnodeScanner | None:
         """A connection of its own for one long walk (:class:`~.scan.ZnodeScanner`, the
         fast path of :meth:`get_many`), or None where kazoo has to walk: fast paths off
         (``BKCTL_FASTPATHS=0``), SASL credentials, a chroot in the connect string."""
@@ -459,7 +460,7 @@ class ZKSession:
             except NoNodeError:
                 yield None
 
-    def _scanned(self, read: Callable[["ZnodeScanner"], Iterator[_T]]) -> Iterator[_T] | None:
+    def _scanned(self, read: Callable[[ZnodeScanner], Iterator[_T]]) -> Iterator[_T] | None:
         """``read(scanner)`` with the scanner :meth:`_scanner_for_walk` gives, handed back
         (or closed) when the reading ends; None where kazoo has to read."""
         scanner, shared = self._scanner_for_walk()
@@ -477,7 +478,7 @@ class ZKSession:
 
         return reading()
 
-    def _scanner_for_walk(self) -> tuple["ZnodeScanner | None", bool]:
+    def _scanner_for_walk(self) -> tuple[ZnodeScanner | None, bool]:
         """``(scanner, shared)``: the session's own scanner when no other walk holds it
         (its connection is kept between walks: a Pulsar walk reads thousands of small
         lists, and a ZooKeeper session each would be a write through the quorum), else a

@@ -26,7 +26,8 @@ Why what it answers is what a fresh getChildren would have answered at the
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import WatchedEvent
