@@ -93,13 +93,17 @@ class Bed:
             os.path.join(folder, "journal"),
             dispatch=lambda callbacks, error: self.groups.put((callbacks, error, self._records)),
             on_group=self._group,
+            twins=fastpath.selected(),
         )
         self.store = EntryStore(
-            os.path.join(folder, "ledgers"), write_cache_max_bytes=256 * 1024 * 1024, index_map_size=1 << 30
+            os.path.join(folder, "ledgers"),
+            write_cache_max_bytes=256 * 1024 * 1024,
+            index_map_size=1 << 30,
+            twins=fastpath.selected(),
         )  # address space: callgrind refuses the default
         self.bookie = Bookie([self.journal], [self.store], clock=task.Clock())
         self.journal.start()
-        self.factory = BookieServerFactory(self.bookie, Metrics())
+        self.factory = BookieServerFactory(self.bookie, Metrics(), twins=fastpath.selected())
         self.proto = self.factory.buildProtocol(None)
         self.transport = StringTransport()
         self.proto.makeConnection(self.transport)

@@ -85,7 +85,7 @@ _COUNTED = False
 
 def run(n: int, chunk: int, size: int = 100) -> float:
     reactor = MemoryReactorClock()
-    conn = BookieConnection("bookie:1", reactor, protocol="v3")
+    conn = BookieConnection("bookie:1", reactor, protocol="v3", twins=fastpath.selected())
     conn.bookie_info()  # starts the connection; never answered
     factory = reactor.tcpClients[-1][2]
     proto = factory.buildProtocol(None)
@@ -126,7 +126,7 @@ def run(n: int, chunk: int, size: int = 100) -> float:
 def _connected(bookie: str, reactor, protocol: str, cork: Cork):
     """A connection to ``bookie`` on a StringTransport, ready for requests, its
     bursts those of ``cork`` (a client's connections share their pool's)."""
-    conn = BookieConnection(bookie, reactor, protocol=protocol, cork=cork)
+    conn = BookieConnection(bookie, reactor, protocol=protocol, cork=cork, twins=fastpath.selected())
     conn.read_with_callback(0, 0, lambda *_a: None, None, 0)  # starts the connection
     proto = reactor.tcpClients[-1][2].buildProtocol(None)
     transport = StringTransport()

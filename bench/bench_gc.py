@@ -40,6 +40,8 @@ from pathlib import Path
 from bench_bookie import start_bookie, start_cluster  # bench/ is on sys.path when run as a script
 from common import load_note, raw_zookeeper, section  # bench/ is on sys.path when run as a script
 
+from bkctl.wire import fastpath
+
 
 def http(port: int, method: str, path: str, body: dict | None = None):
     req = urllib.request.Request(
@@ -109,7 +111,7 @@ def delete_metadata(uri: str, ids: list[int]) -> None:
 def fill_store(ledger_dir: Path, ids: range) -> None:
     from bkctl.bookied.storage import EntryStore
 
-    with EntryStore(str(ledger_dir), write_cache_max_bytes=256 * 1024 * 1024) as store:
+    with EntryStore(str(ledger_dir), write_cache_max_bytes=256 * 1024 * 1024, twins=fastpath.selected()) as store:
         for i in ids:
             store.set_master_key(i, b"k")
             store.put_entry(i, 0, b"e" * 64)

@@ -21,6 +21,8 @@ import tempfile
 import threading
 import time
 
+from bkctl.wire import fastpath
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from common import pct, section  # noqa: E402
@@ -65,7 +67,7 @@ def bench_journal_flat_out(base: str, n: int, wait_ms: float) -> None:
         if count[0] == n:
             done.set()
 
-    j = Journal(d, max_group_wait_ms=wait_ms)
+    j = Journal(d, max_group_wait_ms=wait_ms, twins=fastpath.selected())
     j.start()
     data = os.urandom(100)
     t0 = time.perf_counter()
@@ -107,7 +109,7 @@ def bench_journal_paced(base: str, rate: int, seconds: float, wait_ms: float) ->
 
         return cb
 
-    j = Journal(d, max_group_wait_ms=wait_ms)
+    j = Journal(d, max_group_wait_ms=wait_ms, twins=fastpath.selected())
     j.start()
     data = os.urandom(100)
     batch = 25  # appends per 1 ms tick at 25k/s
@@ -139,7 +141,7 @@ def bench_journal_paced(base: str, rate: int, seconds: float, wait_ms: float) ->
 def bench_entrystore(base: str, n: int) -> None:
     section(f"entry store: {n:,} entries of 100 B over 100 ledgers")
     d = tempfile.mkdtemp(dir=base)
-    s = EntryStore(d, write_cache_max_bytes=1 << 30)
+    s = EntryStore(d, write_cache_max_bytes=1 << 30, twins=fastpath.selected())
     data = [os.urandom(100) for _ in range(256)]
     keys = [(1 + i % 100, i // 100) for i in range(n)]
     t = time.perf_counter()

@@ -65,7 +65,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from bkctl.wire import fastpath
 from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
 
@@ -173,8 +172,8 @@ class Journal:
     latency tail on a busy machine); the cost is that the owner's thread
     waits for the fsync, which is why a slow disk goes back to the writer.
     Inline commits are a fast path (:mod:`bkctl.wire.fastpath`): with
-    ``twins.enabled`` False (``twins``: the process's record of
-    :mod:`bkctl.wire.fastpath` unless given) ``inline`` is ignored and the writer thread commits every group.
+    ``twins.enabled`` False (``twins``: its builder's record of
+    :mod:`bkctl.wire.fastpath`, the bookie service's) ``inline`` is ignored and the writer thread commits every group.
 
     ``patient`` records (``append(..., patient=True)``: a bookie's recovery
     adds, the copies re-replication writes) may wait for company longer:
@@ -216,7 +215,7 @@ class Journal:
         on_fsync: Callable[[float], None] | None = None,
         on_group: Callable[[int], None] | None = None,
         on_grow: Callable[[], None] | None = None,
-        twins: Twins | None = None,
+        twins: Twins,
         monotonic: Callable[[], float] = time.monotonic,
         wait_on: Callable[[threading.Condition, float], None] = _wait_on,
     ):
@@ -233,8 +232,6 @@ class Journal:
         #: the current file's fsynced bytes dropped from the page cache (journalRemovePagesFromCache)
         self.synced_pages = SyncedPages(self.directory, drop_synced_pages)
         self._dispatch = dispatch or _call_all
-        if twins is None:
-            twins = fastpath.selected()
         self.fastpaths = twins.enabled
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
         #: the C twin of a run's records (``_records.journal_entries``: the same bytes as

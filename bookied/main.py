@@ -173,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.salvage:
             from .salvage import SalvageService
 
-            service = SalvageService(cfg, reactor, args.salvage)
+            service = SalvageService(cfg, reactor, args.salvage, fastpath.selected())
         else:
-            service = BookieService(cfg, reactor)
+            service = BookieService(cfg, reactor, fastpath.selected())
         service.start()
     except ConfigError as e:
         print(f"bookied: {e}", file=sys.stderr)

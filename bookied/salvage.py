@@ -26,13 +26,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer, threads
 
 from bkctl.wire.metadata.serviceinfo import SALVAGE_PROPERTY, BookieServiceInfo
 
 from .errors import JournalUnavailable
+
+if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
 
 log = logging.getLogger("bookied.salvage")
 
@@ -67,8 +70,10 @@ def salvaged_bookie_id(currents: list[str]) -> str | None:
 class SalvageService:
     """Started by :meth:`start` (blocking, before the reactor runs); :meth:`stop` on SIGTERM."""
 
-    def __init__(self, cfg, reactor, roots: list[str]):
+    def __init__(self, cfg, reactor, roots: list[str], twins: Twins):
         self.cfg = cfg
+        #: the implementations in use (:mod:`bkctl.wire.fastpath`: given by bookied's start)
+        self.twins = twins
         self.reactor = reactor
         self.roots = roots
         self.store: Any = None
@@ -122,7 +127,7 @@ class SalvageService:
         )
         bookie.mark_readonly("salvage", "serving a salvaged bookie's directories, read-only")
         metrics = Metrics()
-        factory = BookieServerFactory(bookie, metrics, cfg.netty_max_frame_size_bytes)
+        factory = BookieServerFactory(bookie, metrics, cfg.netty_max_frame_size_bytes, twins=self.twins)
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("salvage: serving %s read-only on %s:%d", self.bookie_id, host, self.port.getHost().port)

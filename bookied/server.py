@@ -19,7 +19,6 @@ from twisted.internet import protocol
 from twisted.internet.interfaces import IAddress, IHandshakeListener
 from zope.interface import implementer
 
-from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.detect import ProtocolDetector
 from bkctl.wire.codecs.framing import FrameDecoder
@@ -107,13 +106,12 @@ class BookieProtocol(protocol.Protocol):
         bookie,
         metrics,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        twins: Twins | None = None,
         *,
+        twins: Twins,
         adds: InProgressLimit | None = None,
         reads: InProgressLimit | None = None,
         groups: AnswerGroups | None = None,
     ):
-        twins = fastpath.selected() if twins is None else twins
         #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
         #: its batched runs (``twins``, the factory's record: :mod:`bkctl.wire.fastpath`)
         self.fastpaths = twins.enabled
@@ -653,16 +651,14 @@ class BookieServerFactory(protocol.Factory):
         max_adds_in_progress: int = 0,
         max_reads_in_progress: int = 0,
         tls=None,
-        twins: Twins | None = None,
+        twins: Twins,
     ):
         self.bookie = bookie
         #: :class:`~bkctl.wire.tls.ReloadingServerTLS` when TLS is configured (clients must START_TLS)
         self.tls = tls
         self.metrics = metrics
         self.max_frame_size = max_frame_size
-        #: What new connections use (:mod:`bkctl.wire.fastpath`; default: the process's)
-        if twins is None:
-            twins = fastpath.selected()
+        #: What new connections use (:mod:`bkctl.wire.fastpath`: its builder's, the service's)
         self.twins = twins
         #: maxAddsInProgressLimit / maxReadsInProgressLimit (None: 0, no limit).
         self.adds = InProgressLimit(max_adds_in_progress) if max_adds_in_progress > 0 else None
@@ -688,7 +684,7 @@ class BookieServerFactory(protocol.Factory):
             self.bookie,
             self.metrics,
             self.max_frame_size,
-            self.twins,
+            twins=self.twins,
             adds=self.adds,
             reads=self.reads,
             groups=self.groups,

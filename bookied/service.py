@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from twisted.internet import defer, task, threads
 
-from bkctl.wire import fastpath
 from bkctl.wire.bookie_disk import identity, layout
 from bkctl.wire.errors import BKError
 from bkctl.wire.fastpath import Twins
@@ -121,10 +120,11 @@ def check_port_free(host: str, port: int) -> None:
 
 
 class BookieService:
-    def __init__(self, cfg: BookieConfig, reactor, twins: Twins | None = None):
+    def __init__(self, cfg: BookieConfig, reactor, twins: Twins):
         self.cfg = cfg
-        #: the implementations in use (:mod:`bkctl.wire.fastpath`), handed to every component
-        self.twins = fastpath.selected() if twins is None else twins
+        #: the implementations in use (:mod:`bkctl.wire.fastpath`: the process's, given by
+        #: bookied's start), handed to every component
+        self.twins = twins
         self.reactor = reactor
         self.metrics = Metrics()
         self.bookie_id = resolve_bookie_id(cfg)

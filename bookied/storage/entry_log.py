@@ -33,7 +33,6 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from bkctl.wire import fastpath
 from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
 
@@ -198,9 +197,10 @@ class EntryLogger:
         log_size_limit: int,
         next_log: int = 1,
         on_grow: Callable[[], None] | None = None,
-        twins: Twins | None = None,
+        *,
+        twins: Twins,
     ):
-        c = (fastpath.selected() if twins is None else twins).records
+        c = twins.records
         #: the C twin of check_record over the records of one pread (``_records.span_records``:
         #: the same checks; it stops at a record it does not take, which check_record then
         #: refuses with its precise error), or None (fast paths off, or not built)

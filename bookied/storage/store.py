@@ -131,7 +131,7 @@ class EntryStore:
         index_map_size: int = 256 * 1024**3,
         on_flush_needed: Callable[[], None] | None = None,
         on_grow: Callable[[], None] | None = None,
-        twins: Twins | None = None,
+        twins: Twins,
     ):
         self.directory = layout.current_dir(directory)
         os.makedirs(self.directory, exist_ok=True)
@@ -154,7 +154,7 @@ class EntryStore:
         self.index = EntryLocationIndex(self.directory, index_map_size)
         try:
             next_log, self._ledgers = self.index.load()
-            self.entry_log = EntryLogger(self.directory, log_size_limit, next_log, on_grow, twins)
+            self.entry_log = EntryLogger(self.directory, log_size_limit, next_log, on_grow, twins=twins)
             self._writer = LogWriter(self.entry_log)  # the checkpoint's appends
             self._compaction_writers: list[LogWriter] = []
             self._repair_logs()

@@ -14,6 +14,7 @@ import uuid
 import pytest
 from twisted.internet import defer, task
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.blocking import run_in_reactor
 from bkctl.wire.client.channel import BookieChannel
 from bkctl.wire.client.connection import BookieConnection
@@ -75,7 +76,9 @@ class RealBookie(Bookie):
 
     def open(self, protocol: str) -> BookieChannel:
         conn = run_in_reactor(
-            lambda: BookieConnection(self.bookie_id, protocol=protocol, add_timeout=30.0, read_timeout=30.0)
+            lambda: BookieConnection(
+                self.bookie_id, protocol=protocol, add_timeout=30.0, read_timeout=30.0, twins=fastpath.selected()
+            )
         )
         self.opened.append(conn)
         return conn
@@ -222,7 +225,7 @@ def test_entries_added_read_back_whole(bookie, protocol):
 
     def encoded():
         d = defer.Deferred()
-        add = AddEncoder(protocol).encode(ledger.id, 1, KEY, ledger.entry(1), False, False)
+        add = AddEncoder(protocol, twins=fastpath.selected()).encode(ledger.id, 1, KEY, ledger.entry(1), False, False)
         ch.add_encoded(add, lambda *outcome: d.callback(outcome), "enc", 8)
         return d
 

@@ -100,9 +100,9 @@ def _path(module: str) -> str:
 def test_the_switch_is_found_where_it_is_consulted():
     consulting = {m for m in KNOWN if consults(m)}
     assert {
-        "bkctl.wire.client.connection",
+        "bkctl.wire.client.bookkeeper",
         "bkctl.wire.codecs.digest",
-        "bkctl.bookied.journal",
+        "bkctl.bookied.main",
         "tests.unit.test_journal_inline",
     } <= consulting
     # imports the switch only to refuse a bad BKCTL_FASTPATHS at start

@@ -42,8 +42,12 @@ C_EXTENSIONS = {
     "bkctl.wire.client._addpath",
     "bkctl.wire.client._addentries",
 }
-#: the commands' and the daemon's start, which read the switch once (``fastpath.check``)
+#: the commands' and the daemon's start, which read the switch once (``fastpath.check``); the
+#: daemon's start hands the record to the service it builds, which hands it to every component
 ENTRY_POINTS = {"bkctl.cli", "bkctl.bookied.main"}
+#: the one composition point of a client process: the client takes the process's record by
+#: default and hands it to its pool, connections, handles and the work given its client
+COMPOSITION_POINTS = {"bkctl.wire.client.bookkeeper"}
 #: the fields of :class:`~bkctl.wire.fastpath.Twins` that hold a C twin or its Python one (or None)
 TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_metadata", "avro_columns", "batch_rows"}
 
@@ -52,19 +56,13 @@ TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_meta
 REMAINING: dict[str, set[str]] = {
     "bkctl.bookied.journal": {
         "c_entries is None",
-        "fastpath.selected()",
         "getattr(twins.records, 'journal_entries', None)",
     },
-    "bkctl.bookied.server": {"fastpath.selected()"},
-    "bkctl.bookied.service": {"fastpath.selected()"},
     "bkctl.bookied.storage.entry_log": {
-        "fastpath.selected()",
         "getattr(c, 'log_records', None)",
         "getattr(c, 'span_records', None)",
     },
     "bkctl.export.topic_source": {"fastpath.selected()"},
-    "bkctl.wire.client.bookkeeper": {"fastpath.selected()"},
-    "bkctl.wire.client.connection": {"fastpath.selected()"},
     "bkctl.wire.client.entry_requests": {
         "c is None",
         "c_add_copies is not None",
@@ -81,10 +79,8 @@ REMAINING: dict[str, set[str]] = {
         "codec is not None",
         "self._c_package is not None",
     },
-    "bkctl.wire.client.read_handle": {"fastpath.selected()"},
     "bkctl.wire.client.requests": {"c_register is None", "codec is None"},
-    "bkctl.wire.client.rereplication": {"fastpath.selected()"},
-    "bkctl.wire.codecs.add_frames": {"c is None", "c_add_part is None", "fastpath.selected()"},
+    "bkctl.wire.codecs.add_frames": {"c is None", "c_add_part is None"},
     "bkctl.wire.codecs.digest": {
         "body is not None",
         "c_package is not None",
@@ -209,7 +205,7 @@ def choices(path: Path) -> list[str]:
 def sites(module: str, path: Path) -> set[str]:
     """Every site of ``module`` that chooses a twin itself."""
     out = set(choices(path))
-    if module not in ENTRY_POINTS:
+    if module not in ENTRY_POINTS | COMPOSITION_POINTS:
         out |= set(selections(path))
     return out
 

@@ -16,6 +16,7 @@ from bkctl.bookied.journal import EntryRecord
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.server import BookieServerFactory
 from bkctl.bookied.storage import EntryStore
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
@@ -120,10 +121,10 @@ def bookie_env(ledger_dir, store_options: dict | None = None, **bookie_options) 
     """A bookie over a real entry store in ``ledger_dir`` and a :class:`ManualJournal`,
     its server factory and a task.Clock; the store is closed at the end."""
     journal = ManualJournal()
-    store = EntryStore(str(ledger_dir), **(store_options or {}))
+    store = EntryStore(str(ledger_dir), **(store_options or {}), twins=fastpath.selected())
     clock = task.Clock()
     bookie = Bookie([journal], [store], clock=clock, **bookie_options)
     try:
-        yield Env(BookieServerFactory(bookie, Metrics()), journal, store, clock, bookie)
+        yield Env(BookieServerFactory(bookie, Metrics(), twins=fastpath.selected()), journal, store, clock, bookie)
     finally:
         store.close()

@@ -11,6 +11,7 @@ from twisted.internet.error import ConnectionLost, ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.client_protocol import BookieClientProtocol
 from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.codecs import v2, v3
@@ -32,6 +33,7 @@ class Harness:
 
     def __init__(self, protocol: str = "v3", bookie: str = BOOKIE, **kw):
         self.reactor = MemoryReactorClock()
+        kw.setdefault("twins", fastpath.selected())
         self.conn = BookieConnection(bookie, self.reactor, protocol=protocol, **kw)
         self.accepted = 0
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bkctl.wire import fastpath
 from bkctl.wire.errors import CodecError, DigestError
 
 CORPUS = Path(__file__).resolve().parents[1] / "fuzz_corpus"
@@ -333,7 +334,7 @@ def _bookie():
 
         clock = task.Clock()
         folder = _scratch()
-        store = EntryStore(folder, write_cache_max_bytes=1 << 20)
+        store = EntryStore(folder, write_cache_max_bytes=1 << 20, twins=fastpath.selected())
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         atexit.register(store.close)
         _BOOKIE = (Bookie([_InstantJournal()], [store], clock=clock), clock, Metrics())

@@ -607,7 +607,9 @@ def test_adds_over_the_in_progress_limit_wait_with_the_connection_unread(env, fa
 
 
 def test_requests_answered_without_the_bookie_give_their_place_back(env):
-    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=1, max_reads_in_progress=1)
+    factory = BookieServerFactory(
+        env.bookie, Metrics(), max_adds_in_progress=1, max_reads_in_progress=1, twins=fastpath.selected()
+    )
     c = limited_conn(factory)
     bad = bytearray(v2.AddRequest(2, 0, KEY, entry(0), 1, 0).encode())
     bad[0] = 7  # version 7: EBADVERSION at once
@@ -623,7 +625,7 @@ def test_reads_over_the_in_progress_limit_wait_for_a_fencing_read(env):
     c0 = env.connect()
     add(c0, 0)
     env.journal.sync()
-    factory = BookieServerFactory(env.bookie, Metrics(), max_reads_in_progress=1)
+    factory = BookieServerFactory(env.bookie, Metrics(), max_reads_in_progress=1, twins=fastpath.selected())
     c = limited_conn(factory)
     c.send(v2.ReadRequest(2, Flag.DO_FENCING, 1, 0, KEY).encode())  # waits for its fence record
     c.send(v2.ReadRequest(2, 0, 1, 0).encode())
@@ -635,7 +637,7 @@ def test_reads_over_the_in_progress_limit_wait_for_a_fencing_read(env):
 
 
 def test_a_throttled_connection_that_closes_leaves_its_place_to_others(env):
-    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=1)
+    factory = BookieServerFactory(env.bookie, Metrics(), max_adds_in_progress=1, twins=fastpath.selected())
     a, b, c = limited_conn(factory), limited_conn(factory), limited_conn(factory)
     add(a, 0)
     add(b, 1)
@@ -649,9 +651,9 @@ def test_a_throttled_connection_that_closes_leaves_its_place_to_others(env):
 
 def test_without_journal_write_data_adds_skip_the_journal_and_are_answered_at_once(tmp_path):
     journal = ManualJournal()
-    store = EntryStore(str(tmp_path / "ledgers"))
+    store = EntryStore(str(tmp_path / "ledgers"), twins=fastpath.selected())
     bookie = Bookie([journal], [store], clock=task.Clock(), journal_write_data=False)
-    c = limited_conn(BookieServerFactory(bookie, Metrics()))
+    c = limited_conn(BookieServerFactory(bookie, Metrics(), twins=fastpath.selected()))
     add(c, 0)
     [r] = c.v2()
     assert r.rc == RC.EOK
@@ -796,7 +798,7 @@ def test_an_unanswered_long_poll_of_a_closed_connection_gives_its_read_place_bac
     c0 = env.connect()
     add(c0, 0)
     env.journal.sync()
-    factory = BookieServerFactory(env.bookie, Metrics(), max_reads_in_progress=2)
+    factory = BookieServerFactory(env.bookie, Metrics(), max_reads_in_progress=2, twins=fastpath.selected())
     c = limited_conn(factory)
     _long_poll(c, 1)
     assert factory.reads.count == 1
@@ -938,7 +940,7 @@ def test_a_connection_reads_about_read_records_requests_at_a_time(env):
     class SizedTransport(StringTransport):
         bufferSize = 1024  # a transport's own figure, replaced at once
 
-    factory = BookieServerFactory(env.bookie, Metrics())
+    factory = BookieServerFactory(env.bookie, Metrics(), twins=fastpath.selected())
     transport = SizedTransport()
     proto = factory.buildProtocol(None)
     proto.makeConnection(transport)

@@ -37,7 +37,7 @@ def _harness(mode: str, **kw) -> Harness:
 
 
 def _encoded(entry_ids, high_priority=False):
-    encoder = AddEncoder("v3")
+    encoder = AddEncoder("v3", twins=fastpath.selected())
     return [encoder.encode(9, e, KEY, entry(9, e, b"p%d" % e), high_priority=high_priority) for e in entry_ids]
 
 
@@ -145,7 +145,11 @@ def test_a_high_priority_or_a_v2_encoding_is_built_the_general_way_in_the_run(mo
     Python builder, in their place in the run, with the same bytes as sent one by one."""
     one, run_h = _harness(mode), _harness(mode)
     (_p1, t1), (_p2, t2) = one.connected(), run_h.connected()
-    adds = _encoded((1,)) + _encoded((2,), high_priority=True) + [AddEncoder("v2").encode(9, 3, KEY, entry(9, 3))]
+    adds = (
+        _encoded((1,))
+        + _encoded((2,), high_priority=True)
+        + [AddEncoder("v2", twins=fastpath.selected()).encode(9, 3, KEY, entry(9, 3))]
+    )
     adds += _encoded((4,))
     for i, add in enumerate(adds):
         one.conn.add_encoded(add, lambda *a: None, i, 0)
@@ -214,7 +218,7 @@ def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     d = object()
     e = WRITER.Entries(CODEC.crc32c_package, CODEC.add_part, 9, KEY, recovery)(4, 3, 17, b"p", d)
     p = PendingAdd(4, body, 17, d)  # type: ignore[arg-type]
-    encoded = AddEncoder("v3").encode(9, 4, KEY, body, recovery, recovery)
+    encoded = AddEncoder("v3", twins=fastpath.selected()).encode(9, 4, KEY, body, recovery, recovery)
     assert e.encoded is e and (e.bookies, e.acked, e.acks) == (None, 0, 0) and e.deferred is d
     for name in ("entry_id", "body", "length", "deferred"):
         assert getattr(e, name) == getattr(p, name)

@@ -31,7 +31,7 @@ def fast_paths_on(monkeypatch):
 
 
 def _encoded(entry_ids):
-    encoder = AddEncoder("v3")
+    encoder = AddEncoder("v3", twins=fastpath.selected())
     return [encoder.encode(9, e, KEY, entry(9, e, b"p%d" % e)) for e in entry_ids]
 
 
@@ -103,6 +103,7 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
     md = LedgerMetadata.new(list(bookies), qw, qa, password=b"", digest_type=DigestType.CRC32C)
     client = types.SimpleNamespace(
         pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork),
+        twins=fastpath.selected(),
         protocol="v3",
         max_inflight=max_inflight,
         explicit_lac_interval=0.0,

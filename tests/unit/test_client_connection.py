@@ -17,6 +17,7 @@ from twisted.internet.error import ConnectionDone, ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import (
     DEFAULT_ADD_TIMEOUT,
@@ -486,7 +487,7 @@ def test_connect_uses_resolver_and_java_connect_timeout():
     assert (host, port, timeout) == ("bk1.example", 3181, DEFAULT_CONNECT_TIMEOUT) == ("bk1.example", 3181, 10.0)
 
     r = MemoryReactorClock()
-    conn = BookieConnection("bookie-7", r, lambda bid: ("10.1.2.3", 4181))
+    conn = BookieConnection("bookie-7", r, lambda bid: ("10.1.2.3", 4181), twins=fastpath.selected())
     conn.read(1, 1)
     assert r.tcpClients[0][:2] == ("10.1.2.3", 4181)
     assert default_resolve("[::1]:3181") == ("::1", 3181)
@@ -495,7 +496,7 @@ def test_connect_uses_resolver_and_java_connect_timeout():
 def test_resolver_may_return_a_deferred():
     r = MemoryReactorClock()
     pending = defer.Deferred()
-    conn = BookieConnection("bookie-7", r, lambda bid: pending)
+    conn = BookieConnection("bookie-7", r, lambda bid: pending, twins=fastpath.selected())
     d = conn.read(1, 1)
     assert r.tcpClients == [] and conn.state == "connecting"
     pending.callback(("h", 1))
@@ -506,7 +507,7 @@ def test_resolver_may_return_a_deferred():
 
 def test_resolver_failure_fails_requests():
     r = MemoryReactorClock()
-    conn = BookieConnection("not-an-address", r)
+    conn = BookieConnection("not-an-address", r, twins=fastpath.selected())
     exc = failureResultOf(conn.read(1, 1), E.BookieUnavailable).value
     assert "not-an-address" in str(exc)
     assert r.tcpClients == [] and r.getDelayedCalls() == []
@@ -517,7 +518,7 @@ def test_resolver_failure_fails_requests():
 
 
 def test_java_default_timeouts():
-    conn = BookieConnection(BOOKIE, MemoryReactorClock())
+    conn = BookieConnection(BOOKIE, MemoryReactorClock(), twins=fastpath.selected())
     assert (conn.add_timeout, conn.read_timeout) == (DEFAULT_ADD_TIMEOUT, DEFAULT_READ_TIMEOUT) == (5.0, 5.0)
     assert conn.bookie_info_timeout == DEFAULT_BOOKIE_INFO_TIMEOUT == 5.0
 
@@ -822,7 +823,7 @@ def test_argument_errors_raise():
     with pytest.raises(ValueError):
         h.conn.read(1, 0, fence_master_key=b"k")
     with pytest.raises(ValueError):
-        BookieConnection(BOOKIE, MemoryReactorClock(), protocol="v4")
+        BookieConnection(BOOKIE, MemoryReactorClock(), protocol="v4", twins=fastpath.selected())
     assert h.attempts == 0
 
 

@@ -6,6 +6,7 @@ import logging
 
 from twisted.internet.testing import MemoryReactorClock
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.cork import Cork, Writer
 from bkctl.wire.client.pool import BookiePool
 
@@ -100,8 +101,8 @@ def test_a_dropped_connections_held_frames_are_not_sent():
 def test_two_clients_corks_hold_nothing_for_each_other():
     """Each pool has its own cork, shared by its connections: a burst on one
     client (another reactor, another test) leaves the other's writes alone."""
-    first = BookiePool(MemoryReactorClock())
-    second = BookiePool(MemoryReactorClock())
+    first = BookiePool(MemoryReactorClock(), twins=fastpath.selected())
+    second = BookiePool(MemoryReactorClock(), twins=fastpath.selected())
     assert first.cork is not second.cork
     assert first.get("127.0.0.1:3181").writer.cork is first.cork
     assert first.get("127.0.0.1:3182").writer.cork is first.cork

@@ -7,6 +7,7 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.connection import BookieConnection
 from bkctl.wire.client.pool import BookiePool
@@ -26,7 +27,7 @@ def accept(reactor: MemoryReactorClock, index: int):
 
 def test_connections_are_lazy_and_reused():
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor)
+    pool = BookiePool(reactor, twins=fastpath.selected())
     a = pool.get("10.0.0.1:3181")
     assert isinstance(a, BookieConnection) and a.bookie_id == "10.0.0.1:3181"
     assert reactor.tcpClients == []  # nothing connects before a request
@@ -41,7 +42,7 @@ def test_connections_are_lazy_and_reused():
 
 def test_default_resolve_and_custom_resolve():
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor)
+    pool = BookiePool(reactor, twins=fastpath.selected())
     pool.get("[::1]:3182").read(1, 0)
     assert reactor.tcpClients[0][:2] == ("::1", 3182)
     # A bookie id that is not host:port cannot be resolved by default.
@@ -55,7 +56,7 @@ def test_default_resolve_and_custom_resolve():
         return ("192.168.1.9", 4000)
 
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor, resolve)
+    pool = BookiePool(reactor, resolve, twins=fastpath.selected())
     pool.get("bookie-a").add(1, 0, b"k" * 20, b"e" * 32)
     assert asked == ["bookie-a"] and reactor.tcpClients[0][:2] == ("192.168.1.9", 4000)
 
@@ -63,7 +64,14 @@ def test_default_resolve_and_custom_resolve():
 def test_settings_apply_to_every_connection():
     reactor = MemoryReactorClock()
     pool = BookiePool(
-        reactor, protocol="v2", add_timeout=1.5, read_timeout=2.5, max_outstanding=7, max_queued=3, connect_timeout=4
+        reactor,
+        protocol="v2",
+        add_timeout=1.5,
+        read_timeout=2.5,
+        max_outstanding=7,
+        max_queued=3,
+        connect_timeout=4,
+        twins=fastpath.selected(),
     )
     conn = pool.get("h:1")
     assert (conn.protocol, conn.add_timeout, conn.read_timeout) == ("v2", 1.5, 2.5)
@@ -71,22 +79,22 @@ def test_settings_apply_to_every_connection():
     conn.read(1, 0)
     assert reactor.tcpClients[0][3] == 4.0
     # Java defaults otherwise.
-    conn = BookiePool(MemoryReactorClock()).get("h:1")
+    conn = BookiePool(MemoryReactorClock(), twins=fastpath.selected()).get("h:1")
     assert (conn.protocol, conn.add_timeout, conn.read_timeout) == ("v3", 5.0, 5.0)
 
 
 def test_bad_settings_fail_at_construction():
     with pytest.raises(ValueError):
-        BookiePool(MemoryReactorClock(), protocol="v1")
+        BookiePool(MemoryReactorClock(), protocol="v1", twins=fastpath.selected())
     with pytest.raises(ValueError):
-        BookiePool(MemoryReactorClock(), read_timeout=0)
+        BookiePool(MemoryReactorClock(), read_timeout=0, twins=fastpath.selected())
     with pytest.raises(TypeError):
-        BookiePool(MemoryReactorClock(), no_such_option=1)
+        BookiePool(MemoryReactorClock(), no_such_option=1, twins=fastpath.selected())
 
 
 def test_each_connection_counts_its_own_txn_ids():
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor)
+    pool = BookiePool(reactor, twins=fastpath.selected())
     pool.get("a:1").read(1, 0)
     pool.get("b:1").read(1, 0)
     ids = []
@@ -98,7 +106,7 @@ def test_each_connection_counts_its_own_txn_ids():
 
 def test_close_waits_for_every_connection():
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor, read_timeout=3)
+    pool = BookiePool(reactor, read_timeout=3, twins=fastpath.selected())
     d1 = pool.get("a:1").read(1, 0)
     d2 = pool.get("b:1").read(1, 0)
     pool.get("c:1")  # never used, never connected
@@ -123,13 +131,13 @@ def test_close_waits_for_every_connection():
 
 
 def test_close_empty_pool():
-    pool = BookiePool(MemoryReactorClock())
+    pool = BookiePool(MemoryReactorClock(), twins=fastpath.selected())
     assert successResultOf(pool.close()) is None
 
 
 def test_remove_closes_one_connection():
     reactor = MemoryReactorClock()
-    pool = BookiePool(reactor, protocol="v2")
+    pool = BookiePool(reactor, protocol="v2", twins=fastpath.selected())
     conn = pool.get("a:1")
     d = conn.read(1, 0)
     proto, _t = accept(reactor, 0)

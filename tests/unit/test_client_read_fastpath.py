@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bkctl.wire import fastpath
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.entry_reads import EntryReads
 from bkctl.wire.client.read_handle import ReadHandle
@@ -142,7 +143,7 @@ def test_payload_checker_agrees_with_payload(digest_type):
 
 
 def _handle(md):
-    client = types.SimpleNamespace(pool=None, protocol="v3", read_window=256)
+    client = types.SimpleNamespace(pool=None, protocol="v3", read_window=256, twins=fastpath.selected())
     return ReadHandle(client, 1, md, 0, b"", DigestType.CRC32C)
 
 

@@ -89,7 +89,10 @@ def _reader(n: int, runs: bool, max_outstanding: int = 1000, down: str | None = 
             conn.takes_reads = lambda count: False
     md = LedgerMetadata(3, 2, 2, LedgerState.CLOSED, n - 1, 10 * n, ((0, BOOKIES),))
     client = types.SimpleNamespace(
-        pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork), protocol="v3", read_window=16
+        pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork),
+        protocol="v3",
+        read_window=16,
+        twins=fastpath.selected(),
     )
     return ReadHandle(client, 7, md, 0, b"", DigestType.CRC32C), links
 

@@ -52,7 +52,7 @@ def appended(calls: list, limit: int, records) -> tuple[list, dict, list]:
         real_write(fd, data, what)
 
     with patched(disk_layout, "write_all", write_all), tempfile.TemporaryDirectory() as d:
-        writer = LogWriter(EntryLogger(d, limit))
+        writer = LogWriter(EntryLogger(d, limit, twins=fastpath.selected()))
         writer.log_records = records
         results = [writer.append(batches) for batches in calls]
         writer.close()
@@ -147,7 +147,7 @@ def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
     for enabled in (True, False):
         logger = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.build(enabled))
         assert LogWriter(logger).log_records is (C.log_records if enabled and C is not None else None)
-    default = LogWriter(EntryLogger(str(tmp_path), 1 << 20)).log_records
+    default = LogWriter(EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.selected())).log_records
     assert default is (C.log_records if fastpath.selected().enabled and C is not None else None)
 
 
@@ -235,5 +235,5 @@ def test_the_c_span_check_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
     for enabled in (True, False):
         logger = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.build(enabled))
         assert logger.span_records is (C.span_records if enabled and C is not None else None)
-    default = EntryLogger(str(tmp_path), 1 << 20).span_records
+    default = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.selected()).span_records
     assert default is (C.span_records if fastpath.selected().enabled and C is not None else None)

@@ -13,6 +13,7 @@ import pytest
 from bkctl.bookied.storage import EntryStore, entry_log, pacing
 from bkctl.bookied.storage import store as store_module
 from bkctl.bookied.storage.pacing import FlushPace, let_go
+from bkctl.wire import fastpath
 
 
 class FakeClock:
@@ -94,7 +95,7 @@ def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_piec
     stores = {}
     for paced in (True, False):
         d = str(tmp_path / f"paced-{paced}")
-        s = EntryStore(d)
+        s = EntryStore(d, twins=fastpath.selected())
         fill(s, ledgers, entries)
         result = s.flush(paced=paced)
         assert result.entries == ledgers * entries
@@ -108,7 +109,7 @@ def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_piec
     assert all(0 < nap <= FlushPace.MAX_NAP for nap in made[0].naps)
     records = logs_records(stores[True])
     assert records == logs_records(stores[False]) and sum(map(len, records.values())) > 6000 * 160
-    reopened = EntryStore(stores[True])
+    reopened = EntryStore(stores[True], twins=fastpath.selected())
     try:
         for ledger in range(1, ledgers + 1):
             for entry in (0, entries // 2, entries - 1):
@@ -118,7 +119,7 @@ def test_a_paced_flush_writes_what_an_unpaced_one_writes_and_sleeps_between_piec
 
 
 def test_a_paced_flush_stops_napping_once_the_write_cache_asks_for_the_next_one(tmp_path, monkeypatch):
-    store = EntryStore(str(tmp_path / "s"))
+    store = EntryStore(str(tmp_path / "s"), twins=fastpath.selected())
     naps: list[float] = []
 
     class CacheFillsAtFirstNap(FlushPace):

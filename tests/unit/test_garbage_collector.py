@@ -27,6 +27,7 @@ from bkctl.bookied.storage.compactor import (
 )
 from bkctl.bookied.storage.entry_log import DamagedRecord, scan_records
 from bkctl.bookied.storage.index import LOC
+from bkctl.wire import fastpath
 from tests.support.compaction import compact_below, gc_on_clock
 
 H = 3600 * 1000
@@ -161,7 +162,7 @@ def test_compaction_keys_load_with_java_defaults_and_old_rate_name(tmp_path):
 
 def sparse_store(sdir, ledgers=8, entries=60, keep=(0,)) -> EntryStore:
     """Ledgers interleaved into small logs, all but ``keep`` deleted."""
-    s = EntryStore(sdir, log_size_limit=16 * 1024)
+    s = EntryStore(sdir, log_size_limit=16 * 1024, twins=fastpath.selected())
     for e in range(entries):
         for lid in range(ledgers):
             s.put_entry(lid, e, data(lid, e))
@@ -184,7 +185,7 @@ def test_compaction_keeps_every_live_entry_and_frees_the_logs(tmp_path):
     assert after["entry_log_bytes"] <= 2 * after["live_bytes"] + 2 * 16 * 1024
     assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
     s.close()
-    s = EntryStore(str(tmp_path / "l"))
+    s = EntryStore(str(tmp_path / "l"), twins=fastpath.selected())
     assert all(s.get_entry(0, e) == data(0, e) for e in range(60))
     assert s.disk_usage()["live_entries"] == 60
     s.close()
@@ -376,7 +377,7 @@ def test_deleted_ledger_collector_deletes_the_ledgers_whose_metadata_is_gone(tmp
 
     zk = FakeMetadataStore().start()
     make_ledgers(zk, range(4))
-    s = EntryStore(str(tmp_path / "l"))
+    s = EntryStore(str(tmp_path / "l"), twins=fastpath.selected())
     for lid in range(4):
         s.put_entry(lid, 0, data(lid, 0))
     s.flush()
@@ -388,7 +389,7 @@ def test_deleted_ledger_collector_deletes_the_ledgers_whose_metadata_is_gone(tmp
 
 
 def test_an_entry_stores_ledgers_version_moves_when_a_ledger_comes_or_goes_not_with_its_entries(tmp_path):
-    s = EntryStore(str(tmp_path / "l"))
+    s = EntryStore(str(tmp_path / "l"), twins=fastpath.selected())
     v0 = s.ledgers_version
     s.put_entry(1, 0, data(1, 0))
     v1 = s.ledgers_version
@@ -645,7 +646,7 @@ def test_the_state_is_collecting_then_compacting_only_while_compaction_runs_then
 
 
 def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=1024**2)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=1024**2, twins=fastpath.selected())
     for e in range(50):
         s.put_entry(1, e, data(1, e))
         s.put_entry(2, e, data(2, e))
@@ -667,7 +668,7 @@ def test_details_mark_the_active_log_and_say_why_dead_data_stays(tmp_path):
 
 
 def test_a_log_emptied_while_written_goes_at_the_next_pass_once_it_rolled_counted_as_deleted(tmp_path):
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024, twins=fastpath.selected())
     for e in range(72):  # 72 records of 224 bytes: the log is full to 192 bytes
         s.put_entry(1, e, data(1, e))
     s.flush()
@@ -697,7 +698,7 @@ def test_deletions_are_counted_exactly_while_a_flush_grows_the_logs(tmp_path):
     """The bytes of logs deleted whole were the committed bytes before the collection less those
     after it; a checkpoint committing meanwhile (both run every 2 s) hid them. Now they are the
     sizes of the logs unlinked, and a compacted log counts as compacted only."""
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024, twins=fastpath.selected())
     for e in range(120):  # more than a log of ledger 1 alone, then 2 and 3 interleaved
         s.put_entry(1, e, data(1, e))
     s.flush()
@@ -783,14 +784,14 @@ def test_a_long_compaction_collects_deleted_ledgers_between_logs(tmp_path):
 def one_closed_log(tmp_path, ledgers, entries, deleted) -> tuple[EntryStore, int]:
     """A store with one log no longer written (reopened) holding ``entries`` records of 100 bytes
     of each of ``ledgers``, ``deleted`` gone: (the store, the log, a compaction candidate)."""
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024**2)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024**2, twins=fastpath.selected())
     for lid in ledgers:
         for e in range(entries):
             s.put_entry(lid, e, data(lid, e, 100))
     s.flush()
     s.delete_ledgers(deleted)
     s.close()
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024**2)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=4 * 1024**2, twins=fastpath.selected())
     [victim] = [lid for lid, _u in s.compaction_candidates(0.8)]
     return s, victim
 
@@ -855,7 +856,7 @@ def test_ledger_ids_come_sorted_in_slices_and_the_stores_lists_are_merged():
 def nearly_empty_and_sparse(tmp_path) -> tuple[EntryStore, tuple[int, int, int]]:
     """Two full 16 KiB logs of 72 records: ``a`` with 1 live (1.4%), ``b`` with 10 (14%: below
     the minor threshold only); ``c`` is being written."""
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024, twins=fastpath.selected())
     for batch in (((1, 71), (2, 1)), ((3, 62), (4, 10)), ((5, 10),)):
         for lid, n in batch:
             for e in range(n):

@@ -13,6 +13,7 @@ import pytest
 from bkctl.bookied.config import load_config
 from bkctl.bookied.gc_policy import GcPolicy, SettledLogs
 from bkctl.bookied.storage import EntryStore
+from bkctl.wire import fastpath
 from tests.support.compaction import gc_on_clock
 
 
@@ -81,7 +82,7 @@ def long_and_short(tmp_path, layout=((1, 52), (2, 20)), deleted=(1,)) -> tuple[E
     """A full 16 KiB log of 72 records, by default 20 of the long-lived ledger 2 and 52 of the
     short-lived 1, which is deleted (28% live: above the minor threshold, below the major one);
     then a log being written."""
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024, twins=fastpath.selected())
     for lid, n in layout:
         for e in range(n):
             s.put_entry(lid, e, data(lid, e))
@@ -154,7 +155,7 @@ def test_with_the_key_at_zero_a_log_waits_for_the_major_compaction_as_in_java(tm
 def test_a_compaction_takes_next_the_log_emptiest_now_not_when_it_began(tmp_path):
     from bkctl.bookied.storage.compactor import CompactionPhase, add_phase_observer, remove_phase_observer
 
-    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024)
+    s = EntryStore(str(tmp_path / "l"), log_size_limit=16 * 1024, twins=fastpath.selected())
     for batch in (((1, 50), (2, 22)), ((3, 36), (4, 36)), ((5, 20), (6, 38), (7, 14)), ((8, 1),)):
         for lid, n in batch:
             for e in range(n):

@@ -30,6 +30,7 @@ from bkctl.bookied.http import (
     make_site,
 )
 from bkctl.bookied.service import BookieService
+from bkctl.wire import fastpath
 from tests.support.http import (
     METRICS,
     FakeStatus,
@@ -387,7 +388,7 @@ def test_the_bookie_and_the_fake_are_what_the_site_may_ask(impl, tmp_path):
             f"advertisedAddress=127.0.0.1\nallowLoopback=true\n"
             f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
         )
-        status = BookieService(cfg, MemoryReactorClock())
+        status = BookieService(cfg, MemoryReactorClock(), twins=fastpath.selected())
     else:
         status = FakeStatus()
     for name in STATUS_ATTRIBUTES:

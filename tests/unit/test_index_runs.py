@@ -12,6 +12,7 @@ import pytest
 from bkctl.bookied.storage import EntryStore
 from bkctl.bookied.storage import index as ix
 from bkctl.bookied.storage.offline import OfflineIndex
+from bkctl.wire import fastpath
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path, monkeypatch
     """A store written by the row-per-entry bookied opens with every entry readable (rewritten
     a few ledgers per transaction), and an offline look reads both formats."""
     d = tmp_path / "ledgers"
-    s = EntryStore(str(d))
+    s = EntryStore(str(d), twins=fastpath.selected())
     ids = [(l, e) for l in (5, 6, 9) for e in range(40)]
     for l, e in ids:
         s.put_entry(l, e, b"x%d/%d" % (l, e))
@@ -150,7 +151,7 @@ def test_a_format_1_index_is_rewritten_as_runs_when_opened(tmp_path, monkeypatch
     assert offline.location(9, 39) == ix.Location(*ix.LOC.unpack(rows[-1][1]))
     offline.close()
     monkeypatch.setattr(ix, "REWRITE_ROWS", 50)  # two ledgers in the first transaction, one in the second
-    s = EntryStore(str(d))
+    s = EntryStore(str(d), twins=fastpath.selected())
     assert [s.get_entry(l, e) for l, e in ids] == [b"x%d/%d" % (l, e) for l, e in ids]
     s.close()
     offline = OfflineIndex(str(d))

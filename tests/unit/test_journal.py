@@ -15,6 +15,7 @@ import pytest
 from bkctl.bookied import journal as jmod
 from bkctl.bookied.errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, LogMark, MasterKeyRecord
+from bkctl.wire import fastpath
 from tests.support import crash
 from tests.support.clocks import ManualClock
 
@@ -58,7 +59,7 @@ def files(d) -> list[str]:
 
 
 def replay_all(d, **kw) -> list:
-    return list(Journal(d).replay(**kw))
+    return list(Journal(d, twins=fastpath.selected()).replay(**kw))
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_records_roundtrip(jdir):
         MasterKeyRecord(8, b""),
     ]
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         for n, r in enumerate(recs):
             j.append(r, acks.cb(n))
@@ -93,7 +94,7 @@ def test_encode_rejects_non_records():
 
 
 def test_append_before_start_and_after_close(jdir):
-    j = Journal(jdir)
+    j = Journal(jdir, twins=fastpath.selected())
     with pytest.raises(JournalUnavailable):
         j.append(FenceRecord(1), lambda e: None)
     j.start()
@@ -116,7 +117,7 @@ def test_callback_after_fsync_and_deferred_before(jdir, monkeypatch):
 
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         j.append(EntryRecord(1, 0, b"a"), lambda e: (events.append("deferred"), acks.cb(0)(e)), sync=False)
         acks.wait(1)
@@ -142,7 +143,7 @@ def test_group_commit_one_write_and_fsync_per_group(jdir, monkeypatch):
         real(fd)
 
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
         j.append(EntryRecord(1, 0, payload(0)), acks.cb(0))
@@ -171,6 +172,7 @@ def test_group_wait_and_threshold(jdir):
         buffered_writes_threshold=threshold,
         monotonic=clock.monotonic,
         wait_on=clock.wait_on,
+        twins=fastpath.selected(),
     ) as j:
         j.start()
         j.append(records[0], acks.cb(0))
@@ -201,7 +203,9 @@ def test_group_wait_and_threshold(jdir):
 def test_group_wait_is_timed_from_the_oldest_record(jdir):
     clock = ManualClock()
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=30, monotonic=clock.monotonic, wait_on=clock.wait_on) as j:
+    with Journal(
+        jdir, max_group_wait_ms=30, monotonic=clock.monotonic, wait_on=clock.wait_on, twins=fastpath.selected()
+    ) as j:
         j.start()
         j.append(EntryRecord(1, 0, b"x"), acks.cb(0))
         clock.wait_for_sleepers(1)
@@ -221,7 +225,7 @@ def test_force_covers_deferred_records(jdir, monkeypatch):
     real = os.fdatasync
     monkeypatch.setattr(os, "fdatasync", lambda fd: (real(fd), synced.append(len(acks.results))))
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         for i in range(10):
             j.append(EntryRecord(3, i, b"d"), acks.cb(i), sync=False)
@@ -234,7 +238,7 @@ def test_force_covers_deferred_records(jdir, monkeypatch):
 
 def test_force_with_nothing_pending(jdir):
     acks = Acks()
-    with Journal(jdir) as j:
+    with Journal(jdir, twins=fastpath.selected()) as j:
         j.start()
         j.force(acks.cb("f"))
         assert acks.wait(1) == [("f", None)]
@@ -243,7 +247,7 @@ def test_force_with_nothing_pending(jdir):
 def test_threads_keep_per_thread_order(jdir):
     acks = Acks()
     n_threads, per = 4, 500
-    with Journal(jdir, max_group_wait_ms=1) as j:
+    with Journal(jdir, max_group_wait_ms=1, twins=fastpath.selected()) as j:
         j.start()
 
         def producer(t):
@@ -272,7 +276,7 @@ def test_threads_keep_per_thread_order(jdir):
 def test_rollover_at_max_size(jdir):
     max_mb = 4096 / (1024 * 1024)  # 4 KiB files
     acks = Acks()
-    with Journal(jdir, max_size_mb=max_mb, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_size_mb=max_mb, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         for i in range(300):
             j.append(EntryRecord(1, i, payload(i, 100)), acks.cb(i))
@@ -287,7 +291,7 @@ def test_rollover_at_max_size(jdir):
     recs = replay_all(jdir)
     assert [r.entry_id for r in recs] == list(range(300))
     # a record larger than the file limit gets a file of its own
-    with Journal(jdir, max_size_mb=max_mb) as j:
+    with Journal(jdir, max_size_mb=max_mb, twins=fastpath.selected()) as j:
         j.start()
         j.append(EntryRecord(2, 0, payload(1, 10000)), acks.cb("big"))
         j.append(EntryRecord(2, 1, b"small"), acks.cb("small"))
@@ -300,7 +304,7 @@ def test_each_start_opens_a_new_file(jdir):
     ids = []
     for round_ in range(3):
         acks = Acks()
-        j = Journal(jdir)
+        j = Journal(jdir, twins=fastpath.selected())
         assert len(list(j.replay())) == round_
         j.start()
         ids.append(j.current_file_id)
@@ -314,7 +318,7 @@ def test_each_start_opens_a_new_file(jdir):
 def test_checkpoint_deletes_old_files_and_replay_starts_at_mark(jdir):
     max_mb = 2048 / (1024 * 1024)
     acks = Acks()
-    j = Journal(jdir, max_size_mb=max_mb, max_group_wait_ms=0)
+    j = Journal(jdir, max_size_mb=max_mb, max_group_wait_ms=0, twins=fastpath.selected())
     assert j.mark() == LogMark(0, 0)
     j.start()
     for i in range(100):
@@ -335,11 +339,11 @@ def test_checkpoint_deletes_old_files_and_replay_starts_at_mark(jdir):
     j.checkpoint(LogMark(1, 0))  # older marks are ignored
     assert files(jdir) == after
     j.close()
-    j2 = Journal(jdir)
+    j2 = Journal(jdir, twins=fastpath.selected())
     assert j2.last_checkpoint() == mark
     assert [r.entry_id for r in j2.replay()] == list(range(100, 150))
     # from the start of what is left: the mark's whole file, then the rest
-    ids = [r.entry_id for r in Journal(jdir).replay(LogMark(0, 0))]
+    ids = [r.entry_id for r in Journal(jdir, twins=fastpath.selected()).replay(LogMark(0, 0))]
     assert ids == list(range(ids[0], 150)) and ids[0] < 100
     # the next start never reuses an id, even if every file was checkpointed away
     j2.start()
@@ -347,7 +351,7 @@ def test_checkpoint_deletes_old_files_and_replay_starts_at_mark(jdir):
     j2.checkpoint(m2)
     assert files(jdir) == [jmod.file_name(m2.file_id)]
     j2.close()
-    j3 = Journal(jdir)
+    j3 = Journal(jdir, twins=fastpath.selected())
     assert list(j3.replay()) == []
     j3.start()
     assert j3.current_file_id == m2.file_id + 1
@@ -356,7 +360,7 @@ def test_checkpoint_deletes_old_files_and_replay_starts_at_mark(jdir):
 
 def test_corrupt_mark_file_replays_everything(jdir, caplog):
     acks = Acks()
-    with Journal(jdir) as j:
+    with Journal(jdir, twins=fastpath.selected()) as j:
         j.start()
         j.append(EntryRecord(1, 0, b"a"), acks.cb(0))
         acks.wait(1)
@@ -374,7 +378,7 @@ def test_corrupt_mark_file_replays_everything(jdir, caplog):
 # ------------------------------------------------------------------ damaged files
 def write_records(jdir, n, start=0, **kw) -> list:
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=0, **kw) as j:
+    with Journal(jdir, max_group_wait_ms=0, **kw, twins=fastpath.selected()) as j:
         for _ in j.replay():
             pass
         j.start()
@@ -521,7 +525,7 @@ def test_damaged_header(jdir, caplog):
     assert [r.entry_id for r in replay_all(jdir)] == [3, 4, 5]
     assert os.path.exists(path)
     os.unlink(path)
-    j = Journal(jdir)
+    j = Journal(jdir, twins=fastpath.selected())
     j.start()
     assert j.current_file_id == last_id + 1
     j.close()
@@ -539,7 +543,7 @@ def test_back_pressure(jdir, monkeypatch):
         real(fd)
 
     acks = Acks()
-    j = Journal(jdir, max_group_wait_ms=0, max_queue_bytes=20_000)
+    j = Journal(jdir, max_group_wait_ms=0, max_queue_bytes=20_000, twins=fastpath.selected())
     j.start()
     monkeypatch.setattr(os, "fdatasync", blocked)
     accepted = 0
@@ -568,7 +572,7 @@ def test_back_pressure(jdir, monkeypatch):
 
 def test_single_record_larger_than_queue_limit_is_accepted_when_idle(jdir):
     acks = Acks()
-    with Journal(jdir, max_queue_bytes=100) as j:
+    with Journal(jdir, max_queue_bytes=100, twins=fastpath.selected()) as j:
         j.start()
         j.append(EntryRecord(1, 0, b"z" * 1000), acks.cb(0))
         assert acks.wait(1) == [(0, None)]
@@ -587,7 +591,7 @@ def _enospc_on(monkeypatch, fd_getter, when):
 
 def test_enospc_fails_callbacks_and_keeps_acked_records(jdir, monkeypatch):
     acks = Acks()
-    j = Journal(jdir, max_group_wait_ms=0)
+    j = Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected())
     j.start()
     for i in range(50):
         j.append(EntryRecord(1, i, payload(i)), acks.cb(i))
@@ -624,7 +628,7 @@ def test_enospc_fails_callbacks_and_keeps_acked_records(jdir, monkeypatch):
 
 def test_enospc_on_fsync_and_on_new_file(jdir, monkeypatch):
     acks = Acks()
-    j = Journal(jdir, max_group_wait_ms=0)
+    j = Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected())
     j.start()
     j.append(EntryRecord(1, 0, b"ok"), acks.cb(0))
     acks.wait(1)
@@ -646,7 +650,7 @@ def test_enospc_on_fsync_and_on_new_file(jdir, monkeypatch):
     # ENOSPC while preallocating / creating the next file at rollover
     jdir2 = jdir + "2"
     acks = Acks()
-    j = Journal(jdir2, max_size_mb=1024 / (1024 * 1024), max_group_wait_ms=0)
+    j = Journal(jdir2, max_size_mb=1024 / (1024 * 1024), max_group_wait_ms=0, twins=fastpath.selected())
     j.start()
 
     def no_space(fd, off, length):
@@ -683,7 +687,7 @@ def test_callback_exception_does_not_kill_writer(jdir, caplog):
     def bad(err):
         raise RuntimeError("boom")
 
-    with Journal(jdir, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         with caplog.at_level(logging.ERROR, logger="bookied.journal"):
             j.append(FenceRecord(1), bad)
@@ -703,7 +707,7 @@ def test_custom_dispatch_gets_whole_groups(jdir):
         if sum(groups) >= 100:
             done.set()
 
-    with Journal(jdir, max_group_wait_ms=20, dispatch=dispatch) as j:
+    with Journal(jdir, max_group_wait_ms=20, dispatch=dispatch, twins=fastpath.selected()) as j:
         j.start()
         for i in range(100):
             j.append(EntryRecord(1, i, b"p"), lambda e: None)
@@ -717,6 +721,7 @@ import os, sys, hashlib, time
 sys.path.insert(0, sys.argv[1])
 from bkctl.bookied.errors import JournalFull
 from bkctl.bookied.journal import Journal, EntryRecord
+from bkctl.wire import fastpath
 
 d, first, wait_ms = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 
@@ -726,7 +731,7 @@ def payload(i):
     return (seed * (size // 32 + 1))[:size]
 
 j = Journal(d, max_group_wait_ms=wait_ms, max_size_mb=0.06, preallocate_mb=0.03,
-            max_queue_bytes=256 * 1024)
+            max_queue_bytes=256 * 1024, twins=fastpath.selected())
 for _ in j.replay():
     pass
 j.start()
@@ -789,7 +794,7 @@ def test_without_sync_data_records_are_acknowledged_unsynced_and_synced_at_close
     syncs = []
     real = os.fdatasync
     acks = Acks()
-    j = Journal(jdir, max_group_wait_ms=0, sync_data=False)
+    j = Journal(jdir, max_group_wait_ms=0, sync_data=False, twins=fastpath.selected())
     j.start()
     monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(len(acks.results)), real(fd)))
     for i in range(20):
@@ -809,7 +814,7 @@ def test_with_sync_data_every_group_is_fsynced_before_its_acks(jdir, monkeypatch
     syncs = []
     real = os.fdatasync
     acks = Acks()
-    with Journal(jdir, max_group_wait_ms=0) as j:
+    with Journal(jdir, max_group_wait_ms=0, twins=fastpath.selected()) as j:
         j.start()
         monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(len(acks.results)), real(fd)))
         j.append(EntryRecord(1, 0, b"x"), acks.cb(0))
@@ -820,7 +825,7 @@ def test_with_sync_data_every_group_is_fsynced_before_its_acks(jdir, monkeypatch
 def test_more_than_buffered_entries_threshold_records_make_a_group_without_waiting(jdir):
     acks = Acks()
     # the group wait is a minute: only the entries threshold can end it within the test's wait
-    with Journal(jdir, max_group_wait_ms=60_000, buffered_entries_threshold=3) as j:
+    with Journal(jdir, max_group_wait_ms=60_000, buffered_entries_threshold=3, twins=fastpath.selected()) as j:
         j.start()
         for i in range(4):
             j.append(EntryRecord(1, i, b"x"), acks.cb(i))
@@ -831,7 +836,7 @@ def test_more_than_buffered_entries_threshold_records_make_a_group_without_waiti
 
 def test_checkpoint_keeps_journal_max_backups_old_files(jdir):
     acks = Acks()
-    j = Journal(jdir, max_size_mb=1024 / (1024 * 1024), max_group_wait_ms=0, max_backups=2)
+    j = Journal(jdir, max_size_mb=1024 / (1024 * 1024), max_group_wait_ms=0, max_backups=2, twins=fastpath.selected())
     j.start()
     for i in range(60):
         j.append(EntryRecord(1, i, payload(i, 200)), acks.cb(i))
@@ -845,8 +850,8 @@ def test_checkpoint_keeps_journal_max_backups_old_files(jdir):
     assert kept == older[-2:] + [fid for fid in ids if fid >= mark.file_id]
     j.close()
     # the backups are never replayed: replay starts at the mark
-    assert list(Journal(jdir).replay()) == []
-    j0 = Journal(jdir, max_backups=0)
+    assert list(Journal(jdir, twins=fastpath.selected()).replay()) == []
+    j0 = Journal(jdir, max_backups=0, twins=fastpath.selected())
     j0.start()
     j0.checkpoint(j0.mark())
     assert files(jdir) == [jmod.file_name(j0.current_file_id)]
@@ -855,7 +860,9 @@ def test_checkpoint_keeps_journal_max_backups_old_files(jdir):
 
 def test_creating_and_preallocating_journal_files_calls_on_grow(jdir):
     grown = []
-    j = Journal(jdir, max_group_wait_ms=0, preallocate_mb=0.001, on_grow=lambda: grown.append(1))
+    j = Journal(
+        jdir, max_group_wait_ms=0, preallocate_mb=0.001, on_grow=lambda: grown.append(1), twins=fastpath.selected()
+    )
     j.start()
     assert len(grown) == 1  # the first file's preallocation
     acks = Acks()
@@ -871,7 +878,7 @@ def test_reclaim_rolls_past_a_checkpointed_file_and_drops_the_backups(jdir):
     reclaim rolls to a file without preallocation and frees every file the
     mark is past; what is appended afterwards replays."""
     acks = Acks()
-    j = Journal(jdir, max_group_wait_ms=0, max_backups=5, preallocate_mb=1)
+    j = Journal(jdir, max_group_wait_ms=0, max_backups=5, preallocate_mb=1, twins=fastpath.selected())
     j.start()
     for i in range(50):
         j.append(EntryRecord(1, i, payload(i, 2000)), acks.cb(i))
@@ -887,4 +894,4 @@ def test_reclaim_rolls_past_a_checkpointed_file_and_drops_the_backups(jdir):
     acks.wait(51)
     assert j.reclaim() == 0  # a record not checkpointed: the file stays
     j.close()
-    assert [(r.entry_id, r.data) for r in Journal(jdir).replay()] == [(50, b"after")]
+    assert [(r.entry_id, r.data) for r in Journal(jdir, twins=fastpath.selected()).replay()] == [(50, b"after")]

@@ -60,7 +60,7 @@ def test_what_it_does_not_cover_is_left_to_python():
 
 def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
     want = getattr(fastpath.build(True).records, "journal_entries", None) if fastpath.selected().enabled else None
-    with Journal(str(tmp_path / "d")) as default:
+    with Journal(str(tmp_path / "d"), twins=fastpath.selected()) as default:
         assert default.c_entries is want
     with Journal(str(tmp_path / "a"), twins=fastpath.build(False)) as off:
         assert off.c_entries is None
@@ -86,7 +86,7 @@ def test_a_run_written_either_way_replays_its_entries(tmp_path, fastpaths):
         j.append_entries(9, [30], [bytearray(b"not bytes")], durable)  # the Python path, either way
         assert both.wait(30)
     assert done == [None, None]
-    replayed = [r for r in Journal(path).replay() if isinstance(r, EntryRecord)]
+    replayed = [r for r in Journal(path, twins=fastpath.selected()).replay() if isinstance(r, EntryRecord)]
     assert [(r.ledger_id, r.entry_id, r.data) for r in replayed] == [(9, i, b) for i, b in enumerate(bodies)] + [
         (9, 30, b"not bytes")
     ]

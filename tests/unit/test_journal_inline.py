@@ -18,7 +18,7 @@ WAIT = 30.0
 
 
 def replayed_ids(directory, ledger_id):
-    return [r.entry_id for r in Journal(directory).replay() if r.ledger_id == ledger_id]
+    return [r.entry_id for r in Journal(directory, twins=fastpath.selected()).replay() if r.ledger_id == ledger_id]
 
 
 def test_inline_mode_orders_and_acks(tmp_path):
@@ -37,7 +37,14 @@ def test_inline_mode_orders_and_acks(tmp_path):
     lock = threading.Lock()
     all_acked = threading.Event()
     clock = ManualClock()  # fsyncs take no time on it: the disk always counts as fast
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=q.put, monotonic=clock.monotonic, wait_on=clock.wait_on)
+    j = Journal(
+        str(tmp_path),
+        max_group_wait_ms=0,
+        inline=q.put,
+        monotonic=clock.monotonic,
+        wait_on=clock.wait_on,
+        twins=fastpath.selected(),
+    )
     j.start()
 
     def producer(tid, n):
@@ -88,6 +95,7 @@ def test_inline_then_slow_disk_falls_back(tmp_path, monkeypatch):
         inline_max_fsync_ms=2,
         monotonic=clock.monotonic,
         wait_on=clock.wait_on,
+        twins=fastpath.selected(),
     )
     j.start()
     done = threading.Event()
@@ -111,7 +119,7 @@ def test_inline_then_slow_disk_falls_back(tmp_path, monkeypatch):
 
 def test_close_with_scheduled_commit_pending(tmp_path):
     calls = []
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append)
+    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, twins=fastpath.selected())
     j.start()
     done = threading.Event()
     j.append(EntryRecord(1, 0, b"a"), lambda e: done.set())

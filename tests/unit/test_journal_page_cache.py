@@ -12,6 +12,7 @@ import pytest
 from bkctl.bookied import journal as jmod
 from bkctl.bookied import page_cache
 from bkctl.bookied.journal import EntryRecord, Journal
+from bkctl.wire import fastpath
 
 WAIT = 10.0
 MB = 1024 * 1024
@@ -49,7 +50,7 @@ def drops(monkeypatch):
 
 def test_drops_only_synced_bytes_behind_the_lag_in_steps(tmp_path, drops):
     # preallocation off: the file's size is what was written, all of it fsynced when a drop is asked
-    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0) as j:
+    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, twins=fastpath.selected()) as j:
         j.start()
         write_groups(j, 40, 64, 8 * 1024)  # 40 groups of 512 KiB: 20 MiB
     assert drops.calls, "20 MiB were fsynced and nothing was dropped"
@@ -66,7 +67,7 @@ def test_drops_only_synced_bytes_behind_the_lag_in_steps(tmp_path, drops):
 
 
 def test_a_rolled_file_is_dropped_whole(tmp_path, drops):
-    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, max_size_mb=2) as j:
+    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, max_size_mb=2, twins=fastpath.selected()) as j:
         j.start()
         write_groups(j, 12, 64, 8 * 1024)  # 6 MiB over 2 MiB files: at least two rolls
         assert j.stats.files_created >= 3
@@ -79,11 +80,18 @@ def test_a_rolled_file_is_dropped_whole(tmp_path, drops):
     current = jmod.file_name(max(jmod.list_file_ids(os.path.join(tmp_path, "current"))))
     assert current not in rolled
     # and replay still reads every record: the pages were dropped, not the bytes
-    assert len(list(Journal(str(tmp_path)).replay())) == 12 * 64
+    assert len(list(Journal(str(tmp_path), twins=fastpath.selected()).replay())) == 12 * 64
 
 
 def test_off_drops_nothing(tmp_path, drops):
-    with Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, max_size_mb=2, drop_synced_pages=False) as j:
+    with Journal(
+        str(tmp_path),
+        max_group_wait_ms=0,
+        preallocate_mb=0,
+        max_size_mb=2,
+        drop_synced_pages=False,
+        twins=fastpath.selected(),
+    ) as j:
         j.start()
         write_groups(j, 40, 64, 8 * 1024)
     assert drops.calls == []
@@ -99,7 +107,7 @@ def test_a_file_system_that_refuses_is_asked_once(tmp_path, monkeypatch, caplog)
     monkeypatch.setattr(page_cache, "drop_from_page_cache", refuse)
     with (
         caplog.at_level(logging.WARNING, logger="bookied.journal"),
-        Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0) as j,
+        Journal(str(tmp_path), max_group_wait_ms=0, preallocate_mb=0, twins=fastpath.selected()) as j,
     ):
         j.start()
         write_groups(j, 40, 64, 8 * 1024)  # every record still acknowledged without an error
@@ -107,4 +115,4 @@ def test_a_file_system_that_refuses_is_asked_once(tmp_path, monkeypatch, caplog)
         assert not j.drop_synced_pages
     assert len(asked) == 1
     assert sum("journalRemovePagesFromCache is off" in r.getMessage() for r in caplog.records) == 1
-    assert len(list(Journal(str(tmp_path)).replay())) == 40 * 64
+    assert len(list(Journal(str(tmp_path), twins=fastpath.selected()).replay())) == 40 * 64

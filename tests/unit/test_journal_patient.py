@@ -28,6 +28,7 @@ def test_writer_thread_holds_patient_groups_until_an_ordinary_record(tmp_path, g
         patient_wait_ms=10,
         monotonic=clock.monotonic,
         wait_on=clock.wait_on,
+        twins=fastpath.selected(),
     ) as j:
         j.start()
         j.append(rec(0), acks.cb(0), patient=True)
@@ -93,7 +94,7 @@ def test_inline_commits_of_patient_groups_are_scheduled_later(tmp_path):
     later.pop()[1]()
     assert acks.results[-1] == (5, None) and j.stats.groups == 3
     j.close()
-    assert [r.entry_id for r in Journal(str(tmp_path)).replay()] == [0, 1, 2, 3, 4, 5]
+    assert [r.entry_id for r in Journal(str(tmp_path), twins=fastpath.selected()).replay()] == [0, 1, 2, 3, 4, 5]
 
 
 def test_without_a_patient_wait_nothing_waits(tmp_path):

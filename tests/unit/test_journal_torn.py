@@ -12,6 +12,7 @@ import pytest
 
 from bkctl.bookied import journal as jmod
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
+from bkctl.wire import fastpath
 
 #: the records in the file; the damage is done to the last ``TAIL`` of them
 RECORDS = (
@@ -27,7 +28,7 @@ def written(tmp_path) -> tuple[str, bytes, list[int]]:
     bytes and the offset of each record."""
     d = str(tmp_path / "journal")
     done = threading.Semaphore(0)
-    with Journal(d, max_group_wait_ms=0, preallocate_mb=0.0625) as j:
+    with Journal(d, max_group_wait_ms=0, preallocate_mb=0.0625, twins=fastpath.selected()) as j:
         j.start()
         for rec in RECORDS:
             j.append(rec, lambda err: done.release())
@@ -49,7 +50,7 @@ def replayed(d: str, path: str, data: bytes, repair: bool = True) -> list:
         os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
-    return list(Journal(d).replay(repair=repair))
+    return list(Journal(d, twins=fastpath.selected()).replay(repair=repair))
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +69,7 @@ def test_a_tail_cut_at_every_byte_replays_the_records_before_the_cut(journal):
         whole = sum(1 for e in ends if e <= cut)
         assert replayed(d, path, data[:cut]) == RECORDS[:whole], cut
         assert os.path.getsize(path) == ends[whole - 1], cut  # repaired: cut after the last whole record
-        assert list(Journal(d).replay()) == RECORDS[:whole], cut
+        assert list(Journal(d, twins=fastpath.selected()).replay()) == RECORDS[:whole], cut
 
 
 def test_a_flipped_bit_anywhere_in_the_last_records_replays_the_records_before_it(journal):
@@ -108,10 +109,10 @@ def test_after_a_damaged_tail_the_journal_starts_and_its_new_records_follow_the_
         data = data[:at] + bytes([data[at] ^ 1]) + data[at + 1 :]
     assert replayed(d, path, data) == RECORDS[:-2]
     done = threading.Semaphore(0)
-    j = Journal(d, max_group_wait_ms=0, preallocate_mb=0.0625)
+    j = Journal(d, max_group_wait_ms=0, preallocate_mb=0.0625, twins=fastpath.selected())
     assert list(j.replay()) == RECORDS[:-2]  # as the bookie replays before it starts
     j.start()
     j.append(EntryRecord(7, 6, b"after"), lambda err: done.release())
     assert done.acquire(timeout=10)
     j.close()
-    assert list(Journal(d).replay()) == RECORDS[:-2] + [EntryRecord(7, 6, b"after")]
+    assert list(Journal(d, twins=fastpath.selected()).replay()) == RECORDS[:-2] + [EntryRecord(7, 6, b"after")]

@@ -12,6 +12,7 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
+from bkctl.wire import fastpath
 from bkctl.wire.client.errors import EntryUnrecoverable, LedgerFencedError, NotEnoughBookies, TargetUnusable
 from bkctl.wire.client.fragments import Fragment, choose_replacements, fragments_to_rereplicate
 from bkctl.wire.client.placement import RandomPlacement
@@ -165,6 +166,7 @@ class FakeClient:
     def __init__(self, md=None):
         self.pool = FakePool(auto=True)
         self.store = FakeMetadataStore().start()
+        self.twins = fastpath.selected()
         if md is not None:
             self.store.ledgers.create(md, 5)
 

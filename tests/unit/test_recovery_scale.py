@@ -10,6 +10,7 @@ from twisted.internet import defer
 
 from bkctl.exitcodes import CommandError
 from bkctl.ops.recovery import cause_label, describe_left, left_rows
+from bkctl.wire import fastpath
 from bkctl.wire.client import rereplication as R
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.metadata.errors import MetadataStoreError
@@ -31,6 +32,7 @@ class Client:
         self.placement = None
         self.writable = list(writable)
         self.lists_asked = 0
+        self.twins = fastpath.selected()
 
     def run_blocking(self, fn, *args, **kw):
         return defer.maybeDeferred(fn, *args, **kw)

@@ -15,6 +15,7 @@ from twisted.python.failure import Failure
 from bkctl.bookied.bookie import Bookie
 from bkctl.bookied.config import load_config_text
 from bkctl.bookied.service import BookieService, ReadOnlyNotAllowed
+from bkctl.wire import fastpath
 
 
 class InlineThreadsReactor(MemoryReactorClock):
@@ -43,7 +44,7 @@ def make_service(tmp_path, monkeypatch, settings="", *, record_changes=True, rea
         f"journalDirectories={tmp_path / 'j'}\nledgerDirectories={tmp_path / 'l'}\n"
         "diskUsageThreshold=0.95\ndiskUsageWarnThreshold=0.90\n" + settings
     )
-    svc = BookieService(cfg, reactor if reactor is not None else InlineThreadsReactor())
+    svc = BookieService(cfg, reactor if reactor is not None else InlineThreadsReactor(), twins=fastpath.selected())
     svc.bookie = Bookie([], [], clock=svc.reactor)
     changes = []
     svc.bookie.on_readonly_change = changes.append if record_changes else svc._readonly_changed
@@ -274,7 +275,7 @@ def test_a_disk_over_the_threshold_frees_what_the_journal_no_longer_needs(tmp_pa
     from bkctl.bookied.journal import EntryRecord, Journal
 
     svc = make_service(tmp_path, monkeypatch)
-    j = Journal(str(tmp_path / "j"), max_group_wait_ms=0, max_backups=5, preallocate_mb=1)
+    j = Journal(str(tmp_path / "j"), max_group_wait_ms=0, max_backups=5, preallocate_mb=1, twins=fastpath.selected())
     j.start()
     done = threading.Event()
     j.append(EntryRecord(1, 0, b"x" * 5000), lambda err: done.set())

@@ -13,6 +13,7 @@ import pytest
 from bkctl.bookied import storage as es
 from bkctl.bookied.journal import EntryRecord, ExplicitLacRecord, FenceRecord, Journal, MasterKeyRecord
 from bkctl.bookied.storage import EntryCorrupted, EntryStore, WriteCacheFull, entry_log
+from bkctl.wire import fastpath
 from tests.support import crash
 from tests.support.compaction import compact_below
 
@@ -34,7 +35,7 @@ def sdir(tmp_path):
 
 
 def test_put_get_from_cache_then_disk_then_reopen(sdir):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert s.get_entry(1, 0) is None and s.last_entry_id(1) is None and not s.has_ledger(1)
     for l in (1, 2):
         for e in range(50):
@@ -51,7 +52,7 @@ def test_put_get_from_cache_then_disk_then_reopen(sdir):
     loc = s.location(2, 3)
     assert loc is not None and loc.length == 100 + 24
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert s.ledger_ids() == [1, 2] and s.last_entry_id(1) == 49
     assert all(s.get_entry(l, e) == data(l, e) for l in (1, 2) for e in range(50))
     # a new log per open, created lazily
@@ -59,13 +60,13 @@ def test_put_get_from_cache_then_disk_then_reopen(sdir):
     s.flush()
     assert len(log_files(sdir)) == 2
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert s.get_entry(1, 50) == data(1, 50) and s.last_entry_id(1) == 50
     s.close()
 
 
 def test_invalid_ids_rejected(sdir):
-    with EntryStore(sdir) as s:
+    with EntryStore(sdir, twins=fastpath.selected()) as s:
         with pytest.raises(ValueError):
             s.put_entry(1, -1, b"x")
         with pytest.raises(ValueError):
@@ -74,7 +75,7 @@ def test_invalid_ids_rejected(sdir):
 
 
 def test_ledger_state_persists(sdir):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     s.set_master_key(9, b"K" * 20)
     assert s.has_ledger(9) and s.get_master_key(9) == b"K" * 20
     assert s.last_entry_id(9) is None and not s.is_fenced(9)
@@ -85,21 +86,21 @@ def test_ledger_state_persists(sdir):
     s.flush()
     s.set_explicit_lac(9, b"lac2")  # not flushed: close() flushes
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert s.get_master_key(9) == b"K" * 20 and s.is_fenced(9) and s.get_explicit_lac(9) == b"lac2"
     assert s.get_master_key(10) == b"" and not s.is_fenced(10) and s.get_explicit_lac(10) is None
     assert s.get_master_key(11) is None and s.get_explicit_lac(11) is None and not s.is_fenced(11)
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     s.set_fenced(10)
     s.close(flush=False)  # state changes without a flush are lost (the journal has them)
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert not s.is_fenced(10)
     s.close()
 
 
 def test_reput_replaces_in_cache_and_on_disk(sdir):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     for e in range(10):
         s.put_entry(1, e, data(1, e))
     s.put_entry(1, 3, b"new3")
@@ -108,7 +109,7 @@ def test_reput_replaces_in_cache_and_on_disk(sdir):
     s.flush()
     assert s.get_entry(1, 3) == b"new3"
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     old_logs = log_files(sdir)
     for e in range(10):  # recovery re-adds every entry: the old log has no live entry left
         s.put_entry(1, e, data(1, e, tag=b"v2"))
@@ -121,7 +122,7 @@ def test_reput_replaces_in_cache_and_on_disk(sdir):
 
 
 def test_delete_ledger_and_log_gc(sdir):
-    s = EntryStore(sdir, log_size_limit=4096)
+    s = EntryStore(sdir, log_size_limit=4096, twins=fastpath.selected())
     for e in range(100):  # ledger 1 fills logs on its own, then both ledgers share logs
         s.put_entry(1, e, data(1, e))
     s.flush()
@@ -142,7 +143,7 @@ def test_delete_ledger_and_log_gc(sdir):
     assert len(logs_after) < len(logs_before)
     assert all(s.get_entry(2, e) == data(2, e) for e in range(100, 150))
     s.close()
-    s = EntryStore(sdir, log_size_limit=4096)
+    s = EntryStore(sdir, log_size_limit=4096, twins=fastpath.selected())
     assert s.ledger_ids() == [2] and s.get_entry(1, 5) is None
     assert all(s.get_entry(2, e) == data(2, e) for e in range(100, 150))
     assert s.delete_ledger(2) == 50
@@ -153,14 +154,14 @@ def test_delete_ledger_and_log_gc(sdir):
 
 
 def test_compaction_rewrites_sparse_logs(sdir):
-    s = EntryStore(sdir, log_size_limit=8192)
+    s = EntryStore(sdir, log_size_limit=8192, twins=fastpath.selected())
     for e in range(200):
         for l in (1, 2, 3, 4):
             s.put_entry(l, e, data(l, e))
         if e % 4 == 3:
             s.flush()  # each flush writes 4 entries of every ledger: the logs mix all ledgers
     s.close()
-    s = EntryStore(sdir, log_size_limit=8192)
+    s = EntryStore(sdir, log_size_limit=8192, twins=fastpath.selected())
     for l in (1, 2, 3):
         s.delete_ledger(l)
     before = s.disk_usage()
@@ -173,14 +174,16 @@ def test_compaction_rewrites_sparse_logs(sdir):
     assert all(s.get_entry(4, e) == data(4, e) for e in range(200))
     assert compact_below(s, 0.5)["logs"] == 0
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert all(s.get_entry(4, e) == data(4, e) for e in range(200))
     s.close()
 
 
 def test_write_cache_bound_and_flush_hint(sdir):
     hints = []
-    s = EntryStore(sdir, write_cache_max_bytes=10_000, on_flush_needed=lambda: hints.append(1))
+    s = EntryStore(
+        sdir, write_cache_max_bytes=10_000, on_flush_needed=lambda: hints.append(1), twins=fastpath.selected()
+    )
     for e in range(49):
         s.put_entry(1, e, b"x" * 100)
     assert hints == []
@@ -196,13 +199,13 @@ def test_write_cache_bound_and_flush_hint(sdir):
     s.put_entry(1, 100, b"x")
     s.close()
     # a single entry larger than the cache is still accepted into an empty cache
-    with EntryStore(sdir, write_cache_max_bytes=10) as s:
+    with EntryStore(sdir, write_cache_max_bytes=10, twins=fastpath.selected()) as s:
         s.put_entry(5, 0, b"y" * 100)
         assert s.get_entry(5, 0) == b"y" * 100
 
 
 def test_entries_between(sdir):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     for e in range(20):
         s.put_entry(1, e, data(1, e, 50))
     s.flush()
@@ -222,7 +225,7 @@ def test_entries_between(sdir):
 
 def flushed_store(sdir, entries: int, **kw) -> EntryStore:
     """A store holding entries 0..entries-1 of ledger 1, flushed to its entry logs."""
-    s = EntryStore(sdir, **kw)
+    s = EntryStore(sdir, **kw, twins=fastpath.selected())
     for e in range(entries):
         s.put_entry(1, e, data(1, e))
     s.flush()
@@ -248,7 +251,7 @@ def test_corrupted_log_detected_on_read(sdir):
 
 
 def test_open_cleans_uncommitted_log_data(sdir):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     s.put_entry(1, 0, b"committed")
     s.flush()
     s.close()
@@ -260,7 +263,7 @@ def test_open_cleans_uncommitted_log_data(sdir):
     orphan = os.path.join(cur, es.log_name(77))
     with open(orphan, "wb") as f:
         f.write(entry_log.encode_log_header(77) + es.encode_log_record(1, 1, b"never indexed"))
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert not os.path.exists(orphan)
     assert os.path.getsize(os.path.join(cur, log)) == size
     assert s.get_entry(1, 0) == b"committed" and s.get_entry(1, 1) is None
@@ -271,7 +274,7 @@ def test_open_cleans_uncommitted_log_data(sdir):
 
 
 def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     s.put_entry(1, 0, b"a")
     real = os.fdatasync
 
@@ -286,7 +289,7 @@ def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
     monkeypatch.setattr(os, "fdatasync", real)
     assert s.flush().entries == 2
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert s.get_entry(1, 0) == b"a" and s.get_entry(1, 1) == b"b"
     s.close()
 
@@ -297,11 +300,11 @@ def test_journal_replay_is_idempotent(sdir):
         + [EntryRecord(3, e, data(3, e)) for e in range(30)]
         + [ExplicitLacRecord(3, b"lac"), FenceRecord(3), EntryRecord(3, 5, b"recovery re-add")]
     )
-    s = EntryStore(sdir, write_cache_max_bytes=1000)  # forces flushes during apply
+    s = EntryStore(sdir, write_cache_max_bytes=1000, twins=fastpath.selected())  # forces flushes during apply
     for r in recs:
         s.apply(r)
     s.close()
-    s = EntryStore(sdir, write_cache_max_bytes=1000)
+    s = EntryStore(sdir, write_cache_max_bytes=1000, twins=fastpath.selected())
     for r in recs:  # the same records again (crash before the checkpoint)
         s.apply(r)
     s.flush()
@@ -315,7 +318,7 @@ def test_journal_replay_is_idempotent(sdir):
 
 
 def test_reads_during_concurrent_flushes(sdir):
-    s = EntryStore(sdir, log_size_limit=64 * 1024)
+    s = EntryStore(sdir, log_size_limit=64 * 1024, twins=fastpath.selected())
     stop = threading.Event()
     errors = []
 
@@ -343,14 +346,14 @@ def test_reads_during_concurrent_flushes(sdir):
 
 
 def test_index_survives_reopen_many_ledgers(sdir):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     for l in range(200):
         s.set_master_key(l, b"%d" % l)
         for e in range(5):
             s.put_entry(l, e, data(l, e, 20))
     s.flush()
     s.close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     assert s.ledger_ids() == list(range(200))
     assert all(s.get_master_key(l) == b"%d" % l and s.last_entry_id(l) == 4 for l in range(200))
     assert all(s.get_entry(l, e) == data(l, e, 20) for l in range(200) for e in range(5))
@@ -367,6 +370,7 @@ sys.path.insert(0, sys.argv[1])
 from bkctl.bookied.errors import JournalFull
 from bkctl.bookied.journal import Journal, EntryRecord, MasterKeyRecord, FenceRecord
 from bkctl.bookied.storage import EntryStore, WriteCacheFull
+from bkctl.wire import fastpath
 
 d, first = sys.argv[2], int(sys.argv[3])
 
@@ -374,8 +378,8 @@ def payload(l, e):
     seed = hashlib.sha256(b"%d/%d/" % (l, e)).digest()
     return (seed * 8)[:1 + (e * 31) % 250]
 
-store = EntryStore(d, write_cache_max_bytes=256 * 1024, log_size_limit=64 * 1024)
-j = Journal(d, max_group_wait_ms=1, max_size_mb=0.1, preallocate_mb=0.05)
+store = EntryStore(d, write_cache_max_bytes=256 * 1024, log_size_limit=64 * 1024, twins=fastpath.selected())
+j = Journal(d, max_group_wait_ms=1, max_size_mb=0.1, preallocate_mb=0.05, twins=fastpath.selected())
 for rec in j.replay():
     store.apply(rec)
 j.start()
@@ -433,8 +437,8 @@ def run_and_kill(args: list[str], rng: random.Random, max_run: float) -> list[st
 
 
 def recover(d) -> EntryStore:
-    store = EntryStore(d, write_cache_max_bytes=256 * 1024, log_size_limit=64 * 1024)
-    j = Journal(d)
+    store = EntryStore(d, write_cache_max_bytes=256 * 1024, log_size_limit=64 * 1024, twins=fastpath.selected())
+    j = Journal(d, twins=fastpath.selected())
     for rec in j.replay():
         store.apply(rec)
     return store
@@ -478,7 +482,7 @@ def test_kill_minus_9_with_checkpoints_loses_nothing(tmp_path):
 
 def test_a_new_entry_log_calls_on_grow(tmp_path):
     grown = []
-    store = EntryStore(str(tmp_path / "ledgers"), on_grow=lambda: grown.append(1))
+    store = EntryStore(str(tmp_path / "ledgers"), on_grow=lambda: grown.append(1), twins=fastpath.selected())
     try:
         store.put_entry(1, 0, b"x" * 100)
         store.flush()
@@ -522,7 +526,7 @@ def preads(monkeypatch):
 
 
 def test_get_entries_reads_cache_and_logs_like_get_entry(sdir, preads):
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     for e in range(0, 60):
         s.put_entry(1, e, data(1, e))
         s.put_entry(2, e, data(2, e))
@@ -588,7 +592,7 @@ def test_get_entries_a_truncated_log_fails_the_records_past_its_end(sdir):
 
 
 def test_get_entries_after_compaction_and_deletion(sdir, monkeypatch):
-    s = EntryStore(sdir, log_size_limit=8192)
+    s = EntryStore(sdir, log_size_limit=8192, twins=fastpath.selected())
     for e in range(200):
         for l in (1, 2):
             s.put_entry(l, e, data(l, e))
@@ -617,7 +621,7 @@ def test_get_entries_after_compaction_and_deletion(sdir, monkeypatch):
 
 def test_get_entries_of_a_missing_entry_log_is_eio_like_get_entry(sdir):
     flushed_store(sdir, 5).close()
-    s = EntryStore(sdir)
+    s = EntryStore(sdir, twins=fastpath.selected())
     for name in log_files(sdir):
         os.unlink(os.path.join(sdir, "current", name))
     got = s.get_entries(1, [0, 3, 9])
@@ -629,7 +633,7 @@ def test_get_entries_of_a_missing_entry_log_is_eio_like_get_entry(sdir):
 
 def test_get_entries_an_entry_log_that_cannot_be_opened_fails_its_entries_only(sdir, monkeypatch):
     flushed_store(sdir, 5).close()
-    s = EntryStore(sdir)  # no read fd open yet
+    s = EntryStore(sdir, twins=fastpath.selected())  # no read fd open yet
     s.put_entry(1, 9, b"cached")
 
     def out_of_fds(log_id):

@@ -67,7 +67,6 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire import fastpath
 from bkctl.wire.clock import Clock
 from bkctl.wire.codecs import answers
 from bkctl.wire.codecs.framing import frame
@@ -142,8 +141,8 @@ class BookieConnection:
     in seconds. ``txn_ids`` is an iterator of txnIds (and v2 BATCH_READ
     requestIds); by default each connection counts from 1. ``tls``
     (:class:`~bkctl.wire.tls.TLSFiles`): START_TLS on every connection.
-    ``twins`` (default: the process's record, :mod:`bkctl.wire.fastpath`; ``fastpath.build(on)``
-    for fast paths on or off) is fixed for the connection's lifetime.
+    ``twins`` (its builder's record, :mod:`bkctl.wire.fastpath`: the client's, through its pool)
+    is fixed for the connection's lifetime.
     ``cork`` (:mod:`.cork`): whose bursts hold this connection's writes (its pool's; default its own).
     """
 
@@ -166,8 +165,8 @@ class BookieConnection:
         backoff_factor: float = DEFAULT_BACKOFF_FACTOR,
         clock: Clock | None = None,
         txn_ids: Iterator[int] | None = None,
+        twins: Twins,
         tls: TLSFiles | None = None,
-        twins: Twins | None = None,
         cork: Cork | None = None,
     ):
         if protocol not in ("v2", "v3"):
@@ -209,8 +208,6 @@ class BookieConnection:
         #: reads packed directly); off with BKCTL_FASTPATHS=0
         #: (bkctl.wire.fastpath), when every request goes through the builders
         #: and every answer is parsed
-        if twins is None:
-            twins = fastpath.selected()
         self.twins = twins
         self.fastpaths = twins.enabled
         #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect

@@ -1,6 +1,6 @@
 """One shared :class:`~bkctl.wire.client.connection.BookieConnection` per bookie.
 
-    pool = BookiePool(reactor, resolve, protocol="v3", add_timeout=5, read_timeout=5)
+    pool = BookiePool(reactor, resolve, protocol="v3", add_timeout=5, read_timeout=5, twins=twins)
     d = pool.get("10.0.0.1:3181").read(ledger_id, entry_id)
     ...
     yield pool.close()
@@ -13,13 +13,16 @@ pool only has to map bookie ids to connections.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
 from .connection import DEFAULT_ADD_TIMEOUT, DEFAULT_READ_TIMEOUT, BookieConnection
 from .cork import Cork
 from .dialer import default_resolve
+
+if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
 
 __all__ = ["BookiePool"]
 
@@ -48,6 +51,7 @@ class BookiePool:
         protocol: str = "v3",
         add_timeout: float = DEFAULT_ADD_TIMEOUT,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
+        twins: Twins,
         **options: Any,
     ):
         if protocol not in ("v2", "v3"):
@@ -61,6 +65,8 @@ class BookiePool:
         self.protocol = protocol
         self.add_timeout = add_timeout
         self.read_timeout = read_timeout
+        #: the record its connections use (:mod:`bkctl.wire.fastpath`: its builder's, the client's)
+        self.twins = twins
         self._options = options
         #: the bursts of this pool's connections (:mod:`.cork`): what holds their writes
         self.cork = Cork()
@@ -76,6 +82,7 @@ class BookiePool:
             add_timeout=self.add_timeout,
             read_timeout=self.read_timeout,
             cork=self.cork,
+            twins=self.twins,
         )
 
     def get(self, bookie_id: str) -> BookieConnection:

@@ -32,7 +32,6 @@ from typing import Any
 
 from twisted.internet import defer
 
-from bkctl.wire import fastpath
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.errors import BKError
 from bkctl.wire.fastpath import Twins
@@ -78,7 +77,7 @@ class ReadHandle:
         self._ws_starts: tuple[int, ...] = ()  # first entry ids of its segments
         self.digest_type = DigestType(digest_type)
         #: the implementations in use (:mod:`bkctl.wire.fastpath`): the client's record
-        self.twins: Twins = getattr(client, "twins", None) or fastpath.selected()
+        self.twins: Twins = client.twins
         self.digest = DigestManager(ledger_id, self.digest_type, self.password, self.twins)
         self.master_key = master_key(self.password)
         self._lac = metadata.last_entry_id if metadata.is_closed else -1

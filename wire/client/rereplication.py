@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire import fastpath
 from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
@@ -142,7 +141,7 @@ class FragmentCopy:
         self.window = window
         self.on_entry = on_entry
         self.throttle = throttle
-        twins = getattr(client, "twins", None) or fastpath.selected()
+        twins = client.twins
         self.adds = AddEncoder(getattr(client, "protocol", "v3"), twins) if twins.enabled else None
         self._fragment = fragment
         self._schedule = fragment.schedule
@@ -631,7 +630,7 @@ async def rereplicate_ledger(
                     md = known[0]
         result["bytes"] = bytes_held(ledger_id, md, lost)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
-        digest = DigestManager(ledger_id, digest_type, password_bytes, getattr(client, "twins", None))
+        digest = DigestManager(ledger_id, digest_type, password_bytes, client.twins)
         key = master_key(password_bytes)
         writable, readonly = await (bookie_lists or client.bookie_lists)()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):

@@ -12,7 +12,6 @@ DEFERRED_SYNC adds are not covered (they go through the request builders).
 
 from __future__ import annotations
 
-from bkctl.wire import fastpath
 from bkctl.wire.fastpath import Twins
 
 from .answers import v2_add_frame
@@ -64,14 +63,14 @@ class AddEncoder:
 
     __slots__ = ("use_v3", "_encoder", "_c_add_part")
 
-    def __init__(self, protocol: str, twins: Twins | None = None):
+    def __init__(self, protocol: str, twins: Twins):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         self.use_v3 = protocol == "v3"
         self._encoder = RequestEncoder()  # v3's (a v2 writer never uses it)
-        #: the C twin of RequestEncoder.add_part (when built and in use: ``twins``, default
-        #: the process's record of :mod:`bkctl.wire.fastpath`), or None
-        c = (fastpath.selected() if twins is None else twins).codec
+        #: the C twin of RequestEncoder.add_part (when built and in use: ``twins``, the
+        #: builder's record of :mod:`bkctl.wire.fastpath`), or None
+        c = twins.codec
         self._c_add_part = None if c is None else c.add_part
 
     def encode(
