@@ -34,6 +34,8 @@ from pathlib import Path
 
 from common import in_sandbox, load_note, raw_zookeeper  # noqa: E402
 
+from bkctl.wire import fastpath
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_pulsar_export import exports_in_turns  # noqa: E402
@@ -188,7 +190,7 @@ def run(args, uri: str, work: Path) -> int:
     for label, typed in (("decode to Arrow, raw (one core)", False), ("decode to Arrow, typed (one core)", True)):
         cpu = time.process_time()
         t = time.monotonic()
-        dec = TopicDecoder(TOPIC)
+        dec = TopicDecoder(TOPIC, splitter=fastpath.selected().batch_rows)
 
         def batches(dec=dec):
             for n, data in enumerate(entries):
@@ -197,7 +199,7 @@ def run(args, uri: str, work: Path) -> int:
                     yield from (record_batch(p, schema) for p in dec.take_parts())
             yield from (record_batch(p, schema) for p in dec.take_parts())
 
-        for _ in _typed(batches(), part, schema, None) if typed else batches():
+        for _ in _typed(batches(), part, schema, None, fastpath.selected().avro_columns) if typed else batches():
             pass
         seconds, cpu = time.monotonic() - t, time.process_time() - cpu
         print(

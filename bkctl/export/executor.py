@@ -24,7 +24,10 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -138,8 +141,11 @@ class LedgerReader:
     (:func:`process_client`), which outlives it.
     """
 
-    def __init__(self, settings: ReadSettings, make_client: Callable[[], Any], owns_client: bool):
+    def __init__(self, settings: ReadSettings, make_client: Callable[[], Any], owns_client: bool, twins: Twins):
         self.settings = settings
+        #: the implementations its decoding uses (:mod:`bkctl.wire.fastpath`: the export
+        #: process's, given by :meth:`on_driver`/:meth:`in_process`)
+        self.twins = twins
         self._make_client = make_client
         self._owns_client = owns_client
         self._client = None
@@ -168,11 +174,15 @@ class LedgerReader:
 
     @classmethod
     def on_driver(cls, settings: ReadSettings, store: Any) -> LedgerReader:
-        return cls(settings, lambda: new_client(settings, store), owns_client=True)
+        from bkctl.wire import fastpath
+
+        return cls(settings, lambda: new_client(settings, store), owns_client=True, twins=fastpath.selected())
 
     @classmethod
     def in_process(cls, settings: ReadSettings) -> LedgerReader:
-        return cls(settings, lambda: process_client(settings), owns_client=False)
+        from bkctl.wire import fastpath
+
+        return cls(settings, lambda: process_client(settings), owns_client=False, twins=fastpath.selected())
 
     def client(self):
         """The BlockingBookKeeper the reads go through (made now if not yet)."""

@@ -201,6 +201,7 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         def keep(position, batch_index):
             return not state.message_acked(position, batch_index)
 
+    twins = reader.twins
     decoder = TopicDecoder(
         part.topic,
         part.partition,
@@ -210,10 +211,13 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
         error_rows=part.error_rows,
         transactions=part.transactions,
         pending=part.pending,
+        splitter=twins.batch_rows,
     )
     schema = arrow_schema(MESSAGE_COLUMNS)  # schema_version as stored (bytes) while the values are typed
     rows = _read_rows(reader, part, decoder, schema, counts)
-    yield from _version_numbers(_typed(rows, part, schema, counts) if part.typed is not None else rows)
+    yield from _version_numbers(
+        _typed(rows, part, schema, counts, twins.avro_columns) if part.typed is not None else rows
+    )
 
 
 def _version_numbers(batches: Iterator[Any]) -> Iterator[Any]:
@@ -249,16 +253,16 @@ def _version_numbers(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
 
 
-def _typed(batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, Any] | None) -> Iterator[Any]:
+def _typed(
+    batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, Any] | None, avrocols: Any
+) -> Iterator[Any]:
     """The batches with each message's ``value`` decoded by the topic's schema
     (:attr:`TopicRange.typed`); a message that does not decode keeps its row,
-    ``value`` null and ``error`` saying why (counted in ``counts["decode_errors"]``)."""
+    ``value`` null and ``error`` saying why (counted in ``counts["decode_errors"]``).
+    ``avrocols``: the reader's ``Twins.avro_columns`` (the C twin of AVRO values, or None)."""
     import pyarrow as pa
 
-    from bkctl.wire import fastpath
-
     view = part.typed
-    avrocols = fastpath.selected().avro_columns
     typed_schema = schema.append(pa.field("value", view.arrow_type))
     failed: list[dict[str, Any]] = []
     for batch in batches:

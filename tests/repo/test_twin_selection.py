@@ -45,9 +45,10 @@ C_EXTENSIONS = {
 #: the commands' and the daemon's start, which read the switch once (``fastpath.check``); the
 #: daemon's start hands the record to the service it builds, which hands it to every component
 ENTRY_POINTS = {"bkctl.cli", "bkctl.bookied.main"}
-#: the one composition point of a client process: the client takes the process's record by
-#: default and hands it to its pool, connections, handles and the work given its client
-COMPOSITION_POINTS = {"bkctl.wire.client.bookkeeper"}
+#: the composition points of a process: the client takes the process's record by default and
+#: hands it to its pool, connections, handles and the work given its client; an export's ledger
+#: reader (on the driver or an executor) takes it and hands it to the decoding of what it reads
+COMPOSITION_POINTS = {"bkctl.wire.client.bookkeeper", "bkctl.export.executor"}
 #: the fields of :class:`~bkctl.wire.fastpath.Twins` that hold a C twin or its Python one (or None)
 TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_metadata", "avro_columns", "batch_rows"}
 
@@ -62,7 +63,6 @@ REMAINING: dict[str, set[str]] = {
         "getattr(c, 'log_records', None)",
         "getattr(c, 'span_records', None)",
     },
-    "bkctl.export.topic_source": {"fastpath.selected()"},
     "bkctl.wire.client.entry_requests": {
         "c is None",
         "c_add_copies is not None",
@@ -90,7 +90,6 @@ REMAINING: dict[str, set[str]] = {
     "bkctl.wire.codecs.framing": {"codec is None"},
     "bkctl.wire.metadata.ledger": {"fastpath.selected()"},
     "bkctl.wire.metadata.zk.session": {"fastpath.selected()"},
-    "bkctl.wire.pulsar.messages": {"fastpath.selected()"},
 }
 
 

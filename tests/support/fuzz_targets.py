@@ -708,7 +708,7 @@ def pulsar_entry(data: bytes) -> None:
     from bkctl.wire.pulsar.errors import CorruptEntry
     from bkctl.wire.pulsar.messages import TopicDecoder
 
-    dec = TopicDecoder("persistent://t/n/x")
+    dec = TopicDecoder("persistent://t/n/x", splitter=fastpath.selected().batch_rows)
     dec.add(1, 0, data)
     dec.finish()
     dec.take_parts()

@@ -300,6 +300,7 @@ class FakeReader:
     def __init__(self, ledgers):
         self.ledgers = ledgers
         self.reads = []
+        self.twins = fastpath.selected()
 
     def entries(self, ledger_id, first, last, unconfirmed=False):
         self.reads.append((ledger_id, first, last))
@@ -472,7 +473,7 @@ def test_what_is_left_out_is_counted_only_inside_the_publish_time_window():
     s = TransactionScan()
     for position, data in entries:
         s.add(position, data)
-    dec = TopicDecoder(TOPIC, transactions=s.result(), from_ms=T0 + 2)
+    dec = TopicDecoder(TOPIC, transactions=s.result(), from_ms=T0 + 2, splitter=fastpath.selected().batch_rows)
     for (ledger_id, entry_id), data in entries:
         dec.add(ledger_id, entry_id, data)
     assert dec.take()["payload"] == [b"kept"]

@@ -43,7 +43,7 @@ needs_c = c_twins.needs_c(BatchRows if C_IN_USE else None, "bkctl.wire.pulsar._p
 needs_packed = c_twins.needs_c(PackedRows, "bkctl.wire.pulsar._packed")
 
 
-def decode(entries, splitter=None, partition=-1, take_every=0, **kw):
+def decode(entries, splitter=BatchRows, partition=-1, take_every=0, **kw):
     """The rows as one Arrow table, the problems, and how many parts the C twin made."""
     dec = TopicDecoder("persistent://t/n/x", partition, splitter=splitter, **kw)
     parts = []
@@ -146,7 +146,7 @@ def test_a_batch_goes_to_the_splitter_in_use_and_a_plain_message_to_the_python_t
         pe.batch_payload([(pb.SingleMessageMetadata(), b"a"), (pb.SingleMessageMetadata(), b"b")]),
     )
     plain = pe.encode_entry(pe.metadata("p", 2, 1_700_000_000_001), b"c")
-    dec = TopicDecoder("persistent://t/n/x")
+    dec = TopicDecoder("persistent://t/n/x", splitter=fastpath.selected().batch_rows)
     for entry_id, data in enumerate([batch, batch, plain, batch]):
         dec.add(7, entry_id, data)
     parts = dec.take_parts()

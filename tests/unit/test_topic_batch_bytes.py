@@ -7,6 +7,7 @@ import pytest
 from bkctl.export import topic_source
 from bkctl.export.topic_planning import TopicRange
 from bkctl.export.topic_source import BYTES_PER_BATCH, read_topic_range
+from bkctl.wire import fastpath
 from tests.support import pulsar_entries as pe
 
 TOPIC = "persistent://public/default/big-messages"
@@ -17,6 +18,7 @@ class Ledgers:
 
     def __init__(self, ledgers):
         self.ledgers = ledgers
+        self.twins = fastpath.selected()
 
     def entries(self, ledger_id, first, last, unconfirmed=False):
         got = list(enumerate(self.ledgers[ledger_id]))[first : last + 1]

@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from bkctl.wire import fastpath
-
 from .chunks import ChunkAssembler, ChunkedMessage
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values, topic_values
 from .entry import StoredEntry, decode_entry, decompress_whole
@@ -98,7 +96,7 @@ class TopicDecoder:
     wanted (``--unacked-only``); ``from_ms``/``to_ms`` keep publish times
     ``from_ms <= t < to_ms``; ``error_rows`` False skips corrupt entries (they
     are still counted in :attr:`problems`).  ``splitter``: the batch splitter
-    class (default: the process's, ``Twins.batch_rows``; the tests compare the twins).
+    class (its builder's ``Twins.batch_rows``: the export reader's; the tests compare the twins).
     ``transactions``: the topic's :class:`~.transactions.TopicTransactions`
     (None: no message is left out for its transaction); ``pending``: keep the
     messages a consumer cannot receive yet, marked, instead of leaving them out.
@@ -114,7 +112,7 @@ class TopicDecoder:
         to_ms: int | None = None,
         error_rows: bool = True,
         verify: bool = True,
-        splitter: type[BatchRowsProtocol] | None = None,
+        splitter: type[BatchRowsProtocol],
         transactions: TopicTransactions | None = None,
         pending: bool = False,
     ):
@@ -139,7 +137,6 @@ class TopicDecoder:
         self.left_out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
         #: every row but those of the batches the C twin splits
         self._rows = PyMessageRows(partition)
-        splitter = fastpath.selected().batch_rows if splitter is None else splitter
         self._batches = self._rows if splitter is PyMessageRows else splitter(partition)
         #: rows taken out of one splitter when the other one's came next
         self._parts: list[RowPart] = []
