@@ -172,7 +172,14 @@ class StorageUpkeep:
         bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
         collector = self.service.gc
         if collector is not None and self.service.zk is not None and not self.service.stopping:
-            if usage >= cfg.disk_usage_threshold:
+            # full while over the threshold, and as long as the disk keeps the bookie read-only
+            # (above the LWM): Java calls allDisksFull at every check while no directory is
+            # writable, so a forced pass with the limits lifted follows each one that could not
+            # free enough (entries still in the write cache), not one unlifted pass at the warn
+            # crossing and then nothing until gcWaitTime
+            if usage >= cfg.disk_usage_threshold or (
+                "disk" in bookie.readonly_causes and usage >= cfg.disk_usage_lwm_threshold
+            ):
                 collector.disk_full()
             elif usage >= cfg.disk_usage_warn_threshold:
                 collector.disk_almost_full()

@@ -101,6 +101,21 @@ class DiskPressure:
         self.calls.append("writable")
 
 
+def test_a_disk_that_keeps_the_bookie_read_only_is_full_to_the_garbage_collector(service):
+    """Between the LWM and the threshold a read-only bookie's disk is still full (Java's
+    allDisksFull at every check while no directory is writable): the forced passes with the
+    limits lifted go on until the bookie is writable, not one unlifted pass at the crossing."""
+    service.zk = object()
+    service.gc = gc = DiskPressure()
+    assert check(service, 0.96) is True
+    assert check(service, 0.92) is True and check(service, 0.88) is True
+    assert gc.calls == ["full", "full", "full"]
+    assert check(service, 0.84) is False
+    assert gc.calls[-1] == "writable"
+    assert check(service, 0.92) is False  # writable again: the warn band is only almost full
+    assert gc.calls[-1] == "almost full"
+
+
 def test_the_warn_threshold_logs_once_and_each_check_tells_the_garbage_collector(service, caplog):
     service.zk = object()
     service.gc = gc = DiskPressure()
