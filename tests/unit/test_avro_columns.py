@@ -159,8 +159,10 @@ def test_generated_schemas_and_values_decode_as_the_general_path_does(data):
     payloads = [avro(doc, r) for r in rows]
     native, general, failures = both(view, [S.version_bytes(0)] * len(rows), payloads)
     assert not failures
-    assert native is not None, doc
-    same(native, general)
+    # arrays and maps of zero-width items are the general path's by design (see below)
+    assert native is not None or holds_zero_width_items(doc), doc
+    if native is not None:
+        same(native, general)
     # every cut of a payload: the twin reads it as the general path does, or leaves the batch to it
     for cut in range(len(payloads[0])):
         native, general, failures = both(view, [S.version_bytes(0)], [payloads[0][:cut]])
