@@ -144,3 +144,52 @@ def test_the_daemons_logging_is_put_back_after_it():
     with daemon_logging():
         assert root.getEffectiveLevel() <= logging.INFO
     assert (list(root.handlers), root.level, logging.getLogger("kazoo").level) == before
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_a_ctrl_c_that_python_swallowed_still_stops_the_wait():
+    """SIGINT's KeyboardInterrupt raised inside a weakref callback is printed as "Exception
+    ignored" and lost; the wait must still end with KeyboardInterrupt and cancel the call."""
+    import weakref
+
+    from bkctl.wire.client.blocking import run_in_reactor
+
+    started, cancelled = threading.Event(), threading.Event()
+
+    class Thing:
+        pass
+
+    def lose_a_ctrl_c():
+        # in the main thread, as the signal handler runs there: the interrupt is raised in a
+        # weakref callback, where Python reports it and goes on
+        thing = Thing()
+        weakref.finalize(thing, lambda: signal.raise_signal(signal.SIGINT))
+        del thing
+
+    calls: list[defer.Deferred] = []
+
+    def slow():  # ends by itself after 10 s: a lost Ctrl-C lets the wait run to its end
+        from twisted.internet import reactor
+
+        started.set()
+        d = defer.Deferred(canceller=lambda _d: cancelled.set())
+        calls.append(reactor.callLater(10, d.callback, "ran to its end"))
+        return d
+
+    def send():
+        started.wait(10)
+        wait_for(_main_thread_waits, timeout=10, what="the main thread waiting")
+        # the handler runs in the main thread: have it lose the interrupt in a finalizer
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+
+    previous = signal.signal(signal.SIGUSR1, lambda *_: lose_a_ctrl_c())
+    try:
+        threading.Thread(target=send, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_in_reactor(slow, timeout=None)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    wait_for(cancelled.is_set, timeout=10)
+    from twisted.internet import reactor
+
+    reactor.callFromThread(lambda: [c.cancel() for c in calls if c.active()])

@@ -90,8 +90,9 @@ def run_in_reactor(
     The result is crochet's, untyped: each caller names the type its call gives."""
     crochet = _ensure_reactor()
     eventual = crochet.run_in_reactor(fn)(*args, **kwargs)
+    watch = SigintWatch.start()
     try:
-        return eventual.wait(timeout)
+        return _wait(crochet, eventual, timeout, watch)
     except crochet.TimeoutError:
         eventual.cancel()
         name = getattr(fn, "__name__", repr(fn))
@@ -99,6 +100,64 @@ def run_in_reactor(
     except BaseException:
         eventual.cancel()
         raise
+    finally:
+        if watch is not None:
+            watch.stop()
+
+
+class SigintWatch:
+    """Ctrl-C that Python swallowed, noticed all the same. SIGINT's KeyboardInterrupt is raised
+    wherever the main thread is; inside a weakref callback or a ``__del__`` it is printed as
+    "Exception ignored" and lost, and the wait went on to the end of the call (a rebalance
+    carried out every move, then exited 0). While a wait runs in the main thread under
+    Python's own handler, this one records the signal as it raises, and the wait raises it
+    again at its next look if it was lost."""
+
+    LOOK_EVERY = 0.25  # seconds between looks: a lost Ctrl-C is acted on within this
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    @classmethod
+    def start(cls) -> SigintWatch | None:
+        """A watch in place of Python's handler, or None where another handler is set (the
+        shell's prompt, a daemon's) or this is not the main thread."""
+        import signal
+
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return None
+        watch = cls()
+        signal.signal(signal.SIGINT, watch.on_sigint)
+        return watch
+
+    def on_sigint(self, signum: int, frame: object) -> None:
+        self.fired = True
+        raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _wait(crochet: ModuleType, eventual: Any, timeout: float | None, watch: SigintWatch | None) -> Any:
+    """``eventual.wait(timeout)``, looking for a lost Ctrl-C every so often (see SigintWatch)."""
+    if watch is None:
+        return eventual.wait(timeout)
+    import time
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        step = watch.LOOK_EVERY if deadline is None else max(0.0, min(watch.LOOK_EVERY, deadline - time.monotonic()))
+        try:
+            return eventual.wait(step)
+        except crochet.TimeoutError:
+            if watch.fired:
+                raise KeyboardInterrupt from None
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
 
 
 class _BatchHandoff:
