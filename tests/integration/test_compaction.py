@@ -299,10 +299,17 @@ def test_a_full_bookie_compacts_itself_writable_with_force_gc_when_no_space(tmp_
         return "bookie is now read-only (disk usage" in b.log_path.read_text(errors="replace")
 
     wait_for(just_over, timeout=30, what="the bookie to turn read-only")
+
+    def stuck() -> str:
+        """What a timeout says: the disk, the collector and the end of the bookie's log."""
+        tail = "\n".join(b.log_path.read_text(errors="replace").splitlines()[-40:])
+        gc = http(b, "GET", "/api/v1/bookie/gc")
+        return f"the bookie to compact itself writable again (disk {usage(fs):.1%}, gc {gc}); its log ends:\n{tail}"
+
     wait_for(
         lambda: not http(b, "GET", "/api/v1/bookie/state")["readOnly"],
         timeout=180,
-        what="the bookie to compact itself writable again",
+        what=stuck,
     )  # a hang guard
     assert "bookie is now writable" in b.log_path.read_text(errors="replace")
     assert "garbage collection forced (disk full: compaction limits lifted)" in b.log_path.read_text()
