@@ -170,6 +170,21 @@ class StorageUpkeep:
         # Java's "available for high-priority writes": recovery adds and fences of a
         # read-only bookie need the room this keeps
         bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
+        # what the journals hold and no replay needs goes first (a journal that
+        # filled the disk is trimmed only once it rolls: see Journal.reclaim), before
+        # the collector hears how full the disk is: a disk the journal alone takes back
+        # under the threshold needs no forced pass
+        if (
+            usage >= cfg.disk_usage_threshold
+            and not self.service.stopping
+            and sum(j.reclaim() for j in self.service.journals) > 0
+        ):
+            try:
+                usage, free = self.disk_stats()
+            except OSError as e:
+                log.error("disk check failed: %s", e)
+                return
+            bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
         collector = self.service.gc
         if collector is not None and self.service.zk is not None and not self.service.stopping:
             # full while over the threshold, and as long as the disk keeps the bookie read-only
@@ -185,19 +200,6 @@ class StorageUpkeep:
                 collector.disk_almost_full()
             else:
                 collector.disk_writable()
-        # what the journals hold and no replay needs goes first (a journal that
-        # filled the disk is trimmed only once it rolls: see Journal.reclaim)
-        if (
-            usage >= cfg.disk_usage_threshold
-            and not self.service.stopping
-            and sum(j.reclaim() for j in self.service.journals) > 0
-        ):
-            try:
-                usage, free = self.disk_stats()
-            except OSError as e:
-                log.error("disk check failed: %s", e)
-                return
-            bookie.allow_high_priority_writes = free >= cfg.min_usable_size_for_high_priority_writes
         if usage >= cfg.disk_usage_threshold:
             if "disk" not in bookie.readonly_causes:
                 bookie.mark_readonly(
