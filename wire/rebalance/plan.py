@@ -138,7 +138,9 @@ def plan_balance(
     Greedy, one pass over each bookie's replicas from the largest: a bookie above the mean
     gives a replica to the emptiest bookie below it that can take it (outside the replica's
     segments, within the placement policy) when neither ends outside the tolerance band by
-    it; a replica too large for that now stays too large, so no replica is looked at twice
+    it and one of them is outside it now (a move between two bookies within the band would
+    change nothing outside it, and a run after a finished one would take back what that one
+    placed, for nothing); a replica too large for that now stays too large, so no replica is looked at twice
     and a plan over 10^6 ledgers costs about one look at each of their replicas.  It stops
     once every bookie is within the tolerance, or no move fits (the plan says which bookies
     stay outside)."""
@@ -205,6 +207,8 @@ def plan_balance(
                 for target in sorted((b for b in bookies if used[b] < mean), key=used.__getitem__):
                     if used[target] + size > hi:
                         break  # the emptiest cannot take it without passing the band: none can
+                    if used[source] <= hi and used[target] >= lo:
+                        break  # both within the band already: the move would change nothing outside it
                     if target in swapped.get(replica.ledger_id, ()):
                         continue  # it gave this ledger's replica away in this plan: no round trip
                     if not shape.names(target) and policy.allows(shape, source, target):
