@@ -38,6 +38,10 @@ class MetadataError(BKError):
     """Invalid ledger metadata (bad quorum sizes, unknown state...)."""
 
 
+class SavedPlanError(MetadataError):
+    """A rebalance's kept plan (:mod:`bkctl.wire.rebalance.saved`) that this version does not read."""
+
+
 # Categories the CLI maps to exit codes; concrete errors subclass one of them.
 
 

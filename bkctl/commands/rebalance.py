@@ -158,6 +158,11 @@ def _show_plan(app: App, plan, dry_run: bool) -> None:
 )
 @click.option("--max-moves", type=click.IntRange(1), metavar="N", help="Plan at most N moves.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option(
+    "--replan",
+    is_flag=True,
+    help="Forget the kept plan of a rebalance that did not end, and plan again from what the cluster holds.",
+)
 @_throttle_options
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
@@ -167,6 +172,7 @@ def rebalance(
     fix_placement: bool,
     max_moves: int | None,
     dry_run: bool,
+    replan: bool,
     concurrency: int,
     max_rate: float,
     force: bool,
@@ -191,8 +197,11 @@ def rebalance(
     left alone (skipped, or abandoned after its copy: the target's copies are garbage
     its bookie collects).  The sources' copies are garbage once moved: bookied collects
     them after gcOverreplicatedLedgerWaitTime (a day by default, as Java's).  Killed or
-    interrupted, nothing is half moved: run it again and it plans from what the cluster
-    holds.  --dry-run prints the plan: the moves, the bytes and each bookie's live bytes
+    interrupted, nothing is half moved, and the plan is kept beside the cluster's
+    metadata (in ZooKeeper, a sibling of the ledgers root: <root>-bkctl-rebalance) until
+    the run ends: run it again and it goes on with the kept plan's moves not done yet, so
+    no replica moves twice (a plan made again from a half-moved cluster could take back a
+    replica just placed); --replan forgets the kept plan and plans again.  --dry-run prints the plan: the moves, the bytes and each bookie's live bytes
     before and after.  On a terminal a bar shows what is left and the ETA; nothing on a
     pipe.  --json prints one event per line: plan (bookies before/after, unmovable,
     notes), planned (each move), move (each outcome: moved, skipped, abandoned, failed
@@ -226,6 +235,7 @@ def rebalance(
             confirm=confirm,
             listener=events,
             progress=lambda: app.walk_progress("reading every ledger's metadata"),
+            replan=replan,
         )
     finally:
         events.stop()
@@ -241,7 +251,11 @@ def rebalance(
             + (f"; {tally.failed} FAILED" if tally.failed else "")
         )
     elif not plan.moves and not dry_run:
-        app.console.print("nothing to move" + ("" if fix_placement else ": every bookie is within the tolerance"))
+        app.console.print(
+            "nothing left to move"
+            if plan.resumed is not None
+            else "nothing to move" + ("" if fix_placement else ": every bookie is within the tolerance")
+        )
     if tally.failed:
         raise CommandError(f"{plural(tally.failed, 'move')} failed; the ledgers stay where they were", FAILED)
 

@@ -130,6 +130,9 @@ def plan_json(plan) -> dict[str, Any]:
             for u in plan.unmovable
         ],
         "notes": plan.notes,
+        "resumed": None
+        if plan.resumed is None
+        else {"planned_at": plan.resumed.planned_at, "moves_planned": plan.resumed.moves_planned},
     }
 
 
@@ -192,27 +195,86 @@ def rebalance(
     confirm: Callable[[Any], Any] | None = None,
     listener: MoveListener | None = None,
     progress=None,
+    replan: bool = False,
+    wall_clock: Callable[[], float] = time.time,
 ) -> tuple[Any, MoveTally]:
-    """Plan (one walk) and, unless ``dry_run``, carry out: ``(plan, tally)``."""
+    """Plan (one walk) and, unless ``dry_run``, carry out: ``(plan, tally)``.
+
+    A balance goes on with the kept plan of a run that did not end, if there is one
+    (:mod:`bkctl.wire.rebalance.saved`; ``replan``: forget it and plan again), and keeps its
+    own plan while its moves are carried out."""
     from bkctl.wire.rebalance.plan import plan_balance, plan_fix_placement
+    from bkctl.wire.rebalance.saved import SavedPlan
 
     bookies = writable_bookies(store)
     placement.refresh(store.registration.all_bookies())  # the racks as they are now
-    if len(bookies) < 2 and not fix_placement:
-        raise CommandError(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between", CONFLICT)
-    survey = read_cluster(store, placement=placement if fix_placement else None, progress=progress)
-    if fix_placement:
-        plan = plan_fix_placement(survey, bookies, placement)
-    else:
-        plan = plan_balance(survey, bookies, placement, tolerance, max_moves=max_moves)
+    plan = None
+    if not fix_placement:
+        if replan and not dry_run:
+            store.rebalance.clear()
+        elif not replan:
+            plan = kept_plan(store, tolerance=tolerance, max_moves=max_moves)
+    if plan is None:
+        if len(bookies) < 2 and not fix_placement:
+            raise CommandError(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between", CONFLICT)
+        survey = read_cluster(store, placement=placement if fix_placement else None, progress=progress)
+        if fix_placement:
+            plan = plan_fix_placement(survey, bookies, placement)
+        else:
+            plan = plan_balance(survey, bookies, placement, tolerance, max_moves=max_moves)
     heard = listener or Unheard()
     heard.plan(plan)
     if dry_run or not plan.moves:
+        if plan.resumed is not None and not dry_run:
+            store.rebalance.clear()  # every kept move is done
         return plan, MoveTally()
     if confirm is not None:
         confirm(plan)
     heard.start(plan)
-    return plan, carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
+    if not fix_placement and plan.resumed is None:
+        store.rebalance.write(SavedPlan(plan, wall_clock()).encode())
+    tally = carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
+    if not fix_placement:
+        store.rebalance.clear()  # the run ended: a rerun plans from what the cluster holds
+    return plan, tally
+
+
+def kept_plan(store, *, tolerance: float, max_moves: int | None):
+    """The rest of the kept plan of a rebalance that did not end (its moves the ledgers do not
+    show done), or None when none is kept."""
+    from bkctl.wire.errors import SavedPlanError
+    from bkctl.wire.rebalance.plan import Plan, Resumed
+    from bkctl.wire.rebalance.saved import SavedPlan
+
+    data = store.rebalance.read()
+    if data is None:
+        return None
+    try:
+        kept = SavedPlan.decode(data)
+    except SavedPlanError as e:
+        raise CommandError(f"{e}: bkctl rebalance --replan forgets it and plans again", CONFLICT) from None
+    old = kept.plan
+    left = kept.left(store.ledgers.read_many([m.ledger_id for m in old.moves]))
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(kept.planned_at))
+    notes = [
+        f"going on with the rebalance planned at {when}, which did not end (killed or interrupted): "
+        f"{len(left)} of its {plural(len(old.moves), 'move')} left; --replan forgets it and plans again"
+    ]
+    if old.tolerance is not None and (tolerance != old.tolerance or max_moves is not None):
+        notes.append(
+            f"its tolerance is ±{old.tolerance:.0%}; --tolerance and --max-moves apply to a new plan (--replan)"
+        )
+    return Plan(
+        left,
+        [],
+        old.before,
+        old.after,
+        old.mean,
+        old.tolerance,
+        old.ledgers_walked,
+        notes,
+        resumed=Resumed(kept.planned_at, len(old.moves)),
+    )
 
 
 @dataclass

@@ -705,3 +705,40 @@ def test_the_rack_map_is_compared_and_set(request, sessions):
     with pytest.raises(VersionConflict):
         racks.write(doc, None)  # there is one already
     assert racks.read() == (moved, 1)
+
+
+def test_the_saved_rebalance_is_kept_whole_replaced_and_cleared(sessions, store):
+    assert store.rebalance.read() is None
+    store.rebalance.clear()  # nothing kept: nothing to do
+    big = bytes(range(256)) * 6000  # 1.5 MB: over ZooKeeper's node limit, so in parts
+    store.rebalance.write(big)
+    assert store.rebalance.read() == big
+    store.rebalance.write(b"small")  # replaces it whole, no part of the big one left
+    assert store.rebalance.read() == b"small"
+    other = sessions.open()  # another session (a rerun) reads it
+    assert other.rebalance.read() == b"small"
+    other.rebalance.clear()
+    assert store.rebalance.read() is None
+
+
+def test_a_saved_rebalance_whose_writing_was_cut_short_is_not_read(metadata_uri, zk_client):
+    """ZooKeeper's layout of it: the parts, and their count written last."""
+    from bkctl.wire.metadata.errors import MetadataStoreError
+    from bkctl.wire.metadata.zk.rebalance import PART_BYTES
+
+    store = ZKMetadataStore(metadata_uri, timeout=20).start()
+    try:
+        store.rebalance.write(b"x" * (PART_BYTES + 1))
+        path = P.saved_rebalance_path(store.root)
+        assert sorted(zk_client.get_children(path)) == ["part-000000", "part-000001"]
+        assert not path.startswith(store.root + "/")  # beside the cluster, never inside it
+        zk_client.set(path, b"")  # killed after the count was emptied, before the parts were done
+        assert store.rebalance.read() is None
+        zk_client.set(path, b"2")
+        zk_client.delete(f"{path}/part-000001")  # a part lost: an error, not half a plan
+        with pytest.raises(MetadataStoreError, match="part 1 of 2 is missing"):
+            store.rebalance.read()
+        store.rebalance.clear()
+        assert zk_client.exists(path) is None
+    finally:
+        store.close()

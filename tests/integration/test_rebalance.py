@@ -198,6 +198,7 @@ def test_kill_9_of_bkctl_mid_rebalance_loses_no_copy_and_a_rerun_finishes(bookie
     ensembles_sane(zkstore, ids)
     assert all_whole(zkstore, procs, ids) == counts  # no ledger is a copy short
     done = events(ok(bkctl(uri, "--json", "rebalance", "--force")))
+    assert done[0]["event"] == "plan" and done[0]["resumed"]["moves_planned"] >= 1  # the kept plan, gone on with
     moved_again = [
         (e["ledger_id"], m["source"])
         for e in done
@@ -209,6 +210,7 @@ def test_kill_9_of_bkctl_mid_rebalance_loses_no_copy_and_a_rerun_finishes(bookie
     assert done[-1]["outside_after"] == [] and done[-1]["failed"] == 0
     ensembles_sane(zkstore, ids)
     assert all_whole(zkstore, procs, ids) == counts
+    assert zkstore.rebalance.read() is None  # the run ended: nothing kept
 
 
 def test_a_target_killed_mid_copy_fails_its_moves_and_loses_nothing(bookies, metadata_uri, zkstore, writer):

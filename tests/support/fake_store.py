@@ -952,6 +952,28 @@ class FakeRackMap(_Manager):
         return self._node[1]
 
 
+class FakeSavedRebalance(_Manager):
+    """The saved rebalance, as its bytes."""
+
+    _name = "rebalance"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._data: bytes | None = None
+
+    @_call
+    def read(self) -> bytes | None:
+        return self._data
+
+    @_call
+    def write(self, data: bytes) -> None:
+        self._data = bytes(data)
+
+    @_call
+    def clear(self) -> None:
+        self._data = None
+
+
 class FakeMetadataStore:
     """An in-memory :class:`~bkctl.wire.metadata.store.MetadataStore` (one session).
 
@@ -985,6 +1007,7 @@ class FakeMetadataStore:
         self.underreplication = FakeUnderreplicationManager(self, store_ctime)
         self.auditor = FakeAuditorElection(self)
         self.pulsar = FakePulsarMetadata(self)
+        self.rebalance = FakeSavedRebalance(self)
 
     # -- the session ---------------------------------------------------------------
     def start(self) -> FakeMetadataStore:

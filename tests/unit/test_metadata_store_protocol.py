@@ -22,6 +22,7 @@ MANAGERS = {
     "underreplication": S.UnderreplicationManager,
     "auditor": S.AuditorElection,
     "pulsar": S.PulsarMetadata,
+    "rebalance": S.SavedRebalance,
 }
 
 

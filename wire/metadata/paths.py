@@ -388,6 +388,13 @@ def append_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
     return f"{root.rstrip('/')}-bkctl-locks/L{ledger_id}"
 
 
+def saved_rebalance_path(root: str = DEFAULT_ROOT) -> str:
+    """bkctl's own: the moves of a rebalance under way (:mod:`bkctl.wire.rebalance.saved`), a
+    sibling of the cluster root (``/ledgers`` -> ``/ledgers-bkctl-rebalance``) as the append
+    locks are, so that Java's tools never walk into it; its parts are its children."""
+    return f"{root.rstrip('/')}-bkctl-rebalance"
+
+
 def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:
     return f"{underreplication_base(root)}/{UR_LOCKS}/{urL_name(ledger_id)}"
 

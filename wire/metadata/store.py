@@ -44,6 +44,7 @@ __all__ = [
     "RackMap",
     "RackMapDoc",
     "RegistrationManager",
+    "SavedRebalance",
     "StoredManagedLedger",
     "StoredValue",
     "UnderreplicatedMark",
@@ -511,6 +512,23 @@ class RackMap(Protocol):
 
 
 @runtime_checkable
+class SavedRebalance(Protocol):
+    """bkctl's own, beside the cluster: the moves of a rebalance under way, kept so that a rerun
+    after its kill goes on with them rather than planning again (a plan made from a half-moved
+    cluster can move a replica the killed run had just placed: :mod:`bkctl.wire.rebalance.saved`).
+    One at a time per cluster; any size (kept in parts under ZooKeeper's node limit)."""
+
+    def read(self) -> bytes | None:
+        """What :meth:`write` kept, or None (none, or one whose writing did not finish)."""
+
+    def write(self, data: bytes) -> None:
+        """Keep ``data`` in place of whatever was kept (it counts once wholly written)."""
+
+    def clear(self) -> None:
+        """Forget what was kept (nothing kept: nothing to do)."""
+
+
+@runtime_checkable
 class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
@@ -553,6 +571,10 @@ class MetadataStore(Protocol):
     @property
     def pulsar(self) -> PulsarMetadata:
         """The store's PulsarMetadata."""
+
+    @property
+    def rebalance(self) -> SavedRebalance:
+        """The store's SavedRebalance."""
 
     @property
     def connected(self) -> bool:

@@ -5,9 +5,9 @@ of ``bkctl rebalance --fix-placement`` (ensembles that break the placement polic
 
 Every target is a writable bookie outside each segment the replica spans (never two copies
 of an entry on one bookie), and a move never makes a segment break the placement policy
-that met it.  A plan moves a replica at most once: its shape changes with the move, and a
-rerun plans again from what the cluster then holds (a ledger two of whose replicas move
-moves in one :class:`LedgerMove`).
+that met it.  A plan moves a replica at most once: its shape changes with the move (a
+ledger two of whose replicas move moves in one :class:`LedgerMove`); a rebalance keeps its
+plan while it runs, so that a rerun after a kill goes on with it (:mod:`.saved`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
     "LedgerMove",
     "MoveReason",
     "Plan",
+    "Resumed",
     "SegmentMove",
     "plan_balance",
     "plan_drain",
@@ -69,6 +70,15 @@ class LedgerMove:
         return ", ".join(f"{source} -> {target}" for source, target in self.pairs)
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """What a plan goes on with: the kept plan of a run that did not end
+    (:mod:`.saved`), made at ``planned_at`` (seconds since the epoch) with ``moves_planned`` moves."""
+
+    planned_at: float
+    moves_planned: int
+
+
 @dataclass
 class Plan:
     """The moves, what cannot move, and each bookie's live bytes before and after."""
@@ -82,6 +92,8 @@ class Plan:
     tolerance: float | None = None
     ledgers_walked: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the kept plan this one's moves are the rest of (None: planned now)
+    resumed: Resumed | None = None
 
     @property
     def nbytes(self) -> int:

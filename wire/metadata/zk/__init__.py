@@ -41,6 +41,7 @@ from bkctl.wire.metadata.zk.ledger_ids import ZKLedgerIdGenerator
 from bkctl.wire.metadata.zk.ledgers import ZKLedgerManager
 from bkctl.wire.metadata.zk.pulsar import ZKPulsarMetadata
 from bkctl.wire.metadata.zk.racks import ZKRackMap
+from bkctl.wire.metadata.zk.rebalance import ZKSavedRebalance
 from bkctl.wire.metadata.zk.registration import ZKRegistrationManager
 from bkctl.wire.metadata.zk.session import ZKSession
 from bkctl.wire.metadata.zk.underreplication import ZKUnderreplicationManager
@@ -85,6 +86,7 @@ class ZKMetadataStore(ZKSession):
         self.racks = ZKRackMap(self)
         self.auditor = ZKAuditorElection(self, self.underreplication)
         self.pulsar = ZKPulsarMetadata(self)
+        self.rebalance = ZKSavedRebalance(self)
 
     def close(self) -> None:
         """Close the session: every ephemeral node of this store disappears."""
