@@ -679,7 +679,9 @@ def test_nuke_asks_for_the_instance_id_and_no_bookies(store):
     with pytest.raises(NukeRefused):
         cluster.nuke("not-" + instance)
     store.ledgers.create(md(), 7)
+    store.rebalance.write(b"a kept plan")
     assert cluster.nuke(instance) is True
+    assert store.rebalance.read() is None  # a kept plan goes with its cluster
     assert not cluster.exists() and not cluster.holds_cluster() and cluster.layout() is None
     with pytest.raises(ClusterNotFound):
         cluster.instance_id()

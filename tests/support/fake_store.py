@@ -918,6 +918,7 @@ class FakeClusterManager(_Manager):
                 + "); stop all bookies before nuking the cluster"
             )
         self._wipe()
+        self._store.rebalance.clear()
         self._root, self._instance_id, self._layout = False, None, None
         return True
 

@@ -70,6 +70,7 @@ __all__ = [
     "partitioned_topic_path",
     "parse_urL_name",
     "readonly_path",
+    "saved_rebalance_path",
     "underreplication_base",
     "underreplication_lock_path",
     "underreplication_node",

@@ -308,5 +308,6 @@ class ZKClusterManager(Manager):
             pass
         except NotEmptyError:
             raise NukeRefused(f"{root} gained new children while being nuked") from None
+        s.delete_tree(P.saved_rebalance_path(root))  # bkctl's own, beside it: a kept plan of the cluster gone
         self._forget_cached()
         return True
