@@ -264,6 +264,8 @@ class ListingProcess:
                 line = proc.stdout.readline()
                 doc = json.loads(line) if line else None
                 if doc is not None and "error" in doc:
+                    if self._stopped:  # asked to stop meanwhile: whatever the child met on its way out
+                        raise GcListingStopped("the bookie is shutting down")
                     raise GcListingError(f"listing the ledgers in the metadata store failed: {doc['error']}")
                 raw = None if doc is None else _read_exactly(proc.stdout, 8 * doc["garbage"])
             except (OSError, ValueError, KeyError):
@@ -336,7 +338,14 @@ def _watch_parent(parent: int) -> None:
             os._exit(EXIT_ORPHANED)
 
 
+#: set by SIGTERM, which also raises SystemExit to end a listing at once; a library may swallow
+#: that exception where it lands (kazoo's bare ``except:`` around waking its connection turns it
+#: into ConnectionClosedError), and then this still says the child is to end, with no answer
+_TERMINATED = threading.Event()
+
+
 def _terminated(_signum, _frame) -> None:
+    _TERMINATED.set()
     raise SystemExit(0)
 
 
@@ -390,9 +399,13 @@ def main() -> int:
                 ledgers = store.ledgers
                 gone = find_garbage(ledgers, local, settings["verify"], paced(ledgers.ranges(watched=True)))
             except BKError as e:
+                if _TERMINATED.is_set():
+                    return 0  # the SIGTERM, turned into an error on its way: no answer
                 out.write(json.dumps({"error": str(e) or type(e).__name__}).encode("utf-8") + b"\n")
                 out.flush()
                 continue
+            if _TERMINATED.is_set():
+                return 0
             out.write(json.dumps({"garbage": len(gone)}).encode("utf-8") + b"\n")
             out.write(array("q", gone).tobytes())
             out.flush()
