@@ -234,9 +234,9 @@ class Journal:
         self._dispatch = dispatch or _call_all
         self.fastpaths = twins.enabled
         self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
-        #: the C twin of a run's records (``_records.journal_entries``: the same bytes as
-        #: encode_entry of each, joined), or None (fast paths off, or not built)
-        self.c_entries = getattr(twins.records, "journal_entries", None)
+        #: a run's records (``twins.records.journal_entries``: the same bytes as encode_entry
+        #: of each, joined; C or Python, :mod:`bkctl.wire.bookie_disk.records`)
+        self.encode_entries = twins.records.journal_entries
         self._monotonic = monotonic
         self._wait_on = wait_on
         self._inline_dispatch = inline_dispatch or _call_all
@@ -406,10 +406,7 @@ class Journal:
     ) -> None:
         """:meth:`append` (sync) of an EntryRecord per entry of one ledger, as one item: the
         same bytes, in one group, ``callback`` once for all; the same errors, for all or none."""
-        c_entries = self.c_entries
-        data = None if c_entries is None else c_entries(ledger_id, entry_ids, bodies, T_ENTRY)
-        if data is None:  # fast paths off, or what the C twin does not cover
-            data = b"".join([encode_entry(ledger_id, entry_id, body) for entry_id, body in zip(entry_ids, bodies)])
+        data = self.encode_entries(ledger_id, entry_ids, bodies, T_ENTRY)
         self._enqueue(data, callback, True, len(bodies), patient)
 
     def _enqueue(self, data: bytes, callback, sync: bool, records: int, patient: bool) -> None:

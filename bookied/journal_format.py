@@ -65,6 +65,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from bkctl.wire.bookie_disk import layout
+from bkctl.wire.bookie_disk.records import encode_journal_entry
 
 log = logging.getLogger("bookied.journal")
 
@@ -86,7 +87,6 @@ _FILE_HEADER = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
 _MARK = struct.Struct(">4sIQQ")  # 24 bytes, then u32 crc
 _U32 = struct.Struct(">I")
 _CRC_LEN = struct.Struct(">II")
-_ENTRY_HEAD = struct.Struct(">IBqq")  # len, type, ledger, entry
 _HEAD = struct.Struct(">IBq")  # len, type, ledger
 _LEDGER_ENTRY = struct.Struct(">qq")
 _I64 = struct.Struct(">q")
@@ -148,8 +148,9 @@ def encode_record(rec: Record) -> bytes:
 
 
 def encode_entry(ledger_id: int, entry_id: int, data: bytes) -> bytes:
-    head = _ENTRY_HEAD.pack(len(data) + 17, T_ENTRY, ledger_id, entry_id)
-    return _U32.pack(crc32c(data, crc32c(head))) + head + data
+    """The record of an added entry (:func:`~bkctl.wire.bookie_disk.records.encode_journal_entry`,
+    whose twins write a run of them: :meth:`~bkctl.bookied.journal.Journal.append_entries`)."""
+    return encode_journal_entry(ledger_id, entry_id, data, T_ENTRY)
 
 
 def _decode_body(typ: int, buf, start: int, end: int) -> Record | None:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from bkctl.wire.text import parse_bool
 
 if TYPE_CHECKING:
+    from bkctl.wire.bookie_disk.records import RecordTwins
     from bkctl.wire.codecs.plain import PlainTwins
     from bkctl.wire.pulsar.rows import BatchRowsProtocol
 
@@ -55,7 +56,7 @@ SWITCH = "BKCTL_FASTPATHS"
 #: module is the only one that imports them (tests/repo/test_twin_selection.py)
 FASTCODEC_API = 4
 #: what ``_records``'s ``API`` must be
-RECORDS_API = 1
+RECORDS_API = 2
 #: what ``_plain``'s ``API`` must be
 PLAIN_API = 4
 #: what ``_ledgerpb``'s ``API`` must be
@@ -98,8 +99,6 @@ class Twins:
     #: ``_fastcodec`` (the client's per-entry codecs and answer loop), or None: each
     #: caller then takes its Python path
     codec: ModuleType | None
-    #: ``_records`` (the bookie's journal and entry log records), or None: its Python path
-    records: ModuleType | None = None
     #: what :attr:`adds` is: :data:`LOOK_UP` (``_addpath`` if built, current and
     #: ``enabled``, found on first use), or the module (tests: None for the Python path)
     adds_given: ModuleType | None | _LookUp = LOOK_UP
@@ -125,6 +124,16 @@ class Twins:
         if isinstance(given, _LookUp):
             return c_module("bkctl.wire.client._addentries", ADDENTRIES_API) if self.enabled else None
         return None if given is None else c_module("bkctl.wire.client._addentries", ADDENTRIES_API)
+
+    @functools.cached_property
+    def records(self) -> RecordTwins:
+        """The codecs of the bookie's journal and entry log records
+        (:class:`~bkctl.wire.bookie_disk.records.RecordTwins`: the C ones of ``_records``
+        or the Python ones).  Looked up on first use: only the bookie writes them, and the
+        Python twins import crc32c, which a command's start does without."""
+        from bkctl.wire.bookie_disk import records
+
+        return records.twins_of(c_module("bkctl.wire.codecs._records", RECORDS_API) if self.enabled else None)
 
     @functools.cached_property
     def plain(self) -> PlainTwins:
@@ -179,12 +188,8 @@ def c_module(name: str, api: int | None = None) -> ModuleType | None:
 def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
     if not enabled:
-        return Twins(enabled=False, codec=None, records=None)
-    return Twins(
-        enabled=True,
-        codec=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API),
-        records=c_module("bkctl.wire.codecs._records", RECORDS_API),
-    )
+        return Twins(enabled=False, codec=None)
+    return Twins(enabled=True, codec=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API))
 
 
 @functools.cache

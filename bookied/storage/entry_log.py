@@ -34,10 +34,10 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from bkctl.wire.bookie_disk import layout
+from bkctl.wire.bookie_disk.records import KEY, encode_log_record, log_record_data  # noqa: F401 (its users' import)
 from bkctl.wire.fastpath import Twins
 
 from .errors import EntryCorrupted
-from .index import KEY, LOC
 
 log = logging.getLogger("bookied.entrystore")
 
@@ -49,9 +49,7 @@ MAX_LOG_SIZE = 3 * 1024**3  # offsets are u32 in the index
 
 _LOG_HEADER = struct.Struct(">4sIQQ")
 _U32 = struct.Struct(">I")
-_REC_HEAD = struct.Struct(">Iqq")  # len, ledger, entry (after the crc)
 _CRC_LEN = struct.Struct(">II")
-_REC_CHECK = struct.Struct(">IIqq")
 _LOG_NAME_RE = re.compile(r"^([0-9a-f]{16})" + re.escape(LOG_SUFFIX) + "$")
 
 #: appends are written to the file in chunks of about this size: small enough that
@@ -71,11 +69,6 @@ def log_name(log_id: int) -> str:
 def encode_log_header(log_id: int) -> bytes:
     head = _LOG_HEADER.pack(LOG_MAGIC, FORMAT_VERSION, log_id, int(time.time() * 1000))
     return (head + _U32.pack(crc32c(head))).ljust(LOG_HEADER_SIZE, b"\0")
-
-
-def encode_log_record(ledger_id: int, entry_id: int, data: bytes) -> bytes:
-    head = _REC_HEAD.pack(len(data) + 16, ledger_id, entry_id)
-    return _U32.pack(crc32c(data, crc32c(head))) + head + data
 
 
 class DamagedRecord(NamedTuple):
@@ -179,10 +172,10 @@ def check_record(data: bytes, ledger_id: int, entry_id: int, log_id: int, offset
     checksum or holds another entry."""
     if len(data) != length or length < 24:
         raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: short read in {log_name(log_id)}")
-    crc, ln, lid, eid = _REC_CHECK.unpack_from(data, 0)
-    if ln != length - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(data)[4:]) != crc:
+    entry = log_record_data(data, ledger_id, entry_id)
+    if entry is None:
         raise EntryCorrupted(f"entry {ledger_id}/{entry_id}: bad record at {log_name(log_id)}:{offset}")
-    return data[24:]
+    return entry
 
 
 class EntryLogger:
@@ -200,15 +193,10 @@ class EntryLogger:
         *,
         twins: Twins,
     ):
-        c = twins.records
-        #: the C twin of check_record over the records of one pread (``_records.span_records``:
-        #: the same checks; it stops at a record it does not take, which check_record then
-        #: refuses with its precise error), or None (fast paths off, or not built)
-        self.span_records: Callable | None = getattr(c, "span_records", None)
-        #: the C twin of LogWriter's record loop (``_records.log_records``: the same bytes and
-        #: rows, its checksums and copies made without the GIL, so that a checkpoint leaves the
-        #: reactor thread its core), or None for the Python loop (fast paths off, or not built)
-        self.log_records: Callable | None = getattr(c, "log_records", None)
+        #: the records' codecs (C or Python, :mod:`bkctl.wire.bookie_disk.records`): the C
+        #: ones make their checksums and copies without the GIL, so that a checkpoint leaves
+        #: the reactor thread its core
+        self.records = twins.records
         self.directory = directory
         self.log_size_limit = min(MAX_LOG_SIZE, max(LOG_HEADER_SIZE + 1, int(log_size_limit)))
         self.next_log = next_log
@@ -298,13 +286,12 @@ class EntryLogger:
                 gone.extend(row[3] for row in rows[k:end])
                 k = end
                 continue
-            take = self.span_records  # the C twin takes the records that pass, up to one that does not
+            take = self.records.span_records  # takes the records that pass, up to one that does not
             while k < end:
-                if take is not None:
-                    k = take(span, start, rows, k, end, ledger_id, entry_ids, out)
-                    if k >= end:
-                        break
-                _, off, length, i = rows[k]
+                k = take(span, start, rows, k, end, ledger_id, entry_ids, out)
+                if k >= end:
+                    break
+                _, off, length, i = rows[k]  # check_record says why it did not pass
                 pos = off - start
                 try:
                     out[i] = check_record(span[pos : pos + length], ledger_id, entry_ids[i], log_id, off, length)
@@ -346,8 +333,8 @@ class LogWriter:
 
     def __init__(self, logger: EntryLogger):
         self.logger = logger
-        #: the C twin of the record loop, or None (:attr:`EntryLogger.log_records`)
-        self.log_records = logger.log_records
+        #: the record loop (``RecordTwins.log_records`` of :attr:`EntryLogger.records`)
+        self.log_records = logger.records.log_records
         self.fd = -1
         self.log_id = 0  # 0: no log open (the next append creates one)
         self.offset = 0
@@ -376,11 +363,6 @@ class LogWriter:
         rows: list = []
         added: dict[int, list[int]] = {}
         parts: list = []
-        pack_head = _REC_HEAD.pack
-        pack_crc = _U32.pack
-        pack_loc = LOC.pack
-        append_row = rows.append
-        extend_parts = parts.extend
         limit = self.logger.log_size_limit
         wlog = self.log_id if self.fd >= 0 else 0
         pos = written = self.offset  # end of queued data / end of data written to the file
@@ -419,33 +401,18 @@ class LogWriter:
         try:
             for ledger_id, pairs in batches:
                 i = 0
-                while build is not None and i < len(pairs):
-                    # the C twin takes records from pairs[i] on while they fit in the log and the
-                    # write chunk has room; None when it does not cover pairs[i], and the Python
-                    # loop writes the rest of the ledger's records
-                    entry_id, data = pairs[i]
+                while i < len(pairs):
+                    # the records from pairs[i] on while they fit in the log and the write chunk
+                    # has room (at least pairs[i], placed here)
+                    _entry_id, data = pairs[i]
                     if not wlog or (pos > LOG_HEADER_SIZE and pos + len(data) + 24 > limit):
                         roll()
-                    made = build(ledger_id, pairs, i, wlog, pos, limit, _WRITE_CHUNK - (pos - written))
-                    if made is None:
-                        break
-                    chunk, got = made
+                    chunk, got = build(ledger_id, pairs, i, wlog, pos, limit, _WRITE_CHUNK - (pos - written))
                     parts.append(chunk)
                     rows += got
                     pos += len(chunk)
                     count += len(got)
                     i += len(got)
-                    if pos - written >= _WRITE_CHUNK:
-                        write_out()
-                for entry_id, data in pairs[i:] if i else pairs:
-                    n = len(data) + 24
-                    if not wlog or (pos > LOG_HEADER_SIZE and pos + n > limit):
-                        roll()
-                    head = pack_head(n - 8, ledger_id, entry_id)
-                    extend_parts((pack_crc(crc32c(data, crc32c(head))), head, data))
-                    append_row((head[4:], pack_loc(wlog, pos, n)))
-                    pos += n
-                    count += 1
                     if pos - written >= _WRITE_CHUNK:
                         write_out()
             write_out()

@@ -40,6 +40,9 @@ from typing import NamedTuple
 
 import lmdb
 
+# a row's key and location, as the entry log's record twins make them
+from bkctl.wire.bookie_disk.records import KEY, LOC
+
 from .ledger_state import LedgerState
 
 FORMAT_VERSION = 2
@@ -52,8 +55,6 @@ INDEX_DIR = "index.lmdb"
 _U32 = struct.Struct(">I")
 U64 = struct.Struct(">Q")
 I64 = struct.Struct(">q")
-KEY = struct.Struct(">qq")
-LOC = struct.Struct(">QII")
 LOGROW = struct.Struct(">QQQ")
 _SPAN = struct.Struct(">II")  # a record's offset and the next one's (its end)
 #: entries in one ``runs`` row at most (a 1,036-byte value: a leaf page holds three)

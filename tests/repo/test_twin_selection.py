@@ -55,14 +55,6 @@ TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_meta
 #: module -> the sites that still choose a twin themselves or take the process's record as their
 #: default (issue 67: each goes behind an interface the C and the Python module implement whole)
 REMAINING: dict[str, set[str]] = {
-    "bkctl.bookied.journal": {
-        "c_entries is None",
-        "getattr(twins.records, 'journal_entries', None)",
-    },
-    "bkctl.bookied.storage.entry_log": {
-        "getattr(c, 'log_records', None)",
-        "getattr(c, 'span_records', None)",
-    },
     "bkctl.wire.client.entry_requests": {
         "c is None",
         "c_add_copies is not None",

@@ -19,9 +19,11 @@ from tests.support import c_twins
 def c_in_use(twins: fastpath.Twins) -> set[str]:
     """The fields of ``twins`` that hold a C twin."""
     found = set()
-    for name in ("codec", "records", "adds", "entries", "avro_columns"):
+    for name in ("codec", "adds", "entries", "avro_columns"):
         if getattr(twins, name) is not None:
             found.add(name)
+    if twins.records.c is not None:
+        found.add("records")
     if twins.plain.c is not None:
         found.add("plain")
     if twins.ledger_metadata is not None:

@@ -1,9 +1,10 @@
-"""The C twin of LogWriter.append's record loop (``_records.log_records``) against the
-Python loop: the same log files byte for byte, the same index rows and the same per-log
-counts, across rolls to new logs (records bigger than a log among them), write chunks,
-pairs the twin leaves to Python, and both CRC32C implementations of the C module; and it
-is the loop in use when built and fast paths are on.  With the C module not built the
-comparisons fail (tests/support/c_twins.py)."""
+"""The C twin of LogWriter.append's record loop (``_records.log_records``) against its Python
+twin (:func:`~bkctl.wire.bookie_disk.records.py_log_records`): the same log files byte for byte,
+the same index rows and the same per-log counts, across rolls to new logs (records bigger than
+a log among them), write chunks, pairs the C twin hands its Python twin, and both CRC32C
+implementations of the C module; and it is the loop in use when built and fast paths are on.
+The same for the read side (``span_records``) against check_record.  With the C module not
+built the comparisons fail (tests/support/c_twins.py)."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from bkctl.bookied.storage import entry_log, scan_records
 from bkctl.bookied.storage.entry_log import LOG_HEADER_SIZE, EntryLogger, LogWriter, encode_log_record
 from bkctl.wire import fastpath
 from bkctl.wire.bookie_disk import layout as disk_layout
+from bkctl.wire.bookie_disk import records as twins
 from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 C = fastpath.build(True).records
-needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")
+PY = twins.PYTHON
+needs_c = c_twins.needs_c(C.c, "bkctl.wire.codecs._records")
 
 
 @contextlib.contextmanager
@@ -41,7 +44,7 @@ def patched(owner, name: str, value):
 
 def appended(calls: list, limit: int, records) -> tuple[list, dict, list]:
     """Run ``calls`` (lists of batches) through one LogWriter of a new directory with the
-    record loop ``records`` (None: Python's): ``(results, logs, writes)``, the results of
+    record loop ``records``: ``(results, logs, writes)``, the results of
     the appends, each log's bytes after its header (whose time differs), and the sizes of
     the writes made."""
     writes = []
@@ -66,7 +69,7 @@ def appended(calls: list, limit: int, records) -> tuple[list, dict, list]:
 def both(calls: list, limit: int):
     """The C loop's and the Python loop's :func:`appended`, asserted equal; the C one."""
     fast_run = appended(calls, limit, C.log_records)
-    assert fast_run == appended(calls, limit, None)
+    assert fast_run == appended(calls, limit, PY.log_records)
     return fast_run
 
 
@@ -106,9 +109,9 @@ def test_a_roll_starts_the_next_log_with_the_record_that_did_not_fit(crc_kind, t
     assert [len(body) // 124 for body in logs.values()] == counts
     assert added == {i + 1: [LOG_HEADER_SIZE + 124 * c, 124 * c, c] for i, c in enumerate(counts)}
     assert writes == [size for c in counts for size in (LOG_HEADER_SIZE, 124 * c)]  # a header, its records
-    locations = [entry_log.LOC.unpack(loc) for _key, loc in rows]
+    locations = [twins.LOC.unpack(loc) for _key, loc in rows]
     assert locations == [(1 + e // per_log, LOG_HEADER_SIZE + 124 * (e % per_log), 124) for e in range(10)]
-    assert [entry_log.KEY.unpack(key) for key, _loc in rows] == [(7, e) for e in range(10)]
+    assert [twins.KEY.unpack(key) for key, _loc in rows] == [(7, e) for e in range(10)]
     # and each log reads back with the entries it was given
     for log_id, body in logs.items():
         path = tmp_path / f"{log_id}.bel"
@@ -126,29 +129,43 @@ def test_a_record_bigger_than_a_log_has_a_log_of_its_own(crc_kind):
 
 
 @needs_c
-def test_pairs_the_c_loop_does_not_cover_are_written_by_the_python_loop(crc_kind):
+def test_pairs_the_c_loop_does_not_cover_it_hands_its_python_twin(crc_kind):
     pairs = [(0, b"x"), (1, bytearray(b"y")), (2, b"z"), (3, memoryview(b"w")), (4, b"v"), (True, b"u")]
     _results, logs, _writes = both([[(9, pairs), (10, [(0, b"t")])]], 1 << 20)
-    for ledger_id, start in ((9, 1), (9, 3), (9, 5), (9, 6), (1 << 63, 0)):
-        assert C.log_records(ledger_id, pairs, start, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20) is None
-    chunk, rows = C.log_records(9, pairs, 2, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
-    assert chunk == encode_log_record(9, 2, b"z") and len(rows) == 1
+    handed = []
+
+    def fallback(*args):
+        handed.append(args)
+        return PY.log_records(*args)
+
+    for ledger_id, start in ((9, 1), (9, 3), (9, 5), (9, 6)):
+        args = (ledger_id, pairs, start, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+        assert C.c.log_records(fallback, *args) == PY.log_records(*args) == C.log_records(*args)
+        assert handed.pop() == args
+    with pytest.raises(struct.error):
+        C.log_records(1 << 63, pairs, 0, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+    chunk, rows = C.c.log_records(fallback, 9, pairs, 2, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+    assert chunk == encode_log_record(9, 2, b"z") and len(rows) == 1 and not handed
 
 
 @needs_c
 def test_ids_the_python_loop_refuses_it_refuses_too():
     for batches in ([(1 << 63, [(0, b"x")])], [(1, [(1 << 63, b"x")])]):
-        for records in (C.log_records, None):
+        for records in (C.log_records, PY.log_records):
             with pytest.raises(struct.error):
                 appended([batches], 1 << 20, records)
 
 
 def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
     for enabled in (True, False):
-        logger = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.build(enabled))
-        assert LogWriter(logger).log_records is (C.log_records if enabled and C is not None else None)
+        record = fastpath.build(enabled)
+        writer = LogWriter(EntryLogger(str(tmp_path), 1 << 20, twins=record))
+        assert writer.log_records is record.records.log_records
+        want = C.c if enabled else None
+        assert record.records.c is want and (want is None or writer.log_records.func is want.log_records)
+    assert fastpath.build(False).records is PY
     default = LogWriter(EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.selected())).log_records
-    assert default is (C.log_records if fastpath.selected().enabled and C is not None else None)
+    assert default is fastpath.selected().records.log_records
 
 
 # -- reading: the C twin of check_record over one pread's records (span_records)
@@ -156,7 +173,8 @@ def test_the_c_loop_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
 
 def checked(span: bytes, base: int, rows: list, ledger_id: int, entry_ids: list, take) -> list:
     """What EntryStore.get_entries makes of ``rows`` in ``span`` (read from ``base``), with
-    ``take`` (span_records) or without (None): per entry its bytes, or the error's text."""
+    ``take`` (a twin's span_records) or with check_record alone (None): per entry its bytes,
+    or the error's text."""
     out: list = [None] * len(entry_ids)
     k = 0
     while k < len(rows):
@@ -213,6 +231,12 @@ def test_the_c_span_check_takes_what_check_record_passes_and_leaves_it_the_rest(
     rows.sort()
     python = checked(span, base, rows, ledger_id, entry_ids, None)
     assert checked(span, base, rows, ledger_id, entry_ids, C.span_records) == python
+    assert checked(span, base, rows, ledger_id, entry_ids, PY.span_records) == python
+    # each twin stops at the first record check_record refuses
+    stops = [C.span_records(span, base, rows, 0, len(rows), ledger_id, entry_ids, [None] * len(rows))]
+    stops.append(PY.span_records(span, base, rows, 0, len(rows), ledger_id, entry_ids, [None] * len(rows)))
+    first_bad = next((k for k, row in enumerate(rows) if not isinstance(python[row[3]], bytes)), len(rows))
+    assert stops == [first_bad, first_bad]
     if not damage and not cut:
         assert all(isinstance(got, bytes) for got in python)
 
@@ -233,7 +257,9 @@ def test_the_c_span_check_leaves_rows_of_another_shape_to_python():
 
 def test_the_c_span_check_is_in_use_when_built_and_fast_paths_are_on(tmp_path):
     for enabled in (True, False):
-        logger = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.build(enabled))
-        assert logger.span_records is (C.span_records if enabled and C is not None else None)
-    default = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.selected()).span_records
-    assert default is (C.span_records if fastpath.selected().enabled and C is not None else None)
+        record = fastpath.build(enabled)
+        logger = EntryLogger(str(tmp_path), 1 << 20, twins=record)
+        want = C.span_records if enabled and C.c is not None else PY.span_records
+        assert logger.records.span_records is want
+    default = EntryLogger(str(tmp_path), 1 << 20, twins=fastpath.selected()).records
+    assert default is fastpath.selected().records

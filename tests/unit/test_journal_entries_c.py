@@ -1,12 +1,13 @@
 """The C twin of the journal's records of a run of adds (``_records.journal_entries``)
 against the Python encoder (``encode_entry`` of each, joined): the same bytes, for both
 CRC32C implementations of the C module and across the size where it lets the GIL go;
-None for what it does not cover, which the journal then encodes in Python; and a
-journal written through it replays the entries.  With the C module not built the
-comparisons fail (tests/support/c_twins.py)."""
+what it does not cover it hands its Python twin; and a journal written through it
+replays the entries.  With the C module not built the comparisons fail
+(tests/support/c_twins.py)."""
 
 from __future__ import annotations
 
+import struct
 import threading
 
 import pytest
@@ -15,11 +16,12 @@ from hypothesis import strategies as st
 
 from bkctl.bookied.journal import T_ENTRY, EntryRecord, Journal, encode_entry
 from bkctl.wire import fastpath
+from bkctl.wire.bookie_disk import records
 from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
 C = fastpath.build(True).records
-needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._records")
+needs_c = c_twins.needs_c(C.c, "bkctl.wire.codecs._records")
 i64 = st.integers(-(1 << 63), (1 << 63) - 1)
 
 
@@ -46,26 +48,34 @@ def test_the_same_bytes_where_it_lets_the_gil_go(crc_kind):
 
 
 @needs_c
-def test_what_it_does_not_cover_is_left_to_python():
+def test_what_it_does_not_cover_it_hands_its_python_twin():
+    handed = []
+
+    def fallback(*args):
+        handed.append(args)
+        return records.py_journal_entries(*args)
+
     for args in (
         (1, [1, 2], [b"a"], T_ENTRY),  # lists of different lengths
         (1, [1], [bytearray(b"a")], T_ENTRY),  # a body that is not bytes
-        (1, [1 << 63], [b"a"], T_ENTRY),  # an id past int64
         (1, (1,), [b"a"], T_ENTRY),  # not a list
-        (1, [1], [b"a"], 256),
-    ):  # not a record type
-        assert C.journal_entries(*args) is None
-    assert C.journal_entries(1, [], [], T_ENTRY) == b""
+    ):
+        assert C.c.journal_entries(fallback, *args) == python_records(*args[:3]) == C.journal_entries(*args)
+        assert handed.pop() == args
+    for args in ((1, [1 << 63], [b"a"], T_ENTRY), (1, [1], [b"a"], 256)):  # an id past int64, not a record type
+        for twin in (C.journal_entries, records.PYTHON.journal_entries):
+            with pytest.raises(struct.error):
+                twin(*args)
+    assert C.c.journal_entries(fallback, 1, [], [], T_ENTRY) == b"" and not handed
 
 
 def test_the_journal_uses_it_exactly_when_fast_paths_are_on(tmp_path):
-    want = getattr(fastpath.build(True).records, "journal_entries", None) if fastpath.selected().enabled else None
-    with Journal(str(tmp_path / "d"), twins=fastpath.selected()) as default:
-        assert default.c_entries is want
-    with Journal(str(tmp_path / "a"), twins=fastpath.build(False)) as off:
-        assert off.c_entries is None
-    with Journal(str(tmp_path / "b"), twins=fastpath.build(True)) as on:
-        assert on.c_entries is getattr(fastpath.build(True).records, "journal_entries", None)
+    for name, record in (("d", fastpath.selected()), ("a", fastpath.build(False)), ("b", fastpath.build(True))):
+        with Journal(str(tmp_path / name), twins=record) as j:
+            assert j.encode_entries is record.records.journal_entries
+    assert fastpath.build(False).records.journal_entries is records.py_journal_entries
+    if C.c is not None:
+        assert fastpath.build(True).records.journal_entries.func is C.c.journal_entries
 
 
 @pytest.mark.parametrize("fastpaths", [True, False], ids=["c", "python"])

@@ -9,13 +9,15 @@
  * more without the GIL, so that the thread that flushes leaves the others
  * their cores.
  *
- * The Python code is the reference: log_records is the record loop of
- * bookied.storage.entry_log's LogWriter.append (tests/unit/test_entry_log_records.py),
- * span_records its check_record over one pread's records (the same test),
- * journal_entries bookied.journal's _encode_entry of a run of adds
- * (tests/unit/test_journal_entries_c.py).  Each gives the same bytes or
- * leaves what it does not cover to the caller's Python path.  Used only
- * with fast paths on (bkctl.wire.fastpath: Twins.records).
+ * Its one Python owner is bkctl.wire.bookie_disk.records: the records'
+ * format, the interface these implement (RecordTwins) and the Python twins,
+ * which are the reference (tests/unit/test_entry_log_records.py,
+ * test_journal_entries_c.py).  journal_entries and log_records take that
+ * Python twin as their first argument (records.twins_of binds it) and hand
+ * it what they do not cover, so that their callers take what they return,
+ * whole; span_records stops where its Python twin stops, and the reader
+ * says why.  Used only with fast paths on (bkctl.wire.fastpath:
+ * Twins.records).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,16 +34,16 @@
 #define RECORDS_RELEASE_GIL 65536
 
 PyDoc_STRVAR(log_records_doc,
-"log_records(ledger_id, pairs, start, log_id, pos, limit, budget) -> (chunk, rows) | None\n\n"
+"log_records(fallback, ledger_id, pairs, start, log_id, pos, limit, budget) -> (chunk, rows)\n\n"
 "The records LogWriter.append writes for pairs[start:] (one ledger's\n"
 "(entry_id, data) pairs) into log log_id from offset pos: chunk is their bytes\n"
 "(encode_log_record's, one after the other), rows their index rows\n"
 "(key, location), one per record.  It stops before a record that would end\n"
 "past limit (but always takes the first, which the caller placed), after the\n"
 "record that makes chunk at least budget bytes, and before a pair it does not\n"
-"cover (not a tuple of an int64 id and bytes, a row's field past 32 bits):\n"
-"None when pairs[start] is one (or there is none), and the caller takes its\n"
-"Python path.\n"
+"cover (not a tuple of an int64 id and bytes, a row's field past 32 bits).\n"
+"When pairs[start] is one (or there is none) it returns what fallback, its\n"
+"Python twin, returns for the same arguments.\n"
 "The checksums and the copies of the data are made without the GIL (for a\n"
 "chunk of 64 KiB or more), so that the thread that flushes leaves the others\n"
 "their cores.");
@@ -81,8 +83,11 @@ static void write_records(unsigned char *p, const RecordSource *src, Py_ssize_t 
 
 static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bk_nargs("log_records", nargs, 7))
+    if (!bk_nargs("log_records", nargs, 8))
         return NULL;
+    PyObject *fallback = args[0];
+    args++;
+    nargs--;
     long long ledger = 0, start, pos0, limit, budget;
     unsigned long long log_id;
     PyObject *pairs = args[1];
@@ -152,10 +157,10 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_XDECREF(chunk);
         return NULL;
     }
-    if (k == 0) {
+    if (k == 0) { /* not covered: the Python twin's */
         Py_DECREF(chunk);
         Py_DECREF(rows);
-        Py_RETURN_NONE;
+        return PyObject_Vectorcall(fallback, args, (size_t)nargs, NULL);
     }
     return pair(chunk, rows);
 }
@@ -163,24 +168,27 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
 /* ------------------------------------------------------------ journal records */
 
 PyDoc_STRVAR(journal_entries_doc,
-"journal_entries(ledger_id, entry_ids, bodies, record_type) -> bytes | None\n\n"
+"journal_entries(fallback, ledger_id, entry_ids, bodies, record_type) -> bytes\n\n"
 "The bookie journal's records of one ledger's entries, one after the other\n"
 "(bookied.journal's _encode_entry of each): the CRC32C of head and body (4\n"
 "bytes), the head (len(body) + 17 as u32, record_type as a byte, ledger_id\n"
-"and the entry id as i64, big-endian) and the body.  None when an id is not\n"
-"an int64, a body not bytes or the lists differ in length: the caller takes\n"
-"its Python path.  The checksums and copies are made without the GIL for\n"
-"64 KiB of records or more.");
+"and the entry id as i64, big-endian) and the body.  When an id is not an\n"
+"int64, a body not bytes or the lists differ in length it returns what\n"
+"fallback, its Python twin, returns for the same arguments.  The checksums\n"
+"and copies are made without the GIL for 64 KiB of records or more.");
 
 static PyObject *journal_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bk_nargs("journal_entries", nargs, 4))
+    if (!bk_nargs("journal_entries", nargs, 5))
         return NULL;
+    PyObject *fallback = args[0];
+    args++;
+    nargs--;
     long long ledger, type;
     PyObject *ids = args[1], *bodies = args[2];
     if (!PyList_CheckExact(ids) || !PyList_CheckExact(bodies) || PyList_GET_SIZE(ids) != PyList_GET_SIZE(bodies)
             || !as_i64(args[0], &ledger) || !as_i64(args[3], &type) || type < 0 || type > 255)
-        Py_RETURN_NONE;
+        return PyObject_Vectorcall(fallback, args, (size_t)nargs, NULL);
     Py_ssize_t k = PyList_GET_SIZE(ids);
     RecordSource *src = PyMem_Malloc(sizeof(RecordSource) * (size_t)(k > 0 ? k : 1));
     if (src == NULL)
@@ -206,8 +214,8 @@ static PyObject *journal_entries(PyObject *self, PyObject *const *args, Py_ssize
     for (Py_ssize_t i = 0; i < taken; i++)
         Py_DECREF(src[i].data);
     PyMem_Free(src);
-    if (out == NULL && !PyErr_Occurred())
-        Py_RETURN_NONE;
+    if (out == NULL && !PyErr_Occurred()) /* not covered: the Python twin's */
+        return PyObject_Vectorcall(fallback, args, (size_t)nargs, NULL);
     return out;
 }
 
@@ -221,8 +229,8 @@ PyDoc_STRVAR(span_records_doc,
 "passes (inside span, its length, ledger, entry entry_ids[i] and CRC32C as\n"
 "written), out[i] = the entry's bytes.  Stops at the first row it does not\n"
 "take -- a record check_record would refuse, or a row not of that shape -- and\n"
-"returns its index (end when it took them all): the caller checks that one\n"
-"the Python way (raising its precise error) and goes on after it.");
+"returns its index (end when it took them all), as its Python twin does: the\n"
+"reader checks that one again (saying why) and goes on after it.");
 
 static PyObject *span_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -277,7 +285,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_records",
-    "The C twins of the bookie's disk records (see bkctl.wire.codecs.fast).", -1, methods,
+    "The C twins of the bookie's disk records (see bkctl.wire.bookie_disk.records).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
@@ -287,8 +295,8 @@ PyMODINIT_FUNC PyInit__records(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    /* what wire/codecs/fast.py's RECORDS_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 1) < 0) {
+    /* what bkctl.wire.fastpath's RECORDS_API must be: a build older than the sources is not used */
+    if (PyModule_AddIntConstant(m, "API", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,15 +1,33 @@
 """Types of the C extension ``_records.c`` (the bookie's journal and entry log records); its
-Python twins are in ``bkctl.bookied.storage.entry_log`` and ``bkctl.bookied.journal``.
+Python owner, with the interface and the Python twins, is ``bkctl.wire.bookie_disk.records``.
 ``./dev lint`` checks this stub against the built module (mypy's stubtest)."""
 
+from collections.abc import Callable
 from typing import Any, Final
 
 API: Final[int]
 
 def log_records(
-    ledger_id: int, pairs: list[tuple[int, bytes]], start: int, log_id: int, pos: int, limit: int, budget: int, /
-) -> tuple[bytes, list[tuple[Any, int]]] | None: ...
-def journal_entries(ledger_id: int, entry_ids: list[int], bodies: list[bytes], record_type: int, /) -> bytes | None: ...
+    fallback: Callable[
+        [int, list[tuple[int, bytes]], int, int, int, int, int], tuple[bytes, list[tuple[bytes, bytes]]]
+    ],
+    ledger_id: int,
+    pairs: list[tuple[int, bytes]],
+    start: int,
+    log_id: int,
+    pos: int,
+    limit: int,
+    budget: int,
+    /,
+) -> tuple[bytes, list[tuple[bytes, bytes]]]: ...
+def journal_entries(
+    fallback: Callable[[int, list[int], list[bytes], int], bytes],
+    ledger_id: int,
+    entry_ids: list[int],
+    bodies: list[bytes],
+    record_type: int,
+    /,
+) -> bytes: ...
 def span_records(
     span: bytes,
     base: int,

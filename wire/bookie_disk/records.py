@@ -1,0 +1,183 @@
+"""The records bookied writes for every entry it stores, and the one interface of their codecs.
+
+bookied writes each entry twice: once into its journal (:mod:`bkctl.bookied.journal_format`:
+a record with a type byte) and once into an entry log at a checkpoint
+(:mod:`bkctl.bookied.storage.entry_log`: a record without one, located by an index row), and
+reads entry log records back with one ``pread`` per span.  Both records are a CRC32C of what
+follows it, a head and the entry's bytes (all integers big-endian)::
+
+    journal:    u32 crc | u32 len (17 + data) | u8 type | i64 ledgerId | i64 entryId | data
+    entry log:  u32 crc | u32 len (16 + data) |           i64 ledgerId | i64 entryId | data
+
+This module is the one Python owner of their C twins (``wire/codecs/_records.c``): it holds
+the records' encoders and check, the index row the entry log's twin makes (:data:`KEY`,
+:data:`LOC`, which :mod:`bkctl.bookied.storage.index` stores), and :class:`RecordTwins`, the
+interface both twins implement whole:
+
+* :attr:`~RecordTwins.journal_entries` -- the journal records of a run of one ledger's entries,
+  one after the other (:func:`py_journal_entries`);
+* :attr:`~RecordTwins.log_records` -- the entry log records (and their index rows) of one
+  ledger's entries from ``start`` on, while they fit in the log and the write chunk
+  (:func:`py_log_records`);
+* :attr:`~RecordTwins.span_records` -- the entries whose records one ``pread`` read, checked,
+  up to the first record that does not pass (:func:`py_span_records`): its reader then says
+  why, with its own error (the C twin stops at a row of another shape too, which the reader's
+  check then takes).
+
+The twin selector (:mod:`bkctl.wire.fastpath`, ``Twins.records``) takes the C twins when
+``_records`` is built and fast paths are on (:func:`twins_of`), else :data:`PYTHON`.  A C
+function hands what it does not cover (an id past 64 bits, a body that is not ``bytes``, a
+record past a 32-bit offset) to its Python twin itself: it is given it here
+(:func:`functools.partial`), so that its callers take what it returns, whole.  The two give
+the same bytes, rows and entries (tests/unit/test_entry_log_records.py,
+test_journal_entries_c.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any, NamedTuple
+
+from crc32c import crc32c
+
+__all__ = [
+    "KEY",
+    "LOC",
+    "PYTHON",
+    "RecordTwins",
+    "encode_journal_entry",
+    "encode_log_record",
+    "log_record_data",
+    "py_journal_entries",
+    "py_log_records",
+    "py_span_records",
+    "twins_of",
+]
+
+#: an index row's key: ledger id, entry id (i64 each)
+KEY = struct.Struct(">qq")
+#: an index row's location: log id (u64), the record's offset in it and its length (u32 each)
+LOC = struct.Struct(">QII")
+
+_U32 = struct.Struct(">I")
+_JOURNAL_HEAD = struct.Struct(">IBqq")  # len, type, ledger, entry (after the crc)
+_LOG_HEAD = struct.Struct(">Iqq")  # len, ledger, entry (after the crc)
+_LOG_CHECK = struct.Struct(">IIqq")  # crc, len, ledger, entry
+
+#: an index row of an entry to read: ``(log id, offset, length, i)``, its bytes going to ``out[i]``
+Row = tuple[int, int, int, int]
+#: what :attr:`RecordTwins.log_records` gives: the records' bytes and their index rows ``(key, location)``
+LogChunk = tuple[bytes, list[tuple[bytes, bytes]]]
+
+
+def encode_journal_entry(ledger_id: int, entry_id: int, data: bytes, record_type: int) -> bytes:
+    """The journal record of one entry (the record type the journal gives entries)."""
+    head = _JOURNAL_HEAD.pack(len(data) + 17, record_type, ledger_id, entry_id)
+    return _U32.pack(crc32c(data, crc32c(head))) + head + data
+
+
+def encode_log_record(ledger_id: int, entry_id: int, data: bytes) -> bytes:
+    """The entry log record of one entry."""
+    head = _LOG_HEAD.pack(len(data) + 16, ledger_id, entry_id)
+    return _U32.pack(crc32c(data, crc32c(head))) + head + data
+
+
+def log_record_data(record: bytes, ledger_id: int, entry_id: int) -> bytes | None:
+    """The entry in the entry log record ``record`` (at least 24 bytes, as long as its index
+    row says), or None if its length field, its ids or its checksum are not what was written."""
+    crc, length, lid, eid = _LOG_CHECK.unpack_from(record, 0)
+    if length != len(record) - 8 or lid != ledger_id or eid != entry_id or crc32c(memoryview(record)[4:]) != crc:
+        return None
+    return record[24:]
+
+
+def py_journal_entries(ledger_id: int, entry_ids: list[int], bodies: list[bytes], record_type: int) -> bytes:
+    """The journal records of ``ledger_id``'s entries ``entry_ids`` (``bodies``, pairwise), one
+    after the other."""
+    return b"".join([encode_journal_entry(ledger_id, e, body, record_type) for e, body in zip(entry_ids, bodies)])
+
+
+def py_log_records(
+    ledger_id: int, pairs: Sequence[tuple[int, bytes]], start: int, log_id: int, pos: int, limit: int, budget: int
+) -> LogChunk:
+    """The entry log records of ``pairs[start:]`` (one ledger's ``(entry_id, data)``) written
+    into log ``log_id`` from offset ``pos``, and their index rows: from ``pairs[start]`` (which
+    the caller placed) on, stopping before a record that would end past ``limit`` and after the
+    one that makes them ``budget`` bytes or more.  ``struct.error`` for an id past 64 bits or an
+    offset past 32."""
+    parts: list[bytes] = []
+    rows: list[tuple[bytes, bytes]] = []
+    pack_head, pack_crc, pack_loc = _LOG_HEAD.pack, _U32.pack, LOC.pack
+    total = 0
+    for i in range(start, len(pairs)):
+        entry_id, data = pairs[i]
+        n = len(data) + 24
+        if i > start and pos + n > limit:
+            break
+        head = pack_head(n - 8, ledger_id, entry_id)
+        parts += (pack_crc(crc32c(data, crc32c(head))), head, data)
+        rows.append((head[4:], pack_loc(log_id, pos, n)))
+        pos += n
+        total += n
+        if total >= budget:
+            break
+    return b"".join(parts), rows
+
+
+def py_span_records(
+    span: bytes,
+    base: int,
+    rows: Sequence[Row],
+    start: int,
+    end: int,
+    ledger_id: int,
+    entry_ids: Sequence[int],
+    out: list[Any],
+) -> int:
+    """The entries of the records one read gave: ``span`` is the bytes read from offset
+    ``base`` of a log, ``rows[start:end]`` the index rows of entries in it.  ``out[i]`` is
+    set to the entry's bytes for each row whose record passes its checks (inside ``span``,
+    its length, ledger, entry ``entry_ids[i]`` and checksum as written); returns the index of
+    the first row whose record does not (``end`` when all do), which the reader checks again
+    to say why."""
+    for k in range(start, end):
+        _log_id, offset, length, i = rows[k]
+        pos = offset - base
+        record = span[pos : pos + length]
+        if pos < 0 or length < 24 or len(record) != length:
+            return k
+        data = log_record_data(record, ledger_id, entry_ids[i])
+        if data is None:
+            return k
+        out[i] = data
+    return max(start, end)
+
+
+class RecordTwins(NamedTuple):
+    """One implementation of each (see the module documentation): the C twins of ``c`` (the
+    ``_records`` module they come from), or the Python twins (``c`` None)."""
+
+    journal_entries: Callable[[int, list[int], list[bytes], int], bytes]
+    log_records: Callable[[int, list[tuple[int, bytes]], int, int, int, int, int], LogChunk]
+    span_records: Callable[[bytes, int, list[Row], int, int, int, list[int], list[Any]], int]
+    c: ModuleType | None = None
+
+
+#: The Python twins (the reference).
+PYTHON = RecordTwins(py_journal_entries, py_log_records, py_span_records)
+
+
+def twins_of(c: ModuleType | None) -> RecordTwins:
+    """The C twins of the module ``c`` (``_records``, which the twin selector loads), each
+    given the Python twin it hands what it does not cover; :data:`PYTHON` for None."""
+    if c is None:
+        return PYTHON
+    return RecordTwins(
+        functools.partial(c.journal_entries, py_journal_entries),
+        functools.partial(c.log_records, py_log_records),
+        c.span_records,
+        c,
+    )
