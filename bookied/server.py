@@ -127,7 +127,7 @@ class BookieProtocol(protocol.Protocol):
         self.bookie = CountedBookie(bookie, self.throttle) if self.throttle.limited else bookie
         self.adds = Adds(self.bookie, self.plain, self.fastpaths, self.outbox, self.observer)
         self.plain_reads = PlainReads(self.bookie, self.plain, self.outbox, self.observer)
-        self.decoder = FrameDecoder(max_frame_size, twins.codec)
+        self.decoder = FrameDecoder(max_frame_size, twins.codec.split_frames)
         self.detector = ProtocolDetector()
         self._backlog: deque = deque()  # requests read but not served while paused or throttled
         #: The waiting long polls' cancels (see :data:`LONG_POLLS_MAX`), forgotten when the connection goes.

@@ -45,6 +45,8 @@ from bkctl.wire.text import parse_bool
 
 if TYPE_CHECKING:
     from bkctl.wire.bookie_disk.records import RecordTwins
+    from bkctl.wire.client.add_twins import ConnectionAdds, WriterAdds
+    from bkctl.wire.codecs.codec_twins import CodecTwins
     from bkctl.wire.codecs.plain import PlainTwins
     from bkctl.wire.pulsar.rows import BatchRowsProtocol
 
@@ -54,7 +56,7 @@ __all__ = ["Twins", "build", "c_module", "check", "from_environment", "selected"
 SWITCH = "BKCTL_FASTPATHS"
 #: what each C extension's ``API`` must be (a build older than the sources is not used); this
 #: module is the only one that imports them (tests/repo/test_twin_selection.py)
-FASTCODEC_API = 4
+FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
 RECORDS_API = 2
 #: what ``_plain``'s ``API`` must be
@@ -66,7 +68,7 @@ AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
 ADDPATH_API = 6
 #: what ``_addentries``'s ``API`` must be
-ADDENTRIES_API = 1
+ADDENTRIES_API = 2
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -80,7 +82,7 @@ class _LookUp:
     """The type of :data:`LOOK_UP`."""
 
 
-#: a twin found on first use (:attr:`Twins.adds_given`)
+#: a twin found on first use (:attr:`Twins.codec_given`, :attr:`Twins.adds_given`)
 LOOK_UP = _LookUp()
 
 
@@ -96,34 +98,55 @@ class Twins:
     every command's)."""
 
     enabled: bool
-    #: ``_fastcodec`` (the client's per-entry codecs and answer loop), or None: each
-    #: caller then takes its Python path
-    codec: ModuleType | None
-    #: what :attr:`adds` is: :data:`LOOK_UP` (``_addpath`` if built, current and
-    #: ``enabled``, found on first use), or the module (tests: None for the Python path)
+    #: what :attr:`codec` is made of: :data:`LOOK_UP` (``_fastcodec`` if built, current and
+    #: ``enabled``, found on first use), or the module (tests: None for the Python twins)
+    codec_given: ModuleType | None | _LookUp = LOOK_UP
+    #: what :attr:`adds` and :attr:`entries` are made of: :data:`LOOK_UP` (``_addpath`` and
+    #: ``_addentries`` if built, current and ``enabled``, found on first use), or the module
+    #: ``_addpath`` (tests: None for the Python twins of both)
     adds_given: ModuleType | None | _LookUp = LOOK_UP
 
     @functools.cached_property
-    def adds(self) -> ModuleType | None:
-        """``_addpath`` (a connection's fast-path ADD copies: built, registered and answered in C,
-        :mod:`bkctl.wire.client.requests`), or None: the Python :class:`Request` path.  Looked
-        up on first use: the module imports Twisted's Failure, which a command that only
-        reads ZooKeeper never needs (tests/integration/test_cli_start_imports.py)."""
-        given = self.adds_given
+    def codec(self) -> CodecTwins:
+        """The client's per-entry codecs and answer loop
+        (:class:`~bkctl.wire.codecs.codec_twins.CodecTwins`: ``_fastcodec``'s or the Python
+        ones), built on first use."""
+        from bkctl.wire.codecs import codec_twins
+
+        given = self.codec_given
         if isinstance(given, _LookUp):
-            return c_module("bkctl.wire.client._addpath", ADDPATH_API) if self.enabled else None
-        return given
+            given = c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API) if self.enabled else None
+        return codec_twins.twins_of(given)
 
     @functools.cached_property
-    def entries(self) -> ModuleType | None:
-        """``_addentries`` (a writer's entries, their addressing and its acknowledgement counter,
-        :mod:`bkctl.wire.client.pending_add` and :mod:`bkctl.wire.client.acks`), or None: their
-        Python twins.  It goes with :attr:`adds` (the connection's copies of those entries): the
-        given ``adds_given`` says for both, else both are looked up on first use."""
+    def adds(self) -> ConnectionAdds:
+        """A connection's fast-path ADD copies, built, registered and answered
+        (:class:`~bkctl.wire.client.add_twins.ConnectionAdds`: ``_addpath``'s, or the Python
+        twins: :class:`~bkctl.wire.client.requests.Request` and ``RequestTable``'s loops).
+        Built on first use: the modules import Twisted, which a command that only reads
+        ZooKeeper never needs (tests/integration/test_cli_start_imports.py)."""
+        from bkctl.wire.client import add_twins
+
         given = self.adds_given
         if isinstance(given, _LookUp):
-            return c_module("bkctl.wire.client._addentries", ADDENTRIES_API) if self.enabled else None
-        return None if given is None else c_module("bkctl.wire.client._addentries", ADDENTRIES_API)
+            given = c_module("bkctl.wire.client._addpath", ADDPATH_API) if self.enabled else None
+        return add_twins.connection_adds_of(given)
+
+    @functools.cached_property
+    def entries(self) -> WriterAdds:
+        """A writer's entries, their addressing and its acknowledgement counter
+        (:class:`~bkctl.wire.client.add_twins.WriterAdds`: ``_addentries``'s, or the Python
+        twins in :mod:`bkctl.wire.client.pending_add` and :mod:`bkctl.wire.client.acks`).  It
+        goes with :attr:`adds` (the connection's copies of those entries): the given
+        ``adds_given`` says for both, else both are looked up on first use."""
+        from bkctl.wire.client import add_twins
+
+        given = self.adds_given
+        if isinstance(given, _LookUp):
+            c = c_module("bkctl.wire.client._addentries", ADDENTRIES_API) if self.enabled else None
+        else:
+            c = None if given is None else c_module("bkctl.wire.client._addentries", ADDENTRIES_API)
+        return add_twins.writer_adds_of(c)
 
     @functools.cached_property
     def records(self) -> RecordTwins:
@@ -188,8 +211,8 @@ def c_module(name: str, api: int | None = None) -> ModuleType | None:
 def build(enabled: bool) -> Twins:
     """The record for fast paths on (the C twins where built) or off (Python only)."""
     if not enabled:
-        return Twins(enabled=False, codec=None)
-    return Twins(enabled=True, codec=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API))
+        return Twins(enabled=False, codec_given=None)
+    return Twins(enabled=True, codec_given=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API))
 
 
 @functools.cache

@@ -225,7 +225,9 @@ def test_entries_added_read_back_whole(bookie, protocol):
 
     def encoded():
         d = defer.Deferred()
-        add = AddEncoder(protocol, twins=fastpath.selected()).encode(ledger.id, 1, KEY, ledger.entry(1), False, False)
+        add = AddEncoder(protocol, codec=fastpath.selected().codec).encode(
+            ledger.id, 1, KEY, ledger.entry(1), False, False
+        )
         ch.add_encoded(add, lambda *outcome: d.callback(outcome), "enc", 8)
         return d
 

@@ -101,7 +101,7 @@ def test_the_switch_is_found_where_it_is_consulted():
     consulting = {m for m in KNOWN if consults(m)}
     assert {
         "bkctl.wire.client.bookkeeper",
-        "bkctl.wire.codecs.digest",
+        "bkctl.export.executor",
         "bkctl.bookied.main",
         "tests.unit.test_journal_inline",
     } <= consulting

@@ -50,36 +50,21 @@ ENTRY_POINTS = {"bkctl.cli", "bkctl.bookied.main"}
 #: reader (on the driver or an executor) takes it and hands it to the decoding of what it reads
 COMPOSITION_POINTS = {"bkctl.wire.client.bookkeeper", "bkctl.export.executor"}
 #: the fields of :class:`~bkctl.wire.fastpath.Twins` that hold a C twin or its Python one (or None)
-TWIN_FIELDS = {"codec", "records", "adds", "entries", "adds_given", "ledger_metadata", "avro_columns", "batch_rows"}
+TWIN_FIELDS = {
+    "codec",
+    "codec_given",
+    "records",
+    "adds",
+    "entries",
+    "adds_given",
+    "ledger_metadata",
+    "avro_columns",
+    "batch_rows",
+}
 
 #: module -> the sites that still choose a twin themselves or take the process's record as their
 #: default (issue 67: each goes behind an interface the C and the Python module implement whole)
 REMAINING: dict[str, set[str]] = {
-    "bkctl.wire.client.entry_requests": {
-        "c is None",
-        "c_add_copies is not None",
-        "c_add_frame is not None",
-        "c_read_frame is None",
-        "framed is not None",
-        "twins.adds is not None",
-    },
-    "bkctl.wire.client.ledger_handle": {
-        "c_writer is None",
-        "c_writer is not None",
-        "c_entries is None",
-        "c_package is None",
-        "codec is not None",
-        "self._c_package is not None",
-    },
-    "bkctl.wire.client.requests": {"c_register is None", "codec is None"},
-    "bkctl.wire.codecs.add_frames": {"c is None", "c_add_part is None"},
-    "bkctl.wire.codecs.digest": {
-        "body is not None",
-        "c_package is not None",
-        "fastpath.selected()",
-        "self._c is not None",
-    },
-    "bkctl.wire.codecs.framing": {"codec is None"},
     "bkctl.wire.metadata.ledger": {"fastpath.selected()"},
     "bkctl.wire.metadata.zk.session": {"fastpath.selected()"},
 }

@@ -13,7 +13,7 @@ from bkctl.wire import fastpath
 def crc_kind(request):
     """Whether the C modules now use the CRC32C instruction."""
     twins = fastpath.build(True)
-    modules = [c for c in (twins.codec, twins.records.c) if c is not None]
+    modules = [c for c in (twins.codec.c, twins.records.c) if c is not None]
     used = {c.hardware_crc32c(request.param) for c in modules}
     if request.param and used != {True}:
         pytest.skip("this CPU has no CRC32C instruction")

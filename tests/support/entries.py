@@ -9,7 +9,7 @@ from typing import Any
 from bkctl.wire import fastpath
 from bkctl.wire.client.pending_add import PendingAdd
 
-_C = fastpath.build(True).entries
+_C = fastpath.build(True).entries.c
 
 
 def c_entry(entry_id: int, body: bytes, length: int) -> Any:

@@ -13,7 +13,7 @@ from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.pending_add import PendingAdd
 from tests.support.entries import MAKERS, maker_id
 
-_C = fastpath.build(True).entries
+_C = fastpath.build(True).entries.c
 TWINS = [Acks] + ([_C.Acks] if _C is not None else [])
 BOTH = [(kind, make) for kind in TWINS for make in MAKERS]
 BOTH_IDS = [f"{kind.__module__}-{maker_id(make)}" for kind, make in BOTH]

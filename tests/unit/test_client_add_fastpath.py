@@ -26,7 +26,9 @@ I64 = st.integers(-(1 << 63), (1 << 63) - 1)
     high_priority=st.booleans(),
 )
 def test_v3_bytes_are_the_builders(txn, ledger_id, entry_id, body, recovery, high_priority):
-    add = AddEncoder("v3", twins=fastpath.selected()).encode(ledger_id, entry_id, KEY, body, recovery, high_priority)
+    add = AddEncoder("v3", codec=fastpath.selected().codec).encode(
+        ledger_id, entry_id, KEY, body, recovery, high_priority
+    )
     head, answer_head = v3_fast.add_header_fields(txn, high_priority)
     request = v3.add_request(txn, ledger_id, entry_id, KEY, body, recovery=recovery, high_priority=high_priority)
     assert head + add.v3_part == v3.serialize(request)
@@ -38,7 +40,9 @@ def test_v3_bytes_are_the_builders(txn, ledger_id, entry_id, body, recovery, hig
 )
 def test_v2_bytes_are_the_builders(ledger_id, entry_id, payload, recovery, high_priority):
     body = entry(ledger_id, entry_id, payload) if entry_id > -(1 << 63) else entry(ledger_id, 0, payload)
-    add = AddEncoder("v2", twins=fastpath.selected()).encode(ledger_id, entry_id, KEY, body, recovery, high_priority)
+    add = AddEncoder("v2", codec=fastpath.selected().codec).encode(
+        ledger_id, entry_id, KEY, body, recovery, high_priority
+    )
     flags = (Flag.RECOVERY_ADD if recovery else 0) | (Flag.HIGH_PRIORITY if high_priority else 0)
     assert add.v2_frame == frame(v2.AddRequest(V2_CURRENT_VERSION, int(flags), KEY, body, ledger_id, entry_id).encode())
 
@@ -66,7 +70,7 @@ def test_add_encoded_writes_what_add_with_callback_writes(fast, protocol, flags)
     one, two = Harness(protocol), Harness(protocol)
     _p1, t1 = one.connected()
     _p2, t2 = two.connected()
-    add = AddEncoder(protocol, twins=fastpath.selected()).encode(3, 7, KEY, entry(3, 7), recovery, high)
+    add = AddEncoder(protocol, codec=fastpath.selected().codec).encode(3, 7, KEY, entry(3, 7), recovery, high)
     _got, on_done = outcomes()
     one.conn.add_encoded(add, on_done, None, 0)
     two.conn.add_with_callback(3, 7, KEY, entry(3, 7), recovery, high, on_done, None, 0)
@@ -77,7 +81,7 @@ def test_add_encoded_writes_what_add_with_callback_writes(fast, protocol, flags)
 def test_add_encoded_completes_on_ok_and_on_errors(fast, protocol):
     h = Harness(protocol, add_timeout=1.0)
     proto, t = h.connected()
-    enc = AddEncoder(protocol, twins=fastpath.selected())
+    enc = AddEncoder(protocol, codec=fastpath.selected().codec)
     got, on_done = outcomes()
     for e in range(3):
         h.conn.add_encoded(enc.encode(1, e, KEY, entry(1, e)), on_done, f"e{e}", e)
@@ -99,7 +103,9 @@ def test_an_answer_for_other_ids_is_not_taken_for_the_add(fast, protocol):
     h = Harness(protocol)
     proto, t = h.connected()
     got, on_done = outcomes()
-    h.conn.add_encoded(AddEncoder(protocol, twins=fastpath.selected()).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0)
+    h.conn.add_encoded(
+        AddEncoder(protocol, codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0
+    )
     if protocol == "v3":
         (r,) = v3_requests(t)
         r.addRequest.entryId = 1  # same txnId, other entry: the general parser decides
@@ -114,7 +120,9 @@ def test_an_answer_for_other_ids_is_not_taken_for_the_add(fast, protocol):
 def test_add_encoded_while_connecting_is_queued_and_sent_once_connected(fast):
     h = Harness()
     got, on_done = outcomes()
-    h.conn.add_encoded(AddEncoder("v3", twins=fastpath.selected()).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0)
+    h.conn.add_encoded(
+        AddEncoder("v3", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0
+    )
     proto, t = h.accept()
     (r,) = v3_requests(t)
     assert (r.addRequest.ledgerId, r.addRequest.entryId, r.addRequest.body) == (1, 0, entry(1, 0))
@@ -126,7 +134,9 @@ def test_an_add_encoded_for_v2_goes_the_general_way_on_a_v3_connection(fast):
     h = Harness()
     proto, t = h.connected()
     got, on_done = outcomes()
-    h.conn.add_encoded(AddEncoder("v2", twins=fastpath.selected()).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0)
+    h.conn.add_encoded(
+        AddEncoder("v2", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0
+    )
     (r,) = v3_requests(t)
     proto.dataReceived(v3_reply(r))
     assert got[0][3] is None and r.addRequest.body == entry(1, 0)

@@ -31,7 +31,7 @@ def fast_paths_on(monkeypatch):
 
 
 def _encoded(entry_ids):
-    encoder = AddEncoder("v3", twins=fastpath.selected())
+    encoder = AddEncoder("v3", codec=fastpath.selected().codec)
     return [encoder.encode(9, e, KEY, entry(9, e, b"p%d" % e)) for e in entry_ids]
 
 

@@ -10,7 +10,7 @@ from bkctl.wire.client.pending_add import PendingAdd, address_run
 from bkctl.wire.client.readable_ledger import StripeCursor
 from tests.support.entries import MAKERS, maker_id
 
-_C = fastpath.build(True).entries
+_C = fastpath.build(True).entries.c
 TWINS = [address_run] + ([_C.address_run] if _C is not None else [])
 BOTH = [(twin, make) for twin in TWINS for make in MAKERS]
 BOTH_IDS = [f"{type(twin).__name__}-{maker_id(make)}" for twin, make in BOTH]

@@ -15,7 +15,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.client import errors as E
 from bkctl.wire.client.entry_reads import EntryReads
 from bkctl.wire.client.read_handle import ReadHandle
-from bkctl.wire.codecs import v3, v3_fast
+from bkctl.wire.codecs import codec_twins, v3, v3_fast
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
@@ -115,10 +115,11 @@ def _outcome(check, entry, entry_id):
         return ("error", str(exc))
 
 
+@pytest.mark.parametrize("codec", ["python", "in use"])
 @pytest.mark.parametrize("digest_type", list(DigestType))
-def test_payload_checker_agrees_with_payload(digest_type):
+def test_payload_checker_agrees_with_payload(digest_type, codec):
     dm = DigestManager(42, digest_type, b"pw")
-    check = dm.payload_checker()
+    check = dm.payload_checker(codec_twins.PYTHON if codec == "python" else fastpath.build(True).codec, True)
     good = dm.package(3, 2, 100, b"payload")
     other_ledger = DigestManager(43, digest_type, b"pw").package(3, 2, 100, b"payload")
     flipped = bytearray(good)

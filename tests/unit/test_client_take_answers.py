@@ -13,7 +13,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire import fastpath
 from bkctl.wire.client import requests
-from bkctl.wire.codecs import v3
+from bkctl.wire.codecs import codec_twins, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.fastpath import Twins
@@ -22,7 +22,7 @@ from tests.support.connection import Harness, v3_reply, v3_requests
 
 MASTER_KEY = b"k" * 20
 #: the C twins (None: not built)
-C = fastpath.build(True).codec
+C = fastpath.build(True).codec.c
 
 #: what each answer is: its bytes out of the request it answers
 KINDS = {
@@ -49,7 +49,7 @@ def run(mode: str, answers: list[tuple[int, str]], close_after: int | None, read
     """Issue ``reads`` callback reads and an ADD (with a Deferred), answer them
     in one chunk as ``answers`` says (request index, kind), and say what came of it."""
     if mode == "python":  # the fast paths on, in Python only
-        h = Harness(twins=Twins(enabled=True, codec=None))
+        h = Harness(twins=Twins(enabled=True, codec_given=None))
     else:
         h = Harness(twins=fastpath.build(mode != "general"))
     proto, t = h.connected()
@@ -97,8 +97,8 @@ def test_a_chunk_of_eok_answers_is_taken_in_one_call(monkeypatch):
 
 
 def test_sent_is_the_state_the_c_loop_takes():
-    """take_answers takes only requests whose state is 1: requests.SENT."""
-    assert requests.SENT == 1
+    """take_answers (both twins) takes only requests whose state is 1: requests.SENT."""
+    assert requests.SENT == 1 == codec_twins.REQUEST_SENT
 
 
 @c_twins.needs_c(C, "bkctl.wire.codecs._fastcodec")
@@ -114,7 +114,7 @@ def test_take_answers_refuses_what_is_not_a_list_and_two_dicts():
 def test_the_table_hands_the_c_loop_its_own_dicts_and_stops_when_told():
     """RequestTable.take_answers: ``answered`` returning False stops the loop after that answer."""
     for codec in ([C] if C is not None else []) + [None]:
-        h = Harness(twins=Twins(enabled=True, codec=codec))
+        h = Harness(twins=Twins(enabled=True, codec_given=codec))
         proto, t = h.connected()
         for e in range(3):
             h.conn.read_with_callback(5, e, lambda *a: None, None, 0)

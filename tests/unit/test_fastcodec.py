@@ -1,9 +1,9 @@
-"""The C twins of the client's per-entry codecs (``_fastcodec.c``) against
-their Python references: the same bytes for everything they cover, None
-(the caller's Python path) for everything else, the same payloads and the
-same errors from the digest check, for random and damaged input; and they
-are the ones in use when built and fast paths are on.  With the C module not
-built the comparisons fail (tests/support/c_twins.py)."""
+"""The C twins of the client's per-entry codecs (``_fastcodec.c``, recorded with their Python
+twins as one interface: :mod:`bkctl.wire.codecs.codec_twins`) against their Python references:
+the same bytes for everything they cover, their Python twin's answer or error for everything
+else (handed to it: no caller sees a C twin decline), the same payloads and the same errors from
+the digest check, for random and damaged input; and they are the ones in use when built and fast
+paths are on.  With the C module not built the comparisons fail (tests/support/c_twins.py)."""
 
 import struct
 
@@ -13,13 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkctl.wire import fastpath
-from bkctl.wire.codecs import v3, v3_fast
+from bkctl.wire.codecs import codec_twins, v3, v3_fast
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.errors import DigestError
 from tests.support import c_twins
 from tests.support.crc_kinds import crc_kind  # noqa: F401 (a fixture)
 
-C = fastpath.build(True).codec
+#: the C twins as the selector records them (handed their Python twins), and their module
+TWINS = fastpath.build(True).codec
+C = TWINS.c
+PY = codec_twins.PYTHON
 needs_c = c_twins.needs_c(C, "bkctl.wire.codecs._fastcodec")
 pytestmark = needs_c
 
@@ -35,11 +38,15 @@ ENC = v3_fast.RequestEncoder()
 
 
 def python_package(dm: DigestManager, *args) -> bytes:
-    saved, dm.c_package = dm.c_package, None
+    return dm.package(*args)  # the digest's own (Python) packaging
+
+
+def same(fn, *args):
+    """What ``fn(*args)`` gives, or the type and text of the error it raises."""
     try:
-        return dm.package(*args)
-    finally:
-        dm.c_package = saved
+        return ("ok", fn(*args))
+    except Exception as exc:  # noqa: BLE001 - compared with the Python twin's
+        return ("error", type(exc).__name__, str(exc))
 
 
 # -- digests ------------------------------------------------------------------------
@@ -49,8 +56,12 @@ def python_package(dm: DigestManager, *args) -> bytes:
 @given(ledger=i64, entry=i64, lac=i64, length=i64, payload=st.binary(max_size=5000))
 def test_package_is_the_python_package(crc_kind, ledger, entry, lac, length, payload):
     dm = DigestManager(ledger, DigestType.CRC32C)
-    body = C.crc32c_package(ledger, entry, lac, length, payload)
-    assert body == python_package(dm, entry, lac, length, payload)
+    body = TWINS.crc32c_package(ledger, entry, lac, length, payload)
+    assert (
+        body
+        == python_package(dm, entry, lac, length, payload)
+        == PY.crc32c_package(ledger, entry, lac, length, payload)
+    )
     assert struct.unpack_from(">I", body, 32)[0] == crc32c(body[36:], crc32c(body[:32]))
 
 
@@ -64,17 +75,19 @@ def test_package_is_the_python_package(crc_kind, ledger, entry, lac, length, pay
         (0, 0, 0, 0.0, b"x"),
     ],
 )
-def test_package_leaves_what_it_does_not_cover_to_python(args):
-    assert C.crc32c_package(*args) is None
+def test_package_hands_what_it_does_not_cover_to_its_python_twin(args):
+    assert same(TWINS.crc32c_package, *args) == same(PY.crc32c_package, *args)
 
 
-def test_package_of_a_crc32c_ledger_is_the_c_twin_when_fast_paths_are_on():
+def test_a_crc32c_writer_packages_with_the_twin_in_use():
     dm = DigestManager(5, DigestType.CRC32C)
-    assert (dm.c_package is not None) == fastpath.selected().enabled
-    assert DigestManager(5, DigestType.CRC32C, twins=fastpath.build(False)).c_package is None
-    assert dm.package(1, 0, 10, b"0123456789") == python_package(dm, 1, 0, 10, b"0123456789")
+    assert dm.packager(TWINS) is TWINS.crc32c_package
+    assert fastpath.build(False).codec is PY and dm.packager(PY) is PY.crc32c_package
+    assert fastpath.selected().codec.c is (C if fastpath.selected().enabled else None)
+    assert dm.packager(TWINS)(5, 1, 0, 10, b"0123456789") == python_package(dm, 1, 0, 10, b"0123456789")
     for other in (DigestType.CRC32, DigestType.MAC, DigestType.DUMMY):
-        assert DigestManager(5, other, b"pw").c_package is None
+        other_dm = DigestManager(5, other, b"pw")
+        assert other_dm.packager(TWINS) == other_dm.package_of
 
 
 def outcome(fn, *args):
@@ -106,30 +119,39 @@ def test_checker_gives_the_payload_or_the_error_of_the_python_check(crc_kind, da
     dm = DigestManager(ledger, DigestType.CRC32C)
     body = damaged(python_package(dm, entry, max(entry - 1, -(1 << 63)), len(payload), payload), data)
     asked = data.draw(st.one_of(st.just(entry), i64))
-    checker = C.Crc32cChecker(ledger, dm.payload)
-    assert outcome(checker, body, asked) == outcome(dm.payload, body, asked)
+    for make in (TWINS.crc32c_checker, PY.crc32c_checker):
+        checker = make(ledger, dm.payload)
+        assert outcome(checker, body, asked) == outcome(dm.payload, body, asked)
 
 
 def test_checker_hands_other_shapes_to_the_python_check():
     dm = DigestManager(3, DigestType.CRC32C)
     body = python_package(dm, 4, 3, 2, b"ok")
-    checker = C.Crc32cChecker(3, dm.payload)
-    assert checker(bytearray(body), 4) == b"ok"  # not bytes: the Python check takes it
-    assert checker(memoryview(body), 4) == b"ok"
-    assert outcome(checker, body, 1 << 70) == outcome(dm.payload, body, 1 << 70)
-    with pytest.raises(TypeError):
-        checker(body)
+    for make in (TWINS.crc32c_checker, PY.crc32c_checker):
+        checker = make(3, dm.payload)
+        assert checker(bytearray(body), 4) == b"ok"  # not bytes: the Python check takes it
+        assert checker(memoryview(body), 4) == b"ok"
+        assert outcome(checker, body, 1 << 70) == outcome(dm.payload, body, 1 << 70)
+        with pytest.raises(TypeError):
+            checker(body)
 
 
-def test_payload_checker_is_the_c_twin_for_crc32c_when_fast_paths_are_on(monkeypatch):
-    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(True))
-    assert isinstance(DigestManager(3, DigestType.CRC32C).payload_checker(), C.Crc32cChecker) == (
-        fastpath.build(True).codec is not None
-    )
-    assert not isinstance(DigestManager(3, DigestType.CRC32).payload_checker(), C.Crc32cChecker)
-    monkeypatch.setattr(fastpath, "selected", lambda: fastpath.build(False))
+@pytest.mark.parametrize("ledger", [1 << 63, -(1 << 63) - 1, 1 << 70])
+def test_a_checker_of_a_ledger_id_no_header_holds_hands_every_entry_to_the_python_check(ledger):
+    dm = DigestManager(ledger, DigestType.CRC32C)
+    bodies = [python_package(DigestManager(7, DigestType.CRC32C), 4, 3, 2, b"ok"), b"short"]
+    for make in (TWINS.crc32c_checker, PY.crc32c_checker):
+        checker = make(ledger, dm.payload)
+        for body in bodies:
+            assert outcome(checker, body, 4) == outcome(dm.payload, body, 4)
+
+
+def test_payload_checker_is_the_twin_in_use_for_crc32c_with_fast_paths_on():
     dm = DigestManager(3, DigestType.CRC32C)
-    assert dm.payload_checker() == dm.payload
+    assert isinstance(dm.payload_checker(TWINS, True), C.Crc32cChecker)
+    assert not isinstance(DigestManager(3, DigestType.CRC32).payload_checker(TWINS, True), C.Crc32cChecker)
+    assert dm.payload_checker(TWINS, False) == dm.payload
+    assert dm.payload_checker(PY, False) == dm.payload
 
 
 # -- v3 requests and answers --------------------------------------------------------
@@ -137,34 +159,31 @@ def test_payload_checker_is_the_c_twin_for_crc32c_when_fast_paths_are_on(monkeyp
 
 @settings(max_examples=500)
 @given(txn=st.one_of(u64, ids), ledger=ids, entry=ids)
-def test_read_frame_is_the_encoders_where_it_writes_one(txn, ledger, entry):
-    got = C.read_frame(txn, ledger, entry)
-    covered = 0 <= txn < 1 << 64 and 0 <= ledger < 1 << 63 and 0 <= entry < 1 << 63
-    if not covered:
-        assert got is None
-        return
-    assert got == ENC.read_frame(txn, ledger, entry)
+def test_read_frame_is_the_encoders(txn, ledger, entry):
+    assert same(TWINS.read_frame, txn, ledger, entry) == same(ENC.read_frame, txn, ledger, entry)
+    assert same(PY.read_frame, txn, ledger, entry) == same(ENC.read_frame, txn, ledger, entry)
 
 
-def test_read_frame_leaves_other_types_to_python():
-    assert C.read_frame(True, 1, 1) is None
-    assert C.read_frame(1, 1.0, 1) is None
+def test_read_frame_hands_other_types_to_its_python_twin():
+    for args in ((True, 1, 1), (1, 1.0, 1), (-1, 1, 1)):
+        assert same(TWINS.read_frame, *args) == same(PY.read_frame, *args)
 
 
 @settings(max_examples=300)
 @given(ledger=ids, entry=ids, key=st.binary(max_size=130), body=st.binary(max_size=3000), recovery=st.booleans())
-def test_add_part_is_the_encoders_where_it_writes_one(ledger, entry, key, body, recovery):
-    got = C.add_part(ledger, entry, key, body, recovery)
-    if not (0 <= ledger < 1 << 63 and 0 <= entry < 1 << 63 and len(key) < 0x80):
-        assert got is None
-        return
-    assert got == ENC.add_part(ledger, entry, key, body, recovery)
+def test_add_part_is_the_encoders(ledger, entry, key, body, recovery):
+    want = same(ENC.add_part, ledger, entry, key, body, recovery)
+    assert same(TWINS.add_part, ledger, entry, key, body, recovery) == want
+    assert same(PY.add_part, ledger, entry, key, body, recovery) == want
 
 
-def test_add_part_leaves_other_types_to_python():
-    assert C.add_part(1, 2, bytearray(20), b"b", False) is None
-    assert C.add_part(1, 2, bytes(20), memoryview(b"b"), False) is None
-    assert C.add_part(1, False, bytes(20), b"b", False) is None
+def test_add_part_hands_other_types_to_its_python_twin():
+    for args in (
+        (1, 2, bytearray(20), b"b", False),
+        (1, 2, bytes(20), memoryview(b"b"), False),
+        (1, False, bytes(20), b"b", False),
+    ):
+        assert same(TWINS.add_part, *args) == same(PY.add_part, *args)
 
 
 @settings(max_examples=300)
@@ -177,12 +196,19 @@ def test_add_part_leaves_other_types_to_python():
 def test_add_frame_is_the_framed_add_request_and_its_answers_header(txn, ledger, entry, body):
     key = bytes(range(20))
     part, _reply = ENC.add_part(ledger, entry, key, body)
-    got = C.add_frame(txn, part)
+    got = TWINS.add_frame(txn, part)
+    assert got == PY.add_frame(txn, part)
     if not 0 <= txn < 1 << 64:
-        assert got is None
+        assert got is None  # both twins: the request is built the general way
         return
     payload = v3.serialize(v3.add_request(txn, ledger, entry, key, body))
     assert got == (struct.pack(">i", len(payload)) + payload, v3_fast.add_header_fields(txn)[1])
+
+
+def test_add_frame_hands_a_part_that_is_not_bytes_to_its_python_twin():
+    part = bytearray(ENC.add_part(1, 2, bytes(20), b"b")[0])
+    assert same(TWINS.add_frame, 5, part) == same(PY.add_frame, 5, part)
+    assert same(TWINS.add_frame, 5, part)[0] == "ok"
 
 
 def read_answers(data) -> bytes:
@@ -221,7 +247,7 @@ def read_answers(data) -> bytes:
 def test_plain_read_body_is_the_python_one(data):
     payload = read_answers(data)
     pos = data.draw(st.one_of(st.just(2 + payload[1] if len(payload) > 1 else 0), st.integers(0, len(payload) + 2)))
-    assert C.plain_read_body(payload, pos) == v3_fast.plain_read_body(payload, pos)
+    assert TWINS.plain_read_body(payload, pos) == v3_fast.plain_read_body(payload, pos)
 
 
 def test_plain_read_body_takes_a_bookies_answer_apart():
@@ -235,7 +261,7 @@ def test_the_connection_and_requests_use_the_c_twins_when_fast_paths_are_on():
     from bkctl.wire.client.connection import BookieConnection
 
     conn = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), twins=fastpath.build(True))
-    assert conn.twins.codec is C
-    assert (conn.entries._c_read_frame is not None) == (C is not None)
+    assert conn.twins.codec.c is C
+    assert conn.entries._read_frame == C.read_frame and conn.requests._take == C.take_answers
     off = BookieConnection("127.0.0.1:3181", reactor=object(), clock=object(), twins=fastpath.build(False))
-    assert off.twins.codec is None and off.entries._c_read_frame is None
+    assert off.twins.codec is PY and off.entries._read_frame is PY.read_frame

@@ -189,9 +189,9 @@ static PyTypeObject EntryType = {
 /* ------------------------------------------------------------ Entries */
 
 /* A writer's maker of Entries: Entries(package, add_part, ledger_id, master_key, recovery)(entry_id,
- * lac, length, payload, deferred) -> Entry, packaged by package (the digest's C twin,
- * DigestManager.c_package) and encoded by add_part (_fastcodec's), or None when either does not
- * cover it (the caller then packages it and makes a PendingAdd). */
+ * lac, length, payload, deferred) -> Entry, packaged by package (DigestManager.packager: for
+ * CRC32C _fastcodec's crc32c_package) and encoded by add_part (_fastcodec's), each whole (its
+ * Python twin: pending_add.Entries). */
 typedef struct {
     PyObject_HEAD
     PyObject *package;
@@ -241,13 +241,13 @@ static PyObject *entries_vectorcall(PyObject *callable, PyObject *const *args, s
     PyObject *entry_id = args[0], *length = args[2], *deferred = args[4];
     PyObject *pack[5] = {self->ledger_id, entry_id, args[1], length, args[3]};
     PyObject *body = PyObject_Vectorcall(self->package, pack, 5, NULL);
-    if (body == NULL || body == Py_None)
-        return body;
+    if (body == NULL)
+        return NULL;
     PyObject *call[5] = {self->ledger_id, entry_id, self->master_key, body, self->recovery};
     PyObject *parts = PyObject_Vectorcall(self->add_part, call, 5, NULL);
-    if (parts == NULL || parts == Py_None) {
+    if (parts == NULL) {
         Py_DECREF(body);
-        return parts;
+        return NULL;
     }
     if (!PyTuple_CheckExact(parts) || PyTuple_GET_SIZE(parts) != 2 || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 0))
             || !PyBytes_CheckExact(PyTuple_GET_ITEM(parts, 1))) {
@@ -316,7 +316,7 @@ static PyTypeObject EntriesType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "bkctl.wire.client._addentries.Entries",
     .tp_doc = "Entries(package, add_part, ledger_id, master_key, recovery)(entry_id, lac, length, payload, deferred)"
-              " -> Entry or None.",
+              " -> Entry.",
     .tp_basicsize = sizeof(Entries),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = entries_new,
@@ -765,7 +765,7 @@ PyMODINIT_FUNC PyInit__addentries(void)
         }
     }
     /* what bkctl.wire.fastpath's ADDENTRIES_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

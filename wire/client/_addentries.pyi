@@ -46,13 +46,13 @@ class Entry:
 class Entries:
     def __new__(
         cls,
-        package: Callable[[int, int, int, int, bytes], bytes | None],
-        add_part: Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes] | None],
+        package: Callable[[int, int, int, int, bytes], bytes],
+        add_part: Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]],
         ledger_id: int,
         master_key: bytes,
         recovery: bool,
     ) -> Entries: ...
-    def __call__(self, entry_id: int, lac: int, length: int, payload: bytes, deferred: Any, /) -> Entry | None: ...
+    def __call__(self, entry_id: int, lac: int, length: int, payload: bytes, deferred: Any, /) -> Entry: ...
 
 @final
 class Acks:

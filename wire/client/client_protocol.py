@@ -140,7 +140,7 @@ class BookieClientProtocol(Protocol):
         self._owner = owner
         #: held during a chunk of answers: the writes of the connections it shares (:mod:`.cork`)
         self._cork = cork if cork is not None else Cork()
-        self._decoder = FrameDecoder(max_frame_size, twins.codec)
+        self._decoder = FrameDecoder(max_frame_size, twins.codec.split_frames)
         self._decode = v3.parse_response if use_v3 else v2.decode_response
         self._v3 = use_v3
         self._fastpaths = twins.enabled

@@ -174,7 +174,7 @@ class WindowedReads(EntryReads):
     """
 
     def __init__(self, ledger: ReadableLedger, first: int, last: int, window: int):
-        super().__init__(ledger, ledger.digest.payload_checker())
+        super().__init__(ledger, ledger.payload_checker())
         self.first = first
         self.count = last - first + 1
         self.window = window

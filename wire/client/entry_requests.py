@@ -14,6 +14,7 @@ EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -24,12 +25,16 @@ from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
 from bkctl.wire.fastpath import Twins
 
+from .add_twins import py_add_copies
 from .channel import AddDone, ReadDone
 from .requests import Request
 
 __all__ = ["EntryRequests", "check_master_key"]
 
 _IDS = struct.Struct(">qq")
+#: what :meth:`EntryRequests.encoded_adds` hands the loop of a run's copies for txnIds outside v3's
+#: fast path (each copy's builder takes its own, if any)
+_NO_TXN = itertools.repeat(None)
 _OP_ADD = int(OperationType.ADD_ENTRY)
 _OP_READ = int(OperationType.READ_ENTRY)
 _OPC_ADD = int(OpCode.ADD_ENTRY)
@@ -49,7 +54,7 @@ class EntryRequests:
     the fast paths when ``twins.enabled``: :mod:`bkctl.wire.fastpath`), taking
     txnIds from ``txn_ids``."""
 
-    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_c_read_frame", "_c_add_frame", "_c_add_copies")
+    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_read_frame", "_add_frame", "_add_copies")
 
     def __init__(self, use_v3: bool, twins: Twins, txn_ids: Iterator[int]):
         self.use_v3 = use_v3
@@ -57,12 +62,12 @@ class EntryRequests:
         self._ids = txn_ids
         #: the reused v3 request encoder (a v2 connection has one too, never used: one type)
         self._encoder = v3_fast.RequestEncoder()
-        # the C twins of RequestEncoder.read_frame and of an ADD copy's frame (fast paths, when built)
-        c = twins.codec
-        self._c_read_frame = None if c is None else c.read_frame
-        self._c_add_frame = None if c is None else c.add_frame
-        #: the C twin of :meth:`encoded_adds` for v3 (``_addpath.add_copies``: ``Twins.adds``), or None
-        self._c_add_copies = twins.adds.add_copies if twins.adds is not None and use_v3 and twins.enabled else None
+        #: a plain READ's frame and an ADD copy's (the fast paths): the twins of the client's
+        #: codecs in use (``Twins.codec``)
+        self._read_frame = twins.codec.read_frame
+        self._add_frame = twins.codec.add_frame
+        #: :meth:`encoded_adds` over v3 with fast paths on: the twin in use (``Twins.adds``)
+        self._add_copies = twins.adds.add_copies
 
     def add(
         self,
@@ -155,19 +160,12 @@ class EntryRequests:
     def _encoded_v3(self, add: EncodedAdd, txn: int) -> tuple[Request, bytes | None]:
         """:meth:`encoded_add` over v3 with the txnId ``txn`` (fast paths on)."""
         part = add.v3_part
-        c_add_frame = self._c_add_frame
-        if c_add_frame is not None and part is not None and not add.high_priority:
-            framed = c_add_frame(txn, part)
-            if framed is not None:
-                data, answer_head = framed
-                return _v3_add_request(txn, answer_head, add), data
         if part is None:  # encoded for v2
             return self._add_general(add, txn), None
-        heads = v3_fast.add_header_fields(txn, add.high_priority)
-        if heads is None:  # a txnId upb has its own say about
+        framed = _priority_frame(txn, part) if add.high_priority else self._add_frame(txn, part)
+        if framed is None:  # a txnId upb has its own say about
             return self._add_general(add, txn), None
-        head, answer_head = heads
-        data = b"".join((length_prefix(len(head) + len(part)), head, part))
+        data, answer_head = framed
         return _v3_add_request(txn, answer_head, add), data
 
     def encoded_adds(
@@ -176,23 +174,17 @@ class EntryRequests:
         """:meth:`encoded_add` of each of ``adds`` for a connection with room on
         the wire for all of them, each completing through ``on_done`` with the
         ``ctxs`` and ``slots`` beside it: the requests, and their frames joined
-        (v3: in C when built, ``_addpath.add_copies``, its copies ``AddCopy``)."""
-        c_add_copies = self._c_add_copies
-        if c_add_copies is not None:
-            return c_add_copies(adds, ctxs, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)  # type: ignore[no-any-return]
-        encoded_add = self.encoded_add
-        reqs = []
-        frames = []
-        for add, ctx, slot in zip(adds, ctxs, slots):
-            req, data = encoded_add(add)
-            if data is None:  # built the general way: its frame goes out with the others
-                data, req.frame = req.frame, b""
-            req.on_done = on_done
-            req.ctx = ctx
-            req.slot = slot
-            reqs.append(req)
-            frames.append(data)
-        return reqs, b"".join(frames)
+        (v3 with fast paths on: by the twin in use, ``Twins.adds.add_copies``, whose C one
+        makes its copies ``AddCopy``)."""
+        if self.use_v3 and self.fastpaths:
+            return self._add_copies(adds, ctxs, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)
+        # v2, or fast paths off: each copy is encoded_add's (a v2 ADD has no txnId; a v3 one built
+        # the general way takes its own), in the Python loop of the copies of a run
+        return py_add_copies(adds, ctxs, slots, on_done, _NO_TXN, answers.v3_add, self._encoded_alone)
+
+    def _encoded_alone(self, add: EncodedAdd, _txn: object) -> tuple[Request, bytes | None]:
+        """:meth:`encoded_add`, for :func:`~.add_twins.py_add_copies` (which hands it no txnId)."""
+        return self.encoded_add(add)
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
@@ -217,13 +209,12 @@ class EntryRequests:
         hand (v3, fast paths on), each completing through ``on_done`` with its
         entry id as ``ctx`` and slot 0: the requests, and their frames joined."""
         ids = self._ids
-        c_read_frame = self._c_read_frame
+        read_frame = self._read_frame
         reqs = []
         frames = []
         for entry_id in entry_ids:
             txn = next(ids)
-            framed = None if c_read_frame is None else c_read_frame(txn, ledger_id, entry_id)
-            data, head = self._encoder.read_frame(txn, ledger_id, entry_id) if framed is None else framed
+            data, head = read_frame(txn, ledger_id, entry_id)
             req = Request(None, txn, b"", answers.v3_read)
             req.op = _OP_READ
             req.fast = head
@@ -276,6 +267,16 @@ class EntryRequests:
         req.ids = (ledger_id, entry_id)
         req.verb = "READ"
         return req
+
+
+def _priority_frame(txn: int, part: bytes) -> tuple[bytes, bytes] | None:
+    """A high-priority copy of an ADD whose addRequest field is ``part``: its frame and the
+    header field of its answer; None for a txnId that is not a uint64."""
+    heads = v3_fast.add_header_fields(txn, True)
+    if heads is None:
+        return None
+    head, answer_head = heads
+    return b"".join((length_prefix(len(head) + len(part)), head, part)), answer_head
 
 
 def _v3_add_request(txn: int, answer_head: bytes, add: EncodedAdd) -> Request:

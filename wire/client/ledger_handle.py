@@ -53,7 +53,6 @@ from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.metadata.ledger import LedgerMetadata
 
-from .acks import Acks
 from .channel import BookieChannel
 from .ensemble_change import EnsembleChange
 from .errors import (
@@ -66,7 +65,7 @@ from .errors import (
 from .explicit_lac import ExplicitLac
 from .ledger_close import LedgerClose
 from .ledger_updates import write_closed
-from .pending_add import PendingAdd, address_run
+from .pending_add import Packaged, PendingAdd
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -147,10 +146,20 @@ class LedgerHandle(ReadHandle):
         self.ensemble_changes = 0
         #: the largest payload an add takes (:attr:`max_entry_size`, read once: a frame's size is fixed)
         self._entry_limit = self.max_entry_size
-        #: the digest's C twin of packaging an entry (None: its Python ``package``)
-        self._c_package = self.digest.c_package
+        #: packages an entry, ``(ledger_id, entry_id, lac, length, payload)`` (the twin of the
+        #: client's codecs in use for a CRC32C ledger: ``Twins.codec``)
+        package = self.digest.packager(self.twins.codec)
         #: fast path: encodes each entry's ADD once for its write set (None: off)
-        self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins) if self.twins.enabled else None
+        self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins.codec) if self.twins.enabled else None
+        writer = self.twins.entries
+        #: makes each entry's pending add: on the fast path over v3 packaged and encoded at once
+        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else packaged
+        #: (encoded when addressed, on the fast path over v2)
+        self._new_entry: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingAdd] = (
+            writer.entries(package, self.twins.codec.add_part, ledger_id, self.master_key, recovery)
+            if self._adds is not None and self._adds.use_v3
+            else Packaged(package, ledger_id)
+        )
         #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
         self._explicit = ExplicitLac(
             self,
@@ -168,26 +177,13 @@ class LedgerHandle(ReadHandle):
         )
         #: the bookies that failed for this ledger (the change's set: read on every copy sent)
         self._failed = self._ensemble.failed_bookies
-        c_writer, codec = self.twins.entries, self.twins.codec
-        #: v3 with the C twins: packages each entry and makes its pending add, which is its own
-        #: encoded ADD (``_addentries.Entries``; None: a :class:`~.pending_add.PendingAdd`, encoded
-        #: when addressed)
-        self._c_entries = (
-            c_writer.Entries(self._c_package, codec.add_part, ledger_id, self.master_key, recovery)
-            if c_writer is not None
-            and codec is not None
-            and self._c_package is not None
-            and self._adds is not None
-            and self._adds.use_v3
-            else None
-        )
         #: gives a run its write sets and encoded adds, grouped by bookie (:func:`~.pending_add.address_run`
-        #: or its C twin)
-        self._address_run = address_run if c_writer is None else c_writer.address_run
+        #: or its C twin: ``Twins.entries``)
+        self._address_run = writer.address_run
         #: counts each copy's acknowledgement; called back by the connections, once per copy
-        #: (:class:`~.acks.Acks`, or its C twin ``_addentries.Acks`` with fast paths on);
+        #: (:class:`~.acks.Acks`, or its C twin ``_addentries.Acks``: ``Twins.entries``);
         #: ``held``: the completions it made due at the end of the burst under way (cork)
-        self._acks = (Acks if c_writer is None else c_writer.Acks)(
+        self._acks = writer.acks(
             self._unanswered,
             self._behind,
             self._pending,
@@ -391,14 +387,7 @@ class LedgerHandle(ReadHandle):
         lac = self._lac
         length = self._length = self._length + len(payload)
         self._explicit.piggybacked = lac
-        c_entries = self._c_entries  # on the fast path the entry is its own encoded ADD (_addentries.Entry)
-        p = None if c_entries is None else c_entries(entry_id, lac, length, payload, deferred)
-        if p is None:
-            c_package = self._c_package
-            body = None if c_package is None else c_package(self.ledger_id, entry_id, lac, length, payload)
-            if body is None:
-                body = self.digest.package(entry_id, lac, length, payload)
-            p = PendingAdd(entry_id, body, length, deferred)
+        p = self._new_entry(entry_id, lac, length, payload, deferred)
         self._pending.append(p)
         if self._ensemble.changing:
             return p  # sent once the ensemble changed (_resend)

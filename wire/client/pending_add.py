@@ -6,16 +6,13 @@ own, apart from the handle's pipeline and ensemble."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from twisted.internet import defer
 
 from bkctl.wire.codecs.add_frames import EncodedAdd
 
-if TYPE_CHECKING:
-    from .readable_ledger import StripeCursor
-
-__all__ = ["PendingAdd", "address_run"]
+__all__ = ["Entries", "Packaged", "PendingAdd", "address_run"]
 
 
 class PendingAdd:
@@ -49,8 +46,71 @@ class PendingAdd:
         self.bookies[slot] = bookie
 
 
+class Packaged:
+    """A writer's maker of its entries with fast paths off or over v2: ``packaged(entry_id, lac,
+    length, payload, deferred)`` -> a :class:`PendingAdd` packaged by ``package``
+    (``(ledger_id, entry_id, lac, length, payload)`` -> bytes), encoded when addressed (the fast
+    path over v2)."""
+
+    __slots__ = ("package", "ledger_id")
+
+    def __init__(self, package: Callable[[int, int, int, int, bytes], bytes], ledger_id: int):
+        self.package = package
+        self.ledger_id = ledger_id
+
+    def __call__(
+        self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
+    ) -> PendingAdd:
+        return PendingAdd(entry_id, self.package(self.ledger_id, entry_id, lac, length, payload), length, deferred)
+
+
+class WriteSets(Protocol):
+    """What addresses a run: a writer's :class:`~.readable_ledger.StripeCursor` (declared here, as
+    the twin selector's record of the add path's twins imports this module)."""
+
+    def write_set(self, entry_id: int) -> tuple[str, ...]:
+        """The bookies of ``entry_id``'s write set."""
+
+
+class Entries:
+    """A writer's maker of its entries on the fast path over v3, each packaged (``package``:
+    ``(ledger_id, entry_id, lac, length, payload)`` -> bytes) and its ADD encoded at once for
+    its whole write set (``add_part``: ``Twins.codec.add_part`` of :mod:`bkctl.wire.fastpath`):
+    ``entries(entry_id, lac, length, payload, deferred)`` -> a :class:`PendingAdd` with its
+    :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`.  The C twin is ``_addentries.Entries``,
+    whose entry is its own encoded ADD (:attr:`bkctl.wire.fastpath.Twins.entries`)."""
+
+    __slots__ = ("package", "add_part", "ledger_id", "master_key", "recovery")
+
+    def __init__(
+        self,
+        package: Callable[[int, int, int, int, bytes], bytes],
+        add_part: Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]],
+        ledger_id: int,
+        master_key: bytes,
+        recovery: bool,
+    ):
+        self.package = package
+        self.add_part = add_part
+        self.ledger_id = ledger_id
+        self.master_key = master_key
+        self.recovery = recovery
+
+    def __call__(
+        self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
+    ) -> PendingAdd:
+        ledger_id, key, recovery = self.ledger_id, self.master_key, self.recovery
+        body = self.package(ledger_id, entry_id, lac, length, payload)
+        p = PendingAdd(entry_id, body, length, deferred)
+        add = p.encoded = EncodedAdd(
+            ledger_id, entry_id, key, body, recovery, recovery
+        )  # a recovery add: high priority
+        add.v3_part, add.v3_tail = self.add_part(ledger_id, entry_id, key, body, recovery)
+        return p
+
+
 def address_run(
-    run: list[PendingAdd], cursor: StripeCursor, encode: Callable[[PendingAdd], EncodedAdd]
+    run: list[PendingAdd], cursor: WriteSets, encode: Callable[[PendingAdd], EncodedAdd]
 ) -> dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]]:
     """A run of entries not addressed yet (the others are skipped) given their write sets (``cursor``: the writer's
     :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet) and each its ADD

@@ -28,6 +28,7 @@ entry of a closed one, unless ``allow_unconfirmed=True``
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
@@ -78,7 +79,7 @@ class ReadHandle:
         self.digest_type = DigestType(digest_type)
         #: the implementations in use (:mod:`bkctl.wire.fastpath`): the client's record
         self.twins: Twins = client.twins
-        self.digest = DigestManager(ledger_id, self.digest_type, self.password, self.twins)
+        self.digest = DigestManager(ledger_id, self.digest_type, self.password)
         self.master_key = master_key(self.password)
         self._lac = metadata.last_entry_id if metadata.is_closed else -1
 
@@ -121,6 +122,11 @@ class ReadHandle:
         the last entry of a closed ledger)."""
         if lac > self._lac and not self.metadata.is_closed:
             self._lac = lac
+
+    def payload_checker(self) -> Callable[[bytes, int], bytes]:
+        """The check of many entries read: the digest's, with the twins of the client's
+        codecs in use (``Twins.codec`` and the fast-path switch of :mod:`bkctl.wire.fastpath`)."""
+        return self.digest.payload_checker(self.twins.codec, self.twins.enabled)
 
     def close(self) -> defer.Deferred[Any]:
         """Nothing to release for a reader; fires at once."""

@@ -7,6 +7,7 @@ the handle's module, as Java's read ops take the ledger handle they serve.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ class ReadableLedger(Protocol):
 
     def learn_lac(self, lac: int) -> None:
         """A LAC the bookies reported: remembered when higher."""
+
+    def payload_checker(self) -> Callable[[bytes, int], bytes]:
+        """The check of many entries read, ``(entry, entry_id)`` -> the payload
+        (:meth:`~bkctl.wire.codecs.digest.DigestManager.payload_checker` with the twins in use)."""
 
 
 class StripeCursor:

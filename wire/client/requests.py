@@ -20,13 +20,18 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs import v2, v3_fast
+from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.protocol import OpCode
+
+if TYPE_CHECKING:
+    from bkctl.wire.codecs.codec_twins import CodecTwins
+
+    from .add_twins import ConnectionAdds
 
 __all__ = ["Request", "RequestTable", "QUEUED", "SENT", "DONE", "DECLINED"]
 
@@ -171,25 +176,24 @@ class RequestTable:
         "v2_pending",
         "generation",
         "_read_body",
-        "_c_take",
-        "_c_take_adds",
-        "_c_register",
+        "_take",
+        "_take_adds",
+        "_register",
     )
 
-    def __init__(self, use_v3: bool, codec: Any = None, adds: Any = None):
-        """``codec``: the C twins (``Twins.codec`` of :mod:`bkctl.wire.fastpath`), or None;
-        ``adds``: the C twin of a writer's ADD copies (``Twins.adds``), or None."""
+    def __init__(self, use_v3: bool, codec: CodecTwins, adds: ConnectionAdds):
+        """``codec``: the twins of the client's codecs in use (``Twins.codec`` of
+        :mod:`bkctl.wire.fastpath`); ``adds``: those of a writer's ADD copies (``Twins.adds``)."""
         self.use_v3 = use_v3
         #: moves each time the table is emptied (:meth:`clear`: the connection went away)
         self.generation = 0
-        #: the C twins of the loops over a writer's ADD copies (:meth:`register_all`,
-        #: :meth:`take_answers`), or None
-        self._c_take_adds = None if adds is None else adds.take_adds
-        self._c_register = None if adds is None else adds.register_all
-        #: takes an EOK READ answer apart (the C twin when built)
-        self._read_body = v3_fast.plain_read_body if codec is None else codec.plain_read_body
-        #: the C twin of :meth:`take_answers`' loop, or None
-        self._c_take: Callable[..., int] | None = None if codec is None else codec.take_answers
+        #: the loops over a writer's ADD copies (:meth:`register_all`, :meth:`take_answers`)
+        self._take_adds = adds.take_adds
+        self._register = adds.register_all
+        #: takes an EOK READ answer apart
+        self._read_body = codec.plain_read_body
+        #: :meth:`take_answers`' loop
+        self._take = codec.take_answers
         #: insertion-ordered set of the requests on the wire
         self.sent: dict[Request, None] = {}
         self.v3_pending: dict[int, Request] = {}
@@ -219,11 +223,10 @@ class RequestTable:
                 waiting.append(req)
 
     def register_all(self, reqs: list[Request]) -> None:
-        """:meth:`register` for v3 requests issued together; a writer's ADD copies in C
-        when built (``_addpath.register_all``, which stops at any other request: the
-        rest are registered here)."""
-        c_register = self._c_register
-        start = 0 if c_register is None else c_register(reqs, 0, self.sent, self.v3_pending, self.v3_fast)
+        """:meth:`register` for v3 requests issued together: a writer's ADD copies by the
+        twin in use (``Twins.adds.register_all``: the C one takes the C copies, and stops at
+        any other request; the rest are registered here)."""
+        start = self._register(reqs, 0, self.sent, self.v3_pending, self.v3_fast)
         sent = self.sent
         pending = self.v3_pending
         fast = self.v3_fast
@@ -281,42 +284,22 @@ class RequestTable:
         taken out of the tables and handed to ``answered(req, result)``, which returns
         whether to go on (False: a callback closed the connection).  The index of the first
         answer not taken, left as it was for the general path (or the one after an
-        ``answered`` that said stop).  One call per chunk of answers; its loop is in C when
-        built (``_fastcodec.take_answers``, handed this table's dicts).
+        ``answered`` that said stop).  One call per chunk of answers; its loop is the twin in
+        use (``Twins.codec.take_answers`` of :mod:`bkctl.wire.fastpath`, handed this table's dicts).
 
-        With the C twin of a writer's ADD copies (``_addpath``) and ``pump`` given, the
-        answers of those copies are first taken by ``_addpath.take_adds``, which does the
-        end of ``answered`` for them itself (``pump()`` while ``queue`` holds requests, then
-        the copy's callback, reporting ``bookie_id``); their owner then retires their
-        deadlines once for the chunk."""
-        take_adds = self._c_take_adds
-        if take_adds is not None and pump is not None:
+        With ``pump`` given, the answers of a writer's ADD copies are first taken by
+        ``Twins.adds.take_adds`` (the C twin takes those of its C copies), which does the end
+        of ``answered`` for them itself (``pump()`` while ``queue`` holds requests, then the
+        copy's callback, reporting ``bookie_id``); their owner then retires their deadlines
+        once for the chunk."""
+        if pump is not None:
             generation = self.generation
-            start = take_adds(payloads, start, self.v3_fast, self.v3_pending, self.sent, self, queue, pump, bookie_id)
+            start = self._take_adds(
+                payloads, start, self.v3_fast, self.v3_pending, self.sent, self, queue, pump, bookie_id
+            )
             if start >= len(payloads) or self.generation != generation:
                 return start
-        take = self._c_take
-        if take is not None:
-            return take(payloads, start, self.v3_fast, self.v3_pending, answered)
-        fast = self.v3_fast
-        i, n = start, len(payloads)
-        while i < n:
-            payload = payloads[i]
-            if len(payload) <= 2:
-                break
-            head = payload[: 2 + payload[1]]
-            req = fast.get(head)
-            if req is None:
-                break
-            result = self.fast_result(req, payload)
-            if result is DECLINED:
-                break
-            del fast[head]
-            del self.v3_pending[req.key]
-            i += 1
-            if not answered(req, result):
-                break
-        return i
+        return self._take(payloads, start, self.v3_fast, self.v3_pending, answered)
 
     def _txn_taken(self, req: Request, other: Request) -> None:
         """``req``'s txnId is ``other``'s already (a caller-supplied txn_ids repeats itself)."""

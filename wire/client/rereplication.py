@@ -142,7 +142,7 @@ class FragmentCopy:
         self.on_entry = on_entry
         self.throttle = throttle
         twins = client.twins
-        self.adds = AddEncoder(getattr(client, "protocol", "v3"), twins) if twins.enabled else None
+        self.adds = AddEncoder(getattr(client, "protocol", "v3"), twins.codec) if twins.enabled else None
         self._fragment = fragment
         self._schedule = fragment.schedule
         self._striped_until = self._schedule.striped_until
@@ -630,7 +630,7 @@ async def rereplicate_ledger(
                     md = known[0]
         result["bytes"] = bytes_held(ledger_id, md, lost)
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
-        digest = DigestManager(ledger_id, digest_type, password_bytes, client.twins)
+        digest = DigestManager(ledger_id, digest_type, password_bytes)
         key = master_key(password_bytes)
         writable, readonly = await (bookie_lists or client.bookie_lists)()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):

@@ -11,13 +11,14 @@
  * the one cutting a chunk of bytes into frames (split_frames).  The
  * bookie's disk records are _records.c's.
  *
- * The Python functions are the reference (bkctl.wire.codecs.v3,
- * bkctl.wire.codecs.digest): every function here gives the same bytes, or
- * returns None for anything it does not cover, and the caller then takes the
- * Python path (which also says what is wrong with bad input).  Used only
- * with fast paths on (bkctl.wire.fastpath); tests/unit/test_fastcodec.py
- * checks each one against its Python twin (take_answers:
- * tests/unit/test_client_take_answers.py).
+ * The Python functions are the reference (bkctl.wire.codecs.codec_twins,
+ * which records these functions as one interface, CodecTwins): every function
+ * here gives the same bytes, and hands anything it does not cover to its
+ * Python twin, which the interface's builder hands it once (set_fallbacks:
+ * it also says what is wrong with bad input), so a caller never sees a C
+ * twin decline.  Used only with fast paths on (bkctl.wire.fastpath);
+ * tests/unit/test_fastcodec.py checks each one against its Python twin
+ * (take_answers: tests/unit/test_client_take_answers.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -60,13 +61,53 @@ static Py_ssize_t skip_varint(const unsigned char *b, Py_ssize_t end, Py_ssize_t
 }
 
 
+/* ------------------------------------------------------------ fallbacks */
+
+/* the Python twins of crc32c_package, read_frame, add_part and add_frame (set_fallbacks) */
+enum { FB_PACKAGE, FB_READ_FRAME, FB_ADD_PART, FB_ADD_FRAME, FB_COUNT };
+static const char *const fallback_names[FB_COUNT] = {"crc32c_package", "read_frame", "add_part", "add_frame"};
+static PyObject *fallbacks[FB_COUNT];
+
+/* What the Python twin `which` makes of the arguments the C one does not cover */
+static PyObject *fall_back(int which, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *twin = fallbacks[which];
+    if (twin == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "_fastcodec.%s: its Python twin was not handed in (set_fallbacks)",
+                     fallback_names[which]);
+        return NULL;
+    }
+    return PyObject_Vectorcall(twin, args, (size_t)nargs, NULL);
+}
+
+PyDoc_STRVAR(set_fallbacks_doc,
+"set_fallbacks(crc32c_package, read_frame, add_part, add_frame) -> None\n\n"
+"The Python twins of those functions (bkctl.wire.codecs.codec_twins), which they\n"
+"hand what they do not cover (their answer, or their error, is theirs).");
+
+static PyObject *set_fallbacks(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("set_fallbacks", nargs, FB_COUNT))
+        return NULL;
+    for (int i = 0; i < FB_COUNT; i++)
+        if (!PyCallable_Check(args[i])) {
+            PyErr_Format(PyExc_TypeError, "set_fallbacks: %s's twin must be callable", fallback_names[i]);
+            return NULL;
+        }
+    for (int i = 0; i < FB_COUNT; i++) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(fallbacks[i], args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------ digests */
 
 PyDoc_STRVAR(crc32c_package_doc,
-"crc32c_package(ledger_id, entry_id, lac, length, payload) -> bytes | None\n\n"
+"crc32c_package(ledger_id, entry_id, lac, length, payload) -> bytes\n\n"
 "DigestManager.package for a CRC32C ledger: the 32-byte header, its digest\n"
-"and the payload in one allocation.  None for what it does not cover (ids\n"
-"that are not 64-bit ints, a payload that is not bytes).");
+"and the payload in one allocation.  What it does not cover (ids that are\n"
+"not 64-bit ints, a payload that is not bytes) goes to its Python twin.");
 
 static PyObject *crc32c_package(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -75,10 +116,10 @@ static PyObject *crc32c_package(PyObject *self, PyObject *const *args, Py_ssize_
     long long v[4];
     for (int i = 0; i < 4; i++)
         if (!as_i64(args[i], &v[i]))
-            Py_RETURN_NONE;
+            return fall_back(FB_PACKAGE, args, nargs);
     PyObject *payload = args[4];
     if (!PyBytes_CheckExact(payload))
-        Py_RETURN_NONE;
+        return fall_back(FB_PACKAGE, args, nargs);
     Py_ssize_t n = PyBytes_GET_SIZE(payload);
     PyObject *out = PyBytes_FromStringAndSize(NULL, HEADER_LEN + CRC32C_LEN + n);
     if (out == NULL)
@@ -96,6 +137,7 @@ static PyObject *crc32c_package(PyObject *self, PyObject *const *args, Py_ssize_
 typedef struct {
     PyObject_HEAD
     long long ledger_id;
+    int any; /* 0: a ledger id that is not a 64-bit int, which no entry's header holds */
     PyObject *slow;
     vectorcallfunc vectorcall;
 } Checker;
@@ -110,7 +152,7 @@ static PyObject *checker_vectorcall(PyObject *callable, PyObject *const *args, s
     }
     PyObject *entry = args[0];
     long long entry_id;
-    if (PyBytes_CheckExact(entry) && PyBytes_GET_SIZE(entry) >= HEADER_LEN + CRC32C_LEN
+    if (self->any && PyBytes_CheckExact(entry) && PyBytes_GET_SIZE(entry) >= HEADER_LEN + CRC32C_LEN
             && as_i64(args[1], &entry_id)) {
         const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(entry);
         Py_ssize_t n = PyBytes_GET_SIZE(entry);
@@ -130,15 +172,13 @@ static PyObject *checker_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject *ledger, *slow;
     if (!PyArg_ParseTuple(args, "OO:Crc32cChecker", &ledger, &slow))
         return NULL;
-    long long ledger_id;
-    if (!as_i64(ledger, &ledger_id)) {
-        PyErr_SetString(PyExc_ValueError, "ledger_id must be a 64-bit int");
-        return NULL;
-    }
+    long long ledger_id = 0;
+    int any = as_i64(ledger, &ledger_id);
     Checker *self = (Checker *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
     self->ledger_id = ledger_id;
+    self->any = any;
     Py_INCREF(slow);
     self->slow = slow;
     self->vectorcall = checker_vectorcall;
@@ -168,8 +208,9 @@ static PyTypeObject CheckerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "bkctl.wire.codecs._fastcodec.Crc32cChecker",
     .tp_doc = PyDoc_STR("Crc32cChecker(ledger_id, slow): called with (entry, entry_id), the payload of a\n"
-                        "CRC32C entry of that ledger whose digest and ids check; anything else is handed\n"
-                        "to slow(entry, entry_id) (DigestManager.payload: its result or its error)."),
+                        "CRC32C entry of that ledger whose digest and ids check; anything else (every\n"
+                        "entry for a ledger id that is not a 64-bit int) is handed to slow(entry,\n"
+                        "entry_id) (DigestManager.payload: its result or its error)."),
     .tp_basicsize = sizeof(Checker),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = checker_new,
@@ -200,9 +241,9 @@ static unsigned char *put_header_field(unsigned char *p, int op, uint64_t txn, s
 }
 
 PyDoc_STRVAR(read_frame_doc,
-"read_frame(txn_id, ledger_id, entry_id) -> (frame, header_field) | None\n\n"
-"RequestEncoder.read_frame for ids it writes by hand (a txnId that is a\n"
-"uint64, non-negative int64 ids); None otherwise.");
+"read_frame(txn_id, ledger_id, entry_id) -> (frame, header_field)\n\n"
+"RequestEncoder.read_frame, by hand for a txnId that is a uint64 and\n"
+"non-negative int64 ids; by its Python twin otherwise.");
 
 static PyObject *read_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -211,7 +252,7 @@ static PyObject *read_frame(PyObject *self, PyObject *const *args, Py_ssize_t na
     unsigned long long txn;
     long long ledger, entry;
     if (!as_u64(args[0], &txn) || !as_i64(args[1], &ledger) || !as_i64(args[2], &entry) || ledger < 0 || entry < 0)
-        Py_RETURN_NONE;
+        return fall_back(FB_READ_FRAME, args, nargs);
     size_t tl = bk_varint_len(txn), ll = bk_varint_len((uint64_t)ledger), el = bk_varint_len((uint64_t)entry);
     size_t head = 7 + tl, inner = 2 + ll + el;
     size_t payload = head + 3 + inner;
@@ -289,9 +330,9 @@ static PyObject *plain_read_body(PyObject *self, PyObject *const *args, Py_ssize
 }
 
 PyDoc_STRVAR(add_part_doc,
-"add_part(ledger_id, entry_id, master_key, body, recovery) -> (part, reply) | None\n\n"
-"RequestEncoder.add_part for what it writes by hand (non-negative int64 ids,\n"
-"bytes key of under 128 bytes and body); None otherwise.");
+"add_part(ledger_id, entry_id, master_key, body, recovery) -> (part, reply)\n\n"
+"RequestEncoder.add_part, by hand for non-negative int64 ids, a bytes key of\n"
+"under 128 bytes and a bytes body; by its Python twin otherwise.");
 
 static PyObject *add_part(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -301,7 +342,7 @@ static PyObject *add_part(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyObject *key = args[2], *body = args[3];
     if (!as_i64(args[0], &ledger) || !as_i64(args[1], &entry) || ledger < 0 || entry < 0
             || !PyBytes_CheckExact(key) || PyBytes_GET_SIZE(key) >= 0x80 || !PyBytes_CheckExact(body))
-        Py_RETURN_NONE;
+        return fall_back(FB_ADD_PART, args, nargs);
     int recovery = PyObject_IsTrue(args[4]);
     if (recovery < 0)
         return NULL;
@@ -356,7 +397,8 @@ PyDoc_STRVAR(add_frame_doc,
 "One copy of an ADD encoded once for its write set (normal priority): the\n"
 "frame of its header field (txn_id) followed by part (add_part's), and that\n"
 "header field, which the bookie's answer starts with.  None for a txnId that\n"
-"is not a uint64 or a part that is not bytes.");
+"is not a uint64 (as its Python twin says); a part that is not bytes, or too\n"
+"long for a frame, goes to its Python twin.");
 
 static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -364,11 +406,13 @@ static PyObject *add_frame(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     unsigned long long txn;
     PyObject *part = args[1];
-    if (!as_u64(args[0], &txn) || !PyBytes_CheckExact(part))
+    if (!as_u64(args[0], &txn))
         Py_RETURN_NONE;
+    if (!PyBytes_CheckExact(part))
+        return fall_back(FB_ADD_FRAME, args, nargs);
     size_t tl = bk_varint_len(txn), head = 7 + tl, pl = (size_t)PyBytes_GET_SIZE(part);
     if (head + pl > 0x7FFFFFFF)
-        Py_RETURN_NONE;
+        return fall_back(FB_ADD_FRAME, args, nargs);
     PyObject *frame = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + head + pl));
     if (frame == NULL)
         return NULL;
@@ -563,12 +607,13 @@ static PyMethodDef methods[] = {
     {"take_answers", (PyCFunction)(void (*)(void))take_answers, METH_FASTCALL, take_answers_doc},
     {"split_frames", (PyCFunction)(void (*)(void))split_frames, METH_FASTCALL, split_frames_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
+    {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL, set_fallbacks_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_fastcodec",
-    "The C twins of the client's per-entry codecs (see bkctl.wire.codecs.fast).", -1, methods,
+    "The C twins of the client's per-entry codecs (see bkctl.wire.codecs.codec_twins).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
@@ -591,8 +636,8 @@ PyMODINIT_FUNC PyInit__fastcodec(void)
         Py_DECREF(m);
         return NULL;
     }
-    /* what wire/codecs/fast.py's C_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
+    /* what bkctl.wire.fastpath's FASTCODEC_API must be: a build older than the sources is not used */
+    if (PyModule_AddIntConstant(m, "API", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

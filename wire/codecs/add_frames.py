@@ -12,11 +12,13 @@ DEFERRED_SYNC adds are not covered (they go through the request builders).
 
 from __future__ import annotations
 
-from bkctl.wire.fastpath import Twins
+from typing import TYPE_CHECKING
 
 from .answers import v2_add_frame
 from .protocol import Flag
-from .v3_fast import RequestEncoder
+
+if TYPE_CHECKING:
+    from .codec_twins import CodecTwins
 
 __all__ = ["AddEncoder", "EncodedAdd"]
 
@@ -58,20 +60,17 @@ class EncodedAdd:
 
 
 class AddEncoder:
-    """Encodes the ADDs of one writer for ``protocol`` (``"v3"`` or ``"v2"``).
-    Not thread-safe: one per writer (the reactor's thread)."""
+    """Encodes the ADDs of one writer for ``protocol`` (``"v3"`` or ``"v2"``), v3's with
+    ``codec.add_part`` (``codec``: the twins of the client's codecs in use, ``Twins.codec`` of
+    :mod:`bkctl.wire.fastpath`)."""
 
-    __slots__ = ("use_v3", "_encoder", "_c_add_part")
+    __slots__ = ("use_v3", "_add_part")
 
-    def __init__(self, protocol: str, twins: Twins):
+    def __init__(self, protocol: str, codec: CodecTwins):
         if protocol not in ("v2", "v3"):
             raise ValueError(f"protocol must be 'v2' or 'v3', not {protocol!r}")
         self.use_v3 = protocol == "v3"
-        self._encoder = RequestEncoder()  # v3's (a v2 writer never uses it)
-        #: the C twin of RequestEncoder.add_part (when built and in use: ``twins``, the
-        #: builder's record of :mod:`bkctl.wire.fastpath`), or None
-        c = twins.codec
-        self._c_add_part = None if c is None else c.add_part
+        self._add_part = codec.add_part
 
     def encode(
         self,
@@ -85,11 +84,7 @@ class AddEncoder:
         """``body`` is the digest-packaged entry (bytes); ``master_key`` 20 bytes."""
         add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority)
         if self.use_v3:
-            c_add_part = self._c_add_part
-            parts = None if c_add_part is None else c_add_part(ledger_id, entry_id, master_key, body, recovery)
-            if parts is None:
-                parts = self._encoder.add_part(ledger_id, entry_id, master_key, body, recovery)
-            add.v3_part, add.v3_tail = parts
+            add.v3_part, add.v3_tail = self._add_part(ledger_id, entry_id, master_key, body, recovery)
         else:
             flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
             add.v2_frame = v2_add_frame(flags, master_key, body)

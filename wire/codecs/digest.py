@@ -14,13 +14,14 @@ import hmac
 import struct
 import zlib
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from bkctl.wire import fastpath
 from bkctl.wire.codecs import checksums
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 from bkctl.wire.errors import CodecError, DigestError
-from bkctl.wire.fastpath import Twins
+
+if TYPE_CHECKING:
+    from bkctl.wire.codecs.codec_twins import CodecTwins
 
 #: a packaged entry's header (then its digest, then the payload): ledger id, entry id, the
 #: writer's LAC, the ledger's length with this entry -- the one definition of it
@@ -31,7 +32,6 @@ _LAC_HEADER = struct.Struct(">qq")
 _IDS = _LAC_HEADER  # ledgerId, entryId: also the start of an entry's header
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
-_I64_LIMIT = 1 << 63
 
 
 class DigestType(enum.IntEnum):
@@ -72,23 +72,17 @@ def mac_key(password: bytes) -> bytes:
 
 
 class DigestManager:
-    """Builds and verifies packaged entries and LAC bodies of one ledger."""
+    """Builds and verifies packaged entries and LAC bodies of one ledger (in Python; a writer's
+    and a reader's hot paths take the twins of the client's codecs, :meth:`packager` and
+    :meth:`payload_checker`)."""
 
-    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key", "c_package", "_fastpaths", "_c")
+    __slots__ = ("ledger_id", "digest_type", "digest_length", "_mac_key")
 
-    def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b"", twins: Twins | None = None):
+    def __init__(self, ledger_id: int, digest_type: DigestType, password: bytes = b""):
         self.ledger_id = ledger_id
         self.digest_type = DigestType(digest_type)
         self.digest_length = DIGEST_LENGTH[self.digest_type]
         self._mac_key = mac_key(password) if self.digest_type is DigestType.MAC else None
-        #: the C twin of package (a fast path: CRC32C only), or None; it returns None for what
-        #: it leaves to package (a writer calling it directly falls back to package then)
-        twins = fastpath.selected() if twins is None else twins
-        self._fastpaths = twins.enabled
-        self._c = c = twins.codec
-        self.c_package: Callable[[int, int, int, int, bytes], bytes | None] | None = (
-            c.crc32c_package if c is not None and self.digest_type is DigestType.CRC32C else None
-        )
 
     def _digest(self, first: bytes, rest: bytes = b"") -> bytes:
         dt = self.digest_type
@@ -105,13 +99,20 @@ class DigestManager:
     # -- entries -----------------------------------------------------------
     def package(self, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
         """The bytes sent to bookies for one entry; ``length`` includes this payload."""
-        c_package = self.c_package
-        if c_package is not None:
-            body = c_package(self.ledger_id, entry_id, lac, length, payload)
-            if body is not None:
-                return body
-        header = _HEADER.pack(self.ledger_id, entry_id, lac, length)
+        return self.package_of(self.ledger_id, entry_id, lac, length, payload)
+
+    def package_of(self, ledger_id: int, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
+        """:meth:`package` with the ledger id given (:meth:`packager`'s signature)."""
+        header = _HEADER.pack(ledger_id, entry_id, lac, length)
         return b"".join((header, self._digest(header, payload), payload))
+
+    def packager(self, codec: CodecTwins) -> Callable[[int, int, int, int, bytes], bytes]:
+        """A writer's packaging of an entry, ``(ledger_id, entry_id, lac, length, payload)`` ->
+        its bytes (as :meth:`package`): for CRC32C the twin of the client's codecs in use
+        (``codec``: ``Twins.codec`` of :mod:`bkctl.wire.fastpath`), else :meth:`package_of`."""
+        if self.digest_type is DigestType.CRC32C:
+            return codec.crc32c_package
+        return self.package_of
 
     def verify(self, entry: bytes, entry_id: int | None = None) -> VerifiedEntry:
         """Check an entry read back from a bookie; ``entry_id=None`` skips the id check (LAC reads)."""
@@ -154,40 +155,21 @@ class DigestManager:
             raise DigestError(f"got entry {got_entry}, expected {entry_id}")
         return payload
 
-    def payload_checker(self) -> Callable[[bytes, int], bytes]:
-        """:meth:`payload` as a function of ``(entry, entry_id)``, for a reader
-        that checks many entries: for CRC32C and CRC32 (a fast path) a closure
-        that checks a well-formed entry with one slice and two checksum calls
-        (for CRC32C, its C twin when built: one call), handing anything else
-        (a short entry, a mismatch) to :meth:`payload` for its error;
-        :meth:`payload` itself otherwise."""
+    def payload_checker(self, codec: CodecTwins, fastpaths: bool) -> Callable[[bytes, int], bytes]:
+        """:meth:`payload` as a function of ``(entry, entry_id)``, for a reader that checks many
+        entries: with ``fastpaths`` (``Twins.enabled`` of :mod:`bkctl.wire.fastpath`), for CRC32C
+        the twin of the client's codecs in use (``codec.crc32c_checker``: ``Twins.codec``) and for
+        CRC32 :func:`~.codec_twins.sum_checker`, which check a well-formed entry with one slice and
+        two checksum calls (in C: one call), handing anything else (a short entry, a mismatch) to
+        :meth:`payload` for its error; :meth:`payload` itself otherwise."""
         dt = self.digest_type
-        if not self._fastpaths or dt not in (DigestType.CRC32C, DigestType.CRC32):
+        if not fastpaths or dt not in (DigestType.CRC32C, DigestType.CRC32):
             return self.payload
-        if (
-            self._c is not None
-            and dt is DigestType.CRC32C
-            and type(self.ledger_id) is int
-            and -_I64_LIMIT <= self.ledger_id < _I64_LIMIT
-        ):
-            return self._c.Crc32cChecker(self.ledger_id, self.payload)  # type: ignore[no-any-return]
-        start = ENTRY_HEADER_LENGTH + self.digest_length
-        crc = checksums.crc32c_function() if dt is DigestType.CRC32C else zlib.crc32
-        stored = (_U32 if dt is DigestType.CRC32C else _U64).unpack_from
-        ids = _IDS.unpack_from
-        ledger_id = self.ledger_id
-        slow = self.payload
+        if dt is DigestType.CRC32C:
+            return codec.crc32c_checker(self.ledger_id, self.payload)
+        from bkctl.wire.codecs.codec_twins import sum_checker  # (its module imports the v3 codecs)
 
-        def check(entry: bytes, entry_id: int) -> bytes:
-            if type(entry) is bytes and len(entry) >= start:
-                payload = entry[start:]
-                if stored(entry, ENTRY_HEADER_LENGTH)[0] == crc(payload, crc(entry[:ENTRY_HEADER_LENGTH])) and ids(
-                    entry
-                ) == (ledger_id, entry_id):
-                    return payload
-            return slow(entry, entry_id)
-
-        return check
+        return sum_checker(self.ledger_id, self.payload, zlib.crc32, _U64, self.digest_length)
 
     # -- LAC bodies --------------------------------------------------------
     def package_lac(self, lac: int) -> bytes:

@@ -8,7 +8,7 @@ limit raises :class:`~bkctl.wire.errors.FrameTooLarge` before anything is kept.
 from __future__ import annotations
 
 import struct
-from types import ModuleType
+from collections.abc import Callable
 
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.errors import CodecError, FrameTooLarge
@@ -26,6 +26,24 @@ def frame(payload: bytes) -> bytes:
 length_prefix = _LEN.pack
 
 
+def split_frames(buf: bytes, limit: int) -> tuple[list[bytes], int]:
+    """The payloads of the whole frames at the start of ``buf`` and the position after them:
+    it stops at a frame that is not whole, or whose length is negative or above ``limit`` (the
+    caller looks at that one).  Its C twin is ``_fastcodec.split_frames``
+    (:mod:`.codec_twins`)."""
+    frames = []
+    pos, end = 0, len(buf)
+    unpack = _LEN.unpack_from
+    while end - pos >= 4:
+        (length,) = unpack(buf, pos)
+        stop = pos + 4 + length
+        if length < 0 or length > limit or stop > end:
+            break
+        frames.append(buf[pos + 4 : stop])
+        pos = stop
+    return frames, pos
+
+
 class FrameDecoder:
     """Incremental decoder: ``feed(chunk)`` returns the payloads completed by ``chunk``.
 
@@ -35,18 +53,22 @@ class FrameDecoder:
     error): the stream has lost its framing and the connection should be
     closed.
 
-    Given the C twins (``codec``: ``Twins.codec`` of :mod:`bkctl.wire.fastpath`), the whole
-    frames of a chunk are cut by ``_fastcodec.split_frames``; the frame it stops at (not
-    whole, or a bad length) is this class's to look at, as every frame is without.
+    The whole frames of a chunk are cut by ``split_frames`` (:func:`split_frames`, or its C
+    twin: ``Twins.codec.split_frames`` of :mod:`bkctl.wire.fastpath`); the frame it stops at
+    (not whole, or a bad length) is this class's to look at.
     """
 
     __slots__ = ("max_frame_size", "_pending", "_pending_len", "_need", "_error", "_split")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, codec: ModuleType | None = None):
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        split: Callable[[bytes, int], tuple[list[bytes], int]] = split_frames,
+    ):
         if max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
         self.max_frame_size = max_frame_size
-        self._split = None if codec is None else codec.split_frames
+        self._split = split
         # Chunks of an incomplete frame, joined only once the frame is whole,
         # so a large frame arriving in many small chunks costs O(n), not O(n^2).
         self._pending: list[bytes] = []
@@ -76,12 +98,7 @@ class FrameDecoder:
         else:
             buf = bytes(data)
         limit = self.max_frame_size
-        split = self._split
-        frames: list[bytes]
-        if split is None:
-            frames, pos = [], 0
-        else:
-            frames, pos = split(buf, limit)  # the whole frames; the loop looks at the one after
+        frames, pos = self._split(buf, limit)  # the whole frames; the loop looks at the one after
         end = len(buf)
         unpack = _LEN.unpack_from
         need = 4

@@ -183,7 +183,7 @@ async def _locked_move(
     copied = 0
     try:
         password, digest_type = ledger_credentials(ledger_id, md)
-        digest = DigestManager(ledger_id, digest_type, password, client.twins)
+        digest = DigestManager(ledger_id, digest_type, password)
         key = master_key(password)
         ranges = {first: (last, ensemble) for first, last, ensemble in md.segment_ranges()}
         by_segment: dict[int, dict[str, str]] = {}
