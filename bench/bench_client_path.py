@@ -96,7 +96,10 @@ def run(n: int, chunk: int, size: int = 100) -> float:
     bodies = [dm.package(e, e - 1, size * (e + 1), b"x" * size) for e in range(n)]
     md = LedgerMetadata(1, 1, 1, LedgerState.CLOSED, n - 1, size * n, ((0, ("bookie:1",)),))
     client = types.SimpleNamespace(
-        pool=types.SimpleNamespace(get=lambda _b: conn, cork=conn.writer.cork), protocol="v3", read_window=256
+        pool=types.SimpleNamespace(get=lambda _b: conn, cork=conn.writer.cork),
+        protocol="v3",
+        read_window=256,
+        twins=fastpath.selected(),
     )
     handle = ReadHandle(client, 1, md, 0, b"", DigestType.CRC32C)
 
@@ -184,6 +187,7 @@ def run_adds(
     client = types.SimpleNamespace(
         pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork),
         protocol=protocol,
+        twins=fastpath.selected(),
         max_inflight=1000,
         explicit_lac_interval=0.0,
         closed=False,
@@ -234,7 +238,9 @@ def run_rereplication(n: int, chunk: int, window: int) -> float:
     conns = {b: _connected(b, reactor, "v3", cork) for b in (ensemble[0], ensemble[2], target)}
     dm = DigestManager(1, DigestType.CRC32C, b"")
     bodies = [dm.package(e, e - 1, 100 * (e + 1), b"x" * 100) for e in range(n)]
-    client = types.SimpleNamespace(pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork), protocol="v3")
+    client = types.SimpleNamespace(
+        pool=types.SimpleNamespace(get=lambda b: conns[b][0], cork=cork), protocol="v3", twins=fastpath.selected()
+    )
     fragment = Fragment(1, 0, n - 1, ensemble, (ensemble[1],), 2)
 
     def answers(data: bytes) -> list[bytes]:
