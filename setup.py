@@ -1,8 +1,9 @@
 """The one thing pyproject.toml cannot say: the optional C extensions.
 
 ``bkctl.wire.pulsar._packed`` is the fast path of ``bkctl export --topic``
-(a batch's messages straight into Arrow buffers; its reader of a message's
-metadata in ``_packed_single.c``); ``bkctl.wire.codecs._fastcodec``
+(a batch's messages, and whole stored entries of plain messages, straight into Arrow
+buffers; its reader of a message's metadata in ``_packed_single.c``, of a stored entry in
+``_packed_entry.c``, with the CRC32C of ``wire/codecs/_crc32c.h``); ``bkctl.wire.codecs._fastcodec``
 that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
 requests and READ answers, its answer loop); ``bkctl.wire.codecs._records`` the
 bookie's journal and entry log records (CRC32C of both: ``wire/codecs/_crc32c.h``);
@@ -25,8 +26,8 @@ setup(
     ext_modules=[
         Extension(
             "bkctl.wire.pulsar._packed",
-            ["wire/pulsar/_packed.c", "wire/pulsar/_packed_single.c"],
-            depends=["wire/pulsar/_packed_single.h"],
+            ["wire/pulsar/_packed.c", "wire/pulsar/_packed_single.c", "wire/pulsar/_packed_entry.c"],
+            depends=["wire/pulsar/_packed_single.h", "wire/codecs/_crc32c.h"],
             optional=True,
             extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

@@ -337,10 +337,20 @@ def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) 
     scan = TransactionScan() if part.scan else None
     taken = 0
     for entries in reader.entries(ledger_id, part.first, part.last, unconfirmed=part.unconfirmed):
-        for entry_id, data in entries:
-            decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
-            if scan is not None:
-                scan.add((ledger_id, entry_id), data)
+        i = 0
+        while i < len(entries):
+            # a run of plain entries taken whole (no marker or transaction among them: nothing to
+            # scan), else one entry by the general path
+            after = decoder.add_entries(
+                ledger_id, entries, i, ROWS_PER_BATCH - decoder.rows, BYTES_PER_BATCH - (decoder.payload_bytes - taken)
+            )
+            if after == i:
+                entry_id, data = entries[i]
+                decoder.add(ledger_id, entry_id, data, skip_continuations=skip)
+                if scan is not None:
+                    scan.add((ledger_id, entry_id), data)
+                after = i + 1
+            i = after
             if decoder.rows >= ROWS_PER_BATCH or decoder.payload_bytes - taken >= BYTES_PER_BATCH:
                 taken = decoder.payload_bytes
                 for rows in decoder.take_parts():

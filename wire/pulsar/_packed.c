@@ -11,13 +11,17 @@
  * little-endian values), which the export wraps without copying again.
  *
  * PackedRows and bkctl.wire.pulsar.rows.PyMessageRows are twins: the same
- * interface (add_batch, take, rows), the same columns, the same rules; which
- * one splits is chosen in one place, rows.BatchRows.  The Python twin is the
+ * interface (add_batch, add_entries, takes, take, rows, payload_bytes), the
+ * same columns, the same rules; which one splits is chosen in one place,
+ * Twins.batch_rows of bkctl.wire.fastpath.  The Python twin is the
  * reference: add_batch here appends nothing and returns None for anything
  * but a well-formed batch it decodes plainly (a truncated message, a missing
  * payload_size, a wire type protobuf would keep as unknown, text that is
  * not UTF-8, a value that does not fit its column), and the caller hands the
- * entry to the Python twin, which says what is wrong.
+ * entry to the Python twin, which says what is wrong.  add_entries takes
+ * whole stored entries (read by _packed_entry.c) as long as each is a plain
+ * message or batch (rows.plain_entry's rule), and stops at the first that is
+ * not: the caller hands that one to the general path.
  *
  * The columns are ROW_COLUMNS below, one line each; the rules for a
  * message's own values are message_values(), once.  Reading a message's
@@ -28,6 +32,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <limits.h>
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "_packed writes Arrow's little-endian buffers with native stores: not built on a big-endian machine"
@@ -208,6 +213,7 @@ typedef struct {
     PyObject_HEAD
     int32_t partition;
     Py_ssize_t rows;
+    long long payload_bytes; /* of the messages appended since the last take() */
     Column col[NCOLUMNS];
     Column map_keys, map_values; /* the MAP column's entries */
 } PackedRows;
@@ -235,6 +241,7 @@ static int packed_start(PackedRows *self)
     Column *cols[NSTORED];
     stored_columns(self, cols);
     self->rows = 0;
+    self->payload_bytes = 0;
     for (size_t i = 0; i < ARRAY_LEN(cols); i++) {
         cols[i]->values.len = cols[i]->data.len = cols[i]->valid.len = 0;
         cols[i]->nulls = 0;
@@ -360,7 +367,8 @@ static int message_values(Value row[NCOLUMNS], const Single *m, long long i, int
     }
     int has_payload = !m->null_value;
     row[COL_batch_index] = (Value){.present = 1, .i = i};
-    row[COL_message_id] = (Value){.present = 1, .p = id, .n = id_prefix + put_decimal(id + id_prefix, i)};
+    /* a single message (index -1) is L:E:P, the prefix less its colon */
+    row[COL_message_id] = (Value){.present = 1, .p = id, .n = i < 0 ? id_prefix - 1 : id_prefix + put_decimal(id + id_prefix, i)};
     row[COL_event_time] = (Value){.present = m->event_time != 0, .i = (int64_t)m->event_time * 1000};
     row[COL_sequence_id] = (Value){.present = 1, .i = sequence};
     row[COL_key] = (Value){.present = m->has_key && !m->null_key, .p = (const char *)m->key.p, .n = m->key.n};
@@ -453,6 +461,24 @@ static int reserve_rows(PackedRows *self, Py_ssize_t count, const Py_ssize_t var
     return 1;
 }
 
+/* Room for the rows of ``count`` messages whose own values are slices of ``n``
+ * bytes (a batch, or a whole entry: every message's slices together are
+ * shorter), the entry's values repeated per message; the message ids' prefix
+ * ``L:E:P:`` into ``id``.  1, 0 when an offset could pass int32 (not handled
+ * here), -1 with an exception set. */
+static int reserve_messages(PackedRows *self, const Value row[NCOLUMNS], long long count, Py_ssize_t n, char id[96],
+                            int *id_prefix)
+{
+    *id_prefix = snprintf(id, 72, "%lld:%lld:%d:", (long long)row[COL_ledger_id].i, (long long)row[COL_entry_id].i,
+                          (int)self->partition);
+    Py_ssize_t var_bytes[NCOLUMNS] = {0};
+    for (int c = 0; c < NCOLUMNS; c++)
+        if (COLUMN_SPECS[c].kind == STRING || COLUMN_SPECS[c].kind == BINARY || COLUMN_SPECS[c].kind == MAP)
+            var_bytes[c] = COLUMN_SPECS[c].made_by == ENTRY ? (Py_ssize_t)count * row[c].n : n;
+    var_bytes[COL_message_id] = (Py_ssize_t)count * (*id_prefix + 20);
+    return reserve_rows(self, (Py_ssize_t)count, var_bytes);
+}
+
 /* -1 with an exception set (out of memory), 0 if the batch does not decode
  * here (the caller rewinds: what was appended is dropped), 1 when its rows
  * were appended. */
@@ -462,16 +488,8 @@ static int add_rows(PackedRows *self, const unsigned char *batch, Py_ssize_t n, 
     if (count <= 0 || count > n / 4)
         return 0; /* every message takes at least its 4-byte size */
     char id[96];
-    int id_prefix = snprintf(id, 72, "%lld:%lld:%d:", (long long)row[COL_ledger_id].i,
-                             (long long)row[COL_entry_id].i, (int)self->partition);
-    /* the data each column may take: every message's slices of the batch
-     * together are shorter than it; the entry's values repeat per message */
-    Py_ssize_t var_bytes[NCOLUMNS] = {0};
-    for (int c = 0; c < NCOLUMNS; c++)
-        if (COLUMN_SPECS[c].kind == STRING || COLUMN_SPECS[c].kind == BINARY || COLUMN_SPECS[c].kind == MAP)
-            var_bytes[c] = COLUMN_SPECS[c].made_by == ENTRY ? (Py_ssize_t)count * row[c].n : n;
-    var_bytes[COL_message_id] = (Py_ssize_t)count * (id_prefix + 20);
-    int room = reserve_rows(self, (Py_ssize_t)count, var_bytes);
+    int id_prefix;
+    int room = reserve_messages(self, row, count, n, id, &id_prefix);
     if (room <= 0)
         return room;
     Py_ssize_t off = 0;
@@ -603,11 +621,182 @@ static PyObject *PackedRows_add_batch(PackedRows *self, PyObject *args)
     int rc = add_rows(self, batch.buf, batch.len, count, (int64_t)base_sequence, row, &payload_bytes);
     if (rc <= 0)
         rewind_to(self, &m, rows);
+    if (rc > 0)
+        self->payload_bytes += payload_bytes;
     if (rc >= 0)
         result = rc ? PyLong_FromLongLong(payload_bytes) : Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&batch);
     return result;
+}
+
+/* ------------------------------------------------------------ whole entries */
+
+/* add_entries' limits (rows.PlainLimits): the checksum checked, the publish-time window, and
+ * when to stop (rows and payload bytes appended by the call). */
+typedef struct {
+    int verify, has_from, has_to;
+    long long from_ms, to_ms, rows, payload_bytes;
+} Limits;
+
+/* An optional time; one past what an int64 holds stands for its side's end (as Python compares). */
+static int optional_ms(PyObject *obj, int *has, long long *out)
+{
+    int overflow = 0;
+    *has = obj != Py_None;
+    if (!*has)
+        return 0;
+    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow)
+        *out = overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    return 0;
+}
+
+static int limits_of(PyObject *t, Limits *l)
+{
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) {
+        PyErr_SetString(PyExc_TypeError, "limits must be a rows.PlainLimits");
+        return -1;
+    }
+    l->verify = PyObject_IsTrue(PyTuple_GET_ITEM(t, 0));
+    if (l->verify < 0 || optional_ms(PyTuple_GET_ITEM(t, 1), &l->has_from, &l->from_ms) < 0 ||
+        optional_ms(PyTuple_GET_ITEM(t, 2), &l->has_to, &l->to_ms) < 0)
+        return -1;
+    l->rows = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+    l->payload_bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 4));
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Whether an entry's rows are in the publish-time window (its time fits an int64: checked). */
+static int in_window(const Limits *l, uint64_t publish_ms)
+{
+    long long t = (long long)publish_ms;
+    return !((l->has_from && t < l->from_ms) || (l->has_to && t >= l->to_ms));
+}
+
+_Static_assert(NENTRY == 11, "entry_row sets every entry column of ROW_COLUMNS");
+
+/* The entry columns' values of a plain entry (columns.entry_values' rules). */
+static void entry_row(Value row[NCOLUMNS], const PlainEntry *e, long long ledger_id, long long entry_id)
+{
+    row[COL_ledger_id] = (Value){.present = 1, .i = ledger_id};
+    row[COL_entry_id] = (Value){.present = 1, .i = entry_id};
+    row[COL_publish_time] = (Value){.present = 1, .i = (int64_t)e->publish_time * 1000};
+    row[COL_producer_name] = (Value){.present = 1, .p = (const char *)e->producer_name.p, .n = e->producer_name.n};
+    row[COL_schema_version] = (Value){.present = e->has_schema_version, .p = (const char *)e->schema_version.p,
+                                      .n = e->schema_version.n};
+    row[COL_index] = (Value){.present = e->has_index, .i = (int64_t)e->index};
+    row[COL_broker_timestamp] = (Value){.present = e->has_broker_timestamp, .i = (int64_t)e->broker_timestamp * 1000};
+    row[COL_replicated_from] = (Value){.present = e->has_replicated_from, .p = (const char *)e->replicated_from.p,
+                                       .n = e->replicated_from.n};
+    row[COL_deliver_at_time] = (Value){.present = e->has_deliver_at_time, .i = e->deliver_at_time * 1000};
+    row[COL_txn_id] = (Value){.present = 0};  /* a transaction's entry is not plain */
+    row[COL_pending] = (Value){.present = 1}; /* false: nothing is held back where add_entries is used */
+}
+
+/* The row of a single (not batched) message: 1, 0 not handled here, -1 with an exception. */
+static int add_single(PackedRows *self, const PlainEntry *e, Py_ssize_t n, Value row[NCOLUMNS], long long *payload_bytes)
+{
+    char id[96];
+    int id_prefix;
+    int room = reserve_messages(self, row, 1, n, id, &id_prefix);
+    if (room <= 0)
+        return room;
+    if (!message_values(row, &e->message, -1, (int64_t)e->sequence_id, e->payload, id, id_prefix))
+        return 0;
+    if (append_row(self, row) < 0)
+        return -1;
+    *payload_bytes = e->message.null_value ? 0 : (long long)e->payload_n;
+    return 1;
+}
+
+/* The rows of one stored entry: 1 appended, 0 not a plain entry in the window (nothing
+ * appended), -1 with an exception set. */
+static int add_entry(PackedRows *self, long long ledger_id, long long entry_id, const unsigned char *p,
+                     Py_ssize_t n, const Limits *l, long long *payload_bytes)
+{
+    PlainEntry e;
+    if (parse_plain_entry(p, n, l->verify, &e) < 0 || !in_window(l, e.publish_time))
+        return 0;
+    Value row[NCOLUMNS];
+    entry_row(row, &e, ledger_id, entry_id);
+    Mark m;
+    Py_ssize_t rows = self->rows;
+    mark_lengths(self, &m);
+    int rc = e.is_batch ? add_rows(self, e.payload, e.payload_n, e.count, (int64_t)e.sequence_id, row, payload_bytes)
+                        : add_single(self, &e, n, row, payload_bytes);
+    if (rc <= 0)
+        rewind_to(self, &m, rows);
+    return rc;
+}
+
+PyDoc_STRVAR(add_entries_doc,
+"add_entries(ledger_id, entries, start, limits) -> int\n\n"
+"Append the rows of ``entries[start:]`` (a list of ``(entry_id, stored entry)``)\n"
+"while each is a plain message or batch in the window (rows.plain_entry) and the\n"
+"call has appended fewer than ``limits.rows`` rows and ``limits.payload_bytes``\n"
+"payload bytes; returns the index of the first entry not taken.");
+
+static PyObject *PackedRows_add_entries(PackedRows *self, PyObject *args)
+{
+    long long ledger_id;
+    PyObject *entries, *limits;
+    Py_ssize_t i;
+    Limits l;
+    if (!PyArg_ParseTuple(args, "LO!nO", &ledger_id, &PyList_Type, &entries, &i, &limits) || limits_of(limits, &l) < 0)
+        return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "start must not be negative");
+        return NULL;
+    }
+    Py_ssize_t rows = self->rows;
+    long long added = 0;
+    while (i < PyList_GET_SIZE(entries) && self->rows - rows < l.rows && added < l.payload_bytes) {
+        PyObject *item = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2)
+            break;
+        int overflow = 0;
+        long long entry_id = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(item, 0), &overflow);
+        if (entry_id == -1 && PyErr_Occurred())
+            return NULL;
+        Py_buffer buf;
+        if (overflow || PyObject_GetBuffer(PyTuple_GET_ITEM(item, 1), &buf, PyBUF_SIMPLE) < 0) {
+            PyErr_Clear(); /* not an entry this twin reads: the Python one says what it is */
+            break;
+        }
+        long long payload = 0;
+        int rc = add_entry(self, ledger_id, entry_id, buf.buf, buf.len, &l, &payload);
+        PyBuffer_Release(&buf);
+        if (rc < 0)
+            return NULL;
+        if (rc == 0)
+            break;
+        added += payload;
+        self->payload_bytes += payload;
+        i++;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+PyDoc_STRVAR(takes_doc,
+"takes(entry, limits) -> bool\n\n"
+"Whether add_entries would take this stored entry, by its metadata and publish time\n"
+"(its checksum is not checked here).");
+
+static PyObject *PackedRows_takes(PackedRows *self, PyObject *args)
+{
+    Py_buffer buf;
+    PyObject *limits;
+    Limits l;
+    PlainEntry e;
+    if (!PyArg_ParseTuple(args, "y*O", &buf, &limits))
+        return NULL;
+    int ok = limits_of(limits, &l);
+    int takes = ok == 0 && parse_plain_entry(buf.buf, buf.len, 0, &e) == 0 && in_window(&l, e.publish_time);
+    PyBuffer_Release(&buf);
+    return ok < 0 ? NULL : PyBool_FromLong(takes);
 }
 
 static PyObject *bytes_of(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
@@ -663,14 +852,23 @@ static PyObject *PackedRows_get_rows(PackedRows *self, void *Py_UNUSED(closure))
     return PyLong_FromSsize_t(self->rows);
 }
 
+static PyObject *PackedRows_get_payload_bytes(PackedRows *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromLongLong(self->payload_bytes);
+}
+
 static PyMethodDef PackedRows_methods[] = {
     {"add_batch", (PyCFunction)PackedRows_add_batch, METH_VARARGS, add_batch_doc},
+    {"add_entries", (PyCFunction)PackedRows_add_entries, METH_VARARGS, add_entries_doc},
+    {"takes", (PyCFunction)PackedRows_takes, METH_VARARGS, takes_doc},
     {"take", (PyCFunction)PackedRows_take, METH_NOARGS, take_doc},
     {NULL},
 };
 
 static PyGetSetDef PackedRows_getset[] = {
     {"rows", (getter)PackedRows_get_rows, NULL, "rows appended since the last take()", NULL},
+    {"payload_bytes", (getter)PackedRows_get_payload_bytes, NULL,
+     "payload bytes of the messages appended since the last take()", NULL},
     {NULL},
 };
 
@@ -722,6 +920,7 @@ PyMODINIT_FUNC PyInit__packed(void)
     }
     if (PyType_Ready(&PackedRowsType) < 0)
         return NULL;
+    plain_entry_init();
     PyObject *m = PyModule_Create(&packed_module);
     if (m == NULL)
         return NULL;

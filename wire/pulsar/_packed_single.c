@@ -53,13 +53,8 @@ int utf8_valid(const unsigned char *s, Py_ssize_t n)
 
 /* ------------------------------------------------------------ protobuf */
 
-typedef struct {
-    const unsigned char *p;
-    const unsigned char *end;
-} Reader;
-
 /* 0 on success; -1 when the varint runs past the end or over 10 bytes. */
-static int read_varint(Reader *r, uint64_t *out)
+int read_varint(Reader *r, uint64_t *out)
 {
     uint64_t v = 0;
     for (int shift = 0; shift < 70; shift += 7) {
@@ -77,7 +72,7 @@ static int read_varint(Reader *r, uint64_t *out)
 
 /* Skip a field of an unknown number; -1 for a wire type protobuf would not
  * skip quietly here (groups) or a truncated field. */
-static int skip_field(Reader *r, unsigned wire_type)
+int skip_field(Reader *r, unsigned wire_type)
 {
     uint64_t n;
     switch (wire_type) {
@@ -103,7 +98,7 @@ static int skip_field(Reader *r, unsigned wire_type)
     }
 }
 
-static int read_bytes(Reader *r, const unsigned char **p, Py_ssize_t *n)
+int read_bytes(Reader *r, const unsigned char **p, Py_ssize_t *n)
 {
     uint64_t len;
     if (read_varint(r, &len) < 0 || len > (uint64_t)(r->end - r->p))
@@ -117,7 +112,7 @@ static int read_bytes(Reader *r, const unsigned char **p, Py_ssize_t *n)
 
 
 /* KeyValue {required string key = 1; required string value = 2;} */
-static int parse_property(const unsigned char *p, Py_ssize_t n, Slice *key, Slice *value)
+int parse_property(const unsigned char *p, Py_ssize_t n, Slice *key, Slice *value)
 {
     Reader r = {p, p + n};
     int has_key = 0, has_value = 0;

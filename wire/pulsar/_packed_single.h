@@ -1,6 +1,7 @@
 /*
- * What the two sources of bkctl.wire.pulsar._packed share: _packed_single.c reads a
- * SingleMessageMetadata (and checks UTF-8) for _packed.c, which appends the row.
+ * What the sources of bkctl.wire.pulsar._packed share: _packed_single.c reads a
+ * SingleMessageMetadata (and checks UTF-8), _packed_entry.c a whole stored entry of a plain
+ * message or batch (framing, checksum, MessageMetadata), for _packed.c, which appends the rows.
  */
 #ifndef BKCTL_PACKED_SINGLE_H
 #define BKCTL_PACKED_SINGLE_H
@@ -34,6 +35,49 @@ typedef struct {
     Slice props_key[MAX_PROPERTIES];
     Slice props_value[MAX_PROPERTIES];
 } Single;
+
+/* A protobuf message being read: the next byte and the end. */
+typedef struct {
+    const unsigned char *p;
+    const unsigned char *end;
+} Reader;
+
+/* Protobuf's pieces (0, or -1 when truncated or not what protobuf reads quietly). */
+int read_varint(Reader *r, uint64_t *out);
+int skip_field(Reader *r, unsigned wire_type);
+int read_bytes(Reader *r, const unsigned char **p, Py_ssize_t *n);
+/* A KeyValue {required string key = 1; required string value = 2;}, both UTF-8. */
+int parse_property(const unsigned char *p, Py_ssize_t n, Slice *key, Slice *value);
+
+/* A stored entry of a plain message or batch (rows.plain_entry's rule in Python): the broker's
+ * metadata, the producer's MessageMetadata as far as the row needs it, the payload. */
+typedef struct {
+    Slice producer_name;
+    uint64_t sequence_id;
+    uint64_t publish_time;
+    int has_replicated_from;
+    Slice replicated_from;
+    int has_schema_version;
+    Slice schema_version;
+    int has_deliver_at_time;
+    int64_t deliver_at_time;
+    int has_broker_timestamp;
+    uint64_t broker_timestamp;
+    int has_index;
+    uint64_t index;
+    int is_batch;
+    int32_t count;           /* num_messages_in_batch */
+    Single message;          /* a single message's own fields (MessageMetadata's, same rules) */
+    const unsigned char *payload;
+    Py_ssize_t payload_n;
+} PlainEntry;
+
+/* Prepares the checksum (once, at the module's import). */
+void plain_entry_init(void);
+
+/* The entry p[0:n] into *e: 0 when it is a plain message or batch whose metadata and
+ * checksum (when ``verify``) are good; -1 for anything else (the Python twin takes it). */
+int parse_plain_entry(const unsigned char *p, Py_ssize_t n, int verify, PlainEntry *e);
 
 /* Strict UTF-8, as Python's decoder and Arrow's string type want it: 1 or 0. */
 int utf8_valid(const unsigned char *s, Py_ssize_t n);

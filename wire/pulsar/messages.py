@@ -8,7 +8,9 @@ in, and for a corrupt entry or an incomplete chunk set either an error row
 nothing -- but always a :class:`Problem` naming topic, ledger and entry.
 
 Batches are split by ``Twins.batch_rows`` of :mod:`bkctl.wire.fastpath` (the C twin when it is in
-use: splitting a batch in Python is most of what a message costs); every
+use: splitting a batch in Python is most of what a message costs), and runs of plain
+entries -- single messages and batches, neither compressed, encrypted, chunked nor
+transactional -- are decoded whole by it (:meth:`TopicDecoder.add_entries`); every
 other row -- single, encrypted and chunked messages, error rows, and a batch
 the C twin does not split or that is filtered message by message (``keep``)
 or left out by its publish time -- comes from the Python twin
@@ -31,7 +33,15 @@ from .chunks import ChunkAssembler, ChunkedMessage
 from .columns import MESSAGE_COLUMNS, EntryFacts, entry_values, topic_values
 from .entry import StoredEntry, decode_entry, decompress_whole
 from .errors import CorruptEntry
-from .rows import BatchRowsProtocol, MessageValues, PyMessageRows, encryption_values, entry_messages, message_values
+from .rows import (
+    BatchRowsProtocol,
+    MessageValues,
+    PlainLimits,
+    PyMessageRows,
+    encryption_values,
+    entry_messages,
+    message_values,
+)
 from .transactions import Position, TopicTransactions, marker_name, txn_of
 
 __all__ = ["COLUMNS", "Problem", "RowPart", "TopicDecoder", "message_id"]
@@ -237,6 +247,32 @@ class TopicDecoder:
             position, keep = (ledger_id, entry_id), self.keep
             messages = [m for m in messages if keep(position, m[0])]
         self._add(facts, messages, encryption_values(md))
+
+    def add_entries(
+        self, ledger_id: int, entries: list[tuple[int, bytes]], start: int, rows: int, payload_bytes: int
+    ) -> int:
+        """Entries ``entries[start:]`` (``(entry id, stored entry)``) taken whole by the
+        splitter while each is a plain entry (:func:`~.rows.plain_entry`: a plain message or
+        batch in the window; none of them is a marker, a transaction's or a chunk, so none is
+        left out or held back), until ``rows`` rows or ``payload_bytes`` bytes were added;
+        returns the index of the first entry not taken, which :meth:`add` then takes
+        (``start``: none taken; always ``start`` while messages are filtered one by one
+        or held back behind an open transaction)."""
+        if self.keep is not None or self.cutoff is not None or start >= len(entries):
+            return start
+        limits = PlainLimits(self.verify, self.from_ms, self.to_ms, max(1, rows), max(1, payload_bytes))
+        splitter = self._batches
+        if splitter is not self._rows and self._rows.rows:
+            # the Python twin's rows come first (storage order); sealed only when the C twin takes the next
+            if not splitter.takes(entries[start][1], limits):
+                return start
+            self._seal(self._rows)
+        before_rows, before_bytes = splitter.rows, splitter.payload_bytes
+        taken = splitter.add_entries(ledger_id, entries, start, limits)
+        self.entries += taken - start
+        self.messages += splitter.rows - before_rows
+        self.payload_bytes += splitter.payload_bytes - before_bytes
+        return taken
 
     def _left_out(self, entry: StoredEntry, position: Position) -> bool | None:
         """None when a consumer never gets the entry's messages, or not yet

@@ -3,8 +3,11 @@
 The interface (:class:`BatchRowsProtocol`): ``add_batch(batch, count, base_sequence,
 entry)`` appends the rows of a batch's messages -- ``entry`` holds the
 values of the :data:`~.columns.ENTRY_COLUMNS` (:func:`~.columns.entry_values`)
--- and returns their payload bytes; ``rows``; ``take()`` hands the rows over
-and starts again.  Two implementations, as aiokafka keeps its record
+-- and returns their payload bytes; ``add_entries(ledger_id, entries, start,
+limits)`` appends the rows of whole stored entries as long as each is a plain
+message or batch (:func:`plain_entry`: what most of a topic is), so that no
+Python runs per message; ``rows``, ``payload_bytes``; ``take()`` hands the rows
+over and starts again.  Two implementations, as aiokafka keeps its record
 batches:
 
 * :class:`PyMessageRows`, pure Python, the reference: its rules for a
@@ -13,7 +16,8 @@ batches:
   takes the rows that are not a plain batch's (single, encrypted and chunked
   messages, error rows).  ``take()`` gives a list per column, values in
   Arrow's units (timestamps in microseconds);
-* ``_packed.PackedRows``, the C one (``_packed.c``), for plain batches only:
+* ``_packed.PackedRows``, the C one (``_packed.c``; a stored entry read in
+  ``_packed_entry.c``), for plain batches and plain entries only:
   the same columns (:func:`c_columns`; a build whose table differs is not
   used) and rules, straight into Arrow-layout buffers; ``take()``
   gives each column's buffers.  For anything it does not split plainly
@@ -28,22 +32,24 @@ and fast paths are on, else the Python one.
 from __future__ import annotations
 
 import struct
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..proto import pulsar_api_pb2 as pb
-from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, EntryValues, names
-from .entry import INT64_MAX, MS_MAX, StoredEntry, check_range, check_text
+from .columns import BATCH_DEFAULTS, MESSAGE_COLUMNS, EntryFacts, EntryValues, entry_values, names
+from .entry import INT64_MAX, MS_MAX, StoredEntry, check_range, check_text, decode_entry
 from .errors import CorruptEntry
 
 __all__ = [
     "BatchRowsProtocol",
     "C_KINDS",
     "MESSAGE_VALUE_COLUMNS",
+    "PlainLimits",
     "PyMessageRows",
     "c_columns",
     "encryption_values",
     "entry_messages",
     "message_values",
+    "plain_entry",
     "split_batch",
 ]
 
@@ -61,6 +67,59 @@ _KEPT = tuple(names(MESSAGE_COLUMNS, ("entry", "message", "general")))
 MessageValues = tuple[int, *tuple[object, ...]]
 
 
+class PlainLimits(NamedTuple):
+    """What :meth:`BatchRowsProtocol.add_entries` is given besides the entries."""
+
+    #: check each entry's CRC32C (an entry whose checksum fails is not taken)
+    verify: bool
+    #: the publish-time window (ms): ``from_ms <= t < to_ms``, None for no bound (an entry outside is not taken)
+    from_ms: int | None
+    to_ms: int | None
+    #: stop once the call appended this many rows ...
+    rows: int
+    #: ... or this many payload bytes
+    payload_bytes: int
+
+
+#: fields whose presence makes an entry not plain: markers, transactions, chunks, encryption, compacted batches
+_NOT_PLAIN = (
+    "marker_type",
+    "txnid_least_bits",
+    "txnid_most_bits",
+    "uuid",
+    "num_chunks_from_msg",
+    "total_chunk_msg_size",
+    "chunk_id",
+    "encryption_algo",
+    "encryption_param",
+)
+
+
+def plain_entry(data: bytes, limits: PlainLimits) -> StoredEntry | None:
+    """The stored entry decoded when it is a plain message or a plain batch whose rows the
+    window keeps -- no marker, no transaction, no chunk, no encryption, no compression, and
+    nothing wrong with it (:func:`~.entry.decode_entry` takes it; the checksum is checked when
+    ``limits.verify``) -- else None: the rule of :meth:`BatchRowsProtocol.add_entries`, stated
+    once on this side (the C twin's: ``parse_plain_entry`` in ``_packed_entry.c``)."""
+    try:
+        entry = decode_entry(data, limits.verify)
+    except CorruptEntry:
+        return None
+    md = entry.metadata
+    has = md.HasField
+    t = md.publish_time
+    if (
+        any(has(name) for name in _NOT_PLAIN)
+        or md.encryption_keys
+        or md.compacted_batch_indexes
+        or (has("compression") and md.compression != pb.NONE)
+        or (limits.from_ms is not None and t < limits.from_ms)
+        or (limits.to_ms is not None and t >= limits.to_ms)
+    ):
+        return None
+    return entry
+
+
 class BatchRowsProtocol(Protocol):
     """A batch splitter: rows of a topic's messages, column by column."""
 
@@ -71,9 +130,23 @@ class BatchRowsProtocol(Protocol):
     def rows(self) -> int:
         """Rows appended since the last :meth:`take`."""
 
+    @property
+    def payload_bytes(self) -> int:
+        """Payload bytes of the messages appended since the last :meth:`take`."""
+
     def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: EntryValues) -> int | None:
         """Append the rows of a batch's ``count`` messages; their payload bytes,
         or None when this splitter does not split it (nothing appended)."""
+
+    def add_entries(self, ledger_id: int, entries: list[tuple[int, bytes]], start: int, limits: PlainLimits) -> int:
+        """Append the rows of ``entries[start:]`` (``(entry id, stored entry)``) of ledger
+        ``ledger_id`` while each is a plain entry (:func:`plain_entry`) and the call has
+        appended fewer than ``limits.rows`` rows and ``limits.payload_bytes`` payload bytes;
+        the index of the first entry not taken (``start``: none; an entry is taken whole)."""
+
+    def takes(self, entry: bytes, limits: PlainLimits) -> bool:
+        """Whether :meth:`add_entries` would take this stored entry, judged by its metadata
+        and publish time (its checksum is not checked here)."""
 
     def take(self) -> tuple[int, dict[str, Any]]:
         """``(rows, columns)``: the rows appended so far; start again empty."""
@@ -201,6 +274,7 @@ class PyMessageRows:
         self._reset()
 
     def _reset(self) -> None:
+        self._payload_bytes = 0
         self._columns: dict[str, list[object]] = {name: [] for name in _KEPT}
         self._entry_lists = [self._columns[name] for name in _ENTRY]
         self._message_lists = [self._columns[name] for name in MESSAGE_VALUE_COLUMNS]
@@ -210,10 +284,37 @@ class PyMessageRows:
     def rows(self) -> int:
         return len(self._columns["ledger_id"])
 
+    @property
+    def payload_bytes(self) -> int:
+        return self._payload_bytes
+
     def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: EntryValues) -> int:
         ledger_id, entry_id = entry[_ENTRY.index("ledger_id")], entry[_ENTRY.index("entry_id")]
         messages = split_batch(batch, count, base_sequence, f"{ledger_id}:{entry_id}:{self.partition}")
         return self.add_messages(entry, messages)
+
+    def add_entries(self, ledger_id: int, entries: list[tuple[int, bytes]], start: int, limits: PlainLimits) -> int:
+        i, rows, added = start, self.rows, 0
+        while i < len(entries) and self.rows - rows < limits.rows and added < limits.payload_bytes:
+            entry_id, data = entries[i]
+            entry = plain_entry(data, limits)
+            if entry is None:
+                break
+            try:
+                messages = entry_messages(entry, f"{ledger_id}:{entry_id}:{self.partition}")
+            except CorruptEntry:
+                break
+            added += self.add_messages(
+                entry_values(
+                    EntryFacts(ledger_id, entry_id, entry.metadata, entry.broker_index, entry.broker_timestamp)
+                ),
+                messages,
+            )
+            i += 1
+        return i
+
+    def takes(self, entry: bytes, limits: PlainLimits) -> bool:
+        return plain_entry(entry, limits._replace(verify=False)) is not None
 
     def add_messages(
         self, entry: EntryValues, messages: list[MessageValues], encryption: dict[str, Any] | None = None
@@ -230,7 +331,9 @@ class PyMessageRows:
         general = BATCH_DEFAULTS if encryption is None else {**BATCH_DEFAULTS, **encryption}
         for values, name in zip(self._general_lists, _GENERAL):
             values += [general[name]] * n
-        return sum(size for size in self._columns["payload_size"][-n:] if isinstance(size, int))
+        added = sum(size for size in self._columns["payload_size"][-n:] if isinstance(size, int))
+        self._payload_bytes += added
+        return added
 
     def add_row(self, row: dict[str, Any]) -> None:
         """One row given by column (the columns it does not name are null)."""
