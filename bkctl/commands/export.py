@@ -261,7 +261,8 @@ def _ctime(ctx, param, value):
     default=100_000,
     show_default=True,
     metavar="N",
-    help="Entries per Spark task (larger ledgers are read by several tasks).",
+    help="Entries per Spark task at most (larger ledgers are read by several tasks; a topic's ledger "
+    "of known size also by tasks of about 128 MiB).",
 )
 @click.option(
     "--batch-size",

@@ -27,6 +27,7 @@ from bkctl.wire.text import custom_metadata_text
 
 __all__ = [
     "DEFAULT_SPLIT_ENTRIES",
+    "SPLIT_BYTES",
     "EntryRange",
     "LedgerPlan",
     "LedgerSpec",
@@ -38,10 +39,14 @@ __all__ = [
     "plans_from_json",
     "plans_to_json",
     "split_ranges",
+    "task_entries",
 ]
 
 #: Entries per Spark task (a larger ledger is split into several tasks).
 DEFAULT_SPLIT_ENTRIES = 100_000
+#: A topic's ledger whose size is known is read by tasks of about this many bytes (Spark's own
+#: ``maxPartitionBytes``), so that a large ledger keeps every core busy (:func:`task_entries`).
+SPLIT_BYTES = 128 << 20
 #: A range spanning at most this many ids is resolved by probing each id;
 #: wider ones walk the ledger tree once.
 _PROBE_LIMIT = 4096
@@ -384,6 +389,16 @@ def split_ranges(plans: Iterable[LedgerPlan], split_entries: int = DEFAULT_SPLIT
     if split_entries < 1:
         raise SpecError(f"splitEntries must be at least 1, not {split_entries}")
     return list(_iter_ranges(plans, split_entries))
+
+
+def task_entries(split_entries: int, ledger_bytes: int | None, ledger_entries: int, target: int | None = None) -> int:
+    """Entries per task for a ledger of ``ledger_entries`` entries and ``ledger_bytes`` bytes
+    (None: not known): at most ``split_entries``, and the ledger cut into ranges of as many
+    entries each, of at most about ``target`` bytes (:data:`SPLIT_BYTES`)."""
+    if not ledger_bytes or ledger_entries <= 0:
+        return split_entries
+    tasks = -(-ledger_bytes // (SPLIT_BYTES if target is None else target))
+    return max(1, min(split_entries, -(-ledger_entries // tasks)))
 
 
 def _iter_ranges(plans: Iterable[LedgerPlan], split_entries: int) -> Iterator[EntryRange]:

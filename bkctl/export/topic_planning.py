@@ -16,7 +16,10 @@ rules are the managed ledger's:
   whose BookKeeper copy is gone, is skipped (reported);
   ledgers wholly acknowledged are left out with ``--unacked-only``; a listed ledger that was
   deleted stops the export (:class:`TopicLedgersMissing`, exit 3) unless ``skip_missing``;
-* ``--from``/``--to`` skip whole ledgers and narrow the others.
+* ``--from``/``--to`` skip whole ledgers and narrow the others;
+* a ledger is read by tasks of at most ``--split-entries`` entries and, when its size is known
+  (closed or offloaded), of about :data:`~.planning.SPLIT_BYTES` (128 MiB) each, so that a large
+  ledger keeps every core busy.
 
 The rules of which entries a read takes -- the window of publish times, the offload read
 priority -- are :mod:`bkctl.wire.domain.topic_window`'s; the managed ledger's state (its
@@ -359,7 +362,7 @@ def plan_topic(
                     "scan": scan,
                     "offload": location,
                 }
-                for r in planning.split_ranges([plan], split_entries)
+                for r in planning.split_ranges([plan], planning.task_entries(split_entries, plan.length, end + 1))
             ]
             if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
                 for r in tasks[-follows:]:

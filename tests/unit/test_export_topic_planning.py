@@ -98,6 +98,45 @@ def test_closed_ledgers_to_their_last_entry_the_open_one_to_its_lac(store):
     assert [t.unconfirmed for t in plan.tasks] == [False] * 4 + [True] * 2
 
 
+def test_a_large_ledger_is_read_by_tasks_of_about_the_split_bytes_each(store, monkeypatch):
+    """Ledger 10 holds 1,000 bytes in 10 entries: with tasks of about 300 bytes it is cut in
+    four ranges of at most 3 entries (the entry limit still holds); ledger 11 (300 bytes) is one
+    task; the open ledger, whose size no one knows, is cut by entries alone; the ranges cover
+    every entry once, in order, and still link the rollover."""
+    from bkctl.export import planning
+
+    monkeypatch.setattr(planning, "SPLIT_BYTES", 300)
+    plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 100, lacs())
+    assert spans(plan) == [(10, 0, 2), (10, 3, 5), (10, 6, 8), (10, 9, 9), (11, 0, 2), (12, 0, 6)]
+    assert [t.next_ledger for t in plan.tasks if t.ledger_id == 10] == [11] * 4
+    assert spans(plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 2, lacs()))[:5] == [
+        (10, 0, 1),
+        (10, 2, 3),
+        (10, 4, 5),
+        (10, 6, 7),
+        (10, 8, 9),
+    ]
+
+
+@pytest.mark.parametrize(
+    "split, size, entries, per_task",
+    [
+        (100, None, 10, 100),
+        (100, 0, 10, 100),
+        (100, 1000, 10, 3),
+        (100, 1000, 0, 100),
+        (2, 1000, 10, 2),
+        (100, 300, 10, 10),
+        (100, 301, 10, 5),
+        (100, 10**12, 3, 1),
+    ],
+)
+def test_entries_per_task(split, size, entries, per_task):
+    from bkctl.export.planning import task_entries
+
+    assert task_entries(split, size, entries, target=300) == per_task
+
+
 def test_the_open_ledger_is_planned_to_the_newest_entry_an_ack_quorum_holds_and_that_is_recorded(store):
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 4, lacs(beyond=2))
     assert [(p.ledger_id, p.last) for p in plan.plans][-1] == (12, 8)
