@@ -183,7 +183,7 @@ def _verify_objects(record: OffloadRecord, ledger: OffloadedLedger, zk_md: Any, 
     for block, length in index.block_spans():
         data = store.get(location.data_key, block.offset, block.offset + length)
         where = f"{location.data_key} block {block.part_id} at {block.offset}"
-        for entry_id, payload in iter_block_entries(data, where):
+        for entry_id, payload in iter_block_entries(data, where, location.ledger_id):
             if entry_id != expect:
                 return [f"{where}: entry {entry_id} where {expect} was due"]
             if entries:

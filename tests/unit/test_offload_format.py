@@ -246,3 +246,82 @@ def test_a_version_2_index_whose_counts_do_not_fit_is_an_error_not_a_hang(count,
     spoiled = good[:24] + struct.pack(">qii", 5, count, md_length) + good[40:]
     with pytest.raises(OffloadFormatError, match="do not fit|truncated"):
         of.parse_index(spoiled, 5)
+
+
+def _streaming_objects(ledgers: list[tuple[int, list[bytes]]]) -> tuple[bytes, bytes, list[int]]:
+    """A streaming offload segment (FACTS #26; no broker writes one): one block per ledger, its
+    header naming the ledger after its first entry id, the blocks one after the other in one data
+    object; the version 2 index with each ledger's LedgerInfo and block; where each block starts."""
+    import struct
+
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    data, index, starts = b"", [], []
+    for lid, entries in ledgers:
+        body = b"".join(struct.pack(">iq", len(e), i) + e for i, e in enumerate(entries))
+        length = of.BLOCK_HEADER_LENGTH + len(body) + 5
+        header = struct.pack(">Iqqqq", of.STREAMING_BLOCK_MAGIC, of.BLOCK_HEADER_LENGTH, length, 0, lid)
+        info = ml.ManagedLedgerInfo.LedgerInfo(ledgerId=lid, entries=len(entries)).SerializeToString()
+        index.append((lid, info, [(0, 1, len(data))]))
+        starts.append(len(data))
+        data += header.ljust(of.BLOCK_HEADER_LENGTH, b"\0") + body + (of.PADDING * 2)[:5]
+    return data, _v2_index(index, len(data)), starts
+
+
+def _streaming_location(ledger_id: int, offload_uuid: str):
+    """The location of a ledger whose offload context holds only a streaming segment."""
+    import struct
+    import uuid
+
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from bkctl.wire.pulsar.offload_store import location_of
+
+    li = ml.ManagedLedgerInfo.LedgerInfo(ledgerId=ledger_id, entries=2, size=10)
+    segment = li.offloadContext.offloadSegment.add(complete=True)
+    segment.uidMsb, segment.uidLsb = struct.unpack(">qq", uuid.UUID(offload_uuid).bytes)
+    segment.driverMetadata.name = "aws-s3"
+    segment.driverMetadata.properties.add(key="bucket", value="b")
+    li.offloadContext.bookkeeperDeleted = True
+    return location_of(li, "t/ns/persistent/x")
+
+
+def test_a_streaming_offload_is_read_from_its_segments_objects(tmp_path):
+    """A ledger whose offload context holds only a segment: its objects are ``<uuid>`` and
+    ``<uuid>-index`` (FACTS #1), the version 2 index gives this ledger's block -- which ends
+    where the next ledger's begins -- and its LedgerInfo the last entry."""
+    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+    from bkctl.wire.pulsar.offload_store import FileStore, OffloadSettings
+
+    seg = "0b7c3a52-6a8e-4a5e-9b1a-2f8c1d4e5f60"
+    data, index, _ = _streaming_objects([(5, [b"five-0", b"five-1", b"five-2"]), (6, [b"six-0", b"six-1"])])
+    (tmp_path / seg).write_bytes(data)
+    (tmp_path / f"{seg}-index").write_bytes(index)
+    for lid, want in ((5, [b"five-0", b"five-1", b"five-2"]), (6, [b"six-0", b"six-1"])):
+        location = _streaming_location(lid, seg)
+        assert location is not None and location.streaming and location.complete and location.bucket == "b"
+        assert (location.data_key, location.index_key) == (seg, f"{seg}-index")
+        assert location.to_json()["objects"] == [seg, f"{seg}-index"]
+        ledger = OffloadedLedger(location, OffloadSettings(), FileStore(tmp_path))
+        assert ledger.last_entry_id() == len(want) - 1
+        assert [d for batch in ledger.entries(0, len(want) - 1) for _, d in batch] == want
+
+
+def test_a_streaming_block_of_another_ledger_is_an_error(tmp_path):
+    """A segment's index pointing this ledger at another ledger's block (whose header names that
+    ledger): the reader and the whole-block parser refuse it, naming both ledgers."""
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+    from bkctl.wire.pulsar.offload_store import FileStore, OffloadSettings
+
+    seg = "0b7c3a52-6a8e-4a5e-9b1a-2f8c1d4e5f61"
+    data, _, (five_at, six_at) = _streaming_objects([(5, [b"five-0"]), (6, [b"six-0"])])
+    info = ml.ManagedLedgerInfo.LedgerInfo(ledgerId=6, entries=1).SerializeToString()
+    (tmp_path / seg).write_bytes(data)
+    (tmp_path / f"{seg}-index").write_bytes(_v2_index([(6, info, [(0, 1, five_at)])], len(data)))
+    ledger = OffloadedLedger(_streaming_location(6, seg), OffloadSettings(), FileStore(tmp_path))
+    with pytest.raises(OffloadFormatError, match="a block of ledger 5, read as ledger 6's"):
+        list(ledger.entries(0, 0))
+    with pytest.raises(OffloadFormatError, match="a block of ledger 5, read as ledger 6's"):
+        list(of.iter_block_entries(data[five_at:six_at], "block", 6))
+    assert [bytes(d) for _, d in of.iter_block_entries(data[five_at:six_at], "block", 5)] == [b"five-0"]
+    assert [bytes(d) for _, d in of.iter_block_entries(data[six_at:], "block", 6)] == [b"six-0"]

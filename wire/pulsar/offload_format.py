@@ -22,6 +22,7 @@ All integers are big-endian.  Nothing here does I/O: :mod:`.offload_store` reads
 
 from __future__ import annotations
 
+import bisect
 import struct
 import uuid as _uuid
 from collections.abc import Iterator, Mapping
@@ -45,6 +46,8 @@ __all__ = [
     "parse_block_header",
     "parse_index",
     "parse_offloaded_metadata",
+    "streaming_data_key",
+    "streaming_index_key",
     "uuid_of",
 ]
 
@@ -83,6 +86,16 @@ def index_key(offload_uuid: str, ledger_id: int) -> str:
     return f"{offload_uuid}-ledger-{ledger_id}-index"
 
 
+def streaming_data_key(offload_uuid: str) -> str:
+    """A streaming offload segment's data object (FACTS #1, #26): several ledgers' blocks."""
+    return offload_uuid
+
+
+def streaming_index_key(offload_uuid: str) -> str:
+    """A streaming offload segment's index object (version 2: each ledger's blocks)."""
+    return f"{offload_uuid}-index"
+
+
 # ---------------------------------------------------------------- blocks
 
 
@@ -95,8 +108,12 @@ class BlockHeader:
     ledger_id: int | None = None
 
 
-def parse_block_header(data: bytes | bytearray | memoryview, where: str = "block") -> BlockHeader:
-    """The header at the start of ``data`` (a block, or at least its first 128 bytes)."""
+def parse_block_header(
+    data: bytes | bytearray | memoryview, where: str = "block", ledger_id: int | None = None
+) -> BlockHeader:
+    """The header at the start of ``data`` (a block, or at least its first 128 bytes); a streaming
+    block's (FACTS #26) that names another ledger than ``ledger_id`` (when given) is an error:
+    its segment's index pointed at another ledger's block."""
     if len(data) < BLOCK_HEADER_LENGTH:
         raise OffloadFormatError(f"{where}: {len(data)} bytes, shorter than a block header ({BLOCK_HEADER_LENGTH})")
     magic = struct.unpack_from(">I", data)[0]
@@ -109,13 +126,18 @@ def parse_block_header(data: bytes | bytearray | memoryview, where: str = "block
         raise OffloadFormatError(f"{where}: magic {magic:#010x} is not a data block header's ({BLOCK_MAGIC:#010x})")
     if header_length != BLOCK_HEADER_LENGTH or block_length < header_length:
         raise OffloadFormatError(f"{where}: header length {header_length}, block length {block_length}")
+    if ledger is not None and ledger_id is not None and ledger != ledger_id:
+        raise OffloadFormatError(f"{where}: a block of ledger {ledger}, read as ledger {ledger_id}'s")
     return BlockHeader(header_length, block_length, first, ledger)
 
 
-def iter_block_entries(block: bytes | memoryview, where: str = "block") -> Iterator[tuple[int, memoryview]]:
+def iter_block_entries(
+    block: bytes | memoryview, where: str = "block", ledger_id: int | None = None
+) -> Iterator[tuple[int, memoryview]]:
     """``(entry id, bytes)`` of each entry of one whole block, in order; the padding after the
-    last one is checked (:func:`check_padding`)."""
-    header = parse_block_header(block, where)
+    last one is checked (:func:`check_padding`), and a streaming block's ledger against
+    ``ledger_id`` (:func:`parse_block_header`)."""
+    header = parse_block_header(block, where, ledger_id)
     view = memoryview(block)
     if len(view) != header.block_length:
         raise OffloadFormatError(f"{where}: {len(view)} bytes where its header says {header.block_length} (truncated?)")
@@ -215,17 +237,36 @@ class OffloadIndex:
     entries: tuple[IndexEntry, ...]
     #: the raw metadata bytes (version 2 keeps a LedgerInfo there)
     metadata_bytes: bytes = b""
+    #: where each block ends (version 2, whose data object holds other ledgers' blocks between
+    #: and after this one's: the next block of any ledger); empty: the next entry's block
+    ends: tuple[int, ...] = ()
 
     @property
     def entry_count(self) -> int:
         """Entries of the ledger by its metadata (last entry id + 1)."""
         return 0 if self.metadata is None else self.metadata.last_entry_id + 1
 
+    def ledger_entries(self) -> int | None:
+        """Entries of the ledger by a version 2 index's ``LedgerInfo`` (None: it names none)."""
+        if self.version != 2 or not self.metadata_bytes:
+            return None
+        from ..proto import pulsar_ml_pb2
+
+        info = pulsar_ml_pb2.ManagedLedgerInfo.LedgerInfo()
+        try:
+            info.ParseFromString(self.metadata_bytes)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError and friends
+            raise OffloadFormatError("a version 2 index's ledger info does not parse") from None
+        return info.entries if info.HasField("entries") else None
+
     def block_spans(self) -> list[tuple[IndexEntry, int]]:
         """Each block with its length (the next block's offset, or the object's end, minus its own)."""
         spans = []
         for i, e in enumerate(self.entries):
-            end = self.entries[i + 1].offset if i + 1 < len(self.entries) else self.data_object_length
+            if self.ends:
+                end = self.ends[i]
+            else:
+                end = self.entries[i + 1].offset if i + 1 < len(self.entries) else self.data_object_length
             spans.append((e, end - e.offset))
         return spans
 
@@ -311,7 +352,9 @@ def _parse_v2(data: bytes, ledger_id: int | None, where: str) -> OffloadIndex:
         raise OffloadFormatError(f"{where}: holds ledgers {[f[0] for f in found]}, not {ledger_id}")
     _, raw_md, entries = chosen[0]
     _check_entries(entries, data_length, header_length, where)
-    return OffloadIndex(2, data_length, header_length, None, tuple(entries), raw_md)
+    starts = sorted({e.offset for f in found for e in f[2]} | {data_length})
+    ends = tuple(starts[bisect.bisect_right(starts, e.offset)] for e in entries)
+    return OffloadIndex(2, data_length, header_length, None, tuple(entries), raw_md, ends)
 
 
 # ---------------------------------------------------------------- blob metadata

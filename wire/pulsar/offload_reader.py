@@ -62,6 +62,11 @@ class OffloadedLedger:
     def index(self) -> OffloadIndex:
         """The jclouds index object, parsed (read once)."""
         if self._index is None:
+            if self.location.segments > 1:
+                raise OffloadFormatError(
+                    f"ledger {self.ledger_id} is spread over {self.location.segments} streaming offload segments; "
+                    "this reader reads a ledger offloaded in one"
+                )
             key = self.location.index_key
             self._index = parse_index(self.store.get(key), self.ledger_id, f"{self.store.name}: {key}")
         return self._index
@@ -83,7 +88,10 @@ class OffloadedLedger:
         md = self.metadata()
         if md is not None:
             return md.last_entry_id
-        index = self.index()  # version 2: past the last block's first entry, unknown without reading
+        index = self.index()  # version 2: by the LedgerInfo it keeps, else at least its last block's first entry
+        entries = index.ledger_entries()
+        if entries is not None:
+            return entries - 1
         return index.entries[-1].first_entry_id if index.entries else -1
 
     def entries(self, first: int, last: int, batch: int = 1000) -> Iterator[list[tuple[int, bytes]]]:
@@ -148,7 +156,7 @@ class OffloadedLedger:
         chunk = max(self.settings.read_buffer, 64 << 10)
         buf = self._read(stream, key, offset, min(length, chunk))
         fetched = offset + len(buf)
-        header = parse_block_header(buf, where)
+        header = parse_block_header(buf, where, self.ledger_id)
         if header.block_length != length or header.first_entry_id != first_entry_id:
             raise OffloadFormatError(
                 f"{where}: header says {header.block_length} bytes from entry {header.first_entry_id}, the index "

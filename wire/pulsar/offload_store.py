@@ -4,7 +4,10 @@
   uuid (``uidMsb``/``uidLsb``), the driver and its properties (``bucket``, ``region``,
   ``serviceEndpoint``; or ``storageBasePath``), complete, BookKeeper copy deleted.  Each ledger
   keeps the configuration it was offloaded under, so ledgers offloaded before a change of bucket
-  or endpoint are found where they are (tests/vectors/offload/FACTS.md #19-#24).
+  or endpoint are found where they are (tests/vectors/offload/FACTS.md #19-#24).  A context
+  with no uuid of its own but an ``offloadSegment`` is streaming offload's (FACTS #1, #26): its
+  objects are the segment's ``<uuid>`` and ``<uuid>-index`` (one segment is read; a ledger
+  spread over several is refused by the reader).
 * :class:`ObjectStore` -- the little a reader needs of a bucket: ``head``, ranged ``get``,
   ``list``, ``uploads`` (multipart uploads never completed) -- :class:`S3Store` through boto3
   (the ``s3`` extra: the standard AWS credential chain, the endpoint the ledger's driver
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from .errors import OffloadDenied, OffloadMissing, OffloadUnlocated, OffloadUnreachable
-from .offload_format import data_key, index_key, uuid_of
+from .offload_format import data_key, index_key, streaming_data_key, streaming_index_key, uuid_of
 
 __all__ = [
     "FILESYSTEM",
@@ -78,6 +81,10 @@ class OffloadLocation:
     complete: bool = False
     bookkeeper_deleted: bool = False
     timestamp: int | None = None
+    #: streaming offload (version 2): the objects are a segment's, named by its uuid alone
+    streaming: bool = False
+    #: streaming offload segments the ledger is spread over (the reader reads one)
+    segments: int = 1
 
     def prop(self, name: str) -> str | None:
         value = dict(self.properties).get(name)
@@ -105,11 +112,11 @@ class OffloadLocation:
 
     @property
     def data_key(self) -> str:
-        return data_key(self.uuid, self.ledger_id)
+        return streaming_data_key(self.uuid) if self.streaming else data_key(self.uuid, self.ledger_id)
 
     @property
     def index_key(self) -> str:
-        return index_key(self.uuid, self.ledger_id)
+        return streaming_index_key(self.uuid) if self.streaming else index_key(self.uuid, self.ledger_id)
 
     @property
     def mapfile(self) -> str:
@@ -144,19 +151,29 @@ def location_of(ledger_info: Any, managed_ledger: str) -> OffloadLocation | None
     if not ledger_info.HasField("offloadContext"):
         return None
     ctx = ledger_info.offloadContext
-    if not (ctx.HasField("uidMsb") or ctx.HasField("uidLsb")):
+    # the context's own uuid is what a broker reads by (version 1); a streaming offload's
+    # segments carry theirs, and their own driver metadata when they have it
+    streaming = not (ctx.HasField("uidMsb") or ctx.HasField("uidLsb"))
+    if streaming and not ctx.offloadSegment:
         return None
-    driver = ctx.driverMetadata.name if ctx.HasField("driverMetadata") else None
-    props = tuple((kv.key, kv.value) for kv in ctx.driverMetadata.properties) if driver is not None else ()
+    source = ctx.offloadSegment[0] if streaming else ctx
+    meta = source.driverMetadata if source.HasField("driverMetadata") else ctx.driverMetadata
+    driver = meta.name if source.HasField("driverMetadata") or ctx.HasField("driverMetadata") else None
+    props = tuple((kv.key, kv.value) for kv in meta.properties) if driver is not None else ()
+    complete = (
+        bool(ctx.complete) if ctx.HasField("complete") or not streaming else all(s.complete for s in ctx.offloadSegment)
+    )
     return OffloadLocation(
         ledger_info.ledgerId,
         managed_ledger,
-        uuid_of(ctx.uidMsb, ctx.uidLsb),
+        uuid_of(source.uidMsb, source.uidLsb),
         driver,
         props,
-        bool(ctx.complete),
+        complete,
         bool(ctx.bookkeeperDeleted),
         ctx.timestamp if ctx.HasField("timestamp") else None,
+        streaming=streaming,
+        segments=len(ctx.offloadSegment) if streaming else 1,
     )
 
 
