@@ -47,7 +47,7 @@ def py_add_copies(
     ctxs: Sequence[Any],
     slots: Sequence[Any],
     on_done: Callable[..., Any],
-    ids: Iterator[Any],
+    ids: Iterator[int],
     decode: Callable[..., Any],
     general: Callable[[Any, int], tuple[Any, bytes | None]],
 ) -> tuple[list[Any], bytes]:

@@ -14,7 +14,6 @@ EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -25,16 +24,12 @@ from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
 from bkctl.wire.fastpath import Twins
 
-from .add_twins import py_add_copies
 from .channel import AddDone, ReadDone
 from .requests import Request
 
 __all__ = ["EntryRequests", "check_master_key"]
 
 _IDS = struct.Struct(">qq")
-#: what :meth:`EntryRequests.encoded_adds` hands the loop of a run's copies for txnIds outside v3's
-#: fast path (each copy's builder takes its own, if any)
-_NO_TXN = itertools.repeat(None)
 _OP_ADD = int(OperationType.ADD_ENTRY)
 _OP_READ = int(OperationType.READ_ENTRY)
 _OPC_ADD = int(OpCode.ADD_ENTRY)
@@ -179,12 +174,20 @@ class EntryRequests:
         if self.use_v3 and self.fastpaths:
             return self._add_copies(adds, ctxs, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)
         # v2, or fast paths off: each copy is encoded_add's (a v2 ADD has no txnId; a v3 one built
-        # the general way takes its own), in the Python loop of the copies of a run
-        return py_add_copies(adds, ctxs, slots, on_done, _NO_TXN, answers.v3_add, self._encoded_alone)
-
-    def _encoded_alone(self, add: EncodedAdd, _txn: object) -> tuple[Request, bytes | None]:
-        """:meth:`encoded_add`, for :func:`~.add_twins.py_add_copies` (which hands it no txnId)."""
-        return self.encoded_add(add)
+        # the general way takes its own)
+        encoded_add = self.encoded_add
+        reqs = []
+        frames = []
+        for add, ctx, slot in zip(adds, ctxs, slots):
+            req, data = encoded_add(add)
+            if data is None:  # built the general way: its frame goes out with the others
+                data, req.frame = req.frame, b""
+            req.on_done = on_done
+            req.ctx = ctx
+            req.slot = slot
+            reqs.append(req)
+            frames.append(data)
+        return reqs, b"".join(frames)
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""

@@ -65,7 +65,7 @@ from .errors import (
 from .explicit_lac import ExplicitLac
 from .ledger_close import LedgerClose
 from .ledger_updates import write_closed
-from .pending_add import Packaged, PendingAdd
+from .pending_add import PendingAdd
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -148,17 +148,16 @@ class LedgerHandle(ReadHandle):
         self._entry_limit = self.max_entry_size
         #: packages an entry, ``(ledger_id, entry_id, lac, length, payload)`` (the twin of the
         #: client's codecs in use for a CRC32C ledger: ``Twins.codec``)
-        package = self.digest.packager(self.twins.codec)
+        self._package = self.digest.packager(self.twins.codec)
         #: fast path: encodes each entry's ADD once for its write set (None: off)
         self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins.codec) if self.twins.enabled else None
         writer = self.twins.entries
-        #: makes each entry's pending add: on the fast path over v3 packaged and encoded at once
-        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else packaged
-        #: (encoded when addressed, on the fast path over v2)
-        self._new_entry: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingAdd] = (
-            writer.entries(package, self.twins.codec.add_part, ledger_id, self.master_key, recovery)
-            if self._adds is not None and self._adds.use_v3
-            else Packaged(package, ledger_id)
+        #: on the fast path over v3 each entry is packaged and encoded at once by ``_entries``
+        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD); else it is
+        #: packaged into a PendingAdd, encoded when addressed (the fast path over v2)
+        self._at_once = self._adds is not None and self._adds.use_v3
+        self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingAdd] = writer.entries(
+            self._package, self.twins.codec.add_part, ledger_id, self.master_key, recovery
         )
         #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
         self._explicit = ExplicitLac(
@@ -387,7 +386,10 @@ class LedgerHandle(ReadHandle):
         lac = self._lac
         length = self._length = self._length + len(payload)
         self._explicit.piggybacked = lac
-        p = self._new_entry(entry_id, lac, length, payload, deferred)
+        if self._at_once:  # the fast path over v3: the entry is its own encoded ADD
+            p = self._entries(entry_id, lac, length, payload, deferred)
+        else:
+            p = PendingAdd(entry_id, self._package(self.ledger_id, entry_id, lac, length, payload), length, deferred)
         self._pending.append(p)
         if self._ensemble.changing:
             return p  # sent once the ensemble changed (_resend)

@@ -12,7 +12,7 @@ from twisted.internet import defer
 
 from bkctl.wire.codecs.add_frames import EncodedAdd
 
-__all__ = ["Entries", "Packaged", "PendingAdd", "address_run"]
+__all__ = ["Entries", "PendingAdd", "address_run"]
 
 
 class PendingAdd:
@@ -44,24 +44,6 @@ class PendingAdd:
             self.acked &= ~bit
             self.acks -= 1
         self.bookies[slot] = bookie
-
-
-class Packaged:
-    """A writer's maker of its entries with fast paths off or over v2: ``packaged(entry_id, lac,
-    length, payload, deferred)`` -> a :class:`PendingAdd` packaged by ``package``
-    (``(ledger_id, entry_id, lac, length, payload)`` -> bytes), encoded when addressed (the fast
-    path over v2)."""
-
-    __slots__ = ("package", "ledger_id")
-
-    def __init__(self, package: Callable[[int, int, int, int, bytes], bytes], ledger_id: int):
-        self.package = package
-        self.ledger_id = ledger_id
-
-    def __call__(
-        self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
-    ) -> PendingAdd:
-        return PendingAdd(entry_id, self.package(self.ledger_id, entry_id, lac, length, payload), length, deferred)
 
 
 class WriteSets(Protocol):
