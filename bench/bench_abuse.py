@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from common import cpu_seconds, load_note  # noqa: E402
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
 from tests.support.abuse import QUIET_GC, Bystanders, ValidClient, hammer, rss_kb  # noqa: E402
 from tests.support.bookieproc import BookieProcess  # noqa: E402
@@ -65,7 +66,7 @@ def main() -> int:
     try:
         zk.start()
         uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
-        with ZKMetadataStore(uri, timeout=30) as store:
+        with ZKMetadataStore(uri, timeout=30, twins=fastpath.selected()) as store:
             store.cluster.init()
         bookie = BookieProcess(base / "bookie", uri, journalMaxSizeMB=64, **QUIET_GC).start()
         pid = bookie.proc.pid

@@ -59,6 +59,7 @@ from common import (
 )  # bench/ is on sys.path when run as a script
 from java_peer import SIDE_BY_SIDE_ENTRIES, add_java_peer_options  # noqa: E402
 
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.framing import FrameDecoder, frame
@@ -297,7 +298,7 @@ def start_cluster(base: Path):
     zk = ZooKeeperServer(base / "zk", start_timeout=300.0)  # a JVM's start takes minutes on a starved machine
     zk.start()
     uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         store.cluster.init()
     return zk, uri
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from common import cpu_seconds, load_note, pct  # noqa: E402
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
 from tests.support.bookieproc import BookieProcess, wait_registered  # noqa: E402
 
@@ -79,7 +80,7 @@ def main() -> int:
     zk.start()
     try:
         uri = f"zk+hierarchical://{zk.connect_string}/bench/ledgers"
-        with ZKMetadataStore(uri, timeout=20) as store:
+        with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
             store.cluster.init()
         one_start(base / "warm-up", uri, args.http, args.autorecovery)  # the page cache, not bookied, warms up
         registered, exited, walls = [], [], []

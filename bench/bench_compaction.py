@@ -59,6 +59,8 @@ from pathlib import Path
 from bench_bookie import start_bookie, start_cluster  # bench/ is on sys.path when run as a script
 from common import load_note, pct_ms, section  # bench/ is on sys.path when run as a script
 
+from bkctl.wire import fastpath
+
 
 def get(http: int, path: str):
     with urllib.request.urlopen(f"http://127.0.0.1:{http}{path}", timeout=10) as resp:
@@ -568,7 +570,7 @@ def run_bookied(args, base: Path, zk, root: str, settings: dict) -> dict:
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     uri = f"zk+hierarchical://{zk.connect_string}{root}"
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         store.cluster.init()
     proc, port, http = start_bookie(base, uri, settings)
     try:
@@ -585,7 +587,7 @@ def wait_registered(uri: str, bookie_id: str, timeout: float = 60.0) -> None:
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     deadline = time.monotonic() + timeout
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         while bookie_id not in store.registration.writable_bookies():
             if time.monotonic() > deadline:
                 raise SystemExit(f"{bookie_id} did not register in {timeout:g} s")

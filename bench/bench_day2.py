@@ -30,6 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import load_note  # noqa: E402
 
+from bkctl.wire import fastpath
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -50,7 +52,7 @@ def bench_replace_id(uri: str, ledgers: int) -> None:
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     old, new, other = "10.1.1.1:3181", "bk-a.example.com:3181", "bk-b.example.com:3181"
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         for _ in range(ledgers):
             store.ledgers.create(LedgerMetadata.new([old, "10.1.1.2:3181", "10.1.1.3:3181"], 2, 2))
     for parallel, (src, dst) in ((1, (old, new)), (8, (new, other))):

@@ -47,6 +47,8 @@ from pathlib import Path
 
 from common import load_note  # noqa: E402
 
+from bkctl.wire import fastpath
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -201,7 +203,7 @@ def run(args, uri: str, work: Path) -> int:
     )
     results = []
     meter = CpuMeter()
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         spec = parse_ledger_spec(",".join(str(i) for i in ledger_ids))
         plans, _ = plan_ledgers(store, spec)
         for master in masters:

@@ -53,6 +53,8 @@ from bench_scale import zk_requests as zk_packets  # noqa: E402  (mntr's zk_pack
 from common import bookie_metrics, commit_or_exit, in_sandbox, load_note, section  # noqa: E402
 from java_peer import alternate, median  # noqa: E402
 
+from bkctl.wire import fastpath
+
 FIRST = 1_000_000  # above the ids the sandbox hands out
 
 
@@ -256,7 +258,7 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
     ar = None
     try:
         jids = [b.bookie_id for b in java]
-        with ZKMetadataStore(uri) as store:
+        with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
             bookies = sorted(store.registration.writable_bookies())
         lo = FIRST + 5_000_000
         ens = shuffled(bookies, lo, lo + args.mixed_ledgers)
@@ -268,7 +270,7 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
         outside = [b for b in bookies if b not in ens[moved]]
         data = {moved: [outside[0], outside[1], ens[moved][2]]}
         fill(uri, zk, ens, 2, args.size, data_ensembles=data, skip=frozenset(skip), flip=frozenset({(flipped, 0, bad)}))
-        with ZKMetadataStore(uri) as store:
+        with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
             store.underreplication.mark(lo - 1, [jids[0]])  # a deleted ledger still marked
         planted = {
             flipped: "corrupt",
@@ -300,7 +302,7 @@ def mixed(uri: str, zk: str, work: Path, args, http_ports: list[int]) -> None:
             stderr=open(work / "autorecovery.log", "wb"),
         )
         t0 = time.monotonic()
-        with ZKMetadataStore(uri) as store:
+        with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
             while store.underreplication.count() and time.monotonic() - t0 < 600:
                 time.sleep(0.5)
             left = store.underreplication.count()
@@ -377,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
 
         parsed = MetadataServiceURI.parse(uri)
         zk = parsed.hosts.split(",")[0]
-        with ZKMetadataStore(uri) as store:
+        with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
             bookies = store.registration.writable_bookies()
         http_ports = [b["http_port"] for b in sandbox_status(Path(_work) / "sandbox")["bookies"] if b.get("http_port")]
         peer = None

@@ -121,7 +121,7 @@ def exists_each(uri: str, ids: range) -> float:
     """Seconds for one exists() per ledger from this process (the old rule's requests)."""
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         t0 = time.perf_counter()
         for i in ids:
             store.ledgers.exists(i)

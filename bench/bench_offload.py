@@ -59,6 +59,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import cpu_seconds, load_note  # noqa: E402
 
+from bkctl.wire import fastpath
+
 TOPIC = "persistent://public/default/bench-offload"
 #: a topic of one 1-entry ledger: the command's fixed cost
 SMALL_TOPIC = "persistent://public/default/bench-offload-small"
@@ -362,7 +364,7 @@ def run(args, info: dict, work: Path) -> int:
         opts = ExportOptions(
             out=str(work / "out"), master=spark_master, mode="overwrite", compression=args.compression or "zstd"
         )
-        with ZKMetadataStore(info["uri"]) as store:
+        with ZKMetadataStore(info["uri"], twins=fastpath.selected()) as store:
             t = time.monotonic()
             summary = run_export(store, info["uri"], TopicSource(TopicSpec(TOPIC, scan_first=False)), opts)
             seconds = time.monotonic() - t

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from common import in_sandbox, load_note, raw_zookeeper  # noqa: E402
 
+from bkctl.wire import fastpath
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 TOPIC = "persistent://public/default/bench"
@@ -108,7 +110,7 @@ def exports_in_turns(
                 opts = ExportOptions(
                     out=str(work / f"out-{kind}"), master=master, mode="overwrite", split_entries=split_entries
                 )
-                with ZKMetadataStore(uri) as store:
+                with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
                     cpu = tree_cpu()
                     t = time.monotonic()
                     summary = run_export(store, uri, source(kind), opts)

@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import fill_bookie, timed, wait_unregistered  # noqa: E402
 from common import load_note, section  # noqa: E402
 
+from bkctl.wire import fastpath
+
 REPO = Path(__file__).resolve().parent.parent
 BKCTL = str(Path(sys.executable).with_name("bkctl"))
 MIB = 1 << 20
@@ -327,7 +329,7 @@ def rebalance_scenario(args) -> int:
 def watch_underreplicated(uri: str, stop: threading.Event, seen: list[int]) -> None:
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    store = ZKMetadataStore(uri)
+    store = ZKMetadataStore(uri, twins=fastpath.selected())
     store.start()
     try:
         while not stop.is_set():

@@ -49,6 +49,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import commit_or_exit, load_note, section  # noqa: E402
 
+from bkctl.wire import fastpath
+
 REPO = Path(__file__).resolve().parent.parent
 GONE = [f"127.0.0.2:{3181 + i}" for i in range(7)]  # bookies that are not there any more
 DAY_MS = 86_400_000
@@ -231,7 +233,7 @@ def fill(f: Filled, args) -> None:
         zk.close()
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with ZKMetadataStore(f.uri, timeout=60) as store:
+    with ZKMetadataStore(f.uri, timeout=60, twins=fastpath.selected()) as store:
         for ledger_id in range(1, min(args.marks, f.ledgers) + 1):
             store.underreplication.mark(ledger_id * max(1, f.ledgers // max(args.marks, 1)), [GONE[0]])
     print(
@@ -533,7 +535,7 @@ def auditor_check(f: Filled, bkctl: str) -> None:
     )
     peak = 0
     auditors = set()
-    with ZKMetadataStore(f.uri, timeout=60) as store:
+    with ZKMetadataStore(f.uri, timeout=60, twins=fastpath.selected()) as store:
         while daemon.poll() is None and time.monotonic() - t0 < 3600:
             try:
                 with open(f"/proc/{daemon.pid}/status") as st:

@@ -31,6 +31,8 @@ sys.path.insert(0, str(ROOT))
 
 from common import raw_zookeeper  # noqa: E402
 
+from bkctl.wire import fastpath  # noqa: E402
+
 _ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
 
 # bkctl shell, also before the lead has registered it in bkctl/cli.py
@@ -99,7 +101,7 @@ def make_ledgers(uri: str, count: int) -> float:
     md = LedgerMetadata.new(["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"])
     data = serialize_ledger_metadata(md)
     started = time.perf_counter()
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         if not store.cluster.exists():
             store.cluster.init()
         have = sum(1 for _ in store.ledgers.ids())
@@ -127,7 +129,7 @@ def bench_completion(uri: str, ledgers: int, rounds: int) -> None:
     from bkctl.shell.cache import MetadataCache
     from bkctl.shell.completer import ShellCompleter
 
-    cache = MetadataCache(uri)
+    cache = MetadataCache(uri, twins=fastpath.selected())
     started = time.perf_counter()
     cache.start()
     if not cache.refreshed.wait(60):
@@ -139,7 +141,7 @@ def bench_completion(uri: str, ledgers: int, rounds: int) -> None:
         f"(listing {ms(cache.last_ledger_refresh or 0)}), in the background"
     )
     set_session_source(cache)
-    completer = ShellCompleter(cli, App(metadata_uri=uri, interactive=True))
+    completer = ShellCompleter(cli, App(metadata_uri=uri, interactive=True, twins=fastpath.selected()))
     lines = [
         "ledger show ",
         "ledger show 1",

@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gc import zk_packets  # noqa: E402
 from common import commit_or_exit, load_note, raw_zookeeper, section  # noqa: E402
 
+from bkctl.wire import fastpath
+
 FIRST = 5_000_000  # ledger ids of the topic: above what the sandbox hands out
 TOPICS = {"none": "persistent://acme/plan/plain", "zstd": "persistent://acme/plan/zstd"}
 MAGIC = 0x4778  # Pulsar's MetaStoreImpl.MAGIC_MANAGED_INFO_METADATA
@@ -161,7 +163,7 @@ def run(uri: str, zk_port: int, args) -> None:
     for rnd in range(args.rounds):
         section(f"round {rnd + 1} of {args.rounds}")
         for kind, topic in TOPICS.items():
-            with ZKMetadataStore(uri, timeout=60) as store:
+            with ZKMetadataStore(uri, timeout=60, twins=fastpath.selected()) as store:
                 load = load_note()
                 before = zk_packets("127.0.0.1", zk_port)
                 t0 = time.perf_counter()

@@ -78,6 +78,7 @@ sys.path.insert(0, str(REPO))
 from twisted.internet import defer, task  # noqa: E402
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port  # noqa: E402
+from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.client.blocking import BlockingBookKeeper  # noqa: E402
 from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
 from tests.support import smallfs  # noqa: E402
@@ -152,7 +153,7 @@ class Cluster:
     def start(self) -> None:
         self.zk.start()
         self.uri = f"zk+hierarchical://{self.zk.connect_string}/ledgers"
-        with ZKMetadataStore(self.uri, timeout=30) as store:
+        with ZKMetadataStore(self.uri, timeout=30, twins=fastpath.selected()) as store:
             store.cluster.init()
         for i in range(BOOKIES):
             fs = self.base / f"fs{i}"
@@ -176,7 +177,7 @@ class Cluster:
         self.wait_healthy(60)
 
     def writable(self) -> set[str]:
-        with ZKMetadataStore(self.uri, timeout=10) as store:
+        with ZKMetadataStore(self.uri, timeout=10, twins=fastpath.selected()) as store:
             return set(store.registration.writable_bookies())
 
     def wait_healthy(self, timeout: float) -> bool:

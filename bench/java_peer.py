@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bkctl.wire import fastpath
+
 __all__ = [
     "CpuSampler",
     "add_java_peer_options",
@@ -600,7 +602,7 @@ class JavaPeer:
                 out = open(d / "bookie.out", "wb")
                 proc = subprocess.Popen(cmd, cwd=d, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 bookies.append(JavaBookie(f"127.0.0.1:{port}", port, http, proc, d))
-            store = ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20).start()
+            store = ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20, twins=fastpath.selected()).start()
             try:
                 deadline = time.monotonic() + 120
                 while not {b.bookie_id for b in bookies} <= set(store.registration.writable_bookies()):
@@ -668,7 +670,7 @@ class JavaPeer:
             )
             + "\n"
         )
-        with ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20) as store:
+        with ZKMetadataStore(f"zk+hierarchical://{zk}{root}", timeout=20, twins=fastpath.selected()) as store:
             waited = time.monotonic() + 30  # a stopped auditor's vote goes with its session
             while store.auditor.votes() and time.monotonic() < waited:
                 time.sleep(0.5)

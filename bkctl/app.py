@@ -15,6 +15,8 @@ from .exitcodes import USAGE, CommandError
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+    from bkctl.wire.fastpath import Twins
+
 
 @dataclass
 class App:
@@ -39,6 +41,9 @@ class App:
     bookie_tls: Any = None
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
+    #: the implementations in use (:mod:`bkctl.wire.fastpath`): the process's record, which the
+    #: command line's start (:mod:`bkctl.cli`) gives; the store's walks and decoding use it
+    twins: Twins | None = field(default=None, repr=False)
     #: Ledgers this session created and still writes (shell only): ledger id ->
     #: :class:`bkctl.ops.ledgers.HeldLedger` (live write handle + append lock).
     handles: dict = field(default_factory=dict, repr=False)
@@ -61,6 +66,12 @@ class App:
             raise CommandError(str(e), USAGE) from None
         return self.metadata_uri
 
+    def require_twins(self) -> Twins:
+        """:attr:`twins`, which the command line's start gives every App it runs a command on."""
+        if self.twins is None:
+            raise RuntimeError("this App was given no twins record (bkctl.cli gives it the process's)")
+        return self.twins
+
     @property
     def store(self):
         """The ZooKeeper metadata store, connected on first use; its root must
@@ -78,7 +89,7 @@ class App:
         if self._store is None:
             from bkctl.wire.metadata.zk import ZKMetadataStore
 
-            store = ZKMetadataStore(self.require_uri(), timeout=self.zk_timeout)
+            store = ZKMetadataStore(self.require_uri(), timeout=self.zk_timeout, twins=self.require_twins())
             store.start()
             self._store = store
             self._cluster_checked = False

@@ -345,6 +345,8 @@ def cli(
         app = App()
         ctx.obj = app
         ctx.call_on_close(app.close)
+    if app.twins is None:  # the process's record, for every App a command runs on (the shell's too)
+        app.twins = fastpath.selected()
     # An explicit -m/--cluster overrides the (shell's) session cluster; the
     # environment and the config's default only fill in a session without one.
     if metadata_uri or cluster or app.metadata_uri is None:

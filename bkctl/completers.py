@@ -310,9 +310,11 @@ class _OneShot:
 
         # a completion must not print: keep kazoo's connection warnings quiet
         logging.getLogger("kazoo").setLevel(logging.CRITICAL + 1)
+        from bkctl.wire import fastpath
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
-        return ZKMetadataStore(self.uri, timeout=LOOKUP_TIMEOUT).start()
+        # a completion reads a few znodes: the general paths (no scanner connection of its own)
+        return ZKMetadataStore(self.uri, timeout=LOOKUP_TIMEOUT, twins=fastpath.GENERAL).start()
 
     def ledger_ids_matching(self, prefix: str, limit: int) -> list[str]:
         if prefix and not prefix.isdigit():

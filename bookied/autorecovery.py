@@ -242,6 +242,7 @@ def main() -> int:
         reactor = main_reactor()
     from twisted.internet import defer, stdio, task
 
+    from bkctl.wire import fastpath
     from bkctl.wire.autorecovery.config import CONFIG_KEYS, config_from_keys
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
     from bkctl.wire.metadata import zksecurity
@@ -261,6 +262,7 @@ def main() -> int:
         reactor=reactor,
         zk_timeout=cfg.zk_timeout / 1000.0,
         client_options=client_tls_options(cfg),
+        twins=fastpath.selected(),  # this process's start: its record (the bookie's environment)
     )
     outcome = {"code": 0}
     parent = _Parent(daemon)

@@ -368,6 +368,7 @@ def main() -> int:
 
     configure_logging(settings["log_level"])
     lower_cpu_priority(settings["cpu_priority"], "metadata listing")
+    from bkctl.wire import fastpath
     from bkctl.wire.errors import BKError
     from bkctl.wire.metadata import zksecurity
     from bkctl.wire.metadata.zk import ZKMetadataStore
@@ -379,7 +380,8 @@ def main() -> int:
         log.error("metadata listing: no metadataServiceUri in the bookie's configuration")
         return 2
     zksecurity.set_default(cfg.zk_security())
-    store = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
+    # this process's start: its record (the bookie's environment), for the walks' scanner
+    store = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0, twins=fastpath.selected())
     started = False
     requests = sys.stdin.buffer
     find_garbage = GarbageFinder()

@@ -131,7 +131,7 @@ class SalvageService:
         host = resolve_listen_host(cfg)
         self.port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
         log.info("salvage: serving %s read-only on %s:%d", self.bookie_id, host, self.port.getHost().port)
-        self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
+        self.zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0, twins=self.twins)
         self.zk.start()
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
         self.reactor.callWhenRunning(self._register)

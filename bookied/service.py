@@ -169,7 +169,7 @@ class BookieService:
             raise ConfigError(
                 "metadataServiceUri: not set (nor zkServers): the bookie needs its cluster", key="metadataServiceUri"
             )
-        self.zk = zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0)
+        self.zk = zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0, twins=self.twins)
         zk.start()
         instance_id = zk.cluster.instance_id()
         if instance_id is None:

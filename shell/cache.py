@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from bkctl.completers import LedgerIdIndex, bookie_states
 
 if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
 
@@ -56,6 +57,7 @@ class MetadataCache:
     def __init__(
         self,
         uri: str | None,
+        twins: Twins,
         interval: float = 10.0,
         ledger_interval: float = 30.0,
         connect_timeout: float = 5.0,
@@ -65,6 +67,8 @@ class MetadataCache:
         self.ledger_interval = ledger_interval
         self.connect_timeout = connect_timeout
         self.on_change = on_change
+        #: the implementations its store uses (:mod:`bkctl.wire.fastpath`: the shell's record)
+        self.twins = twins
         self._uri = uri
         self._generation = 0
         self._status = Status(uri=uri, state="connecting" if uri else "none")
@@ -201,7 +205,7 @@ class MetadataCache:
         self._drop_store()
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
-        store = ZKMetadataStore(uri, timeout=self.connect_timeout)
+        store = ZKMetadataStore(uri, timeout=self.connect_timeout, twins=self.twins)
         store.start()
         if generation != self._generation:  # switched cluster meanwhile
             store.close()

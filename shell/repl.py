@@ -170,6 +170,7 @@ class Shell:
                 verbose=self.app.verbose,
                 quiet=self.app.quiet,
                 zk_timeout=self.app.zk_timeout,
+                twins=self.app.twins,
             )
         saved = {name: getattr(self.app, name) for name in SESSION_FIELDS}
         out = None
@@ -375,7 +376,7 @@ class Shell:
 
         self._modes = modes = _terminal_modes(self.stdin)
         path = _ensure_history_file(history_path())
-        self.cache = cache = MetadataCache(self.app.metadata_uri, on_change=self._invalidate)
+        self.cache = cache = MetadataCache(self.app.metadata_uri, self.app.require_twins(), on_change=self._invalidate)
         self._session = session = PromptSession[str](
             history=FileHistory(str(path)) if path else None,
             auto_suggest=AutoSuggestFromHistory(),

@@ -123,9 +123,10 @@ def uninitialised_uri(zookeeper, zk_namespace):
 @pytest.fixture
 def metadata_uri(uninitialised_uri):
     """Metadata service URI of a freshly initialised cluster (its own root per test)."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with ZKMetadataStore(uninitialised_uri, timeout=20) as store:
+    with ZKMetadataStore(uninitialised_uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
     return uninitialised_uri
 
@@ -133,9 +134,10 @@ def metadata_uri(uninitialised_uri):
 @pytest.fixture
 def zkstore(metadata_uri):
     """A started :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` on :func:`metadata_uri`."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    store = ZKMetadataStore(metadata_uri, timeout=20)
+    store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected())
     store.start()
     try:
         yield store

@@ -22,8 +22,9 @@ test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metad
 ``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
 (its ``.pyi``) says its types, and tests/unit/test_c_twins.py fails where one this platform
 builds is not in use.
-Components receive the record through their constructors (``twins=``;
-:func:`selected` is the default), so that the same behavioural tests run with
+Components receive the record through their constructors (``twins=``, from the
+program's start or composition point, which asks :func:`selected`; :data:`GENERAL` where a
+program only looks up a few znodes), so that the same behavioural tests run with
 either record (:func:`build`), and ``./dev test`` runs the unit modules that reach
 a fast path and the add/read/recovery integration suites with all of them switched
 off too (``BKCTL_FASTPATHS=0``; tests/support/fastpaths_off.txt): the two
@@ -48,9 +49,10 @@ if TYPE_CHECKING:
     from bkctl.wire.client.add_twins import ConnectionAdds, WriterAdds
     from bkctl.wire.codecs.codec_twins import CodecTwins
     from bkctl.wire.codecs.plain import PlainTwins
+    from bkctl.wire.metadata.ledger import LedgerMetadataTwins
     from bkctl.wire.pulsar.rows import BatchRowsProtocol
 
-__all__ = ["Twins", "build", "c_module", "check", "from_environment", "selected"]
+__all__ = ["GENERAL", "Twins", "build", "c_module", "check", "from_environment", "selected"]
 
 #: the environment variable that switches every fast path off
 SWITCH = "BKCTL_FASTPATHS"
@@ -62,7 +64,7 @@ RECORDS_API = 2
 #: what ``_plain``'s ``API`` must be
 PLAIN_API = 4
 #: what ``_ledgerpb``'s ``API`` must be
-LEDGERPB_API = 2
+LEDGERPB_API = 3
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
@@ -167,13 +169,14 @@ class Twins:
         return plain.twins_of(c_module("bkctl.wire.codecs._plain", PLAIN_API) if self.enabled else None)
 
     @functools.cached_property
-    def ledger_metadata(self) -> Any:
-        """The C twin of decoding and checking format-3 ledger metadata
-        (``_ledgerpb.metadata``: :class:`~bkctl.wire.metadata.ledger.CheckedMetadata`), or
-        None: :func:`~bkctl.wire.metadata.ledger.parse_ledger_metadata` then decodes with
-        protobuf's message and checks with LedgerMetadata's own checks alone."""
-        c = c_module("bkctl.wire.metadata._ledgerpb", LEDGERPB_API) if self.enabled else None
-        return None if c is None else c.metadata
+    def ledger_metadata(self) -> LedgerMetadataTwins:
+        """The decoder of ledger metadata a metadata store uses
+        (:class:`~bkctl.wire.metadata.ledger.LedgerMetadataTwins`): ``_ledgerpb``'s, which
+        decodes and checks format 3 in C and hands the rest to the general path, or the
+        general path alone (:func:`~bkctl.wire.metadata.ledger.parse_ledger_metadata`)."""
+        from bkctl.wire.metadata import ledger
+
+        return ledger.twins_of(c_module("bkctl.wire.metadata._ledgerpb", LEDGERPB_API) if self.enabled else None)
 
     @functools.cached_property
     def avro_columns(self) -> Any:
@@ -213,6 +216,11 @@ def build(enabled: bool) -> Twins:
     if not enabled:
         return Twins(enabled=False, codec_given=None)
     return Twins(enabled=True, codec_given=c_module("bkctl.wire.codecs._fastcodec", FASTCODEC_API))
+
+
+#: every fast path off, the general paths alone (what ``BKCTL_FASTPATHS=0`` gives): the record a
+#: program gives what only looks up a few znodes (a completion's lookups, the sandbox's checks)
+GENERAL = build(False)
 
 
 @functools.cache

@@ -204,11 +204,10 @@ class _Copier:
 
     def copy(self, ledger_id: int) -> None:
         from bkctl.wire.metadata.errors import NoSuchLedger
-        from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
         try:
             raw, _version = self.store.ledgers.read_bytes(ledger_id)
-            md = parse_ledger_metadata(raw)
+            md = self.store.ledgers.parse(raw, None)
         except NoSuchLedger:
             with self.lock:
                 self.missing.append(ledger_id)

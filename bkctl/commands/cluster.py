@@ -169,6 +169,7 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
             zk_timeout=app.zk_timeout,
             tls=app.bookie_tls or None,
             exit_when_stuck=not app.interactive,
+            twins=app.require_twins(),
         )
     if not app.interactive:  # the process ends next: a late SIGTERM must not make it "killed"
         from bkctl.wire.process.shutdown import ignore_late_signals

@@ -305,8 +305,9 @@ def _plan(options: ReadOptions) -> SourcePlan:
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     settings = options.settings
-    with ZKMetadataStore(settings.uri, security=settings.zk_security) as store:
-        return options.source.plan(store, LedgerReader.in_process(settings), options.split_entries)
+    reader = LedgerReader.in_process(settings)
+    with ZKMetadataStore(settings.uri, security=settings.zk_security, twins=reader.twins) as store:
+        return options.source.plan(store, reader, options.split_entries)
 
 
 def _typed(options: ReadOptions) -> ReadOptions:
@@ -316,8 +317,9 @@ def _typed(options: ReadOptions) -> ReadOptions:
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
         settings = options.settings
-        with ZKMetadataStore(settings.uri, security=settings.zk_security) as store:
-            options.source.type_values(store, LedgerReader.in_process(settings))
+        reader = LedgerReader.in_process(settings)
+        with ZKMetadataStore(settings.uri, security=settings.zk_security, twins=reader.twins) as store:
+            options.source.type_values(store, reader)
     return options
 
 

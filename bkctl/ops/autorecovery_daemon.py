@@ -17,8 +17,12 @@ import signal
 import sys
 import threading
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from bkctl.wire.autorecovery.config import AutoRecoveryConfig
+
+if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
 
 log = logging.getLogger("bkctl.autorecovery")
 
@@ -60,6 +64,7 @@ def run_daemon(
     shutdown_timeout: float = 5.0,
     tls=None,
     exit_when_stuck: bool = True,
+    twins: Twins,
 ) -> tuple[int, str | None]:
     """Run the autorecovery daemon until Ctrl-C or SIGTERM; (0, None) on a stop,
     (5, why) when it cannot start (ZooKeeper not answering within
@@ -88,6 +93,7 @@ def run_daemon(
         reactor=reactor,
         zk_timeout=zk_timeout,
         client_options={"protocol": protocol, **({"tls": tls} if tls else {})},
+        twins=twins,
     )
     outcome: dict = {"code": 0, "why": None}
     state: dict = {"stopping": False}

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 
 
 def dump(store, ledger_id: int, path: str) -> dict:
-    from bkctl.wire.metadata.ledger import parse_ledger_metadata
-
     data, version = store.ledgers.read_bytes(ledger_id)
-    md = parse_ledger_metadata(data)
+    md = store.ledgers.parse(data, None)
     if path == "-":  # stdout, as `ledger add ID -` reads stdin
         import sys
 

@@ -255,11 +255,12 @@ def start_bookie(
 @contextlib.contextmanager
 def _registrations(uri: str, bookie_id: str) -> Iterator[Any]:
     """A metadata store to watch *bookie_id* register through; unreachable: exit 5."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.errors import ZKStoreError
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     try:
-        with ZKMetadataStore(uri, timeout=20.0) as store:
+        with ZKMetadataStore(uri, timeout=20.0, twins=fastpath.GENERAL) as store:
             yield store
     except ZKStoreError as exc:
         raise SandboxError(f"cannot watch bookie {bookie_id} register: {exc}", UNREACHABLE) from None

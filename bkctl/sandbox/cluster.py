@@ -118,11 +118,12 @@ def ensure_zookeeper(
 
 def init_cluster(uri: str, timeout: float = 20.0) -> bool:
     """``initnewcluster`` unless already done; True if it was created now."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.errors import ClusterExists, ZKStoreError
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     try:
-        with ZKMetadataStore(uri, timeout=timeout) as store:
+        with ZKMetadataStore(uri, timeout=timeout, twins=fastpath.GENERAL) as store:
             if store.cluster.exists():
                 return False
             try:
@@ -386,12 +387,13 @@ def _retire_decommissioned(d: Path, uri: str, stopped: list[dict], progress: Pro
     such a bookie, so its slot is dropped -- its directory moved aside to ``bookie-N.decommissioned``,
     nothing deleted -- and a new bookie takes its place; returns ``{"index", "bookie_id",
     "moved_to"}`` for each."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     candidates = [b for b in stopped if any((Path(x) / "current" / "VERSION").is_file() for x in b.get("dirs", []))]
     if not candidates:
         return []
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.GENERAL) as store:
         gone = [b for b in candidates if store.cookies.get(b["id"]) is None]
     retired = []
     for b in gone:
@@ -422,10 +424,11 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
     registered: dict[str, str] = {}
     if zk_alive and check_registration and state.get("uri") and state.get("bookies"):
         try:
+            from bkctl.wire import fastpath
             from bkctl.wire.metadata.errors import ZKStoreError
             from bkctl.wire.metadata.zk import ZKMetadataStore
 
-            with ZKMetadataStore(state["uri"], timeout=5.0) as store:
+            with ZKMetadataStore(state["uri"], timeout=5.0, twins=fastpath.GENERAL) as store:
                 registered.update({b: "writable" for b in store.registration.writable_bookies()})
                 registered.update({b: "read-only" for b in store.registration.readonly_bookies()})
         except ZKStoreError:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
 
 
@@ -57,7 +58,7 @@ def own_zookeeper(tmp_path):
     server.start()
     uri = f"zk+hierarchical://{server.connect_string}/ledgers"
     try:
-        with ZKMetadataStore(uri, timeout=20) as store:
+        with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
             store.cluster.init()
         yield server, uri
     finally:

@@ -11,6 +11,7 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.blocking import run_in_reactor
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -25,7 +26,9 @@ def stores(metadata_uri):
     opened: list[ZKMetadataStore] = []
 
     def make(session_timeout: float = 20, timeout: float = 20) -> ZKMetadataStore:
-        store = ZKMetadataStore(metadata_uri, timeout=timeout, session_timeout=session_timeout)
+        store = ZKMetadataStore(
+            metadata_uri, timeout=timeout, session_timeout=session_timeout, twins=fastpath.selected()
+        )
         store.start()
         opened.append(store)
         return store

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
 
@@ -40,7 +41,7 @@ class Cluster:
         from bkctl.wire.metadata.zk import ZKMetadataStore
         from tests.support.bookieproc import start_bookies
 
-        with ZKMetadataStore(self.uri, timeout=20) as store:
+        with ZKMetadataStore(self.uri, timeout=20, twins=fastpath.selected()) as store:
             store.cluster.init()
         start_bookies(self.procs, self.uri)
         self.bk = BlockingBookKeeper(self.uri, timeout=60)
@@ -160,7 +161,7 @@ def world(zookeeper, tmp_path_factory):
     base = tmp_path_factory.mktemp("backup")
     source = Cluster(zookeeper, base, "src").start()
     try:
-        with ZKMetadataStore(source.uri, timeout=20) as store:
+        with ZKMetadataStore(source.uri, timeout=20, twins=fastpath.selected()) as store:
             loaded = load(source, store.client)
         yield {"base": base, "source": source, "loaded": loaded, "zookeeper": zookeeper}
     finally:

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.integration.test_backup import NS, Cluster, run
 
@@ -57,7 +58,7 @@ def cluster(zookeeper, tmp_path_factory):
     base = tmp_path_factory.mktemp("faults")
     c = Cluster(zookeeper, base, "faults").start()
     try:
-        with ZKMetadataStore(c.uri, timeout=20) as store:
+        with ZKMetadataStore(c.uri, timeout=20, twins=fastpath.selected()) as store:
             c.topics = {}
             for t in range(6):
                 short = f"t{t}"
@@ -143,7 +144,7 @@ def test_a_second_backup_copies_only_the_new_ledgers_and_records_what_was_delete
     assert code == 0, err
     first = docs[0]
     added = {}
-    with ZKMetadataStore(cluster.uri, timeout=20) as store:
+    with ZKMetadataStore(cluster.uri, timeout=20, twins=fastpath.selected()) as store:
         for short, ledgers in cluster.topics.items():
             new = write(cluster.bk, short, 7 + len(added))
             ledgers.append(new)
@@ -156,7 +157,7 @@ def test_a_second_backup_copies_only_the_new_ledgers_and_records_what_was_delete
     assert second["copied_ledgers"] == len(added) and second["copied_bytes"] == sum(added.values())
     assert second["deleted"] == {"ledgers": [], "topics": []}
     # one topic deleted, as Pulsar deletes one: its ledgers, then its znodes
-    with ZKMetadataStore(cluster.uri, timeout=20) as store:
+    with ZKMetadataStore(cluster.uri, timeout=20, twins=fastpath.selected()) as store:
         short, ledgers = "t5", cluster.topics.pop("t5")
         for lid, _n, _size in ledgers:
             cluster.bk.delete(lid)
@@ -182,7 +183,7 @@ def test_a_restore_killed_midway_completes_when_run_again_with_nothing_twice(clu
     manifest = load_manifest(storage)
     target = Cluster(cluster.zookeeper, cluster.base, "target").start()
     try:
-        with ZKMetadataStore(target.uri, timeout=20) as store:
+        with ZKMetadataStore(target.uri, timeout=20, twins=fastpath.selected()) as store:
             proc = spawn(target.uri, "restore", "--from", str(archive), "--remap", "--force", "--parallel", "1")
             kill_when(proc, lambda: len(list(store.ledgers.ids())) >= 3)
             assert not store.pulsar.managed_ledger_names(f"{target.root}/managed-ledgers")  # written last
@@ -216,7 +217,7 @@ def test_a_target_with_conflicting_metadata_is_refused_in_one_line_before_anythi
     assert done.returncode == 0 and done.stderr == "", done.stderr  # on a pipe: no progress, no noise
     target = Cluster(cluster.zookeeper, cluster.base, "conflict").start()
     try:
-        with ZKMetadataStore(target.uri, timeout=20) as store:
+        with ZKMetadataStore(target.uri, timeout=20, twins=fastpath.selected()) as store:
             put_topic(store.client, target.root, "t1", [(12345, 1, 10)])  # another t1
             before = sorted(store.ledgers.ids())
             for extra in ([], ["--remap"]):
@@ -225,7 +226,7 @@ def test_a_target_with_conflicting_metadata_is_refused_in_one_line_before_anythi
                 assert f"{NS}/persistent/t1 exists in the target cluster" in err
             assert sorted(store.ledgers.ids()) == before
         # on a pipe without --force: refused, nothing written (exit 2)
-        store2 = ZKMetadataStore(target.uri, timeout=20).start()
+        store2 = ZKMetadataStore(target.uri, timeout=20, twins=fastpath.selected()).start()
         try:
             store2.client.delete(f"{target.root}/managed-ledgers/{NS}/persistent/t1", recursive=True)
         finally:
@@ -251,7 +252,7 @@ def test_a_topic_written_during_its_backup_is_backed_up_as_a_consistent_prefix(c
         written.append(b"busy" + i.to_bytes(4, "big") * 64)
         writer.add(written[-1])
     cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=writer.ledger_id, markDeleteEntryId=15)
-    with ZKMetadataStore(cluster.uri, timeout=20) as store:
+    with ZKMetadataStore(cluster.uri, timeout=20, twins=fastpath.selected()) as store:
         put_topic(store.client, cluster.root, short, [closed, (writer.ledger_id, -1, 0)], {"sub": cursor})
     stop = threading.Event()
 
@@ -366,7 +367,7 @@ def test_a_backup_into_s3_killed_midway_completes_when_run_again_and_verifies(cl
     done = bkctl(cluster.uri, "--json", "backup", "--to", archive, env=env)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    with ZKMetadataStore(cluster.uri, timeout=20) as store:
+    with ZKMetadataStore(cluster.uri, timeout=20, twins=fastpath.selected()) as store:
         ledgers = len(list(store.ledgers.ids()))  # the whole cluster's (earlier tests added some)
     assert doc["ledgers"] == ledgers and 0 < doc["copied_ledgers"] < ledgers
     assert len(keys(".data")) == len([k for k in keys(".json") if k.startswith("bk/ledgers/")]) == ledgers

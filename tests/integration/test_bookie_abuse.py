@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
@@ -28,7 +29,7 @@ def abused(zookeeper, tmp_path_factory):
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     uri = f"zk+hierarchical://{zookeeper.connect_string}/abuse{uuid.uuid4().hex[:8]}/ledgers"
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
     b = BookieProcess(tmp_path_factory.mktemp("abused"), uri, **QUIET_GC)
     try:

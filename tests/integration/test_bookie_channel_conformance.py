@@ -123,7 +123,7 @@ def real_bookie(zookeeper, tmp_path_factory):
 
     root = f"/channel{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
     proc = BookieProcess(tmp_path_factory.mktemp("channel-bookie"), uri)
     try:

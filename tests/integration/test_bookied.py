@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from bkctl.wire.codecs.protocol import RC, Flag
@@ -27,7 +28,7 @@ def package(ledger, entry, payload=None, lac=-1):
 
 
 def registered(uri, bookie_id):
-    with ZKMetadataStore(uri) as zk:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as zk:
         return bookie_id in zk.registration.writable_bookies(), bookie_id in zk.registration.readonly_bookies()
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from bkctl.bookied.main import EXIT_CANNOT_START, EXIT_CONFIG, EXIT_REFUSED
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.bookieproc import BookieProcess
 from tests.support.bookieproc import wait_registered as _wait_registered
@@ -75,7 +76,7 @@ def test_decommissioned_bookie_refuses_to_start_until_formatted(bookies, zkstore
     assert "decommissioned" in text and "bkctl bookieformat" in text, text
     assert "Traceback" not in text
     assert zkstore.cookies.get(bookie.bookie_id) is None  # it did not come back by itself
-    with ZKMetadataStore(metadata_uri) as zk:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as zk:
         assert bookie.bookie_id not in zk.registration.writable_bookies() + zk.registration.readonly_bookies()
 
     # formatted (the operator's explicit choice), it starts as a new, empty bookie

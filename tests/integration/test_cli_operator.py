@@ -17,6 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import BKCTL, ok
 from tests.support.cli import REPO as ROOT
@@ -32,10 +33,10 @@ def two_clusters(metadata_uri, tmp_path):
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
-    with ZKMetadataStore(other, timeout=20) as store:
+    with ZKMetadataStore(other, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         make_ledgers(store, [4242])
-    with ZKMetadataStore(metadata_uri, timeout=20) as store:
+    with ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()) as store:
         make_ledgers(store, [1111])
     env = bkctl_env(tmp_path, NO_COLOR="1")
     config = Path(env["XDG_CONFIG_HOME"]) / "bkctl" / "config.toml"

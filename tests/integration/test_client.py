@@ -328,7 +328,7 @@ def test_open_for_append_continues_a_ledger_of_a_dead_writer(bookie_cluster, cli
         clients().open_for_append(lh.ledger_id, b"pw")
     assert ah.add_many(payload(i, "more") for i in range(10)) == 29
     ah.close()
-    with ZKMetadataStore(metadata_uri) as zk:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as zk:
         assert not zk.client.exists(P.append_lock_path(lh.ledger_id, zk.root))  # lock released
         md, _ = zk.ledgers.read(lh.ledger_id)
     assert md.is_closed and md.last_entry_id == 29
@@ -352,7 +352,7 @@ def test_open_for_append_fenced_by_a_recovery_fails_cleanly(bookie_cluster, clie
     with pytest.raises(LedgerFencedError):
         ah.add(payload(11))
     ah.close()  # nothing to write, lock released
-    with ZKMetadataStore(metadata_uri) as zk:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as zk:
         assert not zk.client.exists(P.append_lock_path(lh.ledger_id, zk.root))
     with pytest.raises(LedgerClosedError):
         clients().open_for_append(lh.ledger_id)

@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 import pytest
 
+from bkctl.wire import fastpath
 from tests.support.cli import REPO as ROOT
 from tests.support.ledgers import make_ledgers
 from tests.support.terminal import Terminal, bkctl_env
@@ -232,7 +233,7 @@ def test_the_shell_completes_global_options_after_the_command(metadata_uri):
     from bkctl.cli import cli
     from bkctl.shell.completer import ShellCompleter
 
-    completer = ShellCompleter(cli, App(metadata_uri=metadata_uri))
+    completer = ShellCompleter(cli, App(metadata_uri=metadata_uri, twins=fastpath.selected()))
     assert completer.completions("ledger show 7 --js") == ["--json"]
     assert set(completer.completions("ledger list --json --state ")) == {"open", "in_recovery", "closed"}
 
@@ -270,11 +271,11 @@ def test_the_shell_completes_topics_and_subscriptions(metadata_uri, zkstore):
     zkstore.client.create(f"{base}/public/default/persistent/orders/billing", cursor.SerializeToString())
     from bkctl import completers
 
-    cache = MetadataCache(metadata_uri, interval=0.2).start()
+    cache = MetadataCache(metadata_uri, interval=0.2, twins=fastpath.selected()).start()
     try:
         assert cache.refreshed.wait(20)
         completers.set_session_source(cache)
-        completer = ShellCompleter(cli, App(metadata_uri=metadata_uri))
+        completer = ShellCompleter(cli, App(metadata_uri=metadata_uri, twins=fastpath.selected()))
         assert completer.completions("pulsar topic show ord") == ["orders"]
         assert completer.completions("export --out x --topic orders --subscription ") == ["billing"]
     finally:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
@@ -96,7 +97,7 @@ def churn(zookeeper, tmp_path_factory):
     procs = []
     for i in range(3):
         procs.append(BookieProcess(base / f"bookie{i}", uri, **SETTINGS).serve_http())
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
     zk = KazooClient(hosts=zookeeper.connect_string)
     zk.start(timeout=20)

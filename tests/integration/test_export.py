@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl_in_process as bkctl
 
@@ -67,7 +68,7 @@ def cluster(zookeeper, tmp_path_factory):
 
     root = f"/export{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
     base = tmp_path_factory.mktemp("export-bookies")
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(4)]
@@ -199,7 +200,7 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     # the changed ledger really has two segments, and the dead bookie held part of the big one
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with ZKMetadataStore(cluster.uri) as store:
+    with ZKMetadataStore(cluster.uri, twins=fastpath.selected()) as store:
         md_changed, _ = store.ledgers.read(ids["changed"])
         md_big, _ = store.ledgers.read(ids["big"])
     assert len(md_changed.ensembles) == 2 and cluster.victim not in md_changed.ensembles[1][1]

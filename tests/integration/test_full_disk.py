@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.blocking import BlockingBookKeeper
 from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
@@ -79,7 +80,7 @@ def procs():
 
 
 def _states(uri):
-    with ZKMetadataStore(uri) as zk:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as zk:
         return set(zk.registration.writable_bookies()), set(zk.registration.readonly_bookies())
 
 

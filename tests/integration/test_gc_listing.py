@@ -16,6 +16,7 @@ import pytest
 from bkctl.bookied.errors import GcListingError, GcListingStopped
 from bkctl.bookied.gc_listing import ListingProcess
 from bkctl.sandbox.zookeeper import pid_alive
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.ledgers import make_ledgers
 from tests.support.waiting import wait_for
@@ -27,7 +28,7 @@ def config(uri: str) -> str:
 
 @pytest.fixture()
 def listing(metadata_uri):
-    with ZKMetadataStore(metadata_uri, timeout=20) as zk:
+    with ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()) as zk:
         make_ledgers(zk, [1, 2, 3, 20000, 10**6])
         zk.ledgers.delete(2)
     lp = ListingProcess(config(metadata_uri), verify=False)
@@ -128,7 +129,7 @@ def test_each_pass_sees_what_changed_in_the_metadata_since_the_last(listing, met
     """The child keeps what it listed between passes (watched); a ledger created or deleted
     in a leaf it kept is seen by the very next pass."""
     assert listing.garbage([1, 3, 5, 20000]) == [5]
-    with ZKMetadataStore(metadata_uri, timeout=20) as zk:
+    with ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()) as zk:
         make_ledgers(zk, [5])
         zk.ledgers.delete(3)
     assert listing.garbage([1, 3, 5, 20000]) == [3]

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.cookie import Cookie
 from bkctl.wire.metadata.errors import (
@@ -53,13 +54,15 @@ class Sessions:
 
     def unstarted(self) -> MetadataStore:
         if self.kind == "zk":
-            return ZKMetadataStore(self.uri, timeout=20)
+            return ZKMetadataStore(self.uri, timeout=20, twins=fastpath.selected())
         return FakeMetadataStore()
 
     def open(self, session_timeout: float | None = None) -> MetadataStore:
         """A store on the cluster; for the fake (one session), the same object restarted."""
         if self.kind == "zk":
-            store = ZKMetadataStore(self.uri, timeout=20, session_timeout=session_timeout).start()
+            store = ZKMetadataStore(
+                self.uri, timeout=20, session_timeout=session_timeout, twins=fastpath.selected()
+            ).start()
             self.opened.append(store)
             return store
         if self._fake is None:
@@ -728,7 +731,7 @@ def test_a_saved_rebalance_whose_writing_was_cut_short_is_not_read(metadata_uri,
     from bkctl.wire.metadata.errors import MetadataStoreError
     from bkctl.wire.metadata.zk.rebalance import PART_BYTES
 
-    store = ZKMetadataStore(metadata_uri, timeout=20).start()
+    store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()).start()
     try:
         store.rebalance.write(b"x" * (PART_BYTES + 1))
         path = P.saved_rebalance_path(store.root)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.wire import fastpath
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [
@@ -188,7 +190,7 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_
         info = ml.ManagedLedgerInfo()
         info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=1)
         billing = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lh.ledger_id, markDeleteEntryId=1)
-        with ZKMetadataStore(uri) as store:
+        with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
             store.client.create(f"/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
             store.client.create(f"/managed-ledgers/{name}/billing", billing.SerializeToString())
         env_python = venv / "bin" / "python"

@@ -10,6 +10,7 @@ import urllib.request
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.client.placement import MEETS_STRICT, RackAwarePlacement, RegionAwarePlacement
 from bkctl.wire.metadata.racks import RACK_MAP_PATH
 from tests.support.bookieproc import BookieProcess, start_bookies
@@ -117,7 +118,7 @@ def test_rack_aware_life_cycle(http_bookies, rack_map, metadata_uri, zkstore, zk
     one_line_error(bkctl(uri, "bookie", "rack", "get", "127.0.0.1:1"), 3)
 
     # the default placement is rack-aware because the rack map names the bookies
-    app = App(metadata_uri=uri)
+    app = App(metadata_uri=uri, twins=fastpath.selected())
     try:
         ids = []
         for _ in range(20):
@@ -189,7 +190,7 @@ def test_region_aware_two_regions_of_two_racks(bookie_cluster, rack_map, metadat
     racks = {p.bookie_id: names[i % 4] for i, p in enumerate(procs)}
     for bookie, rack in racks.items():
         ok(bkctl(uri, "bookie", "rack", "set", bookie, "--rack", rack, "--group", "g1"))
-    app = App(metadata_uri=uri, placement="region")
+    app = App(metadata_uri=uri, placement="region", twins=fastpath.selected())
     try:
         ids = [app.bk.create(4, 2, 2).ledger_id for _ in range(10)]
     finally:

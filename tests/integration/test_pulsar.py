@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
@@ -138,7 +139,7 @@ def pulsar_cluster(zookeeper, tmp_path_factory):
     base = tmp_path_factory.mktemp("pulsar-bookies")
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(3)]
     bk = None
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         zk = store.client
         try:
@@ -460,7 +461,7 @@ def test_topic_show_gives_ledgers_bookies_and_cursor_backlogs(pulsar_cluster, ca
     assert doc["partitioned"] is False
     [part] = doc["partitions"]
     entries = c.topics["three"]["entries"]
-    with ZKMetadataStore(c.uri) as store:
+    with ZKMetadataStore(c.uri, twins=fastpath.selected()) as store:
         for ls in part["ledgers"]:
             md, _ = store.ledgers.read(ls["ledger_id"])
             assert ls["bookies"] == [str(b) for b in md.ensembles[0][1]]
@@ -632,7 +633,7 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
 
     c = pulsar_cluster
     late = c.write_ledger(f"{NS}/persistent/late", pe.case_entries("a_plain")[:1]).ledger_id
-    with ZKMetadataStore(c.uri, timeout=20) as store:
+    with ZKMetadataStore(c.uri, timeout=20, twins=fastpath.selected()) as store:
         znode = f"{c.base}/{NS}/persistent/late"
         try:
             sweep = iter(OrphanSweep(store, c.base, older_than=0, recheck_batch=1))
@@ -1261,11 +1262,11 @@ def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_a
     assert f"bkctl: error: {summary['error']}" == err.strip().splitlines()[-1]
 
     # nothing was fenced or closed: the broker's cursor ledger takes its next mark-delete
-    with ZKMetadataStore(c.uri) as store:
+    with ZKMetadataStore(c.uri, twins=fastpath.selected()) as store:
         md, _ = store.ledgers.read(writer.ledger_id)
         assert not md.is_closed
     assert writer.add(ml.PositionInfo(ledgerId=live["data"], entryId=9).SerializeToString()) == 4
-    with ZKMetadataStore(c.uri) as store:
+    with ZKMetadataStore(c.uri, twins=fastpath.selected()) as store:
         md, _ = store.ledgers.read(writer.ledger_id)
         assert not md.is_closed
 

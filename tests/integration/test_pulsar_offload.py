@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from bkctl.wire import fastpath
 from tests.support import offload_cases as oc
 from tests.support import pulsar_entries as pe
 from tests.support.cli import env_for, run_bkctl
@@ -49,7 +50,7 @@ def offload_cluster(zookeeper, s3_server, tmp_path_factory):
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(2)]
     bucket = s3_server.new_bucket("offload")
     bk = None
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         try:
             start_bookies(procs, uri)
@@ -199,7 +200,7 @@ def defects(offload_cluster, zookeeper, s3_server, tmp_path_factory):
     uri = f"zk+hierarchical://{zookeeper.connect_string}{root}/ledgers"
     bucket = s3_server.new_bucket("defects")
     client = bucket.client
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         for case in ("s3_a_plain", "s3_d_chunking_small_blocks", "s3_b_batch_5mib"):
             oc.plant(case, store, None, f"{root}/managed-ledgers", s3=s3_server, bucket=bucket.name)
@@ -334,7 +335,7 @@ def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookke
 
     root = f"/offload-ledgers{uuid.uuid4().hex[:10]}"
     uri = f"zk+hierarchical://{c.uri.split('//', 1)[1].split('/', 1)[0]}{root}/ledgers"
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         oc.plant("s3_a_plain", store, None, f"{root}/managed-ledgers", s3=c.s3, bucket=c.bucket.name,
                  upload_objects=False)  # fmt: skip
@@ -410,7 +411,7 @@ def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priori
                 li.ledgerId = new_ids.get(li.ledgerId, li.ledgerId)
             from bkctl.wire.metadata.zk import ZKMetadataStore
 
-            with ZKMetadataStore(c.uri, timeout=20) as store:
+            with ZKMetadataStore(c.uri, timeout=20, twins=fastpath.selected()) as store:
                 store.client.create(f"{base}/{doc['managed_ledger_name']}", info.SerializeToString(), makepath=True)
         args = ["export", "--topic", doc["topic"], "--managed-ledgers", base, "--json"]
         tiered = c.bkctl(*args, "--out", tmp_path / "t")

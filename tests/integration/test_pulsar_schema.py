@@ -19,6 +19,7 @@ import uuid
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.proto import pulsar_schema_pb2 as spb
 from tests.support import pulsar_entries as pe
@@ -111,7 +112,7 @@ def schema_cluster(zookeeper, tmp_path_factory):
     base = tmp_path_factory.mktemp("schema-bookies")
     procs = [BookieProcess(base / f"bookie{i}", uri) for i in range(3)]
     bk = None
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         try:
             start_bookies(procs, uri)
@@ -515,7 +516,7 @@ def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_ed
         )
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with ZKMetadataStore(c.uri, timeout=20) as store:
+    with ZKMetadataStore(c.uri, timeout=20, twins=fastpath.selected()) as store:
         store.client.create(f"{c.root}/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
     start = t0 + 90 * minute  # half way through the second ledger .. half way through the third
     code, doc, err = export(

@@ -13,6 +13,7 @@ from bkctl.commands.sandbox import sandbox
 from bkctl.sandbox import cluster
 from bkctl.sandbox import state as sandbox_state
 from bkctl.sandbox.zookeeper import is_zookeeper_process, pid_alive, server_answers
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.cli import env_for, run_bkctl
 
@@ -48,14 +49,14 @@ def test_up_status_down_json(sandbox_dir):
     assert doc["uri"] == f"zk+hierarchical://127.0.0.1:{port}/ledgers"
     assert is_zookeeper_process(pid, sandbox_dir / "zookeeper")
     assert server_answers("127.0.0.1", port)
-    with ZKMetadataStore(doc["uri"]) as store:
+    with ZKMetadataStore(doc["uri"], twins=fastpath.selected()) as store:
         assert store.cluster.exists() and store.cluster.layout().manager == "hierarchical"
         instance_id = store.cluster.instance_id()
 
     # up again: same ZooKeeper, cluster untouched
     again = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
     assert again == doc
-    with ZKMetadataStore(doc["uri"]) as store:
+    with ZKMetadataStore(doc["uri"], twins=fastpath.selected()) as store:
         assert store.cluster.instance_id() == instance_id
 
     status = invoke("status", "--dir", str(sandbox_dir), "--json")
@@ -108,14 +109,14 @@ def test_zk_heap_sizes_the_zookeeper_for_a_production_sized_cluster_and_is_remem
 
 def test_up_resumes_the_same_cluster_after_down(sandbox_dir):
     doc = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
-    with ZKMetadataStore(doc["uri"]) as store:
+    with ZKMetadataStore(doc["uri"], twins=fastpath.selected()) as store:
         instance_id = store.cluster.instance_id()
     invoke("down", "--dir", str(sandbox_dir))
     assert not pid_alive(doc["zookeeper"]["pid"])
     resumed = json.loads(invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json").stdout)
     assert resumed["zookeeper"]["pid"] != doc["zookeeper"]["pid"]
     # the recorded port is reused when still free (another process may have taken it meanwhile)
-    with ZKMetadataStore(resumed["uri"]) as store:
+    with ZKMetadataStore(resumed["uri"], twins=fastpath.selected()) as store:
         assert store.cluster.instance_id() == instance_id  # data kept in DIR/zookeeper/data
 
 
@@ -126,7 +127,7 @@ def test_up_with_autorecovery_runs_the_daemon_in_every_bookie(sandbox_dir):
     for b in doc["bookies"]:
         conf = (sandbox_dir / f"bookie-{doc['bookies'].index(b)}" / "bk_server.conf").read_text()
         assert "autoRecoveryDaemonEnabled=true" in conf
-    with ZKMetadataStore(doc["uri"]) as store:
+    with ZKMetadataStore(doc["uri"], twins=fastpath.selected()) as store:
         deadline = time.monotonic() + 60
         while len(store.auditor.votes()) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -247,7 +248,7 @@ def test_up_with_a_bookie(sandbox_dir):
         str(sandbox_dir.resolve() / "bookie-0" / "journal"),
         str(sandbox_dir.resolve() / "bookie-0" / "ledgers"),
     ]
-    with ZKMetadataStore(doc["uri"]) as store:
+    with ZKMetadataStore(doc["uri"], twins=fastpath.selected()) as store:
         assert store.registration.writable_bookies() == [bookie["bookie_id"]]
         assert store.cookies.get(bookie["bookie_id"]) is not None
 
@@ -262,7 +263,7 @@ def test_up_with_a_bookie(sandbox_dir):
     # up again (no --bookies: as many as it had) restarts the same bookie (same port, same cookie-stamped dirs)
     again = json.loads(invoke("up", "--dir", str(sandbox_dir), "--json").stdout)
     assert [b["bookie_id"] for b in again["bookies"]] == [bookie["bookie_id"]]
-    with ZKMetadataStore(again["uri"]) as store:
+    with ZKMetadataStore(again["uri"], twins=fastpath.selected()) as store:
         assert store.registration.writable_bookies() == [bookie["bookie_id"]]
 
 
@@ -278,7 +279,7 @@ def test_up_after_kill_9_returns_with_each_bookie_registered_by_its_new_session(
 
     doc = json.loads(invoke("up", "--bookies", "2", "--dir", str(sandbox_dir), "--json").stdout)
     first, second = doc["bookies"]
-    with ZKMetadataStore(doc["uri"]) as store:
+    with ZKMetadataStore(doc["uri"], twins=fastpath.selected()) as store:
         killed_sessions = {b["bookie_id"]: store.registration.session_of(b["bookie_id"]) for b in doc["bookies"]}
     for b in doc["bookies"]:
         os.kill(b["pid"], signal.SIGKILL)
@@ -290,7 +291,9 @@ def test_up_after_kill_9_returns_with_each_bookie_registered_by_its_new_session(
     assert [f["bookie_id"] for f in again["failed"]] == [first["bookie_id"]]
     [restarted] = again["bookies"]  # the failed one is not listed with its predecessor's pid
     assert restarted["bookie_id"] == second["bookie_id"] and restarted["pid"] != second["pid"]
-    with ZKMetadataStore(doc["uri"]) as store:  # read right after `up`: the new process's registration
+    with ZKMetadataStore(
+        doc["uri"], twins=fastpath.selected()
+    ) as store:  # read right after `up`: the new process's registration
         assert store.registration.session_of(second["bookie_id"]) not in (None, killed_sessions[second["bookie_id"]])
     st = json.loads(invoke("status", "--dir", str(sandbox_dir), "--json").stdout)
     rows = {row["bookie_id"]: row for row in st["bookies"]}
@@ -306,7 +309,7 @@ def test_up_after_a_decommission_drops_the_retired_slot(sandbox_dir):
     [old] = first["bookies"]
     invoke("down", "--dir", str(sandbox_dir), "--json")
     invoke("up", "--bookies", "0", "--dir", str(sandbox_dir), "--json")  # ZooKeeper only
-    with ZKMetadataStore(first["uri"]) as store:
+    with ZKMetadataStore(first["uri"], twins=fastpath.selected()) as store:
         store.cookies.delete(old["bookie_id"])  # what decommission does once the data is elsewhere
     again = invoke("up", "--bookies", "1", "--dir", str(sandbox_dir))
     assert again.exit_code == 0, again.output

@@ -18,6 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import REPO
 from tests.support.ledgers import ENSEMBLE, make_ledgers
@@ -237,7 +238,7 @@ def test_use_switches_cluster(start_shell, metadata_uri, zkstore):
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     other = metadata_uri.rsplit("/", 1)[0] + "/other"
-    with ZKMetadataStore(other, timeout=20) as store:
+    with ZKMetadataStore(other, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
         make_ledgers(store, [4242])
     make_ledgers(zkstore, [1111])

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.bookieproc import BookieProcess
 from tests.support.waiting import wait_for
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 
 def _registered(uri: str, bookie_id: str) -> bool:
-    with ZKMetadataStore(uri, timeout=10) as zk:
+    with ZKMetadataStore(uri, timeout=10, twins=fastpath.selected()) as zk:
         return bookie_id in zk.registration.writable_bookies()
 
 

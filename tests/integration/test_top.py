@@ -10,6 +10,7 @@ import sys
 import pexpect
 import pytest
 
+from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
 from tests.support.ports import free_port
@@ -32,7 +33,7 @@ def cluster(zookeeper, tmp_path_factory):
         p = BookieProcess(base / f"bookie{i}", uri, httpServerEnabled="true", zkTimeout=4000)
         p.settings["httpServerPort"] = p.http_port = free_port()
         procs.append(p)
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         store.cluster.init()
     try:
         start_bookies(procs, uri)

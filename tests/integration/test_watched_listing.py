@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from kazoo.protocol.states import WatchedEvent
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from bkctl.wire.metadata.zk.watched_children import WatchedChildren
 from tests.support.ledgers import make_ledgers
@@ -19,7 +20,10 @@ def listing(ledgers, *, watched: bool) -> dict[int, list[int]]:
 
 @pytest.fixture()
 def two_stores(metadata_uri):
-    with ZKMetadataStore(metadata_uri, timeout=20) as gc, ZKMetadataStore(metadata_uri, timeout=20) as other:
+    with (
+        ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()) as gc,
+        ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()) as other,
+    ):
         yield gc, other
 
 

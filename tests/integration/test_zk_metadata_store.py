@@ -11,6 +11,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 from bkctl.wire.metadata.errors import (
     BookieRegistrationError,
@@ -50,7 +51,7 @@ def md(*bookies: str, **kw) -> LedgerMetadata:
 # ---------------------------------------------------------------------------
 def test_init_cluster_creates_exact_znodes(uninitialised_uri, zk_client):
     root = root_of(uninitialised_uri)
-    with ZKMetadataStore(uninitialised_uri) as store:
+    with ZKMetadataStore(uninitialised_uri, twins=fastpath.selected()) as store:
         assert not store.cluster.exists()
         instance_id = store.cluster.init()
         assert store.cluster.exists()
@@ -79,7 +80,7 @@ def test_init_cluster_creates_exact_znodes(uninitialised_uri, zk_client):
 )
 def test_init_cluster_layout_follows_uri(zookeeper, zk_namespace, zk_client, scheme, factory):
     uri = f"{scheme}://{zookeeper.connect_string}{zk_namespace}/ledgers"
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         store.cluster.init()
     data = zk_client.get(f"{zk_namespace}/ledgers/LAYOUT")[0]
     assert data == f"2\norg.apache.bookkeeper.meta.{factory}:1".encode()
@@ -87,16 +88,19 @@ def test_init_cluster_layout_follows_uri(zookeeper, zk_namespace, zk_client, sch
 
 def test_manager_from_layout_and_mismatch(zookeeper, zk_namespace):
     base = f"{zookeeper.connect_string}{zk_namespace}/ledgers"
-    with ZKMetadataStore(f"zk+flat://{base}") as store:
+    with ZKMetadataStore(f"zk+flat://{base}", twins=fastpath.selected()) as store:
         store.cluster.init()
-    with ZKMetadataStore(f"zk://{base}") as store:
+    with ZKMetadataStore(f"zk://{base}", twins=fastpath.selected()) as store:
         assert store.cluster.manager == "flat"
-    with ZKMetadataStore(f"zk+hierarchical://{base}") as store, pytest.raises(LayoutMismatch):
+    with (
+        ZKMetadataStore(f"zk+hierarchical://{base}", twins=fastpath.selected()) as store,
+        pytest.raises(LayoutMismatch),
+    ):
         _ = store.cluster.manager
 
 
 def test_missing_cluster_errors(uninitialised_uri):
-    with ZKMetadataStore(uninitialised_uri) as store:
+    with ZKMetadataStore(uninitialised_uri, twins=fastpath.selected()) as store:
         with pytest.raises(ClusterNotFound):
             store.cluster.instance_id()
         with pytest.raises(ClusterNotFound):
@@ -109,7 +113,7 @@ def test_unreachable_zookeeper_is_one_line_error():
     from bkctl.sandbox.zookeeper import free_port
 
     port = free_port()
-    store = ZKMetadataStore(f"zk+hierarchical://127.0.0.1:{port}/ledgers", timeout=1)
+    store = ZKMetadataStore(f"zk+hierarchical://127.0.0.1:{port}/ledgers", timeout=1, twins=fastpath.selected())
     with pytest.raises(ZKUnavailable) as info:  # gives up (the test's timeout guards a hang)
         store.start()
     assert "\n" not in str(info.value) and f"127.0.0.1:{port}" in str(info.value)
@@ -157,7 +161,7 @@ def test_generate_ledger_ids_long_scheme_keeps_newest_three_hobs(zkstore, zk_cli
 
 def test_generate_ledger_ids_flat(zookeeper, zk_namespace, zk_client):
     uri = f"zk+flat://{zookeeper.connect_string}{zk_namespace}/ledgers"
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         store.cluster.init()
         a, b = store.ledger_ids.generate(), store.ledger_ids.generate()
         assert b > a
@@ -179,7 +183,7 @@ def test_ledger_crud_and_paths(zkstore, zk_client, metadata_uri):
     assert zkstore.ledgers.exists(ledger_id)
 
     # a second client sees exactly what the first wrote
-    with ZKMetadataStore(metadata_uri) as other:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as other:
         read, v = other.ledgers.read(ledger_id)
     assert v == 0
     assert read.ctime == stat.ctime  # not stored in the value: the znode's ctime
@@ -225,7 +229,7 @@ def test_stored_ctime_is_kept(zkstore, zk_client):
 
 def test_cas_conflict_carries_current_metadata(zkstore, metadata_uri):
     ledger_id, v0 = zkstore.ledgers.create(md())
-    with ZKMetadataStore(metadata_uri) as writer:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as writer:
         current, v = writer.ledgers.read(ledger_id)
         recovering = current.in_recovery()
         v1 = writer.ledgers.update(ledger_id, recovering, v)
@@ -284,7 +288,7 @@ def test_iter_ledger_ids_ascending_across_levels(zookeeper, zk_namespace, zk_cli
     ids = [i for i in ORDER_IDS if manager != "flat" or i < 10**10]
     shuffled = ids[:]
     random.Random(7).shuffle(shuffled)
-    with ZKMetadataStore(uri) as store:
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         store.cluster.init()
         for ledger_id in shuffled:
             store.ledgers.create(md(), ledger_id=ledger_id)
@@ -352,7 +356,7 @@ def test_invalid_bookie_ids_rejected(zkstore):
 
 def test_registration_vanishes_when_session_closes(metadata_uri, zk_client):
     root = root_of(metadata_uri)
-    store = ZKMetadataStore(metadata_uri).start()
+    store = ZKMetadataStore(metadata_uri, twins=fastpath.selected()).start()
     store.registration.register("127.0.0.1:3181", b"")
     assert zk_client.exists(f"{root}/available/127.0.0.1:3181")
     store.close()
@@ -371,7 +375,7 @@ def expire_session(store: ZKMetadataStore, connect_string: str) -> int:
 
 def test_reregisters_after_session_expiry(metadata_uri, zookeeper, zk_client):
     root = root_of(metadata_uri)
-    with ZKMetadataStore(metadata_uri, session_timeout=6) as store:
+    with ZKMetadataStore(metadata_uri, session_timeout=6, twins=fastpath.selected()) as store:
         store.registration.register("127.0.0.1:3181", b"writable")
         store.registration.register("127.0.0.1:3182", b"ro", readonly=True)
         old = expire_session(store, zookeeper.connect_string)
@@ -404,9 +408,9 @@ def test_reregisters_after_session_expiry(metadata_uri, zookeeper, zk_client):
 
 def test_registration_waits_for_other_session(metadata_uri, zk_client):
     root = root_of(metadata_uri)
-    holder = ZKMetadataStore(metadata_uri).start()
+    holder = ZKMetadataStore(metadata_uri, twins=fastpath.selected()).start()
     holder.registration.register("127.0.0.1:3181", b"old")
-    with ZKMetadataStore(metadata_uri, session_timeout=5) as contender:
+    with ZKMetadataStore(metadata_uri, session_timeout=5, twins=fastpath.selected()) as contender:
         # still held after the session timeout: fail, and leave the holder's registration alone
         with pytest.raises(BookieRegistrationError):
             contender.registration.register("127.0.0.1:3181", b"new")
@@ -506,7 +510,7 @@ def test_underreplication_marks_merge(zkstore, zk_client, metadata_uri):
     zkstore.underreplication.mark(70000, ["c:1"])
 
     # concurrent markers from two sessions all end up merged
-    with ZKMetadataStore(metadata_uri) as other:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as other:
         threads = [
             threading.Thread(target=s.underreplication.mark, args=(5, [f"h{i}:1"]))
             for i, s in enumerate([zkstore, other] * 4)
@@ -540,7 +544,7 @@ def test_underreplication_marks_are_read_a_level_of_the_tree_at_a_time(zkstore, 
 
 
 def test_underreplication_mark_with_ctime(metadata_uri, zk_client):
-    with ZKMetadataStore(metadata_uri, store_ctime=True) as store:
+    with ZKMetadataStore(metadata_uri, store_ctime=True, twins=fastpath.selected()) as store:
         before = int(time.time() * 1000)
         store.underreplication.mark(3, ["a:1"])
         mark = store.underreplication.get(3)
@@ -617,7 +621,7 @@ def test_format_keeps_and_wipes_per_spec(zkstore, zk_client):
 
 
 def test_prepare_format_on_missing_root(uninitialised_uri, zk_client):
-    with ZKMetadataStore(uninitialised_uri) as store:
+    with ZKMetadataStore(uninitialised_uri, twins=fastpath.selected()) as store:
         assert store.cluster.prepare_format() is False
         assert zk_client.exists(f"{store.root}/available/readonly")
         assert store.cluster.format() is True  # the root exists now
@@ -635,7 +639,7 @@ def test_nuke_refusals_and_success(zkstore, zk_client, metadata_uri):
     with pytest.raises(NukeRefused):
         zkstore.cluster.nuke(instance_id="not-the-instance-id")
 
-    with ZKMetadataStore(metadata_uri) as bookie:
+    with ZKMetadataStore(metadata_uri, twins=fastpath.selected()) as bookie:
         bookie.registration.register("127.0.0.1:3181", b"")
         with pytest.raises(NukeRefused, match="stop all bookies"):
             zkstore.cluster.nuke(force=True)
@@ -662,11 +666,11 @@ def test_nuke_refusals_and_success(zkstore, zk_client, metadata_uri):
 
 def test_format_flat_cluster_via_plain_zk_uri(zookeeper, zk_namespace, zk_client):
     base = f"{zookeeper.connect_string}{zk_namespace}/ledgers"
-    with ZKMetadataStore(f"zk+flat://{base}") as store:
+    with ZKMetadataStore(f"zk+flat://{base}", twins=fastpath.selected()) as store:
         store.cluster.init()
         store.ledgers.create(md(), ledger_id=42)
         store.ledgers.create(md())
-    with ZKMetadataStore(f"zk://{base}") as store:
+    with ZKMetadataStore(f"zk://{base}", twins=fastpath.selected()) as store:
         assert store.cluster.format() is True
         # flat ledger nodes are recognised and wiped; the layout stays flat
         assert sorted(zk_client.get_children(f"{zk_namespace}/ledgers")) == ["INSTANCEID", "LAYOUT", "available"]
@@ -675,7 +679,7 @@ def test_format_flat_cluster_via_plain_zk_uri(zookeeper, zk_namespace, zk_client
             == b"2\norg.apache.bookkeeper.meta.FlatLedgerManagerFactory:1"
         )
         assert store.cluster.manager == "flat"
-    with ZKMetadataStore(f"zk+longhierarchical://{base}") as store:
+    with ZKMetadataStore(f"zk+longhierarchical://{base}", twins=fastpath.selected()) as store:
         # an explicit manager in the URI is what metaformat writes
         store.cluster.format()
         assert store.cluster.layout().manager == "longhierarchical"
@@ -685,7 +689,7 @@ def test_concurrent_init_only_one_wins(uninitialised_uri):
     outcomes = []
 
     def init():
-        with ZKMetadataStore(uninitialised_uri) as store:
+        with ZKMetadataStore(uninitialised_uri, twins=fastpath.selected()) as store:
             try:
                 outcomes.append(store.cluster.init())
             except ClusterExists:
@@ -697,7 +701,7 @@ def test_concurrent_init_only_one_wins(uninitialised_uri):
     for t in threads:
         t.join()
     assert outcomes.count("exists") == 3
-    with ZKMetadataStore(uninitialised_uri) as store:
+    with ZKMetadataStore(uninitialised_uri, twins=fastpath.selected()) as store:
         assert store.cluster.instance_id() in outcomes
 
 
@@ -708,7 +712,7 @@ def test_a_walk_of_ledger_metadata_goes_on_past_a_corrupt_one(metadata_uri, caps
 
     from bkctl.cli import run
 
-    with ZKMetadataStore(metadata_uri, timeout=20) as store:
+    with ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()) as store:
         for ledger_id in (1, 2, 3):
             store.ledgers.create(md("127.0.0.1:3181"), ledger_id)
         store.client.set(store.ledgers.path(2), b"\x00not ledger metadata")

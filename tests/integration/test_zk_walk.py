@@ -14,6 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from bkctl.sandbox.zookeeper import ZooKeeperServer, free_port
+from bkctl.wire import fastpath
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.errors import ZKUnavailable
 from bkctl.wire.metadata.layout import LedgerLayout
@@ -108,7 +109,9 @@ def test_the_scanner_reads_what_kazoo_reads_in_order_with_the_missing_ones(own_z
 
 
 def test_a_zookeeper_restart_in_the_middle_of_a_walk_is_survived(own_zookeeper):
-    store = ZKMetadataStore(f"zk+hierarchical://{own_zookeeper.connect_string}/ledgers", timeout=20)
+    store = ZKMetadataStore(
+        f"zk+hierarchical://{own_zookeeper.connect_string}/ledgers", timeout=20, twins=fastpath.selected()
+    )
     paths = [P.ledger_path(i) for i in range(1, N + 2)]
     scanner = ZnodeScanner(own_zookeeper.connect_string, timeout=20, batch=50, window=2)
     walk = scanner.get_many(paths)
@@ -131,13 +134,13 @@ def test_a_watched_walk_after_a_zookeeper_restart_lists_afresh_and_sees_what_cha
     connection drops: a ledger created after the restart, in a leaf it had kept, is seen."""
     uri = f"zk+hierarchical://{own_zookeeper.connect_string}/ledgers"
     added = N + 10  # in leaf 00/0000, with ledgers 1..N+1
-    with ZKMetadataStore(uri, timeout=20) as gc:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as gc:
         before = {r.end: r.ledgers for r in gc.ledgers.ranges(watched=True)}
         assert added not in before[9999] and len(before[9999]) == N
         watched = gc.ledgers.watched
         listed = watched.listed
         own_zookeeper.restart()
-        with ZKMetadataStore(uri, timeout=20) as other:
+        with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as other:
             other.ledgers.create(LedgerMetadata.new(list(BOOKIES[:2])), ledger_id=added)
             try:
                 after = {r.end: r.ledgers for r in gc.ledgers.ranges(watched=True)}

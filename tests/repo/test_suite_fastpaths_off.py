@@ -103,10 +103,11 @@ def test_the_switch_is_found_where_it_is_consulted():
         "bkctl.wire.client.bookkeeper",
         "bkctl.export.executor",
         "bkctl.bookied.main",
+        "bkctl.cli",
         "tests.unit.test_journal_inline",
     } <= consulting
-    # imports the switch only to refuse a bad BKCTL_FASTPATHS at start
-    assert "bkctl.cli" not in consulting and SWITCH in runtime_imports()["bkctl.cli"]
+    # imports the selector for the record's type only: takes the record it is given
+    assert "bkctl.bookied.journal" not in consulting and SWITCH in runtime_imports()["bkctl.bookied.journal"]
 
 
 def test_the_unit_modules_run_with_fast_paths_off_are_those_that_reach_the_switch():

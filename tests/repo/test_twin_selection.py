@@ -43,8 +43,11 @@ C_EXTENSIONS = {
     "bkctl.wire.client._addentries",
 }
 #: the commands' and the daemon's start, which read the switch once (``fastpath.check``); the
-#: daemon's start hands the record to the service it builds, which hands it to every component
-ENTRY_POINTS = {"bkctl.cli", "bkctl.bookied.main"}
+#: daemon's start hands the record to the service it builds, which hands it to every component.
+#: The daemon's two child processes (``python -m``: its autorecovery and its listing of the
+#: ledger metadata for the garbage collector) start there too, in the daemon's environment:
+#: each takes its own process's record at its start and hands it to the store and client it builds
+ENTRY_POINTS = {"bkctl.cli", "bkctl.bookied.main", "bkctl.bookied.autorecovery", "bkctl.bookied.gc_listing"}
 #: the composition points of a process: the client takes the process's record by default and
 #: hands it to its pool, connections, handles and the work given its client; an export's ledger
 #: reader (on the driver or an executor) takes it and hands it to the decoding of what it reads
@@ -64,10 +67,7 @@ TWIN_FIELDS = {
 
 #: module -> the sites that still choose a twin themselves or take the process's record as their
 #: default (issue 67: each goes behind an interface the C and the Python module implement whole)
-REMAINING: dict[str, set[str]] = {
-    "bkctl.wire.metadata.ledger": {"fastpath.selected()"},
-    "bkctl.wire.metadata.zk.session": {"fastpath.selected()"},
-}
+REMAINING: dict[str, set[str]] = {}
 
 
 #: the names a binding of a C twin goes by (besides ``c_*``/``_c_*``)

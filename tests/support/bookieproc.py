@@ -195,9 +195,10 @@ class BookieProcess:
 def registration_sessions(uri: str, bookie_ids: list[str]) -> dict[str, int | None]:
     """The ZooKeeper session holding each bookie's registration now (None: not registered):
     what :func:`wait_registered` must see replaced after a restart."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         return {b: store.registration.session_of(b) for b in bookie_ids}
 
 
@@ -212,11 +213,12 @@ def wait_registered(
     other than ``replacing[id]`` (from :func:`registration_sessions` before a restart: a
     SIGKILLed bookie's registration stays until its session expires); RuntimeError
     with its log at once if one of ``procs`` exits meanwhile."""
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     replacing = {b: s for b, s in (replacing or {}).items() if s is not None}
     deadline = time.monotonic() + timeout
-    with ZKMetadataStore(uri, timeout=20) as store:
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         while True:
             writable = set(store.registration.writable_bookies())
             missing = {

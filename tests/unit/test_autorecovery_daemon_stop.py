@@ -11,6 +11,7 @@ from twisted.internet import defer
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
+from bkctl.wire import fastpath
 from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
 from bkctl.wire.metadata.errors import MetadataStoreError
 
@@ -23,7 +24,9 @@ def _daemon():
         calls.append(d)
         return d
 
-    daemon = AutoRecoveryDaemon("zk+null://127.0.0.1:1/ledgers", "10.0.0.1:3181", reactor=Clock())
+    daemon = AutoRecoveryDaemon(
+        "zk+null://127.0.0.1:1/ledgers", "10.0.0.1:3181", reactor=Clock(), twins=fastpath.selected()
+    )
     daemon.client = types.SimpleNamespace(store=object(), run_blocking=run_blocking)
     return daemon, calls
 

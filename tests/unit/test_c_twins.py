@@ -27,7 +27,7 @@ def c_in_use(twins: fastpath.Twins) -> set[str]:
             found.add(name)
     if twins.plain.c is not None:
         found.add("plain")
-    if twins.ledger_metadata is not None:
+    if twins.ledger_metadata.c is not None:
         found.add("ledger_metadata")
     if twins.batch_rows.__module__.endswith("._packed"):
         found.add("batch_rows")

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bkctl.bookied.config import ConfigError, load_config
+from bkctl.wire import fastpath
 from bkctl.wire.errors import CodecError
 from bkctl.wire.metadata.layout import (
     FACTORY_CLASSES,
@@ -215,7 +216,7 @@ def test_bookied_config_refuses_what_the_store_would(text, pattern):
 @pytest.mark.parametrize("text,pattern", BAD_URIS)
 def test_the_metadata_store_refuses_bad_uris_before_connecting(text, pattern):
     with pytest.raises(ValueError, match=re.escape(pattern)):
-        ZKMetadataStore(text)
+        ZKMetadataStore(text, twins=fastpath.selected())
 
 
 def test_zk_keys_make_the_uri_java_derives():

@@ -1,10 +1,10 @@
 """The C twin of decoding ledger metadata (wire/metadata/_ledgerpb.c: a format-3 value's
 header, length prefix and protobuf, decoded and checked) gives exactly the LedgerMetadata
-the general path gives (protobuf's message and LedgerMetadata's own checks), or None where
-the general path must decode and judge: on Java's own bytes (tests/vectors/zk), on any
-metadata we write, on the fuzz corpus, on every cut and flipped byte of them, and on values
-that break one of LedgerMetadata's invariants.  With fast paths off there is no C twin, and
-the general path alone decodes (the rest of the suite runs both ways)."""
+the general path gives (protobuf's message and LedgerMetadata's own checks), or hands the
+value to the general path, which decodes and judges: on Java's own bytes (tests/vectors/zk),
+on any metadata we write, on the fuzz corpus, on every cut and flipped byte of them, and on
+values that break one of LedgerMetadata's invariants.  With fast paths off there is no C
+twin, and the general path alone decodes (the rest of the suite runs both ways)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,19 @@ from tests.support import c_twins
 from tests.support.golden import VECTORS
 from tests.unit.test_metadata import ledger_metadata
 
-METADATA = fastpath.build(True).ledger_metadata
-pytestmark = c_twins.needs_c(METADATA, "bkctl.wire.metadata._ledgerpb")
+TWINS = fastpath.build(True).ledger_metadata
+pytestmark = c_twins.needs_c(TWINS.c, "bkctl.wire.metadata._ledgerpb")
+#: what the C twin hands the general path (``fallback``) instead of building the values it checked
+LEFT = object()
+
+
+def METADATA(data: bytes) -> tuple | None:  # noqa: N802 (the C twin's own values)
+    """The values the C twin decoded and checked of ``data`` (CheckedMetadata's layout), or None
+    where it hands ``data`` to the general path."""
+    assert TWINS.c is not None
+    got = TWINS.c.metadata(lambda value, znode_ctime: LEFT, lambda values, znode_ctime: values, data, None)
+    return None if got is LEFT else got
+
 
 JAVA_WRITTEN = sorted((VECTORS / "zk" / "raw").glob("ledgers__*__L*.bin"))
 CORPUS = sorted((VECTORS.parent / "fuzz_corpus" / "ledger_metadata").iterdir())
@@ -31,15 +42,19 @@ HEADER = b"BookieMetadataFormatVersion\t3\n"
 
 
 def _general(data: bytes, znode_ctime: int | None = None) -> L.LedgerMetadata | None:
-    """The general path alone (the twin switched off), or None where it refuses the value."""
-    saved = L._c_metadata
-    L._c_metadata = None
+    """The general path alone (the Python twin), or None where it refuses the value."""
     try:
         return parse_ledger_metadata(data, znode_ctime)
     except CodecError:
         return None
-    finally:
-        L._c_metadata = saved
+
+
+def _twin(data: bytes, znode_ctime: int | None = None) -> L.LedgerMetadata | None:
+    """The C twin whole (what it hands the general path included), or None where it refuses the value."""
+    try:
+        return TWINS.parse(data, znode_ctime)
+    except CodecError:
+        return None
 
 
 def _agree(data: bytes) -> None:
@@ -48,6 +63,8 @@ def _agree(data: bytes) -> None:
         md = L._from_checked(checked, None)
         assert md == _general(data)
         assert md.__dict__ == _general(data).__dict__  # the same types too (enums, tuples, bytes)
+    whole = _twin(data)
+    assert whole == _general(data) and (whole is None or whole.__dict__ == _general(data).__dict__)
 
 
 def _value(pb: formats_pb2.LedgerMetadataFormat) -> bytes:
@@ -83,8 +100,8 @@ def test_any_metadata_we_write_decodes_the_same_in_c(md, znode_ctime):
     data = serialize_ledger_metadata(md)
     checked = METADATA(data)
     assert checked is not None
-    assert L._from_checked(checked, znode_ctime) == _general(data, znode_ctime)
-    assert parse_ledger_metadata(data) == md
+    assert L._from_checked(checked, znode_ctime) == _general(data, znode_ctime) == TWINS.parse(data, znode_ctime)
+    assert parse_ledger_metadata(data) == md == TWINS.parse(data, None)
 
 
 def test_every_cut_and_flipped_byte_either_decodes_the_same_or_is_left_to_the_general_path():
@@ -137,8 +154,9 @@ def _broken(change) -> bytes:
 def test_a_broken_invariant_is_left_to_the_general_path_which_refuses_it(change):
     data = _broken(change)
     assert METADATA(data) is None
-    with pytest.raises(CodecError, match="invalid ledger metadata"):
-        parse_ledger_metadata(data)
+    for parse in (parse_ledger_metadata, TWINS.parse):
+        with pytest.raises(CodecError, match="invalid ledger metadata"):
+            parse(data, None)
 
 
 def test_an_open_ledgers_stored_last_entry_and_length_are_ignored_as_java_does():
@@ -157,5 +175,18 @@ def test_odd_values_are_left_to_the_general_path():
     assert METADATA(HEADER + b"\x02\x08\x01") is None  # required fields missing
     assert METADATA(b"BookieMetadataFormatVersion\t03\n" + bytes(data[len(HEADER) :])) is None
     assert METADATA(HEADER + b"\x05\x08\x01") is None  # a length prefix that is not what follows
-    with pytest.raises(CodecError, match="lacks required"):
-        parse_ledger_metadata(HEADER + b"\x02\x08\x01")
+    for parse in (parse_ledger_metadata, TWINS.parse):
+        with pytest.raises(CodecError, match="lacks required"):
+            parse(HEADER + b"\x02\x08\x01", None)
+    with pytest.raises(CodecError, match="must be bytes, not str"):
+        TWINS.parse("not bytes", None)  # type: ignore[arg-type]
+    assert TWINS.parse(bytearray(serialize_ledger_metadata(md)), 5) == parse_ledger_metadata(
+        serialize_ledger_metadata(md), 5
+    )
+
+
+def test_the_store_decoder_is_the_c_twin_when_built_and_fast_paths_are_on():
+    assert fastpath.build(False).ledger_metadata is L.PYTHON
+    assert L.PYTHON.parse is parse_ledger_metadata
+    on = fastpath.build(True).ledger_metadata
+    assert on.c is TWINS.c and on.parse.func is TWINS.c.metadata

@@ -8,6 +8,7 @@ import typing
 
 import pytest
 
+from bkctl.wire import fastpath
 from bkctl.wire.metadata import store as S
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.fake_store import FakeMetadataStore
@@ -35,7 +36,7 @@ def params(fn):
 
 
 def stores():
-    return [ZKMetadataStore("zk://127.0.0.1:1/ledgers"), FakeMetadataStore()]
+    return [ZKMetadataStore("zk://127.0.0.1:1/ledgers", twins=fastpath.selected()), FakeMetadataStore()]
 
 
 def test_the_protocol_names_every_manager_the_callers_use():

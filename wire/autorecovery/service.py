@@ -29,6 +29,7 @@ from .worker import ReplicationWorker
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.client.placement import RandomPlacement
+    from bkctl.wire.fastpath import Twins
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class AutoRecoveryDaemon(Service):
         zk_timeout: float = 10.0,
         hostname: str | None = None,
         client_options: dict[str, Any] | None = None,
+        twins: Twins,
     ):
         if reactor is None:
             from twisted.internet import reactor as _reactor
@@ -67,6 +69,9 @@ class AutoRecoveryDaemon(Service):
         self.zk_timeout = zk_timeout
         self.hostname = hostname or socket.gethostname()
         self.client_options = dict(client_options or {})
+        #: the implementations in use (:mod:`bkctl.wire.fastpath`, its program's record): its
+        #: store's and its client's
+        self.twins = twins
         self.stats = AutoRecoveryStats()
         self.store: ZKMetadataStore | None = None
         self.client: BookKeeperClient | None = None
@@ -86,8 +91,12 @@ class AutoRecoveryDaemon(Service):
         from bkctl.wire.client.bookkeeper import BookKeeperClient
         from bkctl.wire.metadata.zk import ZKMetadataStore
 
-        store = self.store = ZKMetadataStore(self.metadata_uri, timeout=self.zk_timeout, store_ctime=True)
-        client = self.client = BookKeeperClient(store, self.reactor, placement=self.placement(), **self.client_options)
+        store = self.store = ZKMetadataStore(
+            self.metadata_uri, timeout=self.zk_timeout, store_ctime=True, twins=self.twins
+        )
+        client = self.client = BookKeeperClient(
+            store, self.reactor, placement=self.placement(), twins=self.twins, **self.client_options
+        )
         await client.run_blocking(store.underreplication.ensure_layout)
         self._say_which_delay(await client.run_blocking(store.underreplication.lost_bookie_recovery_delay))
         self.worker = ReplicationWorker(

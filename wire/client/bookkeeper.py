@@ -170,7 +170,7 @@ class BookKeeperClient:
         if isinstance(metadata, str):
             from bkctl.wire.metadata.zk import ZKMetadataStore
 
-            self.store = ZKMetadataStore(metadata, timeout=zk_timeout)
+            self.store = ZKMetadataStore(metadata, timeout=zk_timeout, twins=self.twins)
             self._owns_store = True
         else:
             self.store = metadata

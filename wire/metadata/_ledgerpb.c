@@ -1,13 +1,16 @@
 /* The C twin of decoding ledger metadata (format 3: the header, the length prefix and
- * LedgerMetadataFormat, wire/proto/formats.proto): metadata(value) takes a znode's value
- * and gives the values of a LedgerMetadata, decoded *and* checked as LedgerMetadata's own
- * checks would (quorums, state, segments, ensembles), in ledger.CheckedMetadata's layout --
- * or None for anything it does not cover or finds wrong (another format, a malformed or
- * unusual value: missing required fields, an enum value the schema lacks, a string that is
- * not UTF-8, groups, a broken invariant), which the general path (protobuf's message and
- * LedgerMetadata's checks) then decodes and judges, so that both paths give the same
- * object or the same error.  A walk over a million ledgers decodes each one here: upb's
- * lazy field access, then the dataclass's checks in Python, cost more than the rest of it.
+ * LedgerMetadataFormat, wire/proto/formats.proto).  Its one Python owner is
+ * bkctl.wire.metadata.ledger: metadata(fallback, build, value, znode_ctime) is its
+ * LedgerMetadataTwins.parse once twins_of has bound fallback (parse_ledger_metadata, the
+ * general path) and build (_from_checked).  It decodes a znode's value and checks it as
+ * LedgerMetadata's own checks would (quorums, state, segments, ensembles), and gives
+ * build(values, znode_ctime), the values in ledger.CheckedMetadata's layout; anything it
+ * does not cover or finds wrong (another format, a malformed or unusual value: missing
+ * required fields, an enum value the schema lacks, a string that is not UTF-8, groups, a
+ * broken invariant, a value that is not bytes) it hands to fallback(value, znode_ctime),
+ * which decodes and judges, so that both twins give the same object or the same error.
+ * A walk over a million ledgers decodes each one here: upb's lazy field access, then the
+ * dataclass's checks in Python, cost more than the rest of it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -185,10 +188,14 @@ static int ensemble_ok(PyObject *members, Py_ssize_t ensemble_size) {
     return 1;
 }
 
-static PyObject *metadata(PyObject *module, PyObject *arg) {
+/* The values of a covered format-3 value (CheckedMetadata's layout), or NULL: not covered
+ * (no error set), or out of memory (MemoryError set). */
+static PyObject *checked(PyObject *arg) {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear(); /* not bytes: the general path says what it is */
         return NULL;
+    }
     const uint8_t *start = (const uint8_t *)view.buf;
     Reader r = {start, start + view.len};
     int64_t quorum = 0, ensemble = 0, length = 0, last = 0, state = 0, digest = 1, ack = 0, ctime = 0, ctoken = 0;
@@ -304,19 +311,32 @@ done:
     Py_XDECREF(segments);
     Py_XDECREF(custom);
     Py_XDECREF(password);
-    if (result == NULL) {
-        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
-            PyErr_Clear();
-        if (!PyErr_Occurred())
-            Py_RETURN_NONE;
-    }
+    if (result == NULL && PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_MemoryError))
+        PyErr_Clear();
     return result;
 }
 
+static PyObject *metadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4)
+        return PyErr_Format(PyExc_TypeError, "metadata takes 4 arguments");
+    /* args: fallback, build, value, znode_ctime */
+    PyObject *values = checked(args[2]);
+    if (values == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return PyObject_Vectorcall(args[0], args + 2, 2, NULL); /* the general path's */
+    }
+    PyObject *build_args[2] = {values, args[3]};
+    PyObject *md = PyObject_Vectorcall(args[1], build_args, 2, NULL);
+    Py_DECREF(values);
+    return md;
+}
+
 static PyMethodDef methods[] = {
-    {"metadata", metadata, METH_O,
-     "metadata(value) -> a format-3 znode value's LedgerMetadata values, decoded and checked "
-     "(ledger.CheckedMetadata's layout), or None where the general path decodes and judges"},
+    {"metadata", (PyCFunction)(void (*)(void))metadata, METH_FASTCALL,
+     "metadata(fallback, build, value, znode_ctime) -> build(values, znode_ctime) of a format-3 "
+     "znode value's LedgerMetadata values, decoded and checked (ledger.CheckedMetadata's layout), "
+     "or fallback(value, znode_ctime) where the general path decodes and judges"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -324,7 +344,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ledgerpb", NULL, -1
 
 PyMODINIT_FUNC PyInit__ledgerpb(void) {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", 2) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

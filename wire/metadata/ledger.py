@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import re
-from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from bkctl.wire.codecs import varint
@@ -39,6 +41,7 @@ __all__ = [
     "HEADER_PREFIX",
     "INVALID_ENTRY_ID",
     "LedgerMetadata",
+    "LedgerMetadataTwins",
     "LedgerState",
     "parse_ledger_metadata",
     "read_format_version",
@@ -658,19 +661,6 @@ def _from_checked(values: CheckedMetadata | tuple[Any, ...], znode_ctime: int | 
     return md
 
 
-_UNSET: Any = object()
-_c_metadata: Any = _UNSET  # the C twin's ``metadata``, or None: looked up on first use (bkctl.wire.fastpath)
-
-
-def _fast_metadata() -> Any:
-    global _c_metadata
-    if _c_metadata is _UNSET:
-        from bkctl.wire import fastpath
-
-        _c_metadata = fastpath.selected().ledger_metadata
-    return _c_metadata
-
-
 def _parse_v3(body: bytes, znode_ctime: int | None) -> LedgerMetadata:
     """The general path of format 3: protobuf's message, and its judgement of odd values."""
     size, pos = _decode_varint32(body, 0)
@@ -742,7 +732,8 @@ def _parse_v1(body: bytes) -> LedgerMetadata:
 
 
 def parse_ledger_metadata(data: bytes, znode_ctime: int | None = None) -> LedgerMetadata:
-    """Decode a ledger znode value of format 1, 2 or 3.
+    """Decode a ledger znode value of format 1, 2 or 3: the general path (protobuf's message and
+    LedgerMetadata's own checks), the Python twin of :class:`LedgerMetadataTwins`'s decoder.
 
     Raises :class:`CodecError` (only) for anything that is not valid metadata,
     including structurally valid values that break the metadata invariants.
@@ -755,11 +746,6 @@ def parse_ledger_metadata(data: bytes, znode_ctime: int | None = None) -> Ledger
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CodecError(f"ledger metadata must be bytes, not {type(data).__name__}")
     data = bytes(data)
-    fast = _fast_metadata()
-    if fast is not None:
-        checked = fast(data)
-        if checked is not None:
-            return _from_checked(checked, znode_ctime)
     version, offset = read_format_version(data)
     body = data[offset:]
     try:
@@ -774,3 +760,25 @@ def parse_ledger_metadata(data: bytes, znode_ctime: int | None = None) -> Ledger
         return md if md.ctime is not None or znode_ctime is None else replace(md, ctime=znode_ctime)
     except MetadataError as exc:
         raise CodecError(f"invalid ledger metadata: {exc}") from None
+
+
+class LedgerMetadataTwins(NamedTuple):
+    """The decoder of ledger znode values a metadata store uses (``parse(data, znode_ctime)``,
+    as :func:`parse_ledger_metadata`), C or Python: :attr:`bkctl.wire.fastpath.Twins.ledger_metadata`.
+    ``c``: the ``_ledgerpb`` module its decoder comes from, or None for :data:`PYTHON`."""
+
+    parse: Callable[[bytes, int | None], LedgerMetadata]
+    c: ModuleType | None = None
+
+
+#: The Python twin (the reference): the general path alone.
+PYTHON = LedgerMetadataTwins(parse_ledger_metadata)
+
+
+def twins_of(c: ModuleType | None) -> LedgerMetadataTwins:
+    """The C twin of the module ``c`` (``_ledgerpb``, which the twin selector loads): it decodes
+    what it covers (built by :func:`_from_checked`) and hands the rest to the general path
+    itself; :data:`PYTHON` for None."""
+    if c is None:
+        return PYTHON
+    return LedgerMetadataTwins(functools.partial(c.metadata, parse_ledger_metadata, _from_checked), c)

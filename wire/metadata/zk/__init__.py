@@ -47,6 +47,7 @@ from bkctl.wire.metadata.zk.session import ZKSession
 from bkctl.wire.metadata.zk.underreplication import ZKUnderreplicationManager
 
 if TYPE_CHECKING:
+    from bkctl.wire.fastpath import Twins
     from bkctl.wire.metadata.zksecurity import ZKSecurity
 
 __all__ = ["ZKMetadataStore"]
@@ -55,12 +56,14 @@ __all__ = ["ZKMetadataStore"]
 class ZKMetadataStore(ZKSession):
     """BookKeeper metadata on ZooKeeper, addressed by a metadata service URI.
 
-    ``ZKMetadataStore("zk+hierarchical://127.0.0.1:2181/ledgers", timeout=10)``.
+    ``ZKMetadataStore("zk+hierarchical://127.0.0.1:2181/ledgers", timeout=10, twins=twins)``.
     ``zk://`` (or ``zk+null://``) takes the ledger manager from the cluster's
     LAYOUT (hierarchical when there is none); an explicit manager must match
     an existing LAYOUT.  *timeout* bounds the initial connection; the session
     timeout defaults to it as well.  *store_ctime* and *wall_clock*: see
-    :class:`~.underreplication.ZKUnderreplicationManager`.
+    :class:`~.underreplication.ZKUnderreplicationManager`.  *twins*: the implementations in
+    use (:mod:`bkctl.wire.fastpath`, the program's record): the walks' scanner and the
+    ledger metadata decoder.
     """
 
     def __init__(
@@ -72,9 +75,12 @@ class ZKMetadataStore(ZKSession):
         store_ctime: bool = False,
         security: ZKSecurity | None = None,
         wall_clock: Callable[[], float] = time.time,
+        twins: Twins,
     ):
         parsed = MetadataServiceURI.parse(uri)
-        super().__init__(parsed.hosts, parsed.root, timeout, session_timeout=session_timeout, security=security)
+        super().__init__(
+            parsed.hosts, parsed.root, timeout, session_timeout=session_timeout, security=security, twins=twins
+        )
         self.uri = uri
         self.registration = ZKRegistrationManager(self)
         self.underreplication = ZKUnderreplicationManager(self, store_ctime, wall_clock)

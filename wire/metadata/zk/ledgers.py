@@ -22,7 +22,7 @@ from bkctl.wire.metadata.errors import (
     NoSuchLedger,
     ZKStoreError,
 )
-from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
+from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
 from bkctl.wire.metadata.sorted_ids import SortedIds
 from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
@@ -98,6 +98,9 @@ class ZKLedgerManager(Manager):
         self._cluster = cluster
         self._ids = ids
         self._watched: WatchedChildren | None = None  # made by the first watched walk
+        #: the decoder of a ledger znode's value (``parse(data, znode_ctime)``: the session's
+        #: :attr:`~bkctl.wire.fastpath.Twins.ledger_metadata`, C or Python)
+        self.parse = session.twins.ledger_metadata.parse
 
     def path(self, ledger_id: int) -> str:
         return P.ledger_path(ledger_id, self._cluster.manager, self._root)
@@ -106,10 +109,9 @@ class ZKLedgerManager(Manager):
         """The ledger's append lock (:class:`ZKLedgerLock`; nothing is asked of ZooKeeper yet)."""
         return ZKLedgerLock(self._session, P.append_lock_path(ledger_id, self._root), holder)
 
-    @staticmethod
-    def _decode(ledger_id: int, data: bytes, stat: Any) -> LedgerMetadata:
+    def _decode(self, ledger_id: int, data: bytes, stat: Any) -> LedgerMetadata:
         try:
-            return parse_ledger_metadata(data, znode_ctime=stat.ctime)
+            return self.parse(data, stat.ctime)
         except CodecError as exc:
             raise MetadataStoreError(f"ledger {ledger_id} has corrupt metadata: {exc}") from None
 
@@ -161,7 +163,7 @@ class ZKLedgerManager(Manager):
         replace an existing one (version -1).  Raises :class:`LedgerExists` when it exists
         and *overwrite* is false; returns the new version."""
         try:
-            parse_ledger_metadata(data)
+            self.parse(data, None)
         except CodecError as exc:
             raise MetadataStoreError(f"not ledger metadata: {exc}") from None
         path = self.path(ledger_id)
@@ -207,7 +209,7 @@ class ZKLedgerManager(Manager):
                 )
             if md.ctime == stat.ctime:
                 try:
-                    stored = parse_ledger_metadata(current)
+                    stored = self.parse(current, None)
                 except CodecError:
                     stored = None
                 md = stored_ctime(md, stat.ctime, stored)

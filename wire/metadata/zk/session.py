@@ -190,12 +190,13 @@ class ZKSession:
         *,
         session_timeout: float | None = None,
         security: ZKSecurity | None = None,
-        twins: Twins | None = None,
+        twins: Twins,
     ):
         from bkctl.wire.metadata.zksecurity import get_default
 
-        #: the fast paths in use (:mod:`bkctl.wire.fastpath`; None: the process's, looked up
-        #: when a walk starts): whether walks take the multiRead scanner
+        #: the fast paths in use (:mod:`bkctl.wire.fastpath`, its builder's record): whether walks
+        #: take the multiRead scanner, and the decoder of ledger metadata
+        #: (:attr:`~bkctl.wire.fastpath.Twins.ledger_metadata`)
         self.twins = twins
 
         self.hosts = hosts
@@ -408,11 +409,9 @@ class ZKSession:
         """A connection of its own for one long walk (:class:`~.scan.ZnodeScanner`, the
         fast path of :meth:`get_many`), or None where kazoo has to walk: fast paths off
         (``BKCTL_FASTPATHS=0``), SASL credentials, a chroot in the connect string."""
-        from bkctl.wire import fastpath
         from bkctl.wire.metadata.zk.scan import ZnodeScanner
 
-        twins = self.twins if self.twins is not None else fastpath.selected()
-        if not twins.enabled or not ZnodeScanner.usable_with(self.hosts, self.security):
+        if not self.twins.enabled or not ZnodeScanner.usable_with(self.hosts, self.security):
             return None
         return ZnodeScanner(self.hosts, self.security, timeout=max(self.session_timeout, self.timeout))
 
