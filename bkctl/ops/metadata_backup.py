@@ -31,6 +31,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..exitcodes import USAGE, CommandError
 
@@ -92,10 +93,12 @@ def backup(store, path: str, uri: str, overwrite: bool = False) -> dict:
     }
 
 
-def read_backup(path: str) -> dict:
-    """The backup document; a file that is not one: exit 2."""
+def read_backup(path: str, parse: Callable[[bytes, int | None], Any] | None = None) -> dict:
+    """The backup document; a file that is not one: exit 2.  Each ledger's metadata is checked
+    with ``parse`` (a store's decoder, ``store.ledgers.parse``; None: the general path)."""
     from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
+    check = parse_ledger_metadata if parse is None else parse
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -107,7 +110,7 @@ def read_backup(path: str) -> dict:
         doc["ledgers"] = {int(k): base64.b64decode(v, validate=True) for k, v in doc["ledgers"].items()}
         doc["cookies"] = {str(k): base64.b64decode(v, validate=True) for k, v in doc["cookies"].items()}
         for _ledger_id, data in doc["ledgers"].items():
-            parse_ledger_metadata(data)
+            check(data, None)
     except Exception as exc:  # noqa: BLE001 - any damage is the same answer
         raise CommandError(f"{path}: damaged backup ({exc})", USAGE) from None
     return doc
@@ -120,7 +123,7 @@ def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str],
     cookies, instance_id_differs)`` (which raises to refuse).  Returns ``file``,
     ``ledgers``, ``replaced_ledgers``, ``cookies``, ``replaced_cookies``,
     ``instance_id``, ``instance_id_replaced``, ``cluster_created``, ``next_ledger_id_above``."""
-    doc = read_backup(path)
+    doc = read_backup(path, store.ledgers.parse)
     created = not store.cluster.exists()
     if created:  # nuked: made again (Java's initnewcluster), then given the backup's INSTANCEID
         store.cluster.init()
