@@ -22,13 +22,14 @@ test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metad
 ``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
 (its ``.pyi``) says its types, and tests/unit/test_c_twins.py fails where one this platform
 builds is not in use.
-Components receive the record through their constructors (``twins=``, from the
-program's start or composition point, which asks :func:`selected`; :data:`GENERAL` where a
-program only looks up a few znodes), so that the same behavioural tests run with
-either record (:func:`build`), and ``./dev test`` runs the unit modules that reach
-a fast path and the add/read/recovery integration suites with all of them switched
-off too (``BKCTL_FASTPATHS=0``; tests/support/fastpaths_off.txt): the two
-implementations cannot drift apart unnoticed.
+Components receive the record through their constructors (``twins=``: the program's start
+or a composition point asks :func:`selected` and hands it on; :data:`GENERAL` where a program
+only looks up a few znodes) and call the interfaces its fields hold, never asking which twin
+one is: a C twin hands what it declines to its Python twin itself.  So the same behavioural
+tests run with either record (:func:`build`), and ``./dev test`` runs the unit modules that
+reach a fast path and the add/read/recovery integration suites with all of them switched off
+too (``BKCTL_FASTPATHS=0``; tests/support/fastpaths_off.txt): the two implementations cannot
+drift apart unnoticed.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bkctl.wire.text import parse_bool
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from bkctl.wire.codecs.plain import PlainTwins
     from bkctl.wire.metadata.ledger import LedgerMetadataTwins
     from bkctl.wire.pulsar.rows import BatchRowsProtocol
+    from bkctl.wire.pulsar.value_columns import AvroColumnTwins
 
 __all__ = ["GENERAL", "Twins", "build", "c_module", "check", "from_environment", "selected"]
 
@@ -93,11 +95,10 @@ class Twins:
     """The implementations in use: each field one interface's C or Python twin.
 
     ``enabled`` switches the fast paths written in Python (inline journal commits,
-    batched answers, reused encoders, ``send_now``...); the others are the C twins
-    when they are built, current and ``enabled``, else the Python ones (or None where
-    the caller's own Python path is the twin).  The Pulsar batch splitter and the
-    bookie's plain-request twins are looked up on first use (their modules are not
-    every command's)."""
+    batched answers, reused encoders, ``send_now``...); each other field is one whole
+    interface, its C twin when built, current and ``enabled`` (which hands what it declines
+    to the Python twin it was given here), else its Python twin.  The interfaces are built
+    on first use (their modules are not every command's)."""
 
     enabled: bool
     #: what :attr:`codec` is made of: :data:`LOOK_UP` (``_fastcodec`` if built, current and
@@ -179,11 +180,16 @@ class Twins:
         return ledger.twins_of(c_module("bkctl.wire.metadata._ledgerpb", LEDGERPB_API) if self.enabled else None)
 
     @functools.cached_property
-    def avro_columns(self) -> Any:
-        """The C twin of a typed export's AVRO values (``_avrocols``: Avro binary
-        straight into Arrow buffers, :mod:`~bkctl.wire.pulsar.avro_columns`), or None:
-        :meth:`~bkctl.wire.pulsar.typed.TypedView.decode_many` (fastavro, then pyarrow)."""
-        return c_module("bkctl.wire.pulsar._avrocols", AVROCOLS_API) if self.enabled else None
+    def avro_columns(self) -> AvroColumnTwins:
+        """A typed export's values of a batch as an Arrow column
+        (:class:`~bkctl.wire.pulsar.value_columns.AvroColumnTwins`): ``_avrocols``'s, which
+        decodes AVRO values straight into Arrow buffers and hands the batches it declines to
+        the general path, or the general path alone
+        (:meth:`~bkctl.wire.pulsar.typed.TypedView.value_column`: fastavro, then pyarrow).
+        Looked up on first use: only a typed export decodes values."""
+        from bkctl.wire.pulsar import value_columns
+
+        return value_columns.twins_of(c_module("bkctl.wire.pulsar._avrocols", AVROCOLS_API) if self.enabled else None)
 
     @functools.cached_property
     def batch_rows(self) -> type[BatchRowsProtocol]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.text import utc_iso
@@ -36,6 +36,9 @@ from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, TaskReport, Written
 from .topic_planning import TopicRange, TopicSpec, cursor_from_json, plan_topic, publish_time_reader
+
+if TYPE_CHECKING:
+    from bkctl.wire.pulsar.value_columns import AvroColumnTwins
 
 __all__ = [
     "TopicSource",
@@ -254,34 +257,30 @@ def _version_numbers(batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _typed(
-    batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, Any] | None, avrocols: Any
+    batches: Iterator[Any], part: TopicRange, schema, counts: dict[str, Any] | None, avro_columns: AvroColumnTwins
 ) -> Iterator[Any]:
     """The batches with each message's ``value`` decoded by the topic's schema
     (:attr:`TopicRange.typed`); a message that does not decode keeps its row,
     ``value`` null and ``error`` saying why (counted in ``counts["decode_errors"]``).
-    ``avrocols``: the reader's ``Twins.avro_columns`` (the C twin of AVRO values, or None)."""
+    ``avro_columns``: the reader's ``Twins.avro_columns``, which decodes a batch's values."""
     import pyarrow as pa
+
+    from bkctl.wire.pulsar.typed import ValueBatch
 
     view = part.typed
     typed_schema = schema.append(pa.field("value", view.arrow_type))
     failed: list[dict[str, Any]] = []
     for batch in batches:
-        failures: dict[int, str] = {}
         n = batch.num_rows
-        column = None
         if n:
             errors = batch.column("error")
             skip = None if errors.null_count == n else errors.to_pylist()
             versions = _same_or_list(batch.column("schema_version"))
-            column = view.arrow_values(versions, batch.column("payload"), skip, avrocols)
-            if column is None:
-                keys = batch.column("key").to_pylist() if view.separated else None
-                b64 = batch.column("key_base64_encoded").to_pylist() if view.separated else None
-                values, failures = view.decode_many(versions, batch.column("payload").to_pylist(), keys, b64, skip)
-                column, unfit = _value_array(values, view.arrow_type)
-                failures.update(unfit)
-        if column is None:
-            column = pa.array([], view.arrow_type)
+            keys = batch.column("key").to_pylist() if view.separated else None
+            b64 = batch.column("key_base64_encoded").to_pylist() if view.separated else None
+            column, failures = avro_columns.values(view, ValueBatch(versions, batch.column("payload"), skip, keys, b64))
+        else:
+            column, failures = pa.array([], view.arrow_type), {}
         arrays = batch.columns
         if failures:
             ids = batch.column("message_id").to_pylist()
@@ -306,26 +305,6 @@ def _same_or_list(column) -> list:
         if len(distinct) == 1:
             return [distinct[0].as_py()] * n
     return column.to_pylist()
-
-
-def _value_array(values: list, arrow_type) -> tuple[Any, dict[int, str]]:
-    """``values`` as an Arrow array; a value that does not fit the type
-    (a JSON number too big for its field, ...) is null, with why."""
-    import pyarrow as pa
-
-    try:
-        return pa.array(values, arrow_type), {}
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        pass
-    fitted, unfit = [], {}
-    for i, v in enumerate(values):
-        try:
-            pa.array([v], arrow_type)
-            fitted.append(v)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            fitted.append(None)
-            unfit[i] = f"its value does not fit the column's type: {exc}"
-    return pa.array(fitted, arrow_type), unfit
 
 
 def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) -> Iterator[Any]:

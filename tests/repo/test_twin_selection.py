@@ -9,9 +9,11 @@ records which implementation of each fast path the process uses; components rece
   switch at start (:data:`ENTRY_POINTS`), or builds a record of its own (``fastpath.build``):
   :func:`selections`;
 * branches on which twin it holds (a field of the record compared with None, or looked into with
-  ``getattr``), or falls back by itself when a C twin answers None (a value of a call of a
-  ``c_*``/``_c_*`` binding compared with None, or such a binding compared with None):
-  :func:`choices`.
+  ``getattr``, or a name bound to one -- a parameter a call in the module hands one included), or
+  falls back by itself when a C twin answers None (a value of a call of a ``c_*``/``_c_*``
+  binding, or of a call given a twin or made of one, compared with None, or such a binding
+  compared with None): :func:`choices`.  A twin handed to another module's function is not
+  followed there.
 
 The sites that still do are listed in :data:`REMAINING`, each to be moved behind a whole
 interface; the list only shrinks: a new site fails the test, and so does a listed one that is
@@ -133,46 +135,117 @@ def _imported_from_fastpath(path: Path, name: str) -> bool:
     )
 
 
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> list[str]:
+    a = fn.args
+    return [p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+
+
+def _holds_twin(node: ast.expr, names: set[str]) -> bool:
+    """A field of a twins record, or one of ``names`` (bound to one)."""
+    return _twin_field(node) or (isinstance(node, ast.Name) and node.id in names)
+
+
+def _twin_params(module_tree: ast.AST, twin_names: dict[ast.AST, set[str]]) -> dict[ast.AST, set[str]]:
+    """The parameters of this module's functions that a call in the module hands a twin: a field
+    of a twins record, or a name bound to one (``_typed(rows, twins.avro_columns)``, then
+    ``_typed(..., avrocols)`` compared with None); by the callee's name, methods through ``self``."""
+    by_name: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    for node in ast.walk(module_tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            by_name.setdefault(node.name, []).append(node)
+    out: dict[ast.AST, set[str]] = {}
+    for caller, names in twin_names.items():
+        for call in ast.walk(caller):
+            if not isinstance(call, ast.Call):
+                continue
+            func = call.func
+            if isinstance(func, ast.Name):
+                callees, skip = by_name.get(func.id, []), 0
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+                callees, skip = by_name.get(func.attr, []), 1
+            else:
+                continue
+            for callee in callees:
+                params = _params(callee)
+                given = {
+                    params[i + skip]
+                    for i, arg in enumerate(call.args)
+                    if _holds_twin(arg, names) and i + skip < len(params)
+                }
+                given |= {k.arg for k in call.keywords if k.arg in params and _holds_twin(k.value, names)}
+                if given:
+                    out.setdefault(callee, set()).update(given)
+    return out
+
+
+def _bound(node: ast.AST) -> list[tuple[ast.expr, ast.expr]]:
+    """``(target, value)`` of an assignment, tuples taken apart where both sides are tuples."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return []
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+        return list(zip(target.elts, value.elts))
+    return [(target, value)]
+
+
+def _names(target: ast.expr) -> set[str]:
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {n for t in target.elts for n in _names(t)}
+    return set()
+
+
 def choices(path: Path) -> list[str]:
-    """``what`` for each place that branches on a twin or falls back from a C twin's None."""
+    """``what`` for each place that branches on a twin or falls back from a C twin's None: a twin
+    (a field of a twins record, a ``c_*`` binding, or a name bound to either, a parameter given one
+    included) compared with None or looked into with ``getattr``, or what a call of a ``c_*``
+    binding or a call given a twin returned compared with None."""
     found = []
-    for fn in ast.walk(tree(path)):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            continue
-        # names bound to what a c_* binding returned, and names bound to a field of a twins record
-        from_c, twin_names = set(), set()
+    module_tree = tree(path)
+    functions = [
+        fn for fn in ast.walk(module_tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    ]
+    # names bound to a field of a twins record, in each function; then the parameters given one
+    twin_names = {
+        fn: {t.id for node in ast.walk(fn) for t, v in _bound(node) if isinstance(t, ast.Name) and _twin_field(v)}
+        for fn in functions
+    }
+    for _ in range(3):  # a twin handed on through a few calls
+        for fn, params in _twin_params(module_tree, twin_names).items():
+            twin_names[fn] |= params
+    for fn in functions:
+        names = twin_names[fn]
+
+        def twin(node: ast.expr, names: set[str] = names) -> bool:
+            return _c_prefixed(node) or _holds_twin(node, names)
+
+        # names bound to what a c_* binding returned, or a call given a twin (or one of its members)
+        from_c = set()
         for node in ast.walk(fn):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _c_prefixed(node.value.func):
-                from_c |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-            if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target, value = node.targets[0], node.value
-                pairs = (
-                    zip(target.elts, value.elts)
-                    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
-                    else [(target, value)]
-                )
-                twin_names |= {t.id for t, v in pairs if isinstance(t, ast.Name) and _twin_field(v)}
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                call = node.value
+                func = call.func
+                given = [*call.args, *(k.value for k in call.keywords)]
+                if (
+                    _c_prefixed(func)
+                    or (isinstance(func, ast.Attribute) and twin(func.value))
+                    or any(twin(a) for a in given)
+                ):
+                    from_c |= {n for t in node.targets for n in _names(t)}
         for node in ast.walk(fn):
             if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
                 left, right = node.left, node.comparators[0]
                 if not _is_none(right):
                     continue
-                if (
-                    _twin_field(left)
-                    or _c_prefixed(left)
-                    or (isinstance(left, ast.Name) and left.id in from_c | twin_names)
-                ):
+                if twin(left) or (isinstance(left, ast.Name) and left.id in from_c):
                     found.append(ast.unparse(node))
             elif (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
                 and node.func.id in ("getattr", "hasattr")
                 and node.args
-                and (
-                    _twin_field(node.args[0])
-                    or _c_prefixed(node.args[0])
-                    or (isinstance(node.args[0], ast.Name) and node.args[0].id in twin_names)
-                )
+                and twin(node.args[0])
             ):
                 found.append(ast.unparse(node))
     return sorted(set(found))
@@ -226,6 +299,16 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "    if body is None:\n"
         "        body = slow(x)\n"
         "    return fastpath.selected(), fastpath.build(True), x is None\n"
+        "def g(reader, rows):\n"
+        "    return h(rows, twins=reader.twins.avro_columns), k(rows, reader.twins.avro_columns)\n"
+        "def h(rows, view=None, twins=None):\n"
+        "    column = view.arrow_values(rows, twins)\n"
+        "    if column is None:\n"
+        "        column = slow(rows)\n"
+        "    values = twins.values(rows)\n"
+        "    return values is None, rows is None, view is None\n"
+        "def k(rows, columns):\n"
+        "    return columns is None\n"
     )
     assert c_imports("bkctl.probe", probe) == [
         "3: from bkctl.wire.codecs import _plain",
@@ -234,7 +317,10 @@ def test_the_checks_see_what_they_look_for(tmp_path):
     assert sorted(selections(probe)) == ["fastpath.build()", "fastpath.selected()", "fastpath.selected()"]
     assert choices(probe) == [
         "body is None",
+        "column is None",
+        "columns is None",
         "getattr(r, 'span_records', None)",
         "getattr(twins.records, 'span_records', None)",
         "twins.codec is None",
+        "values is None",
     ]

@@ -1,10 +1,11 @@
 """The C twin of a typed export's AVRO values (wire/pulsar/_avrocols.c, planned by
 wire/pulsar/avro_columns.py) gives the column the general path gives (fastavro, then pyarrow:
-TypedView.decode_many and the export's _value_array), or None where the general path must read:
+TypedView.value_column), or declines (value_columns.native_column None) where the general path must:
 on generated schemas and values, on schema evolution (fields dropped, added with defaults,
-promotions, aliases, enum symbols), on the shared vectors, and on every cut of a payload.  With
-fast paths off there is no C twin (``Twins.avro_columns`` is None) and the export decodes by the
-general path alone."""
+promotions, aliases, enum symbols), on the shared vectors, and on every cut of a payload.  The
+C twin's ``values`` (``Twins.avro_columns``) gives the general path's column and failures
+either way: it hands the batches it declines to its Python twin itself.  With fast paths off the
+record holds the Python twin alone."""
 
 from __future__ import annotations
 
@@ -16,17 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bkctl.export.topic_source import _value_array
 from bkctl.wire import fastpath
 from bkctl.wire.pulsar import schema as S
+from bkctl.wire.pulsar import value_columns
 from bkctl.wire.pulsar.avro_types import as_numbers
-from bkctl.wire.pulsar.typed import TypedView
+from bkctl.wire.pulsar.typed import TypedView, ValueBatch
 from tests.support import c_twins
 
 fastavro = pytest.importorskip("fastavro")
 pa = pytest.importorskip("pyarrow")
 
-AVROCOLS = fastpath.build(True).avro_columns
+TWIN = fastpath.build(True).avro_columns
+AVROCOLS = TWIN.c
 pytestmark = c_twins.needs_c(AVROCOLS, "bkctl.wire.pulsar._avrocols")
 
 
@@ -41,13 +43,20 @@ def avro(doc, value) -> bytes:
 
 
 def both(view: TypedView, versions: list, payloads: list, skip=None):
-    """The C twin's column (None: it leaves the batch to the general path) and the general path's
-    (column, failures)."""
-    native = view.arrow_values(versions, pa.array(payloads, pa.binary()), skip, AVROCOLS)
-    values, failures = view.decode_many(versions, payloads, skip=skip)
-    column, unfit = _value_array(values, view.arrow_type)
-    failures.update(unfit)
+    """The C decoder's column (None: it leaves the batch to the general path) and the general path's
+    (column, failures); the C twin's ``values`` gives the general path's column and failures."""
+    batch = ValueBatch(versions, pa.array(payloads, pa.binary()), skip)
+    native = value_columns.native_column(AVROCOLS, view, batch)
+    column, failures = view.value_column(batch)
+    twin_column, twin_failures = TWIN.values(view, batch)
+    # (fastavro's messages name the BytesIO they read: the rows, not the words, are compared)
+    assert twin_column.equals(native if native is not None else column) and twin_failures.keys() == failures.keys()
     return native, column, failures
+
+
+def decoded(view: TypedView, payloads: list) -> object:
+    """The C decoder's column of ``payloads`` (of the reader's version), None where it declines."""
+    return value_columns.native_column(AVROCOLS, view, ValueBatch([None], pa.array(payloads, pa.binary())))
 
 
 def same(native, general) -> None:
@@ -405,23 +414,29 @@ def test_what_the_twin_does_not_read_is_left_to_the_general_path_and_its_error_r
         doc = {"type": "record", "name": "R", "fields": [{"name": "u", "type": t}]}
         view = TypedView({0: stored(doc)})
         value = {"u": "3e6c1f5e-55a4-4b8e-9d54-0a2b7a6f8f10"}
-        assert view.arrow_values([None], pa.array([avro(doc, value)], pa.binary()), None, AVROCOLS) is None
+        assert decoded(view, [avro(doc, value)]) is None
 
 
 def test_an_array_claiming_more_items_than_bytes_is_left_to_the_general_path():
     empty = {"type": "record", "name": "E", "fields": []}
     doc = {"type": "record", "name": "R", "fields": [{"name": "n", "type": {"type": "array", "items": empty}}]}
     view = TypedView({0: stored(doc)})
-    assert view.arrow_values([None], pa.array([avro(doc, {"n": [{}] * 3})], pa.binary()), None, AVROCOLS) is None
+    assert decoded(view, [avro(doc, {"n": [{}] * 3})]) is None
     huge = b"\x80\x80\x80\x80\x80\x80\x80\x01\x00"  # 2**48 empty records: no memory spent on them here
-    assert view.arrow_values([None], pa.array([huge], pa.binary()), None, AVROCOLS) is None
-    assert view.arrow_values([None], pa.array([b"\x00"], pa.binary()), None, AVROCOLS).to_pylist() == [{"n": []}]
+    assert decoded(view, [huge]) is None
+    assert decoded(view, [b"\x00"]).to_pylist() == [{"n": []}]
+    three = avro(doc, {"n": [{}] * 3})  # declined by the C decoder: the C twin hands it to the general path
+    column, failures = TWIN.values(view, ValueBatch([None, None], pa.array([three, b"\x00"], pa.binary())))
+    assert column.to_pylist() == [{"n": [{}] * 3}, {"n": []}] and not failures
 
 
-def test_with_fast_paths_off_there_is_no_c_twin():
-    assert fastpath.build(False).avro_columns is None
+def test_with_fast_paths_off_the_general_path_alone_decodes():
+    general = fastpath.build(False).avro_columns
+    assert general is value_columns.PYTHON and general.c is None and TWIN.c is not None
     view = TypedView({0: stored(ORDER_V0)})
-    assert view.arrow_values([None], pa.array([avro(ORDER_V0, order_v0(0))], pa.binary()), None, None) is None
+    batch = ValueBatch([None], pa.array([avro(ORDER_V0, order_v0(0))], pa.binary()))
+    column, failures = general.values(view, batch)
+    assert not failures and column.equals(value_columns.native_column(AVROCOLS, view, batch))
 
 
 @pytest.mark.parametrize("case", ["s_avro", "s_avro_evolved"])

@@ -19,10 +19,7 @@ from tests.support import c_twins
 def c_in_use(twins: fastpath.Twins) -> set[str]:
     """The fields of ``twins`` that hold a C twin."""
     found = set()
-    for name in ("avro_columns",):
-        if getattr(twins, name) is not None:
-            found.add(name)
-    for name in ("codec", "records", "adds", "entries"):  # interfaces: C twins or Python ones, whole
+    for name in ("codec", "records", "adds", "entries", "avro_columns"):  # interfaces: C twins or Python ones, whole
         if getattr(twins, name).c is not None:
             found.add(name)
     if twins.plain.c is not None:

@@ -1,5 +1,6 @@
 """Types of the C extension ``_avrocols.c`` (a typed export's Avro values into Arrow buffers);
-its Python twin is :meth:`bkctl.wire.pulsar.typed.TypedView.decode_many`.  ``./dev lint``
+its Python twin is :meth:`bkctl.wire.pulsar.typed.TypedView.value_column` (both behind
+:mod:`bkctl.wire.pulsar.value_columns`).  ``./dev lint``
 checks this stub against the built module (mypy's stubtest)."""
 
 from typing import Any, Final, final

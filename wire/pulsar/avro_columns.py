@@ -1,15 +1,15 @@
 """AVRO values straight into the typed export's ``value`` column: the plan the C twin reads by.
 
 The general path of a typed export reads each message with fastavro into
-Python values and has pyarrow convert them (:meth:`~.typed.TypedView.decode_many`).
+Python values and has pyarrow convert them (:meth:`~.typed.TypedView.value_column`).
 Its C twin, ``_avrocols.Decoder`` (``Twins.avro_columns`` of
-:mod:`bkctl.wire.fastpath`), decodes a batch's payloads into Arrow buffers in
-one pass; this module says how: :func:`columns_of` lays out the reader's
-columns from the value's Arrow type, :func:`plan` says how one writer
-version's bytes land in them (Avro's resolution rules, as fastavro applies
-them: fields matched by name or alias, the writer's others skipped, the
-reader's others their defaults, promotions, enum symbols by name, unions with
-null), and :func:`wrap` makes the decoder's buffers an Arrow array.
+:mod:`bkctl.wire.fastpath`: :mod:`.value_columns`), decodes a batch's payloads
+into Arrow buffers in one pass; this module says how: :func:`columns_of` lays
+out the reader's columns from the value's Arrow type, :func:`plan` says how
+one writer version's bytes land in them (Avro's resolution rules, as fastavro
+applies them: fields matched by name or alias, the writer's others skipped,
+the reader's others their defaults, promotions, enum symbols by name, unions
+with null), and :func:`wrap` makes the decoder's buffers an Arrow array.
 
 A plan is only made where the C twin reads exactly as fastavro and pyarrow
 do; :class:`Unsupported` says where it would not (a union of several types, a

@@ -50,6 +50,7 @@ import io
 import json
 import struct
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from .avro_types import Fix, as_numbers, avro_arrow, avro_incompatible, json_shaper
@@ -209,6 +210,61 @@ def _key_value_side(schema: StoredSchema) -> _Side:
     return _Side(arrow, decode, kind="KEY_VALUE")
 
 
+# ---------------------------------------------------------------- a batch's values as a column
+
+
+class ValueBatch(NamedTuple):
+    """The columns of a batch of messages a typed export decodes: each row's version bytes
+    (as stamped; None: the reader's), the payloads (an Arrow binary array), ``skip[i]`` true:
+    not a message to decode (value null; None: none skipped), and for a SEPARATED key/value
+    schema the keys and their base64 flags (else None)."""
+
+    versions: list[bytes | None]
+    payloads: Any
+    skip: list[Any] | None = None
+    keys: list[str | None] | None = None
+    key_b64: list[bool] | None = None
+
+
+class ValueColumn(NamedTuple):
+    """A batch's values as an Arrow array of the view's type, and ``{row: why}`` for the rows
+    whose value is null because it does not decode or does not fit the type."""
+
+    column: Any
+    failures: dict[int, str]
+
+
+class NativeDecoder(NamedTuple):
+    """A view's C decoder of AVRO values (:meth:`TypedView.native_decoder`): the
+    ``_avrocols.Decoder``, the column tree it fills (:func:`.avro_columns.columns_of`) and
+    the decoder's slot of each version's bytes."""
+
+    decoder: Any
+    root: Any
+    slots_by: dict[bytes | None, int]
+
+
+def value_array(values: list[Any], arrow_type: Any) -> tuple[Any, dict[int, str]]:
+    """``values`` as an Arrow array; a value that does not fit the type
+    (a JSON number too big for its field, ...) is null, with why."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, arrow_type), {}
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        pass
+    fitted: list[Any] = []
+    unfit: dict[int, str] = {}
+    for i, v in enumerate(values):
+        try:
+            pa.array([v], arrow_type)
+            fitted.append(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+            fitted.append(None)
+            unfit[i] = f"its value does not fit the column's type: {exc}"
+    return pa.array(fitted, arrow_type), unfit
+
+
 # ---------------------------------------------------------------- the topic's view
 
 
@@ -235,9 +291,9 @@ class TypedView:
         self._sides: dict[int, _Side] = {}
         self._resolved: dict[int, Callable[[bytes], Any] | str] = {}
         self._kv = None
-        #: the C twin's decoder of this view's AVRO values (:meth:`arrow_values`): None
-        #: not made yet, False unusable, else (decoder, columns, slots by version bytes)
-        self._native: Any = None
+        #: the C twin's decoder of this view's AVRO values (:meth:`native_decoder`): None
+        #: not made yet, False unusable
+        self._native: NativeDecoder | bool | None = None
         main = self.versions[reader]
         if main.type in ("NONE", "BYTES") or main.deleted:
             raise Untyped(
@@ -448,55 +504,35 @@ class TypedView:
                 failures[i] = f"{type(exc).__name__}: {exc}"
         return values, failures
 
-    def arrow_values(self, versions: list[bytes | None], payloads: Any, skip: list[Any] | None, avrocols: Any) -> Any:
-        """The values of a batch's messages as an Arrow array of :attr:`arrow_type`,
-        decoded by the C twin (``avrocols``: ``Twins.avro_columns`` of
-        :mod:`bkctl.wire.fastpath`), or None where :meth:`decode_many` must read
-        the batch: the twin is off or not built, the schema not AVRO or a reading
-        it does not make (:mod:`.avro_columns`), or a payload it does not decode
-        (the general path then says why).  ``versions``: each row's version bytes;
-        ``payloads``: the Arrow binary column; ``skip[i]`` true: no value (null)."""
-        if avrocols is None or self.type != "AVRO":
-            return None
+    def value_column(self, batch: ValueBatch) -> ValueColumn:
+        """The values of a batch's messages as an Arrow array of :attr:`arrow_type` and
+        ``{row: why}`` for those that do not decode or do not fit the type (value null):
+        the general path (fastavro or the type's decoder, :meth:`decode_many`, then pyarrow,
+        :func:`value_array`), the Python twin of ``Twins.avro_columns``
+        (:mod:`bkctl.wire.fastpath`, :mod:`.value_columns`)."""
+        values, failures = self.decode_many(
+            batch.versions, batch.payloads.to_pylist(), batch.keys, batch.key_b64, batch.skip
+        )
+        column, unfit = value_array(values, self.arrow_type)
+        failures.update(unfit)
+        return ValueColumn(column, failures)
+
+    def native_decoder(self, c: ModuleType) -> NativeDecoder | None:
+        """The decoder of this view's AVRO values made of the C module ``c``'s ``Decoder``
+        (``_avrocols``, planned by :mod:`.avro_columns`; the C twin of :mod:`.value_columns`
+        asks for it), made once; None where it reads none of this
+        view's versions (not AVRO, a reading it does not make)."""
         if self._native is None:
-            self._native = self._native_decoder(avrocols)
-        if self._native is False:
-            return None
-        decoder, root, slots_by = self._native
-        n = len(payloads)
-        nulls = payloads.null_count
-        if skip is None and not nulls and n and versions[0] == versions[-1] and len(set(versions)) == 1:
-            slot = slots_by.get(versions[0])
-            if slot is None:
-                return None
-            slots = bytes((slot,)) * n
-        else:
-            absent = payloads.is_null().to_pylist() if nulls else [False] * n
-            skip = skip if skip is not None else [None] * n
-            row_slots = bytearray(n)
-            for i, (raw, no, gone) in enumerate(zip(versions, skip, absent)):
-                if no or gone:
-                    row_slots[i] = 255
-                    continue
-                slot = slots_by.get(raw)
-                if slot is None:
-                    return None
-                row_slots[i] = slot
-            slots = bytes(row_slots)
-        from .avro_columns import wrap
+            self._native = self._make_native(c)
+        return self._native if isinstance(self._native, NativeDecoder) else None
 
-        _validity, offsets, data = payloads.buffers()
-        out = decoder.decode(slots, offsets, b"" if data is None else data, payloads.offset)
-        if isinstance(out, int):
-            return None
-        return wrap(root, out)
-
-    def _native_decoder(self, avrocols: Any) -> Any:
-        """``(decoder, columns, slots by version bytes)`` for :meth:`arrow_values`, or
-        False where the C twin reads none of this view's versions."""
+    def _make_native(self, c: ModuleType) -> NativeDecoder | bool:
+        """:meth:`native_decoder`'s, or False."""
         from .avro_columns import Unsupported, columns_of, plan
         from .schema import version_bytes
 
+        if self.type != "AVRO":
+            return False
         try:
             root, table = columns_of(self.arrow_type)
         except Unsupported:
@@ -508,7 +544,7 @@ class TypedView:
             if len(plans) >= 255 or stored.type != "AVRO" or stored.deleted or isinstance(self._reading(version), str):
                 continue
             try:
-                made = plan(self._side_of(version).avro, reader, root, decimals=bool(avrocols.DECIMALS))
+                made = plan(self._side_of(version).avro, reader, root, decimals=bool(c.DECIMALS))
             except (Unsupported, Untyped):
                 continue
             slots_by[version_bytes(version)] = len(plans)
@@ -517,7 +553,7 @@ class TypedView:
             plans.append(made)
         if not plans:
             return False
-        return avrocols.Decoder(table, tuple(plans)), root, slots_by
+        return NativeDecoder(c.Decoder(table, tuple(plans)), root, slots_by)
 
     def describe(self) -> dict[str, Any]:
         """For a manifest: the reader version, its type and the versions."""
