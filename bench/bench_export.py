@@ -165,7 +165,7 @@ def run(args, uri: str, work: Path) -> int:
     import pyarrow.compute  # noqa: F401 - imported before the clock starts, as a warm worker has it
 
     from bkctl.export.ledger_source import LedgerBatchBuilder
-    from bkctl.export.planning import EntryRange
+    from bkctl.wire.domain.ledger_plan import EntryRange
 
     t = time.monotonic()
     builders = {}
@@ -193,8 +193,8 @@ def run(args, uri: str, work: Path) -> int:
 
     # -- per master: the raw read at the same parallelism and the export, in turns ----------------
     from bkctl.export.datasource import source_frame
-    from bkctl.export.planning import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
     from bkctl.export.spark_session import spark_session, stop_spark
+    from bkctl.wire.domain.ledger_plan import LedgerPlan, parse_ledger_spec, plan_ledgers, split_ranges
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     ranges = split_ranges(

@@ -116,7 +116,7 @@ def plan(store, selection: Selection) -> _Plan:
     from bkctl.wire.pulsar.registry import schemas_base
 
     from ..exitcodes import USAGE, CommandError
-    from ..export.planning import SpecError, parse_ledger_spec, resolve_spec
+    from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec, resolve_spec
 
     out = _Plan()
     base = P.managed_ledgers_base(store.root)

@@ -131,7 +131,7 @@ the failed tasks); with --json stdout gets a document then too: out, error
 def _ctime(ctx, param, value):
     if value is None:
         return None
-    from ..export.planning import SpecError, parse_ctime
+    from ..wire.domain.ledger_plan import SpecError, parse_ctime
 
     try:
         return parse_ctime(value)
@@ -359,9 +359,9 @@ def export(
     from ..export.job import ExportOptions, run_export
     from ..export.ledger_source import LedgerSelection, LedgerSource
     from ..export.output import local_path
-    from ..export.planning import SpecError, parse_ledger_spec
     from ..export.topic_planning import TopicSpec
     from ..export.topic_source import TopicSource
+    from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec
 
     conf = {}
     for item in spark_conf:

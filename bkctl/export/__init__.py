@@ -15,7 +15,7 @@
   (``spark.read.format("bookkeeper")``), the same sources as a Spark
   adapter, usable on its own in any PySpark 4 application;
 * :mod:`bkctl.export.spark_session`: starting and stopping Spark;
-* :mod:`bkctl.export.planning`: ledger specs, time filters and entry-range
+* :mod:`bkctl.wire.domain.ledger_plan` (the rules, in the domain layer): ledger specs, time filters and entry-range
   planning (plain Python);
 * :mod:`bkctl.export.output`: the output directory (staging, locking, swap);
   :mod:`bkctl.export.reading`: reading an export back.

@@ -62,7 +62,7 @@ Options (names are case-insensitive, values strings):
     ``true``: narrow the reading by the query's filters (:class:`PushdownReader`,
     :mod:`bkctl.export.pushdown`; Spark needs ``spark.sql.python.filterPushdown.enabled``).
 ``plan``
-    JSON list of ledger plans made by :func:`bkctl.export.planning.plan_ledgers`
+    JSON list of ledger plans made by :func:`bkctl.wire.domain.ledger_plan.plan_ledgers`
     (``bkctl export`` passes it so that what is read is exactly what it planned);
     when given, ``ledgers``/``since``/``until``/``includeOpen`` are not used.
 
@@ -90,13 +90,14 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from bkctl.wire.domain import ledger_plan
+from bkctl.wire.domain.ledger_plan import SpecError
 from bkctl.wire.text import parse_bool
 
-from . import FORMAT, planning
+from . import FORMAT
 from .columns import LEDGER_COLUMNS, ddl, spark_schema
 from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WINDOW, LedgerReader, ReadSettings
 from .ledger_source import LedgerSelection, LedgerSource
-from .planning import SpecError
 from .pushdown import Narrowing
 from .source import SourcePlan
 from .topic_planning import TopicSpec
@@ -167,7 +168,7 @@ def _float(name: str, value: Any, default: float) -> float:
 
 
 def _time(value: Any) -> int | None:
-    return planning.parse_ctime(value) if value else None
+    return ledger_plan.parse_ctime(value) if value else None
 
 
 class ReadOptions:
@@ -184,7 +185,7 @@ class ReadOptions:
         topic = opts.get("topic")
         if self.plan_json is None and not ledgers and not topic:
             raise SpecError('the bookkeeper data source needs option ledgers ("all" or ids like 1,2,5-9)')
-        self.split_entries = _int("splitEntries", opts.get("splitentries"), planning.DEFAULT_SPLIT_ENTRIES)
+        self.split_entries = _int("splitEntries", opts.get("splitentries"), ledger_plan.DEFAULT_SPLIT_ENTRIES)
         #: narrow the reading by the query's filters (:class:`PushdownReader`)
         self.pushdown = _bool("pushdown", opts.get("pushdown"), False)
         protocol = str(opts.get("protocol") or "v3").lower()
@@ -223,7 +224,7 @@ class ReadOptions:
         else:
             self.source = LedgerSource(
                 LedgerSelection(
-                    spec=planning.parse_ledger_spec(ledgers) if ledgers else planning.LedgerSpec(),
+                    spec=ledger_plan.parse_ledger_spec(ledgers) if ledgers else ledger_plan.LedgerSpec(),
                     since_ms=_time(opts.get("since")),
                     until_ms=_time(opts.get("until")),
                     include_open=_bool("includeOpen", opts.get("includeopen"), False),
@@ -255,14 +256,16 @@ def _bookie_tls(text: Any):
         raise SpecError(f"option bookieTls: {e}") from None
 
 
-def data_source_options(settings: ReadSettings, split_entries: int, plans: list[planning.LedgerPlan]) -> dict[str, str]:
+def data_source_options(
+    settings: ReadSettings, split_entries: int, plans: list[ledger_plan.LedgerPlan]
+) -> dict[str, str]:
     """The options that make the data source read exactly ``plans`` with ``settings``."""
     import dataclasses
     import json
 
     opts = {
         "metadataServiceUri": settings.uri,
-        "plan": planning.plans_to_json(plans),
+        "plan": ledger_plan.plans_to_json(plans),
         "splitEntries": str(split_entries),
         "batchSize": str(settings.batch_size),
         "protocol": settings.protocol,
@@ -278,7 +281,7 @@ def data_source_options(settings: ReadSettings, split_entries: int, plans: list[
     return opts
 
 
-def source_frame(spark, settings: ReadSettings, split_entries: int, plans: list[planning.LedgerPlan]):
+def source_frame(spark, settings: ReadSettings, split_entries: int, plans: list[ledger_plan.LedgerPlan]):
     """The data source's DataFrame of what ``plans`` select."""
     register(spark)
     return spark.read.format(FORMAT).options(**data_source_options(settings, split_entries, plans)).load()
@@ -300,8 +303,8 @@ class TaskPartition(InputPartition):
 def _plan(options: ReadOptions) -> SourcePlan:
     """What the options select: their plan, else one made from the cluster's metadata."""
     if options.plan_json is not None and isinstance(options.source, LedgerSource):
-        plans = planning.plans_from_json(options.plan_json)
-        return SourcePlan(plans, planning.split_ranges(plans, options.split_entries))
+        plans = ledger_plan.plans_from_json(options.plan_json)
+        return SourcePlan(plans, ledger_plan.split_ranges(plans, options.split_entries))
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     settings = options.settings

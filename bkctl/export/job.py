@@ -5,7 +5,7 @@
 1. lock the output directory and check it holds nothing but a compatible
    previous export (:class:`~bkctl.export.output.OutputDir`);
 2. have the source plan in this process from the metadata (so a missing
-   ledger is a :class:`~bkctl.export.planning.NoSuchLedgers`, exit 3, before
+   ledger is a :class:`~bkctl.wire.domain.ledger_plan.NoSuchLedgers`, exit 3, before
    Spark starts);
 3. run one Spark task per planned task: each writes what the source reads
    for it as Parquet (:func:`~bkctl.export.writing.run_task`), below its
@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bkctl.wire.domain import ledger_plan
 from bkctl.wire.text import utc_date, utc_iso
 
-from . import planning
 from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WINDOW, LedgerReader, ReadSettings
 from .output import MANIFEST, OutputDir
 from .source import ExportError, ExportSource, SourcePlan, TaskReport, Written
@@ -57,7 +57,7 @@ class ExportOptions:
     rows_per_file: int = 0
     mode: str = "replace"
     decode: str | None = None
-    split_entries: int = planning.DEFAULT_SPLIT_ENTRIES
+    split_entries: int = ledger_plan.DEFAULT_SPLIT_ENTRIES
     batch_size: int = DEFAULT_BATCH_SIZE
     protocol: str = "v3"
     password: str | None = None
@@ -74,11 +74,11 @@ class ExportOptions:
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSION:
-            raise planning.SpecError(f"compression must be one of {', '.join(COMPRESSION)}")
+            raise ledger_plan.SpecError(f"compression must be one of {', '.join(COMPRESSION)}")
         if self.decode not in (None, "utf8"):
-            raise planning.SpecError(f"decode must be utf8, not {self.decode!r}")
+            raise ledger_plan.SpecError(f"decode must be utf8, not {self.decode!r}")
         if self.rows_per_file < 0:
-            raise planning.SpecError("rows per file must be 0 (no limit) or more")
+            raise ledger_plan.SpecError("rows per file must be 0 (no limit) or more")
 
     def read_settings(self, uri: str) -> ReadSettings:
         """How the readers reach the cluster at ``uri`` (authenticating to
@@ -135,7 +135,7 @@ ProgressCallback = Callable[[ExportProgress], None]
 # ---------------------------------------------------------------- the job
 
 
-def _progress_estimate(ranges: list[Any], plans: list[planning.LedgerPlan]):
+def _progress_estimate(ranges: list[Any], plans: list[ledger_plan.LedgerPlan]):
     """``estimate(tasks_done) -> (entries, ledgers)``: tasks mostly finish in
     order, so count the first ``tasks_done`` ranges."""
     cumulative = []

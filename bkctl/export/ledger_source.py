@@ -1,6 +1,6 @@
 """The ledger export: one row per entry (:data:`~bkctl.export.columns.LEDGER_COLUMNS`).
 
-* planning: :func:`~bkctl.export.planning.plan_ledgers` (``0..last entry``
+* planning: :func:`~bkctl.wire.domain.ledger_plan.plan_ledgers` (``0..last entry``
   of a closed ledger, ``0..LAC`` of an open one with ``include_open``), cut
   into ranges of at most ``split_entries`` entries, one task each;
 * a task reads its range and makes one Arrow record batch per read batch
@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from bkctl.wire.domain import ledger_plan
+from bkctl.wire.domain.ledger_plan import EntryRange, LedgerSpec
 from bkctl.wire.text import utc_iso
 
-from . import planning
 from .columns import LEDGER_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
-from .planning import EntryRange, LedgerSpec
 from .source import ExportError, SourcePlan, TaskReport, Written
 from .writing import leaf_dir
 
@@ -43,7 +43,7 @@ class LedgerSelection:
 
     def __post_init__(self) -> None:
         if self.partition_by not in LAYOUTS:
-            raise planning.SpecError(f"partition by ledger_id or date, not {self.partition_by!r}")
+            raise ledger_plan.SpecError(f"partition by ledger_id or date, not {self.partition_by!r}")
 
 
 class LedgerBatchBuilder:
@@ -188,7 +188,7 @@ class LedgerSource:
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         s = self.selection
-        plans, skipped = planning.plan_ledgers(
+        plans, skipped = ledger_plan.plan_ledgers(
             store,
             s.spec,
             include_open=s.include_open,
@@ -197,7 +197,7 @@ class LedgerSource:
             lac_of=reader.last_add_confirmed,
             offloaded=lambda ids: offloaded_ledgers(store, reader, ids),
         )
-        return SourcePlan(plans, planning.split_ranges(plans, split_entries), skipped)
+        return SourcePlan(plans, ledger_plan.split_ranges(plans, split_entries), skipped)
 
     def read(self, settings: ReadSettings, task: EntryRange, counts: dict[str, Any]) -> Iterator[Any]:
         counts.update(ledger_id=task.ledger_id, first=task.first, last=task.last, entries=task.entries)

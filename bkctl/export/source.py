@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from bkctl.wire.domain.ledger_plan import LedgerPlan
     from bkctl.wire.pulsar.columns import Column
 
     from .executor import LedgerReader, ReadSettings
-    from .planning import LedgerPlan
 
 __all__ = ["ExportError", "ExportSource", "FileWritten", "SourcePlan", "TaskReport", "Written"]
 

@@ -18,7 +18,7 @@ rules are the managed ledger's:
   deleted stops the export (:class:`TopicLedgersMissing`, exit 3) unless ``skip_missing``;
 * ``--from``/``--to`` skip whole ledgers and narrow the others;
 * a ledger is read by tasks of at most ``--split-entries`` entries and, when its size is known
-  (closed or offloaded), of about :data:`~.planning.SPLIT_BYTES` (128 MiB) each, so that a large
+  (closed or offloaded), of about :data:`~bkctl.wire.domain.ledger_plan.SPLIT_BYTES` (128 MiB) each, so that a large
   ledger keeps every core busy.
 
 The rules of which entries a read takes -- the window of publish times, the offload read
@@ -32,13 +32,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bkctl.wire.domain import ledger_plan
+from bkctl.wire.domain.ledger_plan import LedgerPlan
 from bkctl.wire.domain.topic_window import OFFLOAD_READ, Pushdown, offloaded_copy
 from bkctl.wire.errors import NotFound
 from bkctl.wire.text import custom_metadata_text
 
-from . import planning
 from .executor import LedgerReader
-from .planning import LedgerPlan
 from .source import SourcePlan
 
 __all__ = [
@@ -95,15 +95,17 @@ class TopicSpec:
         try:  # short names as pulsar-admin takes them, written out in full
             object.__setattr__(self, "topic", str(TopicName.parse(self.topic)))
         except ValueError as exc:  # a bad name; a znode that does not decode is no usage error
-            raise planning.SpecError(str(exc)) from None
+            raise ledger_plan.SpecError(str(exc)) from None
         if self.unacked_only and self.subscription is None:
-            raise planning.SpecError("--unacked-only needs --subscription")
+            raise ledger_plan.SpecError("--unacked-only needs --subscription")
         if self.raw and self.schema_version is not None:
-            raise planning.SpecError("--schema-version reads values by a schema; --raw reads none")
+            raise ledger_plan.SpecError("--schema-version reads values by a schema; --raw reads none")
         if self.offload_read not in OFFLOAD_READ:
-            raise planning.SpecError(f"offload read priority: {' or '.join(OFFLOAD_READ)}, not {self.offload_read!r}")
+            raise ledger_plan.SpecError(
+                f"offload read priority: {' or '.join(OFFLOAD_READ)}, not {self.offload_read!r}"
+            )
         if self.on_corrupt not in ("row", "skip"):
-            raise planning.SpecError(f"on corrupt entries: row or skip, not {self.on_corrupt!r}")
+            raise ledger_plan.SpecError(f"on corrupt entries: row or skip, not {self.on_corrupt!r}")
 
 
 @dataclass(frozen=True)
@@ -362,7 +364,7 @@ def plan_topic(
                     "scan": scan,
                     "offload": location,
                 }
-                for r in planning.split_ranges([plan], planning.task_entries(split_entries, plan.length, end + 1))
+                for r in ledger_plan.split_ranges([plan], ledger_plan.task_entries(split_entries, plan.length, end + 1))
             ]
             if ranges and follows:  # a chunked message begun in any range of the ledger before may end here
                 for r in tasks[-follows:]:

@@ -1,7 +1,8 @@
 """The domain layer sits under the commands (issue 67): the ledger and Pulsar rules every command
-shares -- what a topic holds, who owns a ledger, the orphan sweep, disk attribution -- live in
-``bkctl.wire.domain``, under wire's strict typing; ``bkctl/ops`` and ``bkctl/export`` orchestrate
-and render, and neither defines them again; ``bkctl/export`` imports nothing of ``bkctl/ops``
+shares -- what a topic holds, who owns a ledger, the orphan sweep, disk attribution, how the
+ledgers of an export are planned and cut into tasks -- live in ``bkctl.wire.domain``, under wire's
+strict typing, and import no Spark, click or rich (:data:`NOT_IN_THE_DOMAIN`); ``bkctl/ops`` and
+``bkctl/export`` orchestrate and render, and neither defines them again; ``bkctl/export`` imports nothing of ``bkctl/ops``
 (read from the sources with ast, imports inside functions and under ``TYPE_CHECKING`` counted).
 Nothing in ``bkctl`` imports ``bookied`` but the modules that run a bookie or read one's own
 files and configuration (:data:`READ_OR_RUN_A_BOOKIE`); the formats both need -- a bookie's
@@ -26,7 +27,21 @@ DOMAIN = {
     "bkctl.wire.domain.orphans": {"OrphanSweep", "Orphan"},
     "bkctl.wire.domain.topic_window": {"Pushdown", "offloaded_copy"},
     "bkctl.wire.domain.disk_attribution": {"Owner", "Tally", "Walk", "walk_ledgers", "entry_log_classes"},
+    "bkctl.wire.domain.ledger_plan": {
+        "LedgerSpec",
+        "LedgerPlan",
+        "EntryRange",
+        "parse_ledger_spec",
+        "resolve_spec",
+        "parse_ctime",
+        "plan_ledgers",
+        "split_ranges",
+        "task_entries",
+    },
 }
+
+#: the libraries a domain rule never needs: the commands' (click, rich) and the reading's (Spark, Arrow)
+NOT_IN_THE_DOMAIN = {"pyspark", "pyarrow", "click", "rich"}
 
 
 #: the modules of bkctl (and shell) that may import bookied: they run bookieds or read a bookie's
@@ -52,6 +67,11 @@ def test_the_domain_modules_live_under_wire_and_define_their_rules():
         assert module in MODULES, module
         assert MODULES[module].is_relative_to(ROOT / "wire" / "domain"), MODULES[module]
         assert names <= _top_level_names(module), (module, names - _top_level_names(module))
+
+
+def test_the_domain_imports_no_spark_click_or_rich():
+    bad = {(m, i) for m in _under("bkctl.wire.domain") for i in imports(m, MODULES[m], False, known=NOT_IN_THE_DOMAIN)}
+    assert not bad, sorted(bad)
 
 
 def test_ops_and_export_define_no_domain_rule_again():
@@ -103,3 +123,6 @@ def test_the_checks_see_a_violation(tmp_path):
     other.write_text("def later():\n    from bkctl.bookied import storage\n")
     assert imports("bkctl.ops.probe2", other, False) == {"bkctl.bookied.storage"}
     assert "Owner" in _top_level_names("bkctl.wire.domain.disk_attribution")
+    spark = tmp_path / "probe3.py"
+    spark.write_text("def later():\n    from pyspark.sql import SparkSession\n")
+    assert imports("bkctl.wire.domain.probe3", spark, False, known=NOT_IN_THE_DOMAIN) == {"pyspark"}

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from bkctl.export import planning
 from bkctl.export.output import MANIFEST, SUCCESS, NotAnExport, OutputDir, leaf_partitions, local_path
-from bkctl.export.planning import (
+from bkctl.wire.domain import ledger_plan
+from bkctl.wire.domain.ledger_plan import (
     EntryRange,
     LedgerPlan,
     LedgerSpec,
@@ -134,10 +134,10 @@ def store_with(ledgers: dict[int, LedgerMetadata]) -> FakeMetadataStore:
 
 def test_resolve_spec_singles_ranges_and_missing():
     store = store_with({i: _md(last=i) for i in (1, 2, 5, 7, 40)})
-    assert planning.resolve_spec(store, parse_ledger_spec("1,5-9")) == [1, 5, 7]
-    assert planning.resolve_spec(store, parse_ledger_spec("all")) == [1, 2, 5, 7, 40]
+    assert ledger_plan.resolve_spec(store, parse_ledger_spec("1,5-9")) == [1, 5, 7]
+    assert ledger_plan.resolve_spec(store, parse_ledger_spec("all")) == [1, 2, 5, 7, 40]
     with pytest.raises(NoSuchLedgers) as info:
-        planning.resolve_spec(store, parse_ledger_spec("1,3,4,10-20"))
+        ledger_plan.resolve_spec(store, parse_ledger_spec("1,3,4,10-20"))
     assert isinstance(info.value, NotFound)
     assert info.value.missing == ["3", "4", "10-20 (no ledger in that range)"]
     assert "no such ledgers: 3, 4" in str(info.value)
@@ -145,7 +145,7 @@ def test_resolve_spec_singles_ranges_and_missing():
 
 def test_resolve_spec_wide_range_walks_once():
     store = store_with({i: _md() for i in (3, 50_000, 90_000)})
-    assert planning.resolve_spec(store, parse_ledger_spec("10-100000")) == [50_000, 90_000]
+    assert ledger_plan.resolve_spec(store, parse_ledger_spec("10-100000")) == [50_000, 90_000]
     assert len(store.called("ledgers.ids")) == 1 and store.called("ledgers.exists") == []
 
 
@@ -198,12 +198,12 @@ def test_plan_ledgers_open_needs_lac_reader():
 
 def test_plans_json_roundtrip():
     plans = [LedgerPlan(7, "CLOSED", 123, {"k": "v"}, 0, 99, 1000, 2), LedgerPlan(8, "OPEN", None, {}, 0, -1)]
-    back = planning.plans_from_json(planning.plans_to_json(plans))
+    back = ledger_plan.plans_from_json(ledger_plan.plans_to_json(plans))
     assert back == plans and back[0].metadata == {"k": "v"} and back[0].segments == 2
     with pytest.raises(SpecError):
-        planning.plans_from_json("{}")
+        ledger_plan.plans_from_json("{}")
     with pytest.raises(SpecError):
-        planning.plans_from_json('[{"ledger_id": 1}]')
+        ledger_plan.plans_from_json('[{"ledger_id": 1}]')
 
 
 # ---------------------------------------------------------------- splitting

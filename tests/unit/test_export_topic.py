@@ -4,8 +4,8 @@ import pytest
 
 from bkctl.export.columns import TOPIC_COLUMNS, arrow_schema, file_schema
 from bkctl.export.output import leaf_partitions
-from bkctl.export.planning import SpecError
 from bkctl.export.topic_source import TopicSource, escape_partition_value
+from bkctl.wire.domain.ledger_plan import SpecError
 
 
 def test_topic_folders_are_escaped_as_spark_writes_them_and_read_back_by_pyarrow(tmp_path):

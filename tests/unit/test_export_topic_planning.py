@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from bkctl.export.planning import SpecError
 from bkctl.export.topic_planning import TopicLedgersMissing, TopicSpec, plan_topic
+from bkctl.wire.domain.ledger_plan import SpecError
 from bkctl.wire.errors import NotFound
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
@@ -103,9 +103,9 @@ def test_a_large_ledger_is_read_by_tasks_of_about_the_split_bytes_each(store, mo
     four ranges of at most 3 entries (the entry limit still holds); ledger 11 (300 bytes) is one
     task; the open ledger, whose size no one knows, is cut by entries alone; the ranges cover
     every entry once, in order, and still link the rollover."""
-    from bkctl.export import planning
+    from bkctl.wire.domain import ledger_plan
 
-    monkeypatch.setattr(planning, "SPLIT_BYTES", 300)
+    monkeypatch.setattr(ledger_plan, "SPLIT_BYTES", 300)
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders"), 100, lacs())
     assert spans(plan) == [(10, 0, 2), (10, 3, 5), (10, 6, 8), (10, 9, 9), (11, 0, 2), (12, 0, 6)]
     assert [t.next_ledger for t in plan.tasks if t.ledger_id == 10] == [11] * 4
@@ -132,7 +132,7 @@ def test_a_large_ledger_is_read_by_tasks_of_about_the_split_bytes_each(store, mo
     ],
 )
 def test_entries_per_task(split, size, entries, per_task):
-    from bkctl.export.planning import task_entries
+    from bkctl.wire.domain.ledger_plan import task_entries
 
     assert task_entries(split, size, entries, target=300) == per_task
 

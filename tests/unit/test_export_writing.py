@@ -12,8 +12,8 @@ from bkctl.export import writing  # noqa: E402
 from bkctl.export.columns import LEDGER_COLUMNS, file_schema  # noqa: E402
 from bkctl.export.ledger_source import LedgerBatchBuilder, LedgerSelection, LedgerSource  # noqa: E402
 from bkctl.export.output import data_files, leaf_partitions  # noqa: E402
-from bkctl.export.planning import EntryRange  # noqa: E402
 from bkctl.export.writing import NO_DATE, FileOptions, RangeWriter, commit_files, leaf_dir, run_task  # noqa: E402
+from bkctl.wire.domain.ledger_plan import EntryRange  # noqa: E402
 
 CTIME_MS = 1_763_900_000_123  # 2025-11-23
 

@@ -5,8 +5,9 @@ package says what they add up to, read through the metadata store and the client
 topic holds and what its cursors have not acknowledged (:mod:`.topic_state`), who owns a
 ledger (:mod:`.ownership`), which Pulsar ledgers nothing lists (:mod:`.orphans`), which
 entries of a topic a window of publish times and the offload read priority select
-(:mod:`.topic_window`), and which owner each byte on a bookie belongs to
-(:mod:`.disk_attribution`).  Commands (``bkctl pulsar``,
+(:mod:`.topic_window`), which owner each byte on a bookie belongs to
+(:mod:`.disk_attribution`), and which entries of which ledgers an export reads and how they are
+cut into tasks (:mod:`.ledger_plan`).  Commands (``bkctl pulsar``,
 ``bkctl disk``, ``bkctl ledger delete``, ``bkctl export --topic``, backup, rebalance...) call
 these and render their typed results; none of it knows of click or rich.
 """

@@ -1,7 +1,9 @@
-"""What an export reads: ledger specs, time filters, ledger plans and entry ranges.
+"""Which entries of which ledgers a read of many ledgers takes: ledger specs, time filters,
+ledger plans and the entry ranges they are cut into (one task each).
 
-Everything here is plain Python (no Spark, no Twisted), so it runs in the
-bkctl process, in Spark's planning worker and in unit tests alike.
+Everything here is plain Python (no Spark, no Twisted, no click), so it runs in the bkctl
+process, in Spark's planning worker and in unit tests alike; ``bkctl export`` (and
+``bkctl backup``, which resolves the same specs) orchestrate the reading.
 
 * :func:`parse_ledger_spec` turns ``"1,2,5-9"`` or ``"all"`` into a
   :class:`LedgerSpec`.
@@ -20,10 +22,13 @@ import datetime as _dt
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bkctl.wire.errors import NotFound
-from bkctl.wire.text import custom_metadata_text
+from ..errors import NotFound
+from ..text import custom_metadata_text
+
+if TYPE_CHECKING:
+    from ..metadata.store import MetadataStore
 
 __all__ = [
     "DEFAULT_SPLIT_ENTRIES",
@@ -38,6 +43,7 @@ __all__ = [
     "plan_ledgers",
     "plans_from_json",
     "plans_to_json",
+    "resolve_spec",
     "split_ranges",
     "task_entries",
 ]
@@ -59,7 +65,7 @@ class SpecError(ValueError):
 class NoSuchLedgers(NotFound):
     """Ledgers named in the spec do not exist (exit code 3 at the CLI)."""
 
-    def __init__(self, missing: Iterable[str]):
+    def __init__(self, missing: Iterable[str]) -> None:
         self.missing = list(missing)
         shown = ", ".join(self.missing[:10])
         if len(self.missing) > 10:
@@ -145,7 +151,7 @@ def _check_ledger_id(ledger_id: int) -> None:
         raise SpecError(f"ledger id {ledger_id} is out of range (ids are 63-bit)")
 
 
-def resolve_spec(store, spec: LedgerSpec) -> list[int]:
+def resolve_spec(store: MetadataStore, spec: LedgerSpec) -> list[int]:
     """The existing ledger ids the spec selects, ascending.
 
     Raises :class:`NoSuchLedgers` naming every single id that does not exist
@@ -306,7 +312,7 @@ def plans_from_json(text: str) -> list[LedgerPlan]:
 
 
 def plan_ledgers(
-    store,
+    store: MetadataStore,
     spec: LedgerSpec,
     *,
     include_open: bool = False,
@@ -329,7 +335,7 @@ def plan_ledgers(
     managed ledger offloaded to tiered storage: ``{id: (location, last entry id)}``; they are
     planned to be read from there (their ctime unknown: ``--since``/``--until`` leave them out).
     """
-    from bkctl.wire.metadata.errors import NoSuchLedger
+    from ..metadata.errors import NoSuchLedger
 
     if include_open and lac_of is None:
         raise ValueError("include_open needs lac_of")
