@@ -270,9 +270,9 @@ def lay_out(args, info: dict, topic: str = TOPIC, ledgers: int | None = None, en
 def run(args, info: dict, work: Path) -> int:
     from bkctl.export.job import ExportOptions, run_export
     from bkctl.export.spark_session import spark_session, stop_spark
-    from bkctl.export.topic_planning import TopicSpec
     from bkctl.export.topic_source import TopicSource
     from bkctl.sandbox.s3 import read_credentials, s3_client
+    from bkctl.wire.domain.topic_plan import TopicSpec
     from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.pulsar.managed_ledger import TopicName
     from bkctl.wire.pulsar.offload_reader import OffloadedLedger

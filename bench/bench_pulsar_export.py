@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args, uri: str, work: Path) -> int:
     from bkctl.export.ledger_source import LedgerSelection, LedgerSource
-    from bkctl.export.topic_planning import TopicSpec
     from bkctl.export.topic_source import TopicSource
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.domain.ledger_plan import parse_ledger_spec
+    from bkctl.wire.domain.topic_plan import TopicSpec
     from bkctl.wire.metadata import paths as P
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
     from bkctl.wire.pulsar.managed_ledger import TopicName

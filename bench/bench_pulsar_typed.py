@@ -168,8 +168,8 @@ def store_topic(uri: str, entries: list[bytes], ledgers: int) -> list[int]:
 
 def run(args, uri: str, work: Path) -> int:
     from bkctl.export.columns import arrow_schema
-    from bkctl.export.topic_planning import TopicRange, TopicSpec
     from bkctl.export.topic_source import TopicSource, _typed, record_batch
+    from bkctl.wire.domain.topic_plan import TopicRange, TopicSpec
     from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
     from bkctl.wire.pulsar.messages import TopicDecoder
     from bkctl.wire.pulsar.schema import StoredSchema

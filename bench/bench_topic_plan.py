@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(uri: str, zk_port: int, args) -> None:
-    from bkctl.export.topic_planning import TopicSpec
     from bkctl.export.topic_source import TopicSource
+    from bkctl.wire.domain.topic_plan import TopicSpec
     from bkctl.wire.domain.topic_state import topic_reader as reader
     from bkctl.wire.metadata.zk import ZKMetadataStore
 

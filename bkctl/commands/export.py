@@ -359,9 +359,9 @@ def export(
     from ..export.job import ExportOptions, run_export
     from ..export.ledger_source import LedgerSelection, LedgerSource
     from ..export.output import local_path
-    from ..export.topic_planning import TopicSpec
     from ..export.topic_source import TopicSource
     from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec
+    from ..wire.domain.topic_plan import TopicSpec
 
     conf = {}
     for item in spark_conf:

@@ -6,7 +6,7 @@
   (:mod:`bkctl.export.writing`), check, commit atomically with a manifest;
 * the two sources: :mod:`bkctl.export.ledger_source` (one row per entry) and
   :mod:`bkctl.export.topic_source` (one row per message; its plan:
-  :mod:`bkctl.export.topic_planning`);
+  :mod:`bkctl.wire.domain.topic_plan`);
 * :mod:`bkctl.export.columns`: each source's columns, stated once, and the
   Spark, Arrow and DDL schemas made from them;
 * :mod:`bkctl.export.executor`: how the driver and the tasks read the

@@ -92,6 +92,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from bkctl.wire.domain import ledger_plan
 from bkctl.wire.domain.ledger_plan import SpecError
+from bkctl.wire.domain.topic_plan import TopicSpec
 from bkctl.wire.text import parse_bool
 
 from . import FORMAT
@@ -100,7 +101,6 @@ from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WIN
 from .ledger_source import LedgerSelection, LedgerSource
 from .pushdown import Narrowing
 from .source import SourcePlan
-from .topic_planning import TopicSpec
 from .topic_source import TopicSource
 
 __all__ = [

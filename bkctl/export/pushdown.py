@@ -8,7 +8,7 @@ Spark checks each row as before: the rows are the same, fewer entries are read.
 
 * ``publish_time`` (a topic): the window of ``from``/``to`` -- ledgers wholly
   outside it are not read and inside one the edges are found by bisection
-  (:mod:`bkctl.export.topic_planning`), the window intersected with the options';
+  (:mod:`bkctl.wire.domain.topic_plan`), the window intersected with the options';
 * ``ledger_id`` (both sources): ``=``, ``IN``, ``<``, ``<=``, ``>``, ``>=`` --
   the tasks of other ledgers are not run;
 * ``ledger_ctime`` (ledgers): ``since``/``until``.
@@ -122,7 +122,7 @@ class Narrowing:
         )
 
     def narrowed_spec(self, spec: Any) -> Any:
-        """A topic's :class:`~bkctl.export.topic_planning.TopicSpec` with its window
+        """A topic's :class:`~bkctl.wire.domain.topic_plan.TopicSpec` with its window
         intersected with the ``publish_time`` filters'."""
         lo = _tighter(spec.from_ms, self.publish_from, max)
         hi = _tighter(spec.to_ms, self.publish_to, min)

@@ -4,7 +4,8 @@ The columns are :data:`~bkctl.export.columns.TOPIC_COLUMNS`; the export's
 machinery (:func:`~bkctl.export.job.run_export`: output directory, Spark
 tasks, commit, manifest) does the rest.  What is the topic's own:
 
-* planning (:mod:`.topic_planning`): the ledgers' entry ranges, one task each;
+* planning (:mod:`bkctl.wire.domain.topic_plan`, the domain layer's rules): the ledgers'
+  entry ranges, one task each;
 * the task (:meth:`TopicSource.read`): reads its entries as the ledger
   export does, decodes them (:class:`~bkctl.wire.pulsar.messages.TopicDecoder`),
   and puts rows below ``topic=T/date=D/ledger_id=N`` (the UTC day of each
@@ -29,13 +30,13 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from bkctl.wire.domain.topic_plan import TopicRange, TopicSpec, cursor_from_json, plan_topic
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.text import utc_iso
 
 from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, TaskReport, Written
-from .topic_planning import TopicRange, TopicSpec, cursor_from_json, plan_topic, publish_time_reader
 
 if TYPE_CHECKING:
     from bkctl.wire.pulsar.value_columns import AvroColumnTwins
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TopicSource",
     "escape_partition_value",
+    "publish_time_reader",
     "read_topic_range",
     "record_batch",
     "rows_by_folder",
@@ -64,6 +66,24 @@ LAYOUT = "topic=T/date=YYYY-MM-DD/ledger_id=N/"
 def escape_partition_value(value: str) -> str:
     """A folder name's value as Spark writes it (``%XX`` for its special characters)."""
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPE else ch for ch in value)
+
+
+def publish_time_reader(reader: LedgerReader) -> Any:
+    """``time_of(ledger, entry, unconfirmed)``: an entry's publish time, one
+    entry read (None when it does not decode)."""
+
+    def time_of(ledger_id: int, entry_id: int, unconfirmed: bool) -> int | None:
+        from bkctl.wire.pulsar.entry import decode_entry
+
+        for entries in reader.entries(ledger_id, entry_id, entry_id, unconfirmed=unconfirmed):
+            for _entry_id, data in entries:
+                try:
+                    return decode_entry(data, verify=False).metadata.publish_time
+                except Exception:  # noqa: BLE001 - a corrupt entry: its time is unknown
+                    return None
+        return None
+
+    return time_of
 
 
 def topic_typing(store, spec: TopicSpec, reader: LedgerReader) -> tuple[Any, dict[str, Any]]:
@@ -434,7 +454,7 @@ class TopicSource:
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         from .topic_transactions import scan_transactions, with_transactions
 
-        plan = plan_topic(
+        planned = plan_topic(
             store,
             self.spec,
             split_entries,
@@ -444,6 +464,7 @@ class TopicSource:
             scan=not self.spec.scan_first,
             offloaded=reader.offloaded_last_entry,
         )
+        plan = SourcePlan(planned.plans, planned.tasks, planned.skipped, planned.details)
         view = self.type_values(store, reader)
         assert self._typing is not None  # read by type_values
         plan.details["schema"] = self._typing[1]

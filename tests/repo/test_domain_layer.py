@@ -38,6 +38,7 @@ DOMAIN = {
         "split_ranges",
         "task_entries",
     },
+    "bkctl.wire.domain.topic_plan": {"TopicSpec", "TopicRange", "TopicPlan", "plan_topic", "cursor_json"},
 }
 
 #: the libraries a domain rule never needs: the commands' (click, rich) and the reading's (Spark, Arrow)

@@ -45,7 +45,7 @@ def test_files_leave_out_the_partition_columns():
 def test_topic_export_options():
     from bkctl.export.job import ExportOptions
     from bkctl.export.ledger_source import LedgerSelection
-    from bkctl.export.topic_planning import TopicSpec
+    from bkctl.wire.domain.topic_plan import TopicSpec
 
     source = TopicSource(TopicSpec("persistent://a/b/c"))
     assert source.partition_by == "topic"
@@ -135,8 +135,8 @@ def test_a_typed_export_whose_schema_does_not_read_refuses_instead_of_dropping_v
     """Its only schema ledger on a bookie that is down: no rows without the
     ``value`` column a nightly job expects, but an error naming the ledger and the way out."""
     from bkctl.exitcodes import FAILED, exit_code_for
-    from bkctl.export.topic_planning import TopicSpec
     from bkctl.export.topic_source import topic_typing
+    from bkctl.wire.domain.topic_plan import TopicSpec
     from bkctl.wire.pulsar.errors import SchemaUnreadable
 
     store, topic = _schema_store("s_avro")
@@ -157,7 +157,7 @@ def test_pushed_filters_narrow_a_window_that_holds_every_row_they_keep():
     from pyspark.sql.datasource import EqualTo, GreaterThan, In, LessThan, LessThanOrEqual, Not
 
     from bkctl.export.pushdown import Narrowing
-    from bkctl.export.topic_planning import TopicSpec
+    from bkctl.wire.domain.topic_plan import TopicSpec
 
     t = dt.datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=dt.UTC)
     ms = 1_767_225_600_123

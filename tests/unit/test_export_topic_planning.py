@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from bkctl.export.topic_planning import TopicLedgersMissing, TopicSpec, plan_topic
 from bkctl.wire.domain.ledger_plan import SpecError
+from bkctl.wire.domain.topic_plan import TopicLedgersMissing, TopicSpec, plan_topic
 from bkctl.wire.errors import NotFound
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.proto import pulsar_ml_pb2 as ml

@@ -10,10 +10,10 @@ import pyarrow.compute as pc
 import pytest
 
 from bkctl.export.columns import arrow_schema
-from bkctl.export.topic_planning import TopicRange
 from bkctl.export.topic_source import read_topic_range, record_batch
 from bkctl.export.topic_transactions import left_out_text, scan_transactions, with_transactions
 from bkctl.wire import fastpath
+from bkctl.wire.domain.topic_plan import TopicRange
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.pulsar.columns import MESSAGE_COLUMNS
 from bkctl.wire.pulsar.messages import TopicDecoder

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bkctl.export import topic_source
-from bkctl.export.topic_planning import TopicRange
 from bkctl.export.topic_source import BYTES_PER_BATCH, read_topic_range
 from bkctl.wire import fastpath
+from bkctl.wire.domain.topic_plan import TopicRange
 from tests.support import pulsar_entries as pe
 
 TOPIC = "persistent://public/default/big-messages"

@@ -1,8 +1,8 @@
 """The plan of a topic export (``bkctl export --topic``): which messages (:class:`TopicSpec`),
 and the tasks that read them (:class:`TopicRange`, one range of one ledger each), made from the
 topic's managed ledgers before any task runs -- in the bkctl process or Spark's planning worker --
-apart from the reading (:mod:`.topic_source`) because it reads metadata, not entries, and its
-rules are the managed ledger's:
+apart from the reading because it reads metadata, not entries, and its rules are the managed
+ledger's:
 
 * the ledgers the managed ledger lists (each partition's, for a partitioned topic), up to the
   last entry of a closed ledger, and for the open one up to its newest entry that an ack quorum
@@ -18,37 +18,43 @@ rules are the managed ledger's:
   deleted stops the export (:class:`TopicLedgersMissing`, exit 3) unless ``skip_missing``;
 * ``--from``/``--to`` skip whole ledgers and narrow the others;
 * a ledger is read by tasks of at most ``--split-entries`` entries and, when its size is known
-  (closed or offloaded), of about :data:`~bkctl.wire.domain.ledger_plan.SPLIT_BYTES` (128 MiB) each, so that a large
+  (closed or offloaded), of about :data:`~.ledger_plan.SPLIT_BYTES` (128 MiB) each, so that a large
   ledger keeps every core busy.
 
 The rules of which entries a read takes -- the window of publish times, the offload read
-priority -- are :mod:`bkctl.wire.domain.topic_window`'s; the managed ledger's state (its
-ledgers, the cursor's position) :mod:`bkctl.wire.domain.topic_state`'s.
+priority -- are :mod:`.topic_window`'s; the managed ledger's state (its ledgers, the cursor's
+position) :mod:`.topic_state`'s.  ``bkctl export`` (:mod:`bkctl.export.topic_source`) gives the
+plan the topic's schema and transactions, runs its tasks and renders what they read.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from bkctl.wire.domain import ledger_plan
-from bkctl.wire.domain.ledger_plan import LedgerPlan
-from bkctl.wire.domain.topic_window import OFFLOAD_READ, Pushdown, offloaded_copy
-from bkctl.wire.errors import NotFound
-from bkctl.wire.text import custom_metadata_text
+from ..errors import NotFound
+from ..text import custom_metadata_text
+from . import ledger_plan
+from .ledger_plan import LedgerPlan
+from .topic_window import OFFLOAD_READ, PublishTimeOf, Pushdown, offloaded_copy
 
-from .executor import LedgerReader
-from .source import SourcePlan
+if TYPE_CHECKING:
+    from ..client.unconfirmed_tail import Tail
+    from ..metadata.store import MetadataStore
+    from ..pulsar.managed_ledger import CursorState
+    from ..pulsar.offload_store import OffloadLocation
+    from .topic_state import BookKeeperFactory
 
 __all__ = [
     "TopicLedgersMissing",
+    "TopicPlan",
     "TopicRange",
     "TopicSpec",
     "cursor_from_json",
     "cursor_json",
     "plan_topic",
-    "publish_time_reader",
 ]
 
 
@@ -134,7 +140,8 @@ class TopicRange:
     #: the ledger is open: entries past its LAC (up to ``ledger_last``, planned) may be read
     unconfirmed: bool = False
     next_unconfirmed: bool = False
-    #: what the range needs of its topic's transactions (None: none there)
+    #: what the range needs of its topic's transactions (None: none there; the export's
+    #: :mod:`~bkctl.export.topic_transactions` fills it in)
     transactions: Any = None
     #: keep what an open transaction holds back, marked pending
     pending: bool = False
@@ -144,15 +151,28 @@ class TopicRange:
     typed: Any = None
     #: the ledger's (and the next ledger's) offloaded copy the task reads instead of the bookies
     #: (:class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`; None: the bookies)
-    offload: Any = None
-    next_offload: Any = None
+    offload: OffloadLocation | None = None
+    next_offload: OffloadLocation | None = None
 
     @property
     def entries(self) -> int:
         return self.last - self.first + 1
 
 
-def cursor_json(state) -> str:
+@dataclass
+class TopicPlan:
+    """What :func:`plan_topic` planned: a :class:`~.ledger_plan.LedgerPlan` per ledger read, the
+    tasks, the ledgers left out and why (``{"ledger_id", "topic", "reason"}``), and ``details``:
+    ``"topics"`` describes each managed ledger, ``"warnings"`` the subscriptions whose position
+    fell back to the znode, ``"pushdown"`` what the ``--from``/``--to`` window skipped."""
+
+    plans: list[LedgerPlan]
+    tasks: list[TopicRange]
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def cursor_json(state: CursorState) -> str:
     return json.dumps(
         {
             "mark_delete": list(state.mark_delete),
@@ -162,8 +182,8 @@ def cursor_json(state) -> str:
     )
 
 
-def cursor_from_json(text: str):
-    from bkctl.wire.pulsar.managed_ledger import CursorState
+def cursor_from_json(text: str) -> CursorState:
+    from ..pulsar.managed_ledger import CursorState
 
     doc = json.loads(text)
     return CursorState(
@@ -173,34 +193,16 @@ def cursor_from_json(text: str):
     )
 
 
-def publish_time_reader(reader: LedgerReader):
-    """``time_of(ledger, entry, unconfirmed)``: an entry's publish time, one
-    entry read (None when it does not decode)."""
-
-    def time_of(ledger_id: int, entry_id: int, unconfirmed: bool) -> int | None:
-        from bkctl.wire.pulsar.entry import decode_entry
-
-        for entries in reader.entries(ledger_id, entry_id, entry_id, unconfirmed=unconfirmed):
-            for _entry_id, data in entries:
-                try:
-                    return decode_entry(data, verify=False).metadata.publish_time
-                except Exception:  # noqa: BLE001 - a corrupt entry: its time is unknown
-                    return None
-        return None
-
-    return time_of
-
-
 def plan_topic(
-    store,
+    store: MetadataStore,
     spec: TopicSpec,
     split_entries: int,
-    tail_of,
-    client=None,
-    time_of=None,
+    tail_of: Callable[[int], Tail],
+    client: BookKeeperFactory | None = None,
+    time_of: PublishTimeOf | None = None,
     scan: bool = False,
-    offloaded=None,
-) -> SourcePlan:
+    offloaded: Callable[[OffloadLocation], int] | None = None,
+) -> TopicPlan:
     """Plan the export of ``spec.topic`` (see the module documentation):
     ``tail_of(ledger_id)`` gives the open ledger's
     :class:`~bkctl.wire.client.unconfirmed_tail.Tail`, ``client()`` a
@@ -214,20 +216,14 @@ def plan_topic(
     ``spec.strict``), ``details["pushdown"]`` what the window skipped.
     ``offloaded(location)`` is told each ledger read from tiered storage before any of its
     entries is read, and gives its last entry id by the offloaded copy (the reader's
-    :meth:`~.executor.LedgerReader.offloaded_last_entry`; None: the managed ledger's count)."""
-    from bkctl.wire.domain.topic_state import (
-        CursorFallback,
-        cursor_state,
-        fallback_warning,
-        metadata_in_batches,
-        resolve_topics,
-    )
-    from bkctl.wire.domain.topic_state import topic_reader as reader
-    from bkctl.wire.pulsar.errors import NoSuchSubscription
+    :meth:`~bkctl.export.executor.LedgerReader.offloaded_last_entry`; None: the managed ledger's count)."""
+    from ..pulsar.errors import NoSuchSubscription
+    from .topic_state import CursorFallback, cursor_state, fallback_warning, metadata_in_batches, resolve_topics
+    from .topic_state import topic_reader as reader
 
     topics = reader(store, spec.managed_ledgers)
     managed = resolve_topics(topics, spec.topic)
-    out = SourcePlan([], [], details={"topics": {}, "warnings": []})
+    out = TopicPlan([], [], details={"topics": {}, "warnings": []})
     tasks: list[dict[str, Any]] = []  # out.tasks' fields: a ledger's are completed by the next one's
     pushdown = Pushdown(spec.from_ms, spec.to_ms, time_of) if time_of is not None else None
     topics_doc = out.details["topics"]
