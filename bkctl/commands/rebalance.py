@@ -190,23 +190,24 @@ def rebalance(
     writer's and stays.
 
     A move takes the ledger's replication lock (so no replication worker, Java's or
-    bookied's, touches it meanwhile), copies each entry from the live copies to the
-    target with digests verified, and only then swaps the bookies in the metadata with
-    one version-checked write: no ledger is ever a copy short.  A ledger marked
-    under-replicated, locked by a worker, deleted, fenced or changed since the plan is
-    left alone (skipped, or abandoned after its copy: the target's copies are garbage
-    its bookie collects).  The sources' copies are garbage once moved: bookied collects
-    them after gcOverreplicatedLedgerWaitTime (a day by default, as Java's).  Killed or
-    interrupted, nothing is half moved, and the plan is kept beside the cluster's
-    metadata (in ZooKeeper, a sibling of the ledgers root: <root>-bkctl-rebalance) until
-    the run ends: run it again and it goes on with the kept plan's moves not done yet, so
+    bookied's, touches it meanwhile), copies each entry from the live copies to the target
+    with digests verified, and only then swaps the bookies in the metadata with one
+    version-checked write: no ledger is ever a copy short.  A ledger marked
+    under-replicated, locked by a worker, deleted, fenced or changed since the plan is left
+    alone (skipped, or abandoned after its copy: the target's copies are garbage its bookie
+    collects).  The sources' copies are garbage once moved: bookied collects them after
+    gcOverreplicatedLedgerWaitTime (a day by default, as Java's).  Killed or interrupted,
+    nothing is half moved, and the plan is kept beside the cluster's metadata (in ZooKeeper,
+    a sibling of the ledgers root: <root>-bkctl-rebalance) until the run ends: run it again
+    and it goes on with the kept plan's moves not done yet (to bookies still writable), so
     no replica moves twice (a plan made again from a half-moved cluster could take back a
-    replica just placed); --replan forgets the kept plan and plans again.  --dry-run prints the plan: the moves, the bytes and each bookie's live bytes
-    before and after.  On a terminal a bar shows what is left and the ETA; nothing on a
-    pipe.  --json prints one event per line: plan (bookies before/after, unmovable,
-    notes), planned (each move), move (each outcome: moved, skipped, abandoned, failed
-    with its reason), summary.  Exit 1 when a move failed (the others go on); a ledger
-    skipped or abandoned is said, with why, and a rerun takes it up.
+    replica just placed); --replan forgets the kept plan and plans again.  --dry-run prints
+    the plan: the moves, the bytes and each bookie's live bytes before and after.  On a
+    terminal a bar shows what is left and the ETA; nothing on a pipe.  --json prints one
+    event per line: plan (bookies before/after, unmovable, notes), planned (each move), move
+    (each outcome: moved, skipped, abandoned, failed with its reason), summary.  Exit 1 when
+    a move failed (the others go on); a ledger skipped or abandoned is said, with why, and a
+    rerun takes it up.
     """
     from ..exitcodes import FAILED, CommandError
     from ..ops.rebalance import rebalance as run

@@ -241,7 +241,7 @@ def rebalance(
 
 def kept_plan(store, *, tolerance: float, max_moves: int | None):
     """The rest of the kept plan of a rebalance that did not end (its moves the ledgers do not
-    show done), or None when none is kept."""
+    show done, and whose targets are still writable), or None when none is kept."""
     from bkctl.wire.errors import SavedPlanError
     from bkctl.wire.rebalance.plan import Plan, Resumed
     from bkctl.wire.rebalance.saved import SavedPlan
@@ -255,11 +255,19 @@ def kept_plan(store, *, tolerance: float, max_moves: int | None):
         raise CommandError(f"{e}: bkctl rebalance --replan forgets it and plans again", CONFLICT) from None
     old = kept.plan
     left = kept.left(store.ledgers.read_many([m.ledger_id for m in old.moves]))
+    writable = set(writable_bookies(store))
+    gone = sorted({t for m in left for _s, t in m.pairs if t not in writable})
+    if gone:  # drained, turned read-only or stopped since: no copy goes there
+        left = [m for m in left if all(t in writable for _s, t in m.pairs)]
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(kept.planned_at))
     notes = [
         f"going on with the rebalance planned at {when}, which did not end (killed or interrupted): "
         f"{len(left)} of its {plural(len(old.moves), 'move')} left; --replan forgets it and plans again"
     ]
+    if gone:
+        notes.append(
+            f"its moves to {', '.join(gone)} are dropped: no longer writable; a rerun after this one plans again"
+        )
     if old.tolerance is not None and (tolerance != old.tolerance or max_moves is not None):
         notes.append(
             f"its tolerance is ±{old.tolerance:.0%}; --tolerance and --max-moves apply to a new plan (--replan)"

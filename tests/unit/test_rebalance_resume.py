@@ -141,3 +141,19 @@ def test_the_kept_plan_reads_back_as_written_and_knows_a_move_done():
     assert is_done(half.replace_bookie(5, A, D), move)
     with pytest.raises(SavedPlanError, match="format"):
         SavedPlan.decode(__import__("zlib").compress(b'{"format": 99}'))
+
+
+def test_kept_moves_to_a_bookie_no_longer_writable_are_dropped_and_said(store, monkeypatch):
+    first = Mover(store, until=4)
+    with pytest.raises(Killed):
+        run(store, monkeypatch, first)
+    kept = SavedPlan.decode(store.rebalance.read()).plan.moves[4:]
+    target = kept[0].pairs[0][1]
+    store.registration.unregister(target)
+    store.registration.register(target, readonly=True)  # drained meanwhile
+    second = Mover(store)
+    plan, _ = run(store, monkeypatch, second)
+    assert plan.moves == [m for m in kept if target not in {t for _s, t in m.pairs}]
+    assert all(target not in {t for _s, t in m.pairs} for m in second.carried)
+    assert any(f"its moves to {target} are dropped" in n for n in plan.notes)
+    assert store.rebalance.read() is None
