@@ -159,7 +159,7 @@ def test_a_zookeeper_that_stops_answering_fails_the_walk_with_how_far_it_got(own
         with pytest.raises(ZKUnavailable) as failed:
             for value in walk:  # the rest of the batches answered before the stop, then the error
                 got.append(value)
-        assert f"unavailable after {len(got)} znodes: no answer within 2s (no server answered for 2s)" in str(
+        assert f"unavailable after {len(got):,} znodes: no answer within 2s (no server answered for 2s)" in str(
             failed.value
         )
         assert 300 <= len(got) < N
