@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 from . import pending_add
 from .acks import Acks
 
-__all__ = ["ConnectionAdds", "WriterAdds", "connection_adds_of", "writer_adds_of"]
+__all__ = ["ConnectionAdds", "WriterAdds", "connection_adds_of", "copies_of", "writer_adds_of"]
 
 
 def py_add_copies(
@@ -51,15 +51,26 @@ def py_add_copies(
     decode: Callable[..., Any],
     general: Callable[[Any, int], tuple[Any, bytes | None]],
 ) -> tuple[list[Any], bytes]:
-    """The copies of ``adds`` (each ``general(add, next(ids))``: its request and the bytes to
-    write, or None for a request built the general way, whose frame then goes out with the
-    others), completing through ``on_done`` with the ``ctxs`` and ``slots`` beside them: the
-    requests, and their frames joined.  ``decode`` is what the C twin gives its copies (a
-    general request has its own)."""
+    """The copies of ``adds``, each ``general(add, next(ids))`` (:func:`copies_of`).
+    ``decode`` is what the C twin gives its copies (a general request has its own)."""
+    return copies_of(adds, ctxs, slots, on_done, lambda add: general(add, next(ids)))
+
+
+def copies_of(
+    adds: Sequence[Any],
+    ctxs: Sequence[Any],
+    slots: Sequence[Any],
+    on_done: Callable[..., Any],
+    build: Callable[[Any], tuple[Any, bytes | None]],
+) -> tuple[list[Any], bytes]:
+    """The copies of ``adds`` (each ``build(add)``: its request and the bytes to write, or None
+    for a request built the general way, whose frame then goes out with the others), completing
+    through ``on_done`` with the ``ctxs`` and ``slots`` beside them: the requests, and their
+    frames joined.  The Python twin's loop, and a v2 connection's (whose copies take no txnId)."""
     reqs = []
     frames = []
     for add, ctx, slot in zip(adds, ctxs, slots):
-        req, data = general(add, next(ids))
+        req, data = build(add)
         if data is None:  # built the general way: its frame goes out with the others
             data, req.frame = req.frame, b""
         req.on_done = on_done

@@ -24,6 +24,7 @@ from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
 from bkctl.wire.fastpath import Twins
 
+from .add_twins import copies_of
 from .channel import AddDone, ReadDone
 from .requests import Request
 
@@ -175,19 +176,7 @@ class EntryRequests:
             return self._add_copies(adds, ctxs, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)
         # v2, or fast paths off: each copy is encoded_add's (a v2 ADD has no txnId; a v3 one built
         # the general way takes its own)
-        encoded_add = self.encoded_add
-        reqs = []
-        frames = []
-        for add, ctx, slot in zip(adds, ctxs, slots):
-            req, data = encoded_add(add)
-            if data is None:  # built the general way: its frame goes out with the others
-                data, req.frame = req.frame, b""
-            req.on_done = on_done
-            req.ctx = ctx
-            req.slot = slot
-            reqs.append(req)
-            frames.append(data)
-        return reqs, b"".join(frames)
+        return copies_of(adds, ctxs, slots, on_done, self.encoded_add)
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
         """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
