@@ -118,6 +118,17 @@ def all_cases() -> list[str]:
     return sorted(p.name for p in (vectors_dir() / "entries").iterdir() if not p.name.startswith("s_"))
 
 
+def case_folders() -> list[tuple[str, str]]:
+    """``(case, folder)`` of every case of :func:`all_cases` in each folder that has it: the
+    entries as the client wrote them, and with the broker's entry metadata."""
+    return [
+        (case, folder)
+        for folder in ("entries", "entries_with_broker_entry_metadata")
+        for case in all_cases()
+        if (vectors_dir() / folder / case).is_dir()
+    ]
+
+
 def schema_cases() -> list[str]:
     """The schema cases (``s_*``): entries, the schema store (``schemas/<case>/``)
     and ``expected/<case>.json`` in the ``schema/1`` format."""

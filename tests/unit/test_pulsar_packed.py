@@ -121,15 +121,7 @@ def test_the_comparison_sees_a_difference():
 
 
 @needs_c
-@pytest.mark.parametrize(
-    "case, folder",
-    [
-        (case, folder)
-        for folder in ("entries", "entries_with_broker_entry_metadata")
-        for case in pe.all_cases()
-        if (pe.vectors_dir() / folder / case).is_dir()
-    ],
-)
+@pytest.mark.parametrize("case, folder", pe.case_folders())
 def test_the_real_clients_entries_give_the_same_rows(case, folder):
     """Every vector case, the consumer-view ones (transactions, markers,
     delayed delivery) with the topic's transactions as the export scans them."""

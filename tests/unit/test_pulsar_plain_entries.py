@@ -227,15 +227,7 @@ def test_damaged_entries_give_the_general_paths_rows_and_problems(entry, data):
     assert_same([good, bytes(damaged), good])
 
 
-@pytest.mark.parametrize(
-    "case, folder",
-    [
-        (case, folder)
-        for folder in ("entries", "entries_with_broker_entry_metadata")
-        for case in pe.all_cases()
-        if (pe.vectors_dir() / folder / case).is_dir()
-    ],
-)
+@pytest.mark.parametrize("case, folder", pe.case_folders())
 def test_the_real_clients_entries_give_the_general_paths_rows(case, folder):
     """Every vector case as Pulsar's client wrote it (batched or not, compressed, chunked,
     transactions and markers, the broker's metadata)."""
