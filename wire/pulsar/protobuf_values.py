@@ -6,6 +6,13 @@ only they need protobuf's descriptor pools and message classes.
 A message becomes a struct (an unset one null), repeated fields arrays, maps maps, enums their
 names, scalars keep their proto3 defaults, uint64/fixed64 decimal(20,0), uint32/fixed32 int64; a
 recursive message is JSON text.
+
+A map keeps its entries in the order the message was written in (a key written twice where it was
+first, with its last value, as Java's ``LinkedHashMap`` of a parsed map has it): protobuf's own map
+container iterates in the order of its hash table, which upb seeds differently in every process, so
+two exports of the same bytes listed a map's entries in different orders.  The bytes are parsed by
+a twin of the message type in which each map field is what it is on the wire, a repeated field of
+entry messages (:func:`_wire_order_class`).
 """
 
 from __future__ import annotations
@@ -153,10 +160,8 @@ def parsing_info_descriptor(schema_data: bytes, properties: dict[str, str]) -> A
 
 def message_reading(descriptor: Any) -> MessageReading:
     """A protobuf message descriptor's reading: its Arrow struct, its bytes' decoding."""
-    from google.protobuf import message_factory
-
     root = descriptor.full_name
-    cls = message_factory.GetMessageClass(descriptor)
+    cls = _wire_order_class(descriptor)
     arrow, convert = _protobuf_arrow(descriptor, ())
 
     def decode(data: bytes) -> Any:
@@ -168,6 +173,100 @@ def message_reading(descriptor: Any) -> MessageReading:
         return convert(msg)
 
     return MessageReading(arrow, decode)
+
+
+def _wire_order_class(descriptor: Any) -> Any:
+    """The class of ``descriptor``'s messages with every map field read as a repeated field of its
+    entry messages -- the same bytes on the wire (protobuf's encoding of maps), the entries kept in
+    the order they were written.  Made from copies of the descriptor's file and the files it
+    imports, with ``map_entry`` cleared, in a pool of their own; the class itself without maps."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    files: dict[str, Any] = {}
+
+    def collect(file: Any) -> None:  # each file after the files it imports
+        if file.name in files:
+            return
+        for dependency in file.dependencies:
+            collect(dependency)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        files[file.name] = proto
+
+    def unmap(messages: Any) -> bool:
+        changed = False
+        for message in messages:
+            if message.options.map_entry:
+                message.options.ClearField("map_entry")
+                changed = True
+            changed = unmap(message.nested_type) or changed
+        return changed
+
+    collect(descriptor.file)
+    if not any([unmap(proto.message_type) for proto in files.values()]):
+        return message_factory.GetMessageClass(descriptor)
+    pool = descriptor_pool.DescriptorPool()
+    for proto in files.values():
+        pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(descriptor.full_name))
+
+
+def _map_entries(entries: Any) -> dict[Any, Any]:
+    """A map field's entry messages (as :func:`_wire_order_class` reads them) as ``{key: value}``
+    in the order they were written, a key written again keeping its place and taking its last value."""
+    out: dict[Any, Any] = {}
+    for entry in entries:
+        out[entry.key] = entry.value
+    return out
+
+
+def _is_map(field: Any) -> bool:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    return bool(field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry)
+
+
+def _json_key(key: Any) -> str:
+    """A map key as protobuf's JSON printer writes it."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return str(key)
+
+
+def _recursive_json(descriptor: Any) -> Callable[[Any], str]:
+    """A recursive message's JSON text (protobuf's JSON printer, proto field names, one line), its
+    maps' entries in the order they were written: the message is parsed again by the class of
+    ``descriptor``, printed, and each map's keys put back in the order of the entries read."""
+    from google.protobuf import message_factory
+    from google.protobuf.descriptor import FieldDescriptor as F
+    from google.protobuf.json_format import MessageToDict
+
+    cls = message_factory.GetMessageClass(descriptor)
+
+    def reorder(desc: Any, doc: dict[str, Any], msg: Any) -> None:
+        for field in desc.fields:
+            if field.name not in doc or field.type not in (F.TYPE_MESSAGE, F.TYPE_GROUP):
+                continue
+            value = getattr(msg, field.name)
+            if _is_map(field):
+                printed, entries = doc[field.name], _map_entries(value)
+                nested = field.message_type.fields_by_name["value"]
+                doc[field.name] = {_json_key(k): printed[_json_key(k)] for k in entries}
+                if nested.type == F.TYPE_MESSAGE:
+                    for k, v in entries.items():
+                        reorder(nested.message_type, doc[field.name][_json_key(k)], v)
+            elif _repeated(field):
+                for item_doc, item in zip(doc[field.name], value):
+                    reorder(field.message_type, item_doc, item)
+            else:
+                reorder(field.message_type, doc[field.name], value)
+
+    def to_json(msg: Any) -> str:
+        doc = MessageToDict(cls.FromString(msg.SerializeToString()), preserving_proto_field_name=True)
+        reorder(descriptor, doc, msg)
+        return json.dumps(doc)  # as MessageToJson(indent=None) prints it
+
+    return to_json
 
 
 def _repeated(field: Any) -> bool:
@@ -182,9 +281,7 @@ def _protobuf_arrow(descriptor: Any, stack: tuple[str, ...]) -> tuple[Any, Calla
     from google.protobuf.descriptor import FieldDescriptor as F
 
     if descriptor.full_name in stack:  # recursive: as JSON text
-        from google.protobuf.json_format import MessageToJson
-
-        return pa.string(), lambda m: MessageToJson(m, preserving_proto_field_name=True, indent=None)
+        return pa.string(), _recursive_json(descriptor)
     inner = stack + (descriptor.full_name,)
     scalar = {
         F.TYPE_DOUBLE: pa.float64(),
@@ -221,14 +318,12 @@ def _protobuf_arrow(descriptor: Any, stack: tuple[str, ...]) -> tuple[Any, Calla
     fields: list[Any] = []
     plan: list[tuple[str, str, Any]] = []
     for field in descriptor.fields:
-        is_map = field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
-        if is_map:
+        if _is_map(field):
             kf, vf = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
             kt, kc = one(kf)
             vt, vc = one(vf)
             fields.append(pa.field(field.name, pa.map_(kt, vt)))
-            is_message = vf.type == F.TYPE_MESSAGE
-            plan.append((field.name, "map", (kc, vc, is_message)))
+            plan.append((field.name, "map", (kc, vc)))
             continue
         t, conv = one(field)
         if _repeated(field):
@@ -251,9 +346,11 @@ def _protobuf_arrow(descriptor: Any, stack: tuple[str, ...]) -> tuple[Any, Calla
                 out[name] = conv(value) if msg.HasField(name) else None
             elif how == "list":
                 out[name] = list(value) if conv is None else [conv(x) for x in value]
-            else:
-                kc, vc, _ = conv
-                out[name] = [(k if kc is None else kc(k), v if vc is None else vc(v)) for k, v in value.items()]
+            else:  # the entries as written (_wire_order_class)
+                kc, vc = conv
+                out[name] = [
+                    (k if kc is None else kc(k), v if vc is None else vc(v)) for k, v in _map_entries(value).items()
+                ]
         return out
 
     return pa.struct(fields), convert
