@@ -13,6 +13,8 @@ DENIED = 6
 FSCK_STALE_MARKS = 7
 FSCK_REPAIRABLE = 8
 FSCK_DATA_LOST = 9
+#: done in part: a backup that could not read some ledgers, a restore that left damaged ones out
+PARTIAL = 10
 INTERRUPTED = 130
 
 DESCRIPTIONS = {
@@ -27,6 +29,8 @@ DESCRIPTIONS = {
     FSCK_STALE_MARKS: "ledger fsck: only under-replication marks out of date (a healthy or deleted ledger marked)",
     FSCK_REPAIRABLE: "ledger fsck: copies missing, misplaced or corrupt while a good copy lives",
     FSCK_DATA_LOST: "ledger fsck: entries with no live copy (data lost)",
+    PARTIAL: "done in part: backup copied every ledger it could read and names the unreadable ones "
+    "(recorded in its manifest); restore --skip-damaged restored what was intact and names the rest",
     INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",
 }
 

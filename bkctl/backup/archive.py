@@ -36,6 +36,7 @@ __all__ = [
     "DataWriter",
     "LedgerRecord",
     "Manifest",
+    "UnreadableLedger",
     "read_data",
 ]
 
@@ -238,6 +239,15 @@ class ManifestLedger:
 
 
 @dataclass
+class UnreadableLedger:
+    """A ledger a backup could not copy (an entry no bookie answered for, a digest that did not
+    check): named in the manifest, its data not in the backup."""
+
+    ledger_id: int
+    error: str
+
+
+@dataclass
 class Manifest:
     """What one backup holds (``backups/<id>.json``)."""
 
@@ -256,6 +266,8 @@ class Manifest:
     deleted: dict[str, list[Any]]
     previous: str | None = None
     format: str = MANIFEST_FORMAT
+    #: ledgers selected that could not be read (the backup holds everything else): a partial backup
+    unreadable: list[UnreadableLedger] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -274,6 +286,7 @@ class Manifest:
             doc["topics"] = [TopicRecord(**x) for x in doc["topics"]]
             doc["schemas"] = [ValueRecord(**x) for x in doc["schemas"]]
             doc["partitioned"] = [ValueRecord(**x) for x in doc["partitioned"]]
+            doc["unreadable"] = [UnreadableLedger(**x) for x in doc.get("unreadable", [])]
             return cls(**doc)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ArchiveDamaged(f"{name}: not a backup manifest ({exc})") from None
@@ -288,4 +301,5 @@ class Manifest:
             "copied_bytes": sum(x.payload_bytes for x in copied),
             "topics": len(self.topics),
             "schemas": len(self.schemas),
+            "unreadable_ledgers": len(self.unreadable),
         }

@@ -32,6 +32,7 @@ def summary(m: Manifest) -> dict[str, Any]:
         **m.totals(),
         "deleted_ledgers": len(m.deleted.get("ledgers", [])),
         "missing_ledgers": len(m.missing),
+        "partial": bool(m.unreadable),
     }
 
 
@@ -66,6 +67,7 @@ def show_backup(storage: ArchiveStorage, backup_id: str | None = None) -> dict[s
         for x in m.ledgers
     ]
     doc["missing"] = m.missing
+    doc["unreadable"] = [{"ledger_id": u.ledger_id, "error": u.error} for u in m.unreadable]
     doc["deleted"] = m.deleted
     return doc
 

@@ -244,7 +244,7 @@ def restore_backup(
     for lid in fresh:  # the id each ledger gets, recorded before it is created
         journal.ids[lid] = store.ledger_ids.generate() if remap else lid
     if remap:  # a ledger named but gone when backed up is named by an id no ledger has here either
-        for lid in manifest.missing:
+        for lid in manifest.missing + [u.ledger_id for u in manifest.unreadable]:
             if lid not in journal.ids:
                 journal.ids[lid] = store.ledger_ids.generate()
     journal.save()
@@ -313,6 +313,7 @@ def restore_backup(
         "schemas": len(manifest.schemas),
         "znodes_written": written,
         "missing_in_backup": manifest.missing,
+        "unreadable_in_backup": [u.ledger_id for u in manifest.unreadable],
         "ledger_ids": {str(k): v for k, v in sorted(ids.items())},
         "journal": f"{storage.url.rstrip('/')}/{journal.name}",
         "next_ledger_id_above": above,

@@ -29,6 +29,7 @@ from .archive import (
     Manifest,
     ManifestLedger,
     TopicRecord,
+    UnreadableLedger,
     ValueRecord,
     b64,
     cluster_tag,
@@ -37,7 +38,7 @@ from .archive import (
 from .catalog import ensure_archive, latest_manifest
 from .storage import ArchiveStorage
 
-__all__ = ["Selection", "take_backup"]
+__all__ = ["Selection", "take_backup", "unreadable"]
 
 
 @dataclass
@@ -201,6 +202,7 @@ class _Copier:
         self.lock = threading.Lock()
         self.done: dict[int, ManifestLedger] = {}
         self.missing: list[int] = []
+        self.unreadable: list[UnreadableLedger] = []
 
     def copy(self, ledger_id: int) -> None:
         from bkctl.wire.metadata.errors import NoSuchLedger
@@ -212,6 +214,16 @@ class _Copier:
             with self.lock:
                 self.missing.append(ledger_id)
             return
+        try:
+            self._copy(ledger_id, raw, md)
+        except Exception as exc:  # noqa: BLE001 - sorted by unreadable(): the rest is raised
+            why = unreadable(exc)
+            if why is None:
+                raise
+            with self.lock:
+                self.unreadable.append(UnreadableLedger(ledger_id, why))
+
+    def _copy(self, ledger_id: int, raw: bytes, md: Any) -> None:
         handle = self.bk.open(ledger_id)
         if md.is_closed:
             last = md.last_entry_id
@@ -259,6 +271,19 @@ class _Copier:
     def _finish(self, entry: ManifestLedger) -> None:
         with self.lock:
             self.done[entry.ledger_id] = entry
+
+
+def unreadable(exc: BaseException) -> str | None:
+    """Why a ledger cannot be copied, when ``exc`` is its bookies' answer (an entry no bookie
+    holds, a digest that does not check, bookies that do not answer); None for what stops the
+    whole backup (ZooKeeper gone, the archive not writable, the client closed)."""
+    from bkctl.wire.client.errors import ClientClosed
+    from bkctl.wire.errors import BKError
+    from bkctl.wire.metadata.errors import ZKStoreError
+
+    if not isinstance(exc, BKError) or isinstance(exc, (ZKStoreError, ClientClosed)):
+        return None
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _estimate(store, ledger_ids: Iterable[int]) -> int:
@@ -318,6 +343,7 @@ def take_backup(
         schemas=work.schemas,
         partitioned=work.partitioned,
         missing=sorted(set(copier.missing)),
+        unreadable=sorted(copier.unreadable, key=lambda u: u.ledger_id),
         deleted=deleted,
         previous=previous.id if previous is not None else None,
     )

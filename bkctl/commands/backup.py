@@ -7,8 +7,8 @@ import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_topic
-from ..exitcodes import FAILED, USAGE, CommandError
-from ..render import emit, emit_rows, human_size
+from ..exitcodes import FAILED, PARTIAL, USAGE, CommandError
+from ..render import emit, emit_rows, human_size, plural
 from . import pass_app
 
 ARCHIVE_HELP = "The archive: a local directory or s3://bucket/prefix."
@@ -62,8 +62,12 @@ def backup(
     then its cursor ledgers, then its data ledgers, so the copy is one
     consistent prefix even while the topic is written.  A copy the archive
     holds already is not copied again (incremental); the backup records the
-    ledgers and topics deleted since the previous one.  The archive's format:
-    docs/backup.md.  Progress and ETA on a terminal, nothing on a pipe.
+    ledgers and topics deleted since the previous one.  A ledger that does not
+    read (an entry no bookie holds, a digest that does not check) does not
+    stop it: every other ledger is copied, the backup is recorded with the
+    unreadable ledgers listed, each is named on stderr and the exit code is
+    10 (partial).  The archive's format: docs/backup.md.  Progress and ETA on
+    a terminal, nothing on a pipe.
 
     `bkctl backup list ARCHIVE` lists its backups, `show ARCHIVE [--backup ID]`
     says what one holds, `verify ARCHIVE [--backup ID]` re-reads every object
@@ -110,6 +114,7 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
     with app.progress(None, "backing up") as bar:
         manifest = take_backup(app.store, app.bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar)
     doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": manifest.missing}
+    doc["unreadable"] = [{"ledger_id": u.ledger_id, "error": u.error} for u in manifest.unreadable]
     doc["seconds"] = (manifest.finished - manifest.started) / 1000
     doc["deleted"] = manifest.deleted
     emit(
@@ -118,9 +123,19 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
         lambda: app.console.print(
             f"backup {manifest.id}: {doc['ledgers']} ledgers ({doc['copied_ledgers']} copied, "
             f"{human_size(doc['copied_bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas -> {to}"
-            + (f"; {len(manifest.missing)} ledgers named but gone" if manifest.missing else "")
+            + (f"; {len(manifest.missing)} ledgers named but gone" if manifest.missing else ""),
+            highlight=False,
         ),
     )
+    if manifest.unreadable:
+        for u in manifest.unreadable:
+            app.err_console.print(f"bkctl: ledger {u.ledger_id} not backed up: {u.error}", highlight=False)
+        ids = ", ".join(str(u.ledger_id) for u in manifest.unreadable)
+        raise CommandError(
+            f"backup {manifest.id} is partial: {plural(len(manifest.unreadable), 'ledger')} could not be read "
+            f"({ids}); everything else is in it",
+            PARTIAL,
+        )
 
 
 def _print_list(app: App, rows: list[dict]) -> None:
@@ -130,6 +145,8 @@ def _print_list(app: App, rows: list[dict]) -> None:
         app.console.print(
             f"{r['id']}  {r['finished']}  {r['ledgers']} ledgers  {r['topics']} topics  "
             f"{human_size(r['bytes'])} ({human_size(r['copied_bytes'])} copied)  from {r['source']}"
+            + (f"  PARTIAL: {plural(r['unreadable_ledgers'], 'ledger')} unreadable" if r["unreadable_ledgers"] else ""),
+            highlight=False,
         )
 
 
