@@ -39,7 +39,7 @@ _EXIT_BY_SEVERITY = {1: FSCK_STALE_MARKS, 2: FSCK_REPAIRABLE, 3: FSCK_DATA_LOST}
     multiple=True,
     type=click.Choice(["mark", "ensemble", "unmark"]),
     help="Repair in the metadata as findings come (repeatable): mark marks a ledger with missing or corrupt "
-    "copies under-replicated, ensemble points a misplaced ledger's segments at the bookies holding its "
+    "copies under-replicated (a data_lost one for its other entries' copies), ensemble points a misplaced ledger's segments at the bookies holding its "
     "entries, unmark removes a deleted ledger's mark.  Each is checked against the metadata version read.",
 )
 @click.option("--dry-run", is_flag=True, help="With --fix: say what each fix would write; write nothing.")
@@ -63,15 +63,18 @@ def fsck(
     entries it should hold read one by one), and what it holds is compared
     with what the write sets say it must.  Some entries (--sample, each
     segment's first and last; --all: every one) are read from every replica
-    and compared, each copy's digest checked.  An open ledger's last segment
-    is not judged.  One finding per ledger, naming one cause:
+    and compared, each copy's digest checked; every entry short of a copy
+    has its surviving copies read and checked too.  An open ledger's last
+    segment is not judged.  One finding per ledger, naming one cause:
 
     \b
       missing         copies missing on bookies of the ensemble
       misplaced       entries on bookies outside the ensemble (the metadata
                       names bookies that never held them): where they are
       corrupt         replicas whose bytes differ (the bad one named)
-      data_lost       entries with no copy on any live bookie
+      data_lost       entries with no good copy on any live bookie (none
+                      holds one, or each copy fails its digest): each
+                      run named with its bookies and cause
       metadata_only   no bookie holds any entry of the ledger
       bad_metadata    its metadata does not decode
       marked_healthy  marked under-replicated, every copy in place
@@ -79,7 +82,7 @@ def fsck(
 
     Findings stream in ledger id order (--json: one object per line with
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
-    moves, bad_replicas as they apply); a summary goes to stderr.  Exit 0
+    lost, moves, bad_replicas as they apply); a summary goes to stderr.  Exit 0
     when nothing is found, else by the worst finding: 7 only stale marks, 8
     repairable copies, 9 data lost; 3 when a LEDGER named on its own does
     not exist (and is not marked) and nothing else is found.  --fix applies the guarded repairs as

@@ -118,7 +118,7 @@ def test_a_bookie_that_does_not_answer_makes_it_data_lost_not_metadata_only():
     pool = holding(A=range(N), B=range(N))
     pool.get(A).down = pool.get(B).down = True
     f = check(pool, metadata((0, [A, B])))
-    assert f.kind is Kind.DATA_LOST and f"{A} (unreachable)" in f.message
+    assert f.kind is Kind.DATA_LOST and f"{A}, {B} did not answer" in f.message
 
 
 def test_a_flipped_byte_names_the_bad_copy():
@@ -135,6 +135,59 @@ def test_an_open_ledgers_last_segment_is_not_judged():
     assert check(holding(A=range(5), B=range(5)), md) is None
     f = check(holding(A=range(5), B=range(3)), md)
     assert (f.kind, f.missing) == (Kind.MISSING, {B: [(3, 4)]})
+
+
+@pytest.mark.parametrize("compare_all", [False, True])
+def test_a_lone_copy_failing_its_digest_beside_a_lost_bookie_is_data_lost(compare_all):
+    # B lost its disk for good (not registered); A's copy of entry 5 has a flipped byte
+    pool = holding(A=range(N), B=range(N))
+    pool.get(A).stored[(LID, 5)] = body(5, flip=True)
+    f = check(pool, metadata((0, [A, B])), registered=(A, C, D), compare_all=compare_all)
+    assert (f.kind, f.lost, f.missing) == (Kind.DATA_LOST, [(5, 5)], {B: [(0, 9)]})
+    (run,) = f.lost_runs
+    assert (run.first, run.last, run.bookies) == (5, 5, (A, B))
+    assert run.cause == f"its only copy, on {A}, fails its digest; {B} is not live"
+    assert "entry 5" in f.message and f.severity.name == "LOST"
+    assert f.bookies_to_mark() == [B]  # the 9 other copies can be made
+    assert f.to_json()["lost"] == [{"first_entry_id": 5, "last_entry_id": 5, "bookies": [A, B], "cause": run.cause}]
+
+
+def test_a_wiped_bookie_beside_a_bad_lone_copy_is_data_lost():
+    pool = holding(A=range(N))  # B is registered and answers, empty
+    pool.get(A).stored[(LID, 5)] = body(5, flip=True)
+    pool.get(A).stored[(LID, 6)] = body(6, flip=True)
+    f = check(pool, metadata((0, [A, B])))
+    assert (f.kind, f.lost) == (Kind.DATA_LOST, [(5, 6)])
+    assert [r.cause for r in f.lost_runs] == [f"its only copy, on {A}, fails its digest; {B} does not hold it"]
+
+
+def test_every_copy_bad_is_data_lost_not_corrupt():
+    pool = holding(A=range(N), B=range(N))
+    pool.get(A).stored[(LID, 4)] = body(4, flip=True)
+    pool.get(B).stored[(LID, 4)] = body(4, flip=True)
+    f = check(pool, metadata((0, [A, B])), compare_all=True)
+    assert (f.kind, f.lost) == (Kind.DATA_LOST, [(4, 4)])
+    assert f.lost_runs[0].cause.startswith("every copy is bad: ")
+    from bkctl.wire.fsck.fixes import fix_for
+
+    assert fix_for(f) is None  # nothing to copy from: no mark a worker would retry for ever
+
+
+def test_a_bad_copy_beside_a_missing_one_is_marked_with_it():
+    md = LedgerMetadata.new([A, B, C], 3, 3, password=b"pw").closed(N - 1, 0)
+    pool = holding(A=range(N), B=range(N))
+    pool.get(B).stored[(LID, 5)] = body(5, flip=True)
+    f = check(pool, md, registered=(A, B, D))
+    assert (f.kind, [(b.entry_id, b.bookie) for b in f.bad]) == (Kind.MISSING, [(5, B)])
+    assert f.bookies_to_mark() == [B, C]
+
+
+def test_runs_outside():
+    from bkctl.wire.fsck.findings import runs_outside
+
+    assert runs_outside([(0, 9)], [(5, 5)]) == [(0, 4), (6, 9)]
+    assert runs_outside([(0, 3), (7, 9)], [(0, 4), (9, 20)]) == [(7, 8)]
+    assert runs_outside([(5, 5)], [(5, 5)]) == []
 
 
 def test_runs_of():
@@ -183,3 +236,20 @@ def test_the_mark_and_unmark_fixes(store):
     assert apply_fix(store, stale, Fix.UNMARK, dry_run=False).status == "applied"
     assert store.underreplication.get(7) is None
     assert apply_fix(store, stale, Fix.UNMARK, dry_run=False).status == "skipped"
+
+
+def test_the_mark_fix_of_a_data_lost_ledger_names_only_the_bookies_it_can_fill(store):
+    md = metadata((0, [A, B]))
+    store.ledgers.create(md, ledger_id=LID)
+    pool = holding(A=range(N), B=range(N))
+    pool.get(A).stored[(LID, 5)] = body(5, flip=True)
+    f = replace(check(pool, md, registered=(A, C, D)), version=0)
+    outcome = apply_fix(store, f, Fix.MARK, dry_run=False)
+    assert outcome.status == "applied" and store.underreplication.get(LID).replicas == (B,)
+    # a ledger whose only missing copy is its lost entry's: nothing to mark
+    pool = holding(A=range(N), B=[e for e in range(N) if e != 5])
+    pool.get(A).stored[(LID, 5)] = body(5, flip=True)
+    from bkctl.wire.fsck.fixes import fix_for
+
+    f = check(pool, md)
+    assert f.kind is Kind.DATA_LOST and f.missing == {B: [(5, 5)]} and fix_for(f) is None

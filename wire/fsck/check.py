@@ -11,9 +11,15 @@ sets say each must hold, and name one cause (:mod:`.findings`).
   none, nor any other, holds any entry of the ledger).
   A bookie that is not registered is not asked: its entries count as missing, and the
   other bookies are searched only for entries with no copy left.
+* Every entry short of a copy has its surviving copies read and judged (with or
+  without ``compare_all``): an entry whose every copy is unreadable or fails its
+  digest is lost as surely as one no bookie holds (a lone copy beside a lost bookie
+  is otherwise never read, and the ledger called repairable).  Each run of lost
+  entries is named with its bookies and cause (:class:`~.findings.LostRun`).
 * With every copy in place, some entries are read from every replica and compared
   (the first and last of each segment and ``sample`` more, or all of them), each
-  copy's digest checked with the ledger's password when the metadata has it.
+  copy's digest checked with the ledger's password when the metadata has it; an
+  entry none of whose copies is good is lost there too.
 * An open ledger's last segment is not judged (its end is not known); its earlier
   segments are.
 
@@ -31,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
-from .findings import BadReplica, Finding, Kind, Move, Run, runs_of
+from .findings import BadReplica, Finding, Kind, LostRun, Move, Run, runs_of
 
 if TYPE_CHECKING:
     from bkctl.wire.client.pool import BookiePool
@@ -214,34 +220,38 @@ async def check_ledger(
             h = await d
             if h:
                 outside[bookie] = h
-    lost = [e for e in no_copy if not any(e in h for h in outside.values())]
     unknown = sorted(b for b in inside if b not in registered) + [f"{b} (unreachable)" for b in silent]
-    if lost and not any(held.values()) and not outside and not unknown:
+    nowhere = [e for e in no_copy if not any(e in h for h in outside.values())]
+    if nowhere and not any(held.values()) and not outside and not unknown:
         return Finding(
             ledger_id,
             Kind.METADATA_ONLY,
             f"no bookie holds any of its {segments[-1].last + 1} entries",
-            lost=runs_of(lost),
+            lost=runs_of(nowhere),
             version=version,
         )
-    if lost:
-        return Finding(
-            ledger_id,
-            Kind.DATA_LOST,
-            f"{len(lost)} entries with no copy on any live bookie"
-            + (f" (not live: {', '.join(unknown)})" if unknown else ""),
-            missing={b: runs_of(es) for b, es in missing.items()},
-            lost=runs_of(lost),
-            version=version,
-        )
+    # every entry short of a copy: its surviving copies are read and judged, for a lone copy
+    # that fails its digest is as lost as no copy at all
+    short = sorted({e for es in missing.values() for e in es})
+    holders = {
+        e: [b for b in md.write_set(e) if b in registered and e in held[b]]
+        + sorted(h for h, got in outside.items() if e in got)
+        for e in short
+    }
+    bad, no_good = await _judge_copies(req, ledger_id, md, holders)
+    lost_runs = _lost_runs(md, sorted(set(nowhere) | set(no_good)), holders, bad, registered, silent)
+    missing_runs = {b: runs_of(es) for b, es in missing.items()}
+    if lost_runs:
+        return _lost_finding(ledger_id, version, lost_runs, bad, missing_runs)
     moves = _moves(md, segments, missing, outside)
     if moves:
         return Finding(
             ledger_id,
             Kind.MISPLACED,
             "entries the ensemble should hold are on bookies outside it",
-            missing={b: runs_of(es) for b, es in missing.items()},
+            missing=missing_runs,
             moves=tuple(moves),
+            bad=tuple(bad),
             version=version,
         )
     gone = sorted(b for b in missing if b not in registered) + [f"{b} (unreachable)" for b in silent]
@@ -249,10 +259,128 @@ async def check_ledger(
     return Finding(
         ledger_id,
         Kind.MISSING,
-        f"{sum(len(es) for es in missing.values())} copies missing ({why})",
-        missing={b: runs_of(es) for b, es in missing.items()},
+        f"{sum(len(es) for es in missing.values())} copies missing ({why})"
+        + (f"; {len(bad)} surviving copies bad (another copy of each is good)" if bad else ""),
+        missing=missing_runs,
+        bad=tuple(bad),
         version=version,
     )
+
+
+def _digest_of(ledger_id: int, md: LedgerMetadata) -> Any:
+    """The ledger's :class:`~bkctl.wire.codecs.digest.DigestManager`, or None when its metadata
+    has no password (then a copy's bytes cannot be judged alone)."""
+    from bkctl.wire.client.credentials import ledger_credentials
+    from bkctl.wire.codecs.digest import DigestManager
+
+    try:
+        password, digest_type = ledger_credentials(ledger_id, md)
+        return DigestManager(ledger_id, digest_type, password) if md.password is not None else None
+    except Exception:  # noqa: BLE001 - no credentials: the bytes are compared, not judged
+        return None
+
+
+def _lost_finding(
+    ledger_id: int,
+    version: int,
+    lost_runs: list[LostRun],
+    bad: list[BadReplica],
+    missing: dict[str, list[Run]] | None = None,
+) -> Finding:
+    count = sum(r.last - r.first + 1 for r in lost_runs)
+    return Finding(
+        ledger_id,
+        Kind.DATA_LOST,
+        f"{count} {'entry' if count == 1 else 'entries'} with no good copy on any live bookie: "
+        + "; ".join(r.text() for r in lost_runs[:3])
+        + (f"; ... {len(lost_runs) - 3} more runs" if len(lost_runs) > 3 else ""),
+        missing=missing or {},
+        lost=runs_of(e for r in lost_runs for e in range(r.first, r.last + 1)),
+        bad=tuple(bad),
+        version=version,
+        lost_runs=tuple(lost_runs),
+    )
+
+
+async def _judge_copies(
+    req: BookieRequests, ledger_id: int, md: LedgerMetadata, holders: dict[int, list[str]]
+) -> tuple[list[BadReplica], list[int]]:
+    """Read every copy ``holders`` names (entry -> the live bookies holding it) and judge it:
+    the bad copies, and the entries none of whose copies is good."""
+    digest = _digest_of(ledger_id, md)
+    bad: list[BadReplica] = []
+    no_good: list[int] = []
+    entries = [e for e, where in holders.items() if where]
+    window = 32
+    for start in range(0, len(entries), window):
+        reads = [
+            (e, b, defer.ensureDeferred(req.read(b, ledger_id, e)))
+            for e in entries[start : start + window]
+            for b in holders[e]
+        ]
+        copies: dict[int, dict[str, bytes | str]] = {}
+        for e, bookie, d in reads:
+            try:
+                body = await d
+                copies.setdefault(e, {})[bookie] = body if body is not None else "absent when read"
+            except Exception as exc:  # noqa: BLE001
+                copies.setdefault(e, {})[bookie] = f"unreadable: {exc}"
+        for e, by_bookie in copies.items():
+            judged = _judge(e, by_bookie, digest)
+            bad.extend(judged)
+            if _none_good(judged, by_bookie):
+                no_good.append(e)
+    return bad, no_good
+
+
+def _copy_fault(reason: str) -> str:
+    if reason.startswith("digest"):
+        return "fails its digest"
+    if reason.startswith("absent"):
+        return "was gone when read"
+    if reason.startswith("unreadable"):
+        return "is unreadable"
+    return "differs from the other copies"
+
+
+def _lost_runs(
+    md: LedgerMetadata,
+    lost: list[int],
+    holders: dict[int, list[str]],
+    bad: list[BadReplica],
+    registered: frozenset[str],
+    silent: list[str],
+) -> list[LostRun]:
+    """Each lost entry's bookies and cause, consecutive entries of the same ones as one run."""
+    faults = {(b.entry_id, b.bookie): _copy_fault(b.reason) for b in bad}
+    out: list[LostRun] = []
+    for e in lost:
+        write_set = sorted(md.write_set(e))
+        where = holders.get(e, [])
+        bookies = tuple(write_set + [b for b in where if b not in write_set])
+        said: list[str] = []
+        if not where:
+            said.append("no live bookie holds it")
+        elif len(where) == 1:
+            said.append(f"its only copy, on {where[0]}, {faults.get((e, where[0]), 'is bad')}")
+        else:
+            said.append("every copy is bad: " + ", ".join(f"{b} {faults.get((e, b), 'bad')}" for b in where))
+        down = [b for b in write_set if b not in registered]
+        mute = [b for b in write_set if b in silent]
+        empty = [b for b in write_set if b in registered and b not in silent and b not in where]
+        if down:
+            said.append(f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not live")
+        if mute:
+            said.append(f"{', '.join(mute)} did not answer")
+        if empty and where:
+            said.append(f"{', '.join(empty)} {'does' if len(empty) == 1 else 'do'} not hold it")
+        cause = "; ".join(said)
+        last = out[-1] if out else None
+        if last is not None and last.last == e - 1 and last.cause == cause and last.bookies == bookies:
+            out[-1] = LostRun(last.first, e, bookies, cause)
+        else:
+            out.append(LostRun(e, e, bookies, cause))
+    return out
 
 
 def _moves(
@@ -310,36 +438,14 @@ async def _compare(
     segments: list[_Segment],
     options: CheckOptions,
 ) -> Finding | None:
-    """Read the sampled entries from every replica; differing bytes are the finding."""
-    from bkctl.wire.client.credentials import ledger_credentials
-    from bkctl.wire.codecs.digest import DigestManager
-
-    digest: DigestManager | None
-    try:
-        password, digest_type = ledger_credentials(ledger_id, md)
-        digest = DigestManager(ledger_id, digest_type, password) if md.password is not None else None
-    except Exception:  # noqa: BLE001 - no credentials: the bytes are compared, not judged
-        digest = None
-    bad: list[BadReplica] = []
-    window = 32
-    entries = _sample(segments, ledger_id, options)
-    for start in range(0, len(entries), window):
-        reads: list[tuple[int, str, defer.Deferred[Any]]] = []
-        for e in entries[start : start + window]:
-            for bookie in md.write_set(e):
-                if bookie in options.registered:
-                    reads.append((e, bookie, defer.ensureDeferred(req.read(bookie, ledger_id, e))))
-        copies: dict[int, dict[str, bytes | str]] = {}
-        for e, bookie, d in reads:
-            try:
-                body = await d
-                copies.setdefault(e, {})[bookie] = body if body is not None else "absent when read"
-            except Exception as exc:  # noqa: BLE001
-                copies.setdefault(e, {})[bookie] = f"unreadable: {exc}"
-        for e, by_bookie in copies.items():
-            bad.extend(_judge(e, by_bookie, digest))
+    """Read the sampled entries from every replica; differing bytes are the finding (every
+    copy of an entry bad: that entry is lost)."""
+    copies = {e: [b for b in md.write_set(e) if b in options.registered] for e in _sample(segments, ledger_id, options)}
+    bad, no_good = await _judge_copies(req, ledger_id, md, copies)
     if not bad:
         return None
+    if no_good:
+        return _lost_finding(ledger_id, version, _lost_runs(md, no_good, copies, bad, options.registered, []), bad)
     return Finding(
         ledger_id,
         Kind.CORRUPT,
@@ -347,6 +453,13 @@ async def _compare(
         bad=tuple(bad),
         version=version,
     )
+
+
+def _none_good(judged: list[BadReplica], copies: dict[str, bytes | str]) -> bool:
+    """Whether no copy of an entry is good: each is unreadable, gone or fails its digest (copies
+    that only differ from one another are not judged lost: one of them may be right)."""
+    faulty = {b.bookie for b in judged if not b.reason.startswith("differs")}
+    return bool(copies) and faulty >= set(copies)
 
 
 def _judge(entry_id: int, copies: dict[str, bytes | str], digest: Any) -> list[BadReplica]:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Finding", "Kind", "Move", "Severity", "BadReplica", "runs_of", "SEVERITY"]
+__all__ = ["Finding", "Kind", "LostRun", "Move", "Severity", "BadReplica", "runs_of", "runs_outside", "SEVERITY"]
 
 
 class Severity(enum.IntEnum):
@@ -34,7 +34,8 @@ class Kind(str, enum.Enum):
     #: the ledger has entries in its metadata, every bookie of its ensembles is registered, and
     #: none (nor any other bookie) holds any of them
     METADATA_ONLY = "metadata_only"
-    #: entries of a segment with no copy on any live bookie
+    #: entries with no good copy on any live bookie: none holds one, or every copy held is
+    #: unreadable or fails its digest (each run of them named with its bookies and cause)
     DATA_LOST = "data_lost"
     #: the ledger's metadata does not decode
     BAD_METADATA = "bad_metadata"
@@ -70,6 +71,29 @@ def runs_of(entry_ids: Iterable[int]) -> list[Run]:
     return runs
 
 
+def runs_outside(runs: Iterable[Run], holes: Iterable[Run]) -> list[Run]:
+    """The parts of ``runs`` (sorted, disjoint) that no run of ``holes`` covers."""
+    out: list[Run] = []
+    cuts = sorted(holes)
+    for first, last in runs:
+        start = first
+        for a, b in cuts:
+            if b < start or a > last:
+                continue
+            if a > start:
+                out.append((start, a - 1))
+            start = max(start, b + 1)
+            if start > last:
+                break
+        if start <= last:
+            out.append((start, last))
+    return out
+
+
+def _covered(entry_id: int, runs: Iterable[Run]) -> bool:
+    return any(a <= entry_id <= b for a, b in runs)
+
+
 def _runs_text(runs: Iterable[Run]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
@@ -86,6 +110,30 @@ class Move:
 
 
 @dataclass(frozen=True)
+class LostRun:
+    """Entries ``first``..``last`` with no good copy, all for one ``cause`` (one line: where
+    the copies were and why none is good, e.g. "its only copy, on A, fails its digest; B is
+    not live"); ``bookies``: those their write sets name, then any outside holding a copy."""
+
+    first: int
+    last: int
+    bookies: tuple[str, ...]
+    cause: str
+
+    def text(self) -> str:
+        what = f"entry {self.first}" if self.first == self.last else f"entries {self.first}-{self.last}"
+        return f"{what} ({', '.join(self.bookies)}): {self.cause}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "first_entry_id": self.first,
+            "last_entry_id": self.last,
+            "bookies": list(self.bookies),
+            "cause": self.cause,
+        }
+
+
+@dataclass(frozen=True)
 class BadReplica:
     """An entry whose copy on ``bookie`` differs from another replica's."""
 
@@ -97,9 +145,10 @@ class BadReplica:
 @dataclass(frozen=True)
 class Finding:
     """One ledger's cause.  ``missing``: bookie -> entry runs it lacks; ``lost``: entry
-    runs with no live copy; ``moves``: where misplaced data really is; ``bad``: corrupt
-    copies; ``marked``: the ledger's under-replication mark names these bookies (None:
-    not marked); ``version``: the metadata's znode version the check read."""
+    runs with no good live copy, ``lost_runs`` the same with their bookies and cause;
+    ``moves``: where misplaced data really is; ``bad``: corrupt or unreadable copies;
+    ``marked``: the ledger's under-replication mark names these bookies (None: not
+    marked); ``version``: the metadata's znode version the check read."""
 
     ledger_id: int
     kind: Kind
@@ -110,10 +159,23 @@ class Finding:
     bad: tuple[BadReplica, ...] = ()
     marked: tuple[str, ...] | None = None
     version: int = -1
+    lost_runs: tuple[LostRun, ...] = ()
 
     @property
     def severity(self) -> Severity:
         return SEVERITY[self.kind]
+
+    def bookies_to_mark(self) -> list[str]:
+        """The bookies whose copies a re-replication can make: those lacking, or holding a bad
+        copy of, an entry that has a good copy somewhere (a lost entry's are not: nothing can
+        be copied from, and marking them would have a worker try for ever)."""
+        if self.kind is Kind.CORRUPT:
+            return sorted({b.bookie for b in self.bad if not _covered(b.entry_id, self.lost)})
+        if self.kind not in (Kind.MISSING, Kind.DATA_LOST):
+            return []
+        lacking = {b for b, runs in self.missing.items() if runs_outside(runs, self.lost)}
+        lacking.update(b.bookie for b in self.bad if not _covered(b.entry_id, self.lost))
+        return sorted(lacking)
 
     def with_marked(self, marked: tuple[str, ...] | None) -> Finding:
         from dataclasses import replace
@@ -134,6 +196,8 @@ class Finding:
             doc["missing"] = {b: [list(r) for r in runs] for b, runs in sorted(self.missing.items())}
         if self.lost:
             doc["lost_entries"] = [list(r) for r in self.lost]
+        if self.lost_runs:
+            doc["lost"] = [r.to_json() for r in self.lost_runs]
         if self.moves:
             doc["moves"] = [
                 {"first_entry_id": m.first_entry_id, "position": m.position, "bookie": m.bookie, "holder": m.holder}
@@ -150,7 +214,11 @@ class Finding:
         parts = [f"ledger {self.ledger_id}: {self.kind.value}: {self.message}"]
         for bookie, runs in sorted(self.missing.items()):
             parts.append(f"{bookie} lacks {_runs_text(runs)}")
-        if self.lost:
+        if self.lost_runs:
+            parts.extend(r.text() for r in self.lost_runs[:5])
+            if len(self.lost_runs) > 5:
+                parts.append(f"... {len(self.lost_runs) - 5} more runs of lost entries")
+        elif self.lost:
             parts.append(f"no copy of {_runs_text(self.lost)}")
         for m in self.moves:
             parts.append(f"segment {m.first_entry_id} position {m.position}: {m.bookie} -> data on {m.holder}")

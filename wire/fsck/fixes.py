@@ -4,7 +4,9 @@ compare-and-set, so a ledger that changed since is left alone and said so.
 
 * ``mark``: a ledger with copies missing or corrupt is marked under-replicated,
   naming those bookies, for autorecovery to copy them (:attr:`Kind.MISSING`,
-  :attr:`Kind.CORRUPT`; a ledger already marked so is left as it is).
+  :attr:`Kind.CORRUPT`, and :attr:`Kind.DATA_LOST` for its other entries' copies: the
+  bookies of :meth:`~.findings.Finding.bookies_to_mark`, never one only a lost entry
+  is missing on; a ledger already marked so is left as it is).
 * ``ensemble``: a misplaced ledger's segments are pointed at the bookies that hold
   the data (:attr:`Kind.MISPLACED`), by compare-and-set on the version the check read.
 * ``unmark``: a deleted ledger's mark is removed (:attr:`Kind.MARKED_DELETED`), by
@@ -34,14 +36,19 @@ class Fix(str, enum.Enum):
 _FIX_OF = {
     Kind.MISSING: Fix.MARK,
     Kind.CORRUPT: Fix.MARK,
+    Kind.DATA_LOST: Fix.MARK,
     Kind.MISPLACED: Fix.ENSEMBLE,
     Kind.MARKED_DELETED: Fix.UNMARK,
 }
 
 
 def fix_for(finding: Finding) -> Fix | None:
-    """The guarded fix that repairs ``finding`` (None: none does; data lost stays lost)."""
-    return _FIX_OF.get(finding.kind)
+    """The guarded fix that repairs ``finding`` (None: none does; data lost stays lost, the
+    copies of a data_lost ledger's other entries are marked to be made)."""
+    fix = _FIX_OF.get(finding.kind)
+    if fix is Fix.MARK and not finding.bookies_to_mark():
+        return None
+    return fix
 
 
 @dataclass(frozen=True)
@@ -57,12 +64,6 @@ class FixOutcome:
         return {"fix": self.fix.value, "status": self.status, "detail": self.detail}
 
 
-def _bookies_to_mark(finding: Finding) -> list[str]:
-    if finding.kind is Kind.CORRUPT:
-        return sorted({b.bookie for b in finding.bad})
-    return sorted(finding.missing)
-
-
 def apply_fix(store: MetadataStore, finding: Finding, fix: Fix, dry_run: bool) -> FixOutcome:
     """Apply ``fix`` to ``finding``'s ledger (blocking: the store's calls)."""
     if fix_for(finding) is not fix:
@@ -75,7 +76,7 @@ def apply_fix(store: MetadataStore, finding: Finding, fix: Fix, dry_run: bool) -
 
 
 def _mark(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:
-    bookies = _bookies_to_mark(finding)
+    bookies = finding.bookies_to_mark()
     current = store.underreplication.get(finding.ledger_id)
     if current is not None and set(bookies) <= set(current.replicas):
         return FixOutcome(Fix.MARK, "skipped", f"already marked ({', '.join(current.replicas)})")
