@@ -11,6 +11,8 @@ never from each other.
 * :mod:`.clocks` -- a manual clock for code that takes a monotonic source and a sleeper.
 * :mod:`.http` -- bookied's HTTP endpoints without a network.
 * :mod:`.golden` -- the vectors captured from a real Java BookKeeper (``tests/vectors/``).
+* :mod:`.tcp_proxy` -- a TCP proxy whose link can be cut (blackholed or reset) and restored: a
+  network partition between two live processes.
 * :mod:`.crash` -- run a child that prints what it made durable, SIGKILL it.
 * :mod:`.deferreds` -- Twisted's checks of a Deferred's result (trial's successResultOf, failureResultOf,
   assertNoResult) for pytest-style tests.
