@@ -54,6 +54,11 @@ replays the run, and the exit status is 1 (2 when the harness itself failed: the
 run until then are reported).
 
     python bench/faults.py [--rounds 100] [--seed N] [--everything] [--set KEY=VALUE] [--json]
+
+``--movers`` runs the movers' campaign instead (``bench/faults_movers.py``: rebalance, drain,
+backup/restore and fsck's fixes run as ``bkctl`` commands under faults; its own options):
+
+    python bench/faults.py --movers [--rounds 20] [--seed N] [--ops ...] [--faults ...] [--keep]
 """
 
 from __future__ import annotations
@@ -835,6 +840,11 @@ def run(args) -> dict:
 def main(argv=None) -> int:
     import logging
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--movers" in argv:  # the movers' campaign: its own rounds and options (bench/faults_movers.py)
+        from faults_movers import main as movers_main
+
+        return movers_main([a for a in argv if a != "--movers"])
     logging.basicConfig(level=logging.ERROR)  # kazoo's reconnect warnings are the faults at work
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100)
