@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,20 @@ from .output import MANIFEST, OutputDir
 from .source import ExportError, ExportSource, SourcePlan, TaskReport, Written
 from .spark_session import spark_session, stop_spark
 
-__all__ = ["ExportOptions", "ExportProgress", "run_export", "spark_error_cause"]
+__all__ = [
+    "Export",
+    "ExportOptions",
+    "ExportProgress",
+    "ExportTasks",
+    "TaskFailed",
+    "attempt_number",
+    "cause_exit_code",
+    "run_export",
+    "run_export_task",
+    "spark_error_cause",
+    "task_attempts",
+    "write_all",
+]
 
 MANIFEST_FORMAT = "bkctl-export/1"
 #: Parquet codecs (pyarrow's names).
@@ -159,43 +172,226 @@ def _progress_estimate(ranges: list[Any], plans: list[ledger_plan.LedgerPlan]):
     return estimate
 
 
-def _write(
+@dataclass
+class TaskFailed:
+    """A task of a tolerant job (:func:`write_all`) that failed on its last attempt: the error,
+    ``module.Class: message`` (the shape of :func:`spark_error_cause`'s line)."""
+
+    task: int
+    cause: str
+
+
+@dataclass(frozen=True)
+class ExportTasks:
+    """What a Spark task of one export needs (picklable): its source, how to read, how to write."""
+
+    source: ExportSource
+    settings: ReadSettings
+    files: Any  # :class:`~bkctl.export.writing.FileOptions`
+
+
+def run_export_task(
+    jobs: list[ExportTasks], attempts: int, item: tuple[int, int, Any]
+) -> tuple[int, TaskReport | TaskFailed]:
+    """One Spark task of :func:`write_all`'s job, ``item = (export, index, task)``: the export's
+    number and what :func:`~bkctl.export.writing.run_task` reports.  With ``attempts`` (a tolerant
+    job: how many times Spark tries a task), an error on the last attempt is returned as
+    :class:`TaskFailed` instead of failing the job, which would fail every export in it."""
+    from .writing import run_task
+
+    k, index, task = item
+    job = jobs[k]
+    try:
+        return k, run_task(job.source, job.settings, job.files, (index, task))
+    except Exception as exc:
+        if not attempts or attempt_number() + 1 < attempts:
+            raise  # Spark tries it again
+        return k, TaskFailed(index, f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}")
+
+
+def attempt_number() -> int:
+    """This Spark task's attempt, from 0 (0 outside Spark)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return 0 if context is None else context.attemptNumber()
+
+
+def task_attempts(master: str, max_failures: str | None) -> int:
+    """How many times Spark tries a task: once on ``local``/``local[N]`` (its local scheduler's
+    rule), F times on ``local[N,F]``, else ``spark.task.maxFailures`` (default 4)."""
+    import re
+
+    m = re.fullmatch(r"local\[[^,\]]+,\s*(\d+)\]", master)
+    if m:
+        return int(m.group(1))
+    if master == "local" or re.fullmatch(r"local\[[^,\]]+\]", master):
+        return 1
+    return int(max_failures or 4)
+
+
+class Export:
+    """One export through :func:`run_export`'s steps: planned (:meth:`make_plan`), checked
+    against ``DIR`` under its lock (:meth:`check`), written by :func:`write_all` -- which runs
+    the tasks of several exports in one Spark job (:mod:`~bkctl.export.topics_job`) --,
+    then verified and committed (:meth:`complete`)."""
+
+    def __init__(self, source: ExportSource, options: ExportOptions, uri: str):
+        self.source = source
+        self.options = options
+        self.started = time.time()
+        self.t0 = time.monotonic()
+        self.timings: dict[str, float] = {}
+        self.out = OutputDir(options.out)
+        self.settings = options.read_settings(uri)
+        self.plan = SourcePlan([], [])
+        self.previous: dict[str, Any] | None = None
+        self.reports: list[TaskReport] = []
+        #: why a task failed, ``module.Class: message`` (a tolerant :func:`write_all`); None: none did
+        self.failure: str | None = None
+
+    def make_plan(self, store, reader: LedgerReader) -> None:
+        """Refuse early (without creating anything) what cannot work -- an incompatible
+        target, a ledger that does not exist --, then plan."""
+        self.out.check_target(self.options.mode, self.source.partition_by)
+        self.plan = self.source.plan(store, reader, self.options.split_entries)
+        self.timings["plan"] = time.monotonic() - self.t0
+
+    def check(self) -> None:
+        """Under the lock of ``DIR``: its previous export, and whether the rows may join it."""
+        self.previous = self.out.check_target(self.options.mode, self.source.partition_by)
+        if self.options.mode != "overwrite":
+            self.source.refuse_mixing(self.plan, self.previous, self.out.path)
+
+    @property
+    def to_read(self) -> list[ledger_plan.LedgerPlan]:
+        return [p for p in self.plan.plans if p.entries]
+
+    def planned(self) -> ExportProgress:
+        plan = self.plan
+        return ExportProgress(
+            "plan",
+            0,
+            len(plan.tasks),
+            0,
+            sum(r.entries for r in plan.tasks),
+            len(plan.plans) - len(self.to_read),
+            len(plan.plans),
+        )
+
+    def complete(self, master: str) -> dict[str, Any]:
+        """Check what was written, bring in the kept partitions, write the manifest and swap
+        the staging directory into place (under the lock); returns the summary."""
+        source, plan, out, timings = self.source, self.plan, self.out, self.timings
+        t = time.monotonic()
+        written = source.verify(plan, self.reports, out.staging)
+        timings["verify"] = time.monotonic() - t
+        t = time.monotonic()
+        out.compose(self.options.mode, [p.ledger_id for p in plan.plans])
+        files = _files_by_ledger(out.staging)
+        seconds = time.monotonic() - self.t0
+        manifest = _manifest(
+            self.previous, self.options, source, plan, written, self.reports, files, self.started, seconds, master
+        )
+        out.finish(manifest)
+        timings["commit"] = time.monotonic() - t
+        summary = {
+            "out": str(out.path),
+            "ledgers": len(plan.plans),
+            source.rows_are: sum(s["rows"] for s in written.stats.values()),
+            "bytes": sum(s["bytes"] for s in written.stats.values()),
+            "files": written.files,
+            "seconds": round(time.monotonic() - self.t0, 3),
+            "master": master,
+            "mode": self.options.mode,
+            "partition_by": source.partition_by,
+            "ledger_ids": [p.ledger_id for p in plan.plans],
+            "skipped": plan.skipped,
+            "manifest": str(out.path / MANIFEST),
+            "timings": {k: round(v, 3) for k, v in timings.items()},
+        }
+        source.summary(plan, self.reports, summary)
+        return summary
+
+
+def write_all(
     spark,
-    settings: ReadSettings,
-    staging: str,
-    options: ExportOptions,
-    source: ExportSource,
-    plan: SourcePlan,
-    progress: ProgressCallback | None,
-    only: list[int] | None = None,
-) -> list[TaskReport]:
-    """Run the tasks of ``plan`` (those numbered ``only``, else all) into
-    ``staging`` (in a thread, reporting task progress), then commit their
-    files; returns what the tasks reported."""
+    exports: list[Export],
+    progress: ProgressCallback | None = None,
+    say: Callable[[str], None] = lambda _msg: None,
+    tolerant: bool = False,
+) -> None:
+    """Run the tasks of ``exports`` (those with entries to read) in one Spark job, then those
+    their sources want read again (a topic's transactions: :meth:`ExportSource.redo`) in a
+    second; each export's files are committed into its staging directory and its
+    :attr:`Export.reports` set.  ``tolerant``: a task that fails (on its last attempt) fails
+    its own export only (:attr:`Export.failure`), and so does a job that fails whole; else
+    the job's failure is raised (:class:`ExportError`, or a :class:`CommandError` with the
+    exit code of the task's error)."""
+    exports = [e for e in exports if e.to_read]
+    t = time.monotonic()
+    for e, reports in _run(spark, [(e, None) for e in exports], progress, tolerant).items():
+        e.reports = reports
+    for e in exports:
+        e.timings["write"] = time.monotonic() - t
+    again = [(e, e.source.redo(e.plan, e.reports)) for e in exports if e.failure is None]
+    again = [(e, tasks) for e, tasks in again if tasks]
+    if not again:
+        return
+    from .writing import remove_files
+
+    t = time.monotonic()
+    say(
+        f"reading {sum(len(tasks) for _, tasks in again)} of {sum(len(e.plan.tasks) for e, _ in again)} tasks "
+        "again: they hold messages of a transaction that was aborted or is still open, which only the other "
+        "tasks' entries told..."
+    )
+    for e, tasks in again:  # (their files are replaced)
+        remove_files(e.out.staging, [f for r in e.reports if r.task in tasks for f in r.files])
+        e.reports = [r for r in e.reports if r.task not in tasks]
+    for e, reports in _run(spark, again, progress, tolerant).items():
+        e.reports += reports
+    for e, _ in again:
+        e.timings["write_again"] = time.monotonic() - t
+
+
+def _run(
+    spark, runs: Sequence[tuple[Export, list[int] | None]], progress: ProgressCallback | None, tolerant: bool
+) -> dict[Export, list[TaskReport]]:
+    """One Spark job of the tasks of each export (those numbered ``only``, else all), in a
+    thread, reporting task progress; the files of each export whose tasks all succeeded are
+    committed; returns their reports."""
     import functools
     import uuid
 
-    from .writing import FileOptions, commit_files, run_task
+    from .writing import FileOptions, commit_files
 
     sc = spark.sparkContext
     group = f"bkctl-export-{os.getpid()}-{time.monotonic_ns()}"
-    file_options = FileOptions(
-        staging=staging,
-        job=uuid.uuid4().hex,
-        compression=options.compression,
-        partition_by=source.partition_by,
-        decode=options.decode,
-        rows_per_file=options.rows_per_file,
-    )
-    tasks = list(enumerate(plan.tasks)) if only is None else [(i, plan.tasks[i]) for i in only]
-    ranges, plans = [t for _, t in tasks], plan.plans
-    task = functools.partial(run_task, source, settings, file_options)
+    jobs, items, ranges, plans = [], [], [], []
+    for k, (e, only) in enumerate(runs):
+        files = FileOptions(
+            staging=str(e.out.staging),
+            job=uuid.uuid4().hex,
+            compression=e.options.compression,
+            partition_by=e.source.partition_by,
+            decode=e.options.decode,
+            rows_per_file=e.options.rows_per_file,
+        )
+        jobs.append(ExportTasks(e.source, e.settings, files))
+        numbers = range(len(e.plan.tasks)) if only is None else only
+        items += [(k, i, e.plan.tasks[i]) for i in numbers]
+        ranges += [e.plan.tasks[i] for i in numbers]
+        plans += e.plan.plans
+    attempts = task_attempts(sc.master, sc.getConf().get("spark.task.maxFailures")) if tolerant else 0
+    task = functools.partial(run_export_task, jobs, attempts)
     outcome: dict[str, Any] = {}
+    what = runs[0][0].options.out if len(runs) == 1 else f"{len(runs)} folders"
 
     def write() -> None:
         try:
-            sc.setJobGroup(group, f"bkctl export to {options.out}", interruptOnCancel=True)
-            outcome["reports"] = sc.parallelize(tasks, len(tasks)).map(task).collect()
+            sc.setJobGroup(group, f"bkctl export to {what}", interruptOnCancel=True)
+            outcome["results"] = sc.parallelize(items, len(items)).map(task).collect()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc
 
@@ -225,6 +421,10 @@ def _write(
     if "error" in outcome:
         error = outcome["error"]
         cause = spark_error_cause(error)
+        if tolerant and isinstance(error, Exception):  # (not Ctrl-C)
+            for e, _ in runs:
+                e.failure = e.failure or cause or f"the Spark job failed: {error}"
+            return {}
         if cause is not None:
             code = cause_exit_code(cause)
             if code is not None:  # a task's refused store or missing object: its own exit code
@@ -233,13 +433,21 @@ def _write(
                 raise CommandError(f"the Spark job failed: {cause}", code) from error
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
-    reports: list[TaskReport] = outcome["reports"]
-    commit_files(staging, [f for r in reports for f in r.files])
+    reports: dict[Export, list[TaskReport]] = {e: [] for e, _ in runs}
+    for k, result in outcome["results"]:
+        e = runs[k][0]
+        if isinstance(result, TaskFailed):
+            e.failure = e.failure or result.cause
+        else:
+            reports[e].append(result)
+    for e, _ in runs:
+        if e.failure is None:
+            commit_files(e.out.staging, [f for r in reports[e] for f in r.files])
     if progress is not None:
         progress(
             ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total, len(plans), len(plans))
         )
-    return reports
+    return {e: r for e, r in reports.items() if e.failure is None}
 
 
 def cause_exit_code(cause: str) -> int | None:
@@ -385,93 +593,28 @@ def run_export(
 ) -> dict[str, Any]:
     """Export what ``source`` selects; returns the summary document
     (``out, ledgers, entries, bytes, files, seconds, master`` and more)."""
-    started = time.time()
-    t0 = time.monotonic()
-    timings: dict[str, float] = {}
     say = info or (lambda _msg: None)
-    out = OutputDir(options.out)
-    # refuse early (without creating anything) what cannot work: an
-    # incompatible target, a ledger that does not exist
-    out.check_target(options.mode, source.partition_by)
-    settings = options.read_settings(uri)
-    with LedgerReader.on_driver(settings, store) as reader:
-        plan = source.plan(store, reader, options.split_entries)
-    timings["plan"] = time.monotonic() - t0
-    with out.locked():
-        previous = out.check_target(options.mode, source.partition_by)
-        if options.mode != "overwrite":
-            source.refuse_mixing(plan, previous, out.path)
-        to_read = [p for p in plan.plans if p.entries]
-        master = options.master
-        reports: list[TaskReport] = []
+    export = Export(source, options, uri)
+    with LedgerReader.on_driver(export.settings, store) as reader:
+        export.make_plan(store, reader)
+    with export.out.locked():
+        export.check()
         if progress is not None:
-            progress(
-                ExportProgress(
-                    "plan",
-                    0,
-                    len(plan.tasks),
-                    0,
-                    sum(r.entries for r in plan.tasks),
-                    len(plan.plans) - len(to_read),
-                    len(plan.plans),
-                )
-            )
-        if to_read:
+            progress(export.planned())
+        master = options.master
+        if export.to_read:
             t = time.monotonic()
             say(f"starting Spark ({master})...")
             spark, created = spark_session(master, options.spark_conf, quiet=options.quiet, verbose=options.verbose)
             master = spark.sparkContext.master
-            timings["spark_start"] = time.monotonic() - t
+            export.timings["spark_start"] = time.monotonic() - t
             try:
-                t = time.monotonic()
                 say(
-                    f"exporting {sum(p.entries for p in to_read)} entries of {len(to_read)} ledgers "
-                    f"in {len(plan.tasks)} tasks..."
+                    f"exporting {sum(p.entries for p in export.to_read)} entries of {len(export.to_read)} ledgers "
+                    f"in {len(export.plan.tasks)} tasks..."
                 )
-                reports = _write(spark, settings, str(out.staging), options, source, plan, progress)
-                timings["write"] = time.monotonic() - t
-                again = source.redo(plan, reports)
-                if again:  # tasks whose rows what the others read changes (a topic's transactions)
-                    from .writing import remove_files
-
-                    t = time.monotonic()
-                    say(
-                        f"reading {len(again)} of {len(plan.tasks)} tasks again: they hold messages of a "
-                        "transaction that was aborted or is still open, which only the other tasks' entries "
-                        "told..."
-                    )
-                    remove_files(out.staging, [f for r in reports if r.task in again for f in r.files])
-                    reports = [r for r in reports if r.task not in again] + _write(
-                        spark, settings, str(out.staging), options, source, plan, progress, only=again
-                    )
-                    timings["write_again"] = time.monotonic() - t
+                write_all(spark, [export], progress, say)
             finally:
                 if created:
                     stop_spark(spark)
-        t = time.monotonic()
-        written = source.verify(plan, reports, out.staging)
-        timings["verify"] = time.monotonic() - t
-        t = time.monotonic()
-        out.compose(options.mode, [p.ledger_id for p in plan.plans])
-        files = _files_by_ledger(out.staging)
-        seconds = time.monotonic() - t0
-        out.finish(_manifest(previous, options, source, plan, written, reports, files, started, seconds, master))
-        timings["commit"] = time.monotonic() - t
-    seconds = time.monotonic() - t0
-    summary = {
-        "out": str(out.path),
-        "ledgers": len(plan.plans),
-        source.rows_are: sum(s["rows"] for s in written.stats.values()),
-        "bytes": sum(s["bytes"] for s in written.stats.values()),
-        "files": written.files,
-        "seconds": round(seconds, 3),
-        "master": master,
-        "mode": options.mode,
-        "partition_by": source.partition_by,
-        "ledger_ids": [p.ledger_id for p in plan.plans],
-        "skipped": plan.skipped,
-        "manifest": str(out.path / MANIFEST),
-        "timings": {k: round(v, 3) for k, v in timings.items()},
-    }
-    source.summary(plan, reports, summary)
-    return summary
+        return export.complete(master)
