@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import click
@@ -60,6 +61,16 @@ messages joined; encrypted ones are kept as stored, with their encryption
 context (what decrypting them later takes).  A corrupt entry or an
 incomplete chunked message is a warning and an error row (or skipped with
 --on-corrupt skip).
+
+\b
+Many topics: --topic more than once, --namespace TENANT/NS and --topics-from
+FILE export each topic as --topic alone does, into DIR/TENANT/NS/TOPIC/ (a
+folder, manifest and dataset each; spark.read.parquet of that folder), all
+their tasks in one Spark job.  A topic that fails is named on stderr with its
+reason and exit code, and the others are exported all the same; the exit
+code is 0 when all were exported, else the failed topics' shared code, else
+1.  --json: exports (each topic's summary) and failed (topic, out, error,
+exit_code).
 
 \b
 Offloaded ledgers: a ledger Pulsar offloaded to tiered storage (S3 or an
@@ -152,11 +163,28 @@ def _ctime(ctx, param, value):
 @click.option("--all", "all_ledgers", is_flag=True, help="Every ledger of the cluster.")
 @click.option(
     "--topic",
+    "topics",
+    multiple=True,
     metavar="TOPIC",
     shell_complete=complete_topic,
     help="A Pulsar topic (persistent://tenant/ns/topic, tenant/ns/topic, or a bare name in public/default; "
     "every partition of a partitioned one): one row per message, from the ledgers its managed ledger "
-    "lists.",
+    "lists.  Given more than once: each topic into DIR/TENANT/NS/TOPIC/, in one Spark job.",
+)
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    metavar="TENANT/NS",
+    help="Every topic of the namespace (a partitioned one whole), each into DIR/TENANT/NS/TOPIC/, in one "
+    "Spark job (repeatable; with --topic and --topics-from too).",
+)
+@click.option(
+    "--topics-from",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="The topics named in FILE, one a line (# comments; - reads stdin), each into DIR/TENANT/NS/TOPIC/, "
+    "in one Spark job.",
 )
 @click.option(
     "--subscription",
@@ -296,7 +324,9 @@ def export(
     out,
     ledger_spec,
     all_ledgers,
-    topic,
+    topics,
+    namespaces,
+    topics_from,
     subscription,
     strict,
     unacked_only,
@@ -328,9 +358,13 @@ def export(
     offload_root,
     offload_timeout,
 ):
-    """Export ledgers, or a Pulsar topic's messages, to Parquet that Spark, pyarrow and friends read directly."""
+    """Export ledgers, or Pulsar topics' messages, to Parquet that Spark, pyarrow and friends read directly."""
+    topic = bool(topics or namespaces or topics_from)
+    many = len(topics) > 1 or bool(namespaces or topics_from)  # a folder per topic below DIR
     if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
-        raise CommandError("give exactly one of --ledgers SPEC, --all and --topic TOPIC", USAGE)
+        raise CommandError(
+            "give exactly one of --ledgers SPEC, --all and topics (--topic, --namespace, --topics-from)", USAGE
+        )
     if not topic and (
         subscription
         or unacked_only
@@ -372,26 +406,25 @@ def export(
     source: ExportSource
     try:
         local_path(out)
-        if topic:
-            source = TopicSource(
-                TopicSpec(
-                    topic=topic,
-                    subscription=subscription,
-                    unacked_only=unacked_only,
-                    from_ms=from_time,
-                    to_ms=to_time,
-                    skip_missing=skip_missing,
-                    on_corrupt=on_corrupt,
-                    managed_ledgers=managed_ledgers,
-                    strict=strict,
-                    include_pending=include_pending,
-                    raw=raw,
-                    schema_version=schema_version,
-                    offload_read=offload_read,
-                    scan_first=False,
-                )
-            )
-        else:
+        spec = functools.partial(
+            TopicSpec,
+            subscription=subscription,
+            unacked_only=unacked_only,
+            from_ms=from_time,
+            to_ms=to_time,
+            skip_missing=skip_missing,
+            on_corrupt=on_corrupt,
+            managed_ledgers=managed_ledgers,
+            strict=strict,
+            include_pending=include_pending,
+            raw=raw,
+            schema_version=schema_version,
+            offload_read=offload_read,
+            scan_first=False,
+        )
+        if topic and not many:
+            source = TopicSource(spec(topic=topics[0]))
+        elif not topic:
             source = LedgerSource(
                 LedgerSelection(
                     spec=parse_ledger_spec("all" if all_ledgers else ledger_spec),
@@ -422,6 +455,9 @@ def export(
         raise CommandError(str(exc), USAGE) from None
     uri = app.require_uri()
     store = app.store
+    if many:
+        _export_topics(app, store, uri, spec, options, topics, namespaces, topics_from, managed_ledgers)
+        return
     from bkctl.wire.domain.topic_state import CursorFallback
 
     with _progress_display(app) as progress:
@@ -435,6 +471,17 @@ def export(
 
             _failed_json(app, out, describe(exc))
             raise
+    _say_warnings(app, summary)
+    if app.json:
+        app.emit_json(summary)
+        return
+    if not app.quiet:
+        _say_summary(app, summary, topic)
+
+
+def _say_warnings(app: App, summary: dict) -> None:
+    """What a summary says on stderr: a subscription's position older than its broker's, and
+    (without -q) corrupt entries, incomplete chunked messages, values that do not decode."""
     for warning in summary.get("warnings") or []:  # a subscription's position older than its broker's
         app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
     if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
@@ -463,64 +510,127 @@ def export(
                 highlight=False,
                 soft_wrap=True,
             )
-    if app.json:
-        app.emit_json(summary)
-        return
-    if not app.quiet:
-        skipped = summary["skipped"]
-        if topic:
+
+
+def _say_summary(app: App, summary: dict, topic: bool) -> None:
+    """The lines of an export's summary on stdout."""
+    skipped = summary["skipped"]
+    if topic:
+        app.console.print(
+            f"exported {plural(summary['messages'], 'message')} ({human_size(summary['bytes'])}) from "
+            f"{plural(summary['entries'], 'entry', 'entries')} of {plural(summary['ledgers'], 'ledger')} of "
+            f"{', '.join(summary['topics'])} to {summary['out']} in {summary['seconds']:.1f}s: "
+            f"{plural(summary['files'], 'file')}, master {summary['master']}",
+            highlight=False,
+        )
+        if summary.get("read_past_lac"):
             app.console.print(
-                f"exported {plural(summary['messages'], 'message')} ({human_size(summary['bytes'])}) from "
-                f"{plural(summary['entries'], 'entry', 'entries')} of {plural(summary['ledgers'], 'ledger')} of "
-                f"{', '.join(summary['topics'])} to {summary['out']} in {summary['seconds']:.1f}s: "
-                f"{plural(summary['files'], 'file')}, master {summary['master']}",
+                f"  {plural(summary['read_past_lac'], 'entry', 'entries')} of open ledgers read "
+                "past their last add confirmed (held by an ack quorum of their bookies; see "
+                "read_past_lac in the manifest)",
                 highlight=False,
             )
-            if summary.get("read_past_lac"):
-                app.console.print(
-                    f"  {plural(summary['read_past_lac'], 'entry', 'entries')} of open ledgers read "
-                    "past their last add confirmed (held by an ack quorum of their bookies; see "
-                    "read_past_lac in the manifest)",
-                    highlight=False,
-                )
-        else:
+    else:
+        app.console.print(
+            f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
+            f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
+            f"{plural(summary['files'], 'file')}, master {summary['master']}"
+        )
+    if topic:
+        push = summary.get("pushdown")
+        if push:
             app.console.print(
-                f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
-                f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
-                f"{plural(summary['files'], 'file')}, master {summary['master']}"
+                f"  --from/--to: {plural(push['entries_read'], 'entry', 'entries')} read, "
+                f"{plural(push['entries_skipped'], 'entry', 'entries')} and "
+                f"{plural(push['ledgers_skipped'], 'whole ledger')} skipped "
+                f"({plural(push['bisection_reads'], 'entry', 'entries')} read to find the edges)",
+                highlight=False,
+                soft_wrap=True,
             )
-        if topic:
-            push = summary.get("pushdown")
-            if push:
-                app.console.print(
-                    f"  --from/--to: {plural(push['entries_read'], 'entry', 'entries')} read, "
-                    f"{plural(push['entries_skipped'], 'entry', 'entries')} and "
-                    f"{plural(push['ledgers_skipped'], 'whole ledger')} skipped "
-                    f"({plural(push['bisection_reads'], 'entry', 'entries')} read to find the edges)",
-                    highlight=False,
-                    soft_wrap=True,
-                )
-            typed = summary.get("schema") or {}
-            if typed.get("typed"):
-                app.console.print(
-                    f"  values typed by schema version {typed['reader_version']} ({typed['type']})"
-                    + (
-                        f"; {plural(typed['decode_errors'], 'message')} did not decode (error rows)"
-                        if typed["decode_errors"]
-                        else ""
-                    ),
-                    highlight=False,
-                    soft_wrap=True,
-                )
-            from ..export.topic_transactions import left_out_text
+        typed = summary.get("schema") or {}
+        if typed.get("typed"):
+            app.console.print(
+                f"  values typed by schema version {typed['reader_version']} ({typed['type']})"
+                + (
+                    f"; {plural(typed['decode_errors'], 'message')} did not decode (error rows)"
+                    if typed["decode_errors"]
+                    else ""
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
+        from ..export.topic_transactions import left_out_text
 
-            line = left_out_text(summary["left_out"], summary["transactions"])
-            if line:
-                app.console.print(f"  {line}", highlight=False, soft_wrap=True)
-        for s in skipped[:20]:
-            app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
-        if len(skipped) > 20:
-            app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary['manifest']})")
+        line = left_out_text(summary["left_out"], summary["transactions"])
+        if line:
+            app.console.print(f"  {line}", highlight=False, soft_wrap=True)
+    for s in skipped[:20]:
+        app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
+    if len(skipped) > 20:
+        app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary['manifest']})")
+
+
+def _export_topics(app: App, store, uri: str, spec, options, topics, namespaces, topics_from, managed_ledgers) -> None:
+    """``bkctl export`` of many topics (``--topic`` more than once, ``--namespace``,
+    ``--topics-from``): each into DIR/TENANT/NS/TOPIC/ in one Spark job; a topic that fails is
+    named with its reason, the others exported all the same; exit code: 0, else the failed
+    topics' shared code, else 1 (:attr:`~bkctl.export.topics_job.TopicsExported.exit_code`)."""
+    from ..exitcodes import NOT_FOUND
+    from ..export.topics_job import read_topics_file, run_topic_exports
+    from ..wire.domain.ledger_plan import SpecError
+    from ..wire.domain.topic_plan import namespace_topics
+
+    names = list(topics)
+    try:
+        for namespace in namespaces:
+            found = namespace_topics(store, namespace, managed_ledgers)
+            if not found:
+                raise CommandError(f"namespace {namespace} has no topics (no managed ledger below it)", NOT_FOUND)
+            names += found
+        if topics_from:
+            names += read_topics_file(topics_from)
+        specs = list({s.topic: s for s in map(lambda name: spec(topic=name), names)}.values())
+    except SpecError as exc:
+        raise CommandError(str(exc), USAGE) from None
+    except OSError as exc:
+        raise CommandError(f"--topics-from {topics_from}: {exc.strerror or exc}", USAGE) from None
+    if not specs:
+        raise CommandError(f"--topics-from {topics_from} names no topics", USAGE)
+    with _progress_display(app) as progress:
+        try:
+            done = run_topic_exports(store, uri, specs, options, progress=progress, info=app.info)
+        except Exception as exc:
+            from ..exitcodes import describe
+
+            _failed_json(app, options.out, describe(exc))
+            raise
+    for summary in done.exports:
+        _say_warnings(app, summary)
+    for failure in done.failed:
+        app.err_console.print(
+            f"bkctl: error: {failure.topic}: {failure.error} (exit {failure.exit_code})",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if app.json:
+        app.emit_json(done.to_json())
+    elif not app.quiet:
+        for summary in done.exports:
+            _say_summary(app, summary, True)
+        app.console.print(
+            f"exported {len(done.exports)} of {plural(len(specs), 'topic')} to {done.out} in {done.seconds:.1f}s, "
+            f"one folder each (TENANT/NS/TOPIC), master {done.master}"
+            + (f"; {len(done.failed)} failed" if done.failed else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
+    if done.failed:
+        raise CommandError(
+            f"{len(done.failed)} of {plural(len(specs), 'topic')} not exported: "
+            + ", ".join(f.topic for f in done.failed[:5])
+            + (", ..." if len(done.failed) > 5 else ""),
+            done.exit_code,
+        )
 
 
 def _failed_json(app: App, out: str, error: str) -> None:

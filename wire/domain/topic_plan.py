@@ -54,6 +54,7 @@ __all__ = [
     "TopicSpec",
     "cursor_from_json",
     "cursor_json",
+    "namespace_topics",
     "plan_topic",
 ]
 
@@ -170,6 +171,20 @@ class TopicPlan:
     tasks: list[TopicRange]
     skipped: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+
+
+def namespace_topics(store: MetadataStore, namespace: str, managed_ledgers: str | None = None) -> list[str]:
+    """The topics an export of ``namespace`` (``tenant/ns``, or a v1 name's ``tenant/cluster/ns``)
+    takes, sorted: every persistent topic with a managed ledger there, a partition as its
+    partitioned topic (exported whole, every partition, as ``--topic`` exports one).
+    :class:`~.ledger_plan.SpecError` for a name that is not ``tenant/namespace``."""
+    from .topic_state import topic_reader
+
+    parts = namespace.strip().split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ledger_plan.SpecError(f"{namespace!r} is not a namespace (want tenant/namespace)")
+    topics = topic_reader(store, managed_ledgers).topics(parts[0], "/".join(parts[1:]))
+    return sorted(dict.fromkeys(str(t.partitioned_topic) for t in topics))
 
 
 def cursor_json(state: CursorState) -> str:
