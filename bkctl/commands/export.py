@@ -363,7 +363,7 @@ def export(
     many = len(topics) > 1 or bool(namespaces or topics_from)  # a folder per topic below DIR
     if sum(map(bool, (ledger_spec, all_ledgers, topic))) != 1:
         raise CommandError(
-            "give exactly one of --ledgers SPEC, --all and topics (--topic, --namespace, --topics-from)", USAGE
+            "give exactly one of --ledgers SPEC, --all and --topic TOPIC (or --namespace, --topics-from)", USAGE
         )
     if not topic and (
         subscription
