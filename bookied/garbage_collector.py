@@ -252,6 +252,13 @@ class GarbageCollector:
         d.addCallbacks(self._done, self._failed, callbackArgs=(force,), errbackArgs=(kind, force))
         return d
 
+    def collect_deleted(self) -> defer.Deferred:
+        """A pass that removes the deleted ledgers and compacts nothing, now (or after the running
+        pass): a checkpoint postponed for want of room asks for it (:mod:`.upkeep`), since a deleted
+        ledger's entries still in the write cache are what it would write, and with the journal they
+        keep, what keeps the disk full.  Fires with the pass's :class:`PassResult` (None if stopped)."""
+        return self.run(False, True, True)
+
     # -- disk pressure (Java's LedgerDirsListener)
     def disk_full(self) -> None:
         """Over diskUsageThreshold (called at every disk check, as Java's allDisksFull): a

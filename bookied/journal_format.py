@@ -53,6 +53,7 @@ the oldest journal file (safe, since re-applying records is idempotent).
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -319,8 +320,25 @@ def read_mark_file(directory: str) -> LogMark | None:
 
 
 def write_mark_file(directory: str, mark: LogMark) -> None:
+    """Store ``mark``: a new file renamed over the old one; on a disk with no room left for the new
+    file (ENOSPC), the old one is overwritten in place instead (its bytes are already allocated, and
+    only a checkpoint lets the journal give the disk back).  A write torn by a crash then leaves a
+    mark whose checksum fails, which replay treats as no mark: it replays from the oldest file, more
+    than needed, never less."""
     raw = _MARK.pack(MARK_MAGIC, FORMAT_VERSION, mark.file_id, mark.offset)
-    layout.atomic_write(os.path.join(directory, MARK_FILE), raw + _U32.pack(crc32c(raw)))
+    data = raw + _U32.pack(crc32c(raw))
+    path = os.path.join(directory, MARK_FILE)
+    try:
+        layout.atomic_write(path, data)
+    except OSError as e:
+        if e.errno != errno.ENOSPC or not os.path.isfile(path) or os.path.getsize(path) != len(data):
+            raise
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            layout.write_all(fd, data, "the journal's mark")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def replay_files(directory: str, file_ids: list[int], from_mark: LogMark, *, repair: bool = True) -> Iterator[Record]:

@@ -10,6 +10,7 @@ components (stores, journals, bookie, collector); this object reads them from it
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from typing import TYPE_CHECKING, Any, Protocol
@@ -61,6 +62,7 @@ class StorageUpkeep:
         self._disk_check_pending = False  # a write-path disk check is on its way to the reactor
         self.disk_checks = 0  # disk checks done (bookie_disk_checks_total)
         self._checkpoint_waiting = False  # checkpoints postponed for want of room
+        self._collecting_for_room = False  # a pass asked for by a postponed checkpoint runs
 
     def flush_needed(self) -> None:
         self.service.reactor.callFromThread(self.checkpoint, True)
@@ -103,15 +105,17 @@ class StorageUpkeep:
         def done(result):
             self.checkpointing = False
             again, self._checkpoint_again = self._checkpoint_again, False
+            waited = self._checkpoint_waiting
+            if not isinstance(result, Failure):
+                self._checkpoint_waiting = False  # (before the disk check: it would run one more)
             bookie = self.service.bookie
             if bookie is not None and not self.service.stopping:
                 self.check_disks()  # the entry logs grew: look at the disks now
                 # after the disk check: a bookie that turned read-only refuses the waiting adds
                 bookie.write_cache_drained()
             if not isinstance(result, Failure):
-                if self._checkpoint_waiting:
+                if waited:
                     log.info("checkpoint done: there is room again")
-                self._checkpoint_waiting = False
                 if bookie is not None:
                     bookie.clear_readonly("ledger")  # the entry logs take writes again
                 if again and not self.service.stopping:
@@ -119,19 +123,49 @@ class StorageUpkeep:
                 return result
             if isinstance(result.value, NoRoomForCheckpoint):
                 if not self._checkpoint_waiting:
-                    log.warning("checkpoint postponed: %s", result.value)
+                    log.warning(
+                        "checkpoint postponed: %s; the journal is kept until it runs: a deleted ledger's "
+                        "entries leave the write cache at once (garbage collection is asked for now, and "
+                        "at each postponed checkpoint), or lower minUsableSizeForEntryLogCreation below "
+                        "what this disk can keep free",
+                        result.value,
+                    )
                 self._checkpoint_waiting = True
+                self._collect_for_room()
                 return None
             log.error("checkpoint failed: %s", result.value)
             if isinstance(result.value, OSError) and bookie is not None:
                 # ENOSPC, EIO...: the entries stay in the write cache (readable, and
                 # in the journal); take no new ones until a checkpoint succeeds again
                 bookie.mark_readonly("ledger", f"entry log write failed: {result.value}")
+            if isinstance(result.value, OSError) and result.value.errno == errno.ENOSPC:
+                self._checkpoint_waiting = True  # for room, as a postponed one
+                self._collect_for_room()
             return None
 
         d = threads.deferToThreadPool(self.service.reactor, self.service.reactor.getThreadPool(), work)
         d.addBoth(done)
         return d
+
+    def _collect_for_room(self) -> None:
+        """A checkpoint was postponed for want of room: have garbage collection remove the deleted
+        ledgers now rather than at the next gcWaitTime (their entries leave the write cache, and a
+        checkpoint that then has less or nothing to write lets the journal go), and checkpoint again
+        as soon as a pass removed one.  One pass at a time; a postponed checkpoint (every
+        flushInterval) asks again, so the ledgers deleted meanwhile are seen."""
+        collector = self.service.gc
+        if collector is None or self.service.zk is None or self.service.stopping or self._collecting_for_room:
+            return
+        self._collecting_for_room = True
+
+        def collected(result):
+            self._collecting_for_room = False
+            removed = getattr(result, "ledgers_removed", 0)  # None when stopped; a Failure: logged by the collector
+            if removed and self._checkpoint_waiting and self.service.running and not self.service.stopping:
+                self.checkpoint()
+            return None
+
+        collector.collect_deleted().addBoth(collected)
 
     def disk_usage(self) -> float:
         """The fullest of the journal and ledger filesystems, as a fraction."""

@@ -37,8 +37,11 @@ if TYPE_CHECKING:
 BY = ("bookie", "tenant", "namespace", "topic")
 #: what a read-only bookie whose journal fills its disk can do
 JOURNAL_WAY_OUT = (
-    "a journal file is trimmed only once the journal rolls past it (journalMaxSizeMB, a restart); bookied rolls "
-    "and frees it over diskUsageThreshold by itself; on a small disk keep journalMaxSizeMB, journalMaxBackups small"
+    "the journal is trimmed once a checkpoint has written what it holds to the entry logs; over "
+    "diskUsageThreshold bookied frees it by itself once that checkpoint runs, and a deleted ledger's entries "
+    "are dropped, not written (delete ledgers to free it); a checkpoint that still waits says so in the "
+    "bookie's log ('checkpoint postponed') with what it needs; on a small disk keep journalMaxSizeMB, "
+    "journalMaxBackups and minUsableSizeForEntryLogCreation small"
 )
 
 

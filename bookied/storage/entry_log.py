@@ -21,6 +21,7 @@ checkpoint's, or compaction's) that rolls to a new log at ``log_size_limit``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -229,6 +230,8 @@ class EntryLogger:
             layout.fsync_dir(self.directory)
         except BaseException:
             os.close(fd)
+            with contextlib.suppress(OSError):  # (ENOSPC): not left for the next open to remove
+                os.unlink(self.path(log_id))
             raise
         if self._on_grow is not None:
             self._on_grow()
@@ -319,6 +322,25 @@ class EntryLogger:
             self.retire(lid)
         if removed:
             layout.fsync_dir(self.directory)
+
+    def cut_to_committed(self, log_ids: Iterable[int], committed: dict[int, int]) -> None:
+        """Each of ``log_ids`` (0s ignored) cut back to its ``committed`` size, or removed when it
+        has none (a failed flush's logs; errors logged: the next open does it then)."""
+        gone = []
+        for lid in {lid for lid in log_ids if lid}:
+            size = committed.get(lid)
+            if size is None:
+                gone.append(lid)
+                continue
+            try:
+                if os.path.getsize(self.path(lid)) > size:
+                    os.truncate(self.path(lid), size)
+            except OSError as e:
+                log.error("%s: entry log %d not cut back to its committed size: %s", self.directory, lid, e)
+        try:
+            self.unlink(gone)
+        except OSError as e:
+            log.error("%s: entry logs %s not removed: %s", self.directory, gone, e)
 
     def close(self) -> None:
         with self._files_lock:

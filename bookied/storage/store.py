@@ -58,13 +58,12 @@ a log whose live entry count drops to zero is deleted at once -- not the log
 currently being appended to: that one goes once it rolls, at the next
 ``delete_empty_logs`` (each garbage collection pass; Java's doGcEntryLogs). Logs
 deleted whole are counted apart from compaction's (``deleted_whole``).
-Compaction rewrites logs whose live fraction is low through the primitives
-below (see :mod:`.compactor`: the records the index still points to are copied
-into a compaction log, the index is switched to them in one transaction, then
-the old log is deleted). A ledger deleted after its
-records were checkpointed out of the journal stays deleted; one deleted while
-its records are still after the journal's checkpoint mark is resurrected by a
-crash + replay, so GC must simply run again (as in Java, where GC works from the metadata store's ledger list).
+Compaction rewrites logs whose live fraction is low through the primitives below (see :mod:`.compactor`:
+the records the index still points to are copied into a compaction log, the index is switched to them in
+one transaction, then the old log is deleted). A ledger deleted after its records were checkpointed out of
+the journal stays deleted; one deleted while its records are still after the journal's checkpoint mark is
+resurrected by a crash + replay, so GC must simply run again (as in Java, where GC works from the metadata
+store's ledger list).
 
 Several ledger directories are several EntryStore objects; the server shards
 ledgers over them. Open a directory with one EntryStore at a time per process
@@ -102,6 +101,16 @@ log = logging.getLogger("bookied.entrystore")
 #: :meth:`EntryStore.delete_ledgers` deletes at most this many ledgers per index transaction
 #: (one fsync each; the flush lock is held meanwhile)
 DELETE_BATCH = 1000
+
+
+class FlushCommit(NamedTuple):
+    """A flush's index transaction: the log rows committed, the logs it left without a live entry
+    and their bytes, and per ledger the highest entry id flushed."""
+
+    logs: dict
+    emptied: list[int]
+    emptied_bytes: int
+    last_flushed: dict[int, int]
 
 
 class FlushResult(NamedTuple):
@@ -492,7 +501,35 @@ class EntryStore:
                     pause()
         if not batches and not dirty:
             return 0, 0
-        rows, added = self._writer.append(batches, pause)
+        index, writer = self.index, self._writer
+        touched = len(writer.created), writer.log_id
+        try:
+            rows, added = writer.append(batches, pause)
+            new_logs, emptied, sizes, max_flushed = self._commit_flush(batches, dirty, added, rows, pause)
+        except BaseException:
+            self._cut_uncommitted(writer.created[touched[0] :] + [touched[1]])
+            raise
+        with self._lock:
+            index.logs = new_logs
+            for lid, last in max_flushed.items():
+                led = self._ledgers.get(lid)
+                if led is not None and last > led.persisted_last:
+                    led.persisted_last = last
+        self._unlink_whole(emptied, sizes)
+        written = len(rows)
+        let_go(rows, pause)
+        for _lid, pairs in batches:
+            let_go(pairs, pause)
+        return written, nbytes
+
+    def _cut_uncommitted(self, log_ids: list[int]) -> None:
+        """After a failed flush, what it wrote goes now, not at the next open: on a full disk it is the
+        room the next checkpoint needs.  The writer leaves its log (the next flush starts a new one)."""
+        self._writer.close()
+        self.entry_log.cut_to_committed(log_ids, {lid: row[0] for lid, row in self.index.logs.items()})
+
+    def _commit_flush(self, batches: list, dirty: list, added: LogDeltas, rows: list, pause) -> FlushCommit:
+        """The flush's index transaction."""
         index = self.index
         with index.write() as txn:
             # a re-put entry (entry id not above what the index had) replaces a row: the
@@ -513,18 +550,7 @@ class EntryStore:
                 last = max(led.persisted_last, max_flushed.get(lid, -1))
                 index.put_ledger(txn, lid, led.encode(last))
             index.put_next_log(txn, self.entry_log.next_log)
-        with self._lock:
-            index.logs = new_logs
-            for lid, last in max_flushed.items():
-                led = self._ledgers.get(lid)
-                if led is not None and last > led.persisted_last:
-                    led.persisted_last = last
-        self._unlink_whole(emptied, sizes)
-        written = len(rows)
-        let_go(rows, pause)
-        for _lid, pairs in batches:
-            let_go(pairs, pause)
-        return written, nbytes
+        return FlushCommit(new_logs, emptied, sizes, max_flushed)
 
     # ------------------------------------------------------------ GC
     def delete_ledger(self, ledger_id: int) -> int:

@@ -360,8 +360,9 @@ def test_a_read_only_bookie_filled_by_its_journal_is_told_the_way_out():
     )
     doc = bookie_doc(reading, walk, "namespace")
     line = summary_line({"bookies": [doc], "totals": totals([doc])})
-    assert "its journal holds 57.0 MiB: a journal file is trimmed only once the journal rolls" in line, line
-    assert "journalMaxSizeMB" in line
+    assert "its journal holds 57.0 MiB: the journal is trimmed once a checkpoint has written" in line, line
+    assert "a deleted ledger's entries are dropped, not written (delete ledgers to free it)" in line
+    assert "'checkpoint postponed'" in line and "journalMaxSizeMB" in line
 
 
 def test_the_walk_reads_open_ledgers_as_it_finds_them_and_holds_no_metadata_to_the_end(monkeypatch):

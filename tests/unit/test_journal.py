@@ -895,3 +895,22 @@ def test_reclaim_rolls_past_a_checkpointed_file_and_drops_the_backups(jdir):
     assert j.reclaim() == 0  # a record not checkpointed: the file stays
     j.close()
     assert [(r.entry_id, r.data) for r in Journal(jdir, twins=fastpath.selected()).replay()] == [(50, b"after")]
+
+
+def test_the_mark_is_written_in_place_when_the_disk_has_no_room_for_a_new_file(tmp_path, monkeypatch):
+    """Issue 73, point 9: the checkpoint that lets a journal give a full disk back must be able to
+    store its mark there; the mark file's bytes are already allocated."""
+    from bkctl.bookied import journal_format
+
+    d = str(tmp_path)
+    journal_format.write_mark_file(d, LogMark(1, 100))
+
+    def no_room(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal_format.layout, "atomic_write", no_room)
+    journal_format.write_mark_file(d, LogMark(2, 4096))
+    assert journal_format.read_mark_file(d) == LogMark(2, 4096)
+    os.unlink(os.path.join(d, journal_format.MARK_FILE))
+    with pytest.raises(OSError):  # no file to overwrite: still no room
+        journal_format.write_mark_file(d, LogMark(3, 1))

@@ -284,6 +284,67 @@ def test_an_entry_log_write_error_makes_the_bookie_read_only_until_a_checkpoint_
     assert service.changes == [True, False]
 
 
+class CachedStore(FailingStore):
+    """A store holding ``cached_bytes`` in its write cache."""
+
+    def __init__(self, cached_bytes: int):
+        super().__init__()
+        self.cached_bytes = cached_bytes
+        self.directory = "/nowhere"
+
+
+class DeletingCollector:
+    """A garbage collector whose collection removes a deleted ledger: the store's cache empties."""
+
+    def __init__(self, store: CachedStore):
+        self.store = store
+        self.collections = 0
+
+    def collect_deleted(self):
+        from types import SimpleNamespace
+
+        from twisted.internet import defer
+
+        self.collections += 1
+        self.store.cached_bytes = 0
+        return defer.succeed(SimpleNamespace(ledgers_removed=1))
+
+    def disk_full(self):
+        pass
+
+    def disk_almost_full(self):
+        pass
+
+    def disk_writable(self):
+        pass
+
+
+@pytest.mark.parametrize("room", ["postponed", "enospc"])
+def test_a_checkpoint_that_waits_for_room_has_the_deleted_ledgers_collected_and_runs(
+    service, monkeypatch, caplog, room
+):
+    """Issue 73, point 9: a checkpoint waiting for room (postponed on a full disk, or failed with
+    ENOSPC) waited for garbage collection's own interval (gcWaitTime, 10 minutes) to drop a deleted
+    ledger's entries from the write cache; it asks for a collection now and runs once one went."""
+    from bkctl.bookied import upkeep
+
+    store = CachedStore(10 << 20)
+    if room == "enospc":
+        store.errors.append(OSError(28, "No space left on device"))
+    else:
+        assert check(service, 0.96) is True
+    service.stores = [store]
+    service.gc = collector = DeletingCollector(store)
+    service.zk = object()
+    service.running = True
+    monkeypatch.setattr(upkeep, "_free_bytes", lambda path: 1 << 20)
+    caplog.set_level("INFO", logger="bookied")
+    service.upkeep.checkpoint()
+    assert collector.collections == 1
+    assert store.flushes == (2 if room == "enospc" else 1)  # the checkpoint ran again, and went through
+    assert "checkpoint done: there is room again" in caplog.text
+
+
 def test_a_disk_over_the_threshold_frees_what_the_journal_no_longer_needs(tmp_path, monkeypatch):
     """Issue 69, point 3: a bookie filled by its own journal stayed read-only for good (the
     checkpointed file never rolled); the disk check over the threshold frees it."""

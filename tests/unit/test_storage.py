@@ -294,6 +294,35 @@ def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
     s.close()
 
 
+def test_a_failed_flush_gives_back_the_bytes_it_wrote(sdir, monkeypatch):
+    """Issue 73, point 9: a flush that met ENOSPC left what it wrote in the entry logs until the
+    next open -- on a full disk, the room the next checkpoint needed.  It is cut back at once: the
+    log with committed entries to its committed size, a log the flush started is removed."""
+    s = EntryStore(sdir, log_size_limit=4096, twins=fastpath.selected())
+    s.put_entry(1, 0, b"committed")
+    s.flush()
+    cur = os.path.join(sdir, "current")
+    before = {name: os.path.getsize(os.path.join(cur, name)) for name in log_files(sdir)}
+    for e in range(1, 40):  # more than one log's worth: the flush rolls into new logs
+        s.put_entry(1, e, data(1, e, size=500))
+    real = os.fdatasync
+
+    def no_space(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fdatasync", no_space)
+    with pytest.raises(OSError):
+        s.flush()
+    monkeypatch.setattr(os, "fdatasync", real)
+    assert {name: os.path.getsize(os.path.join(cur, name)) for name in log_files(sdir)} == before
+    assert s.get_entry(1, 39) == data(1, 39, size=500)  # still in the write cache
+    assert s.flush().entries == 39  # and the next flush writes it
+    s.close()
+    s = EntryStore(sdir, twins=fastpath.selected())
+    assert [s.get_entry(1, e) for e in range(40)] == [b"committed"] + [data(1, e, size=500) for e in range(1, 40)]
+    s.close()
+
+
 def test_journal_replay_is_idempotent(sdir):
     recs = (
         [MasterKeyRecord(3, b"key")]
