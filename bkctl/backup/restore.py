@@ -11,16 +11,22 @@ schema ledgers' entries name is rewritten (:mod:`bkctl.wire.pulsar.remap`).
 
 Nothing is written before everything is checked: a ledger id that is taken, or a
 Pulsar znode that holds another value, refuses the restore with one line (exit 4).
-A journal in the archive (``restores/<key>.json``) records the id each ledger gets
-(before it is created) and which are done, so that a restore killed midway and run
-again finishes the job: a ledger it had begun is deleted and written again, one it
-had finished is kept, and no ledger is made twice.
+A journal (:mod:`.journal`: in the target cluster, or ``--journal PATH``; never in the
+archive, which a restore only reads) records the id each ledger gets (before it is
+created) and which are done, so that a restore killed midway and run again finishes the
+job: a ledger it had begun is deleted and written again, one it had finished is kept, and
+no ledger is made twice.
+
+A ledger whose copy in the archive is damaged (its record or data object missing, a CRC32C
+or the index hash that does not match) is never left behind half written: the ledger being
+written is deleted.  ``skip_damaged`` restores everything else and names it; without it the
+restore stops there and says what the cluster holds.  ``selection`` restores one topic,
+namespace or set of ledgers of a backup (:func:`narrow`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,11 +34,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..exitcodes import CONFLICT, CommandError
-from .archive import LedgerRecord, Manifest, read_data, unb64
+from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
+from .archive import ArchiveDamaged, LedgerRecord, Manifest, read_data, unb64
 from .catalog import load_manifest, require_archive
+from .journal import ClusterPlace, FilePlace, Journal
+from .narrow import narrow
 from .storage import ArchiveStorage
-from .take import Progress, Silent
+from .take import Progress, Selection, Silent
 
 __all__ = ["restore_backup"]
 
@@ -40,44 +48,6 @@ __all__ = ["restore_backup"]
 _CHUNK_ENTRIES, _CHUNK_BYTES = 2000, 8 << 20
 #: adds outstanding over all the ledgers written at once
 _INFLIGHT = 768
-#: the journal is written at most this often while ledgers finish (and at the end)
-_JOURNAL_EVERY = 1.0
-
-
-class Journal:
-    """What a restore did so far, kept in the archive (``restores/<key>.json``)."""
-
-    def __init__(self, storage: ArchiveStorage, name: str, doc: dict[str, Any]):
-        self.storage, self.name, self.doc = storage, name, doc
-        self.ids: dict[int, int] = {int(k): v for k, v in doc.get("ids", {}).items()}
-        self.done: set[int] = set(doc.get("done", []))
-        self.lock = threading.Lock()
-        self._saved = 0.0
-
-    @classmethod
-    def open(cls, storage: ArchiveStorage, key: str, fresh: dict[str, Any]) -> Journal:
-        name = f"restores/{key}.json"
-        try:
-            doc = json.loads(storage.get(name))
-        except FileNotFoundError:
-            doc = fresh
-        return cls(storage, name, doc)
-
-    def save(self, force: bool = True) -> None:
-        with self.lock:
-            now = time.monotonic()
-            if not force and now - self._saved < _JOURNAL_EVERY:
-                return
-            self._saved = now
-            self.doc["ids"] = {str(k): v for k, v in sorted(self.ids.items())}
-            self.doc["done"] = sorted(self.done)
-            data = json.dumps(self.doc, indent=1, sort_keys=True).encode() + b"\n"
-        self.storage.put(self.name, data)
-
-    def finish_ledger(self, old: int) -> None:
-        with self.lock:
-            self.done.add(old)
-        self.save(force=False)
 
 
 @dataclass
@@ -87,8 +57,18 @@ class _Znode:
     what: str
 
 
-def _records(storage: ArchiveStorage, manifest: Manifest) -> dict[int, LedgerRecord]:
-    return {x.ledger_id: LedgerRecord.decode(storage.get(x.record), x.record) for x in manifest.ledgers}
+def _records(storage: ArchiveStorage, manifest: Manifest) -> tuple[dict[int, LedgerRecord], dict[int, str]]:
+    """Each ledger's record, and why for those whose record is missing or does not read."""
+    records: dict[int, LedgerRecord] = {}
+    damaged: dict[int, str] = {}
+    for x in manifest.ledgers:
+        try:
+            records[x.ledger_id] = LedgerRecord.decode(storage.get(x.record), x.record)
+        except FileNotFoundError:
+            damaged[x.ledger_id] = f"its record {x.record} is missing from the archive"
+        except ArchiveDamaged as exc:
+            damaged[x.ledger_id] = str(exc)
+    return records, damaged
 
 
 def _znodes(store, manifest: Manifest, ids: dict[int, int], records: dict[int, LedgerRecord]) -> list[_Znode]:
@@ -178,6 +158,17 @@ def _rewriter(record: LedgerRecord, ids: dict[int, int]) -> Callable[[bytes], by
     return rewrite
 
 
+@dataclass
+class _Outcome:
+    """What the ledger phase did: counts, damaged ledgers (old id -> why), and the failure
+    that stopped it (None: it ran to the end)."""
+
+    entries: int = 0
+    bytes: int = 0
+    damaged: dict[int, str] | None = None
+    failure: BaseException | None = None
+
+
 def restore_backup(
     store,
     bk,
@@ -189,27 +180,42 @@ def restore_backup(
     confirm: Callable[[str], None] = lambda question: None,
     parallel: int = 4,
     progress: Progress | None = None,
+    skip_damaged: bool = False,
+    selection: Selection | None = None,
+    journal_path: str | None = None,
 ) -> dict[str, Any]:
     """Restore backup ``backup_id`` (default: the newest) of ``storage`` into ``store``'s cluster;
-    ``progress`` (a context manager, entered once ``confirm`` has said yes) counts the bytes written."""
+    ``progress`` (a context manager, entered once ``confirm`` has said yes) counts the bytes written.
+    Nothing is written to ``storage``."""
     from bkctl.wire.metadata.errors import ValueExists
 
     from ..ops.metadata_backup import move_id_generator_past
 
     progress = progress or Silent()
+    selection = selection or Selection()
     began = time.monotonic()
     require_archive(storage)
-    manifest = load_manifest(storage, backup_id)
+    manifest = narrow(load_manifest(storage, backup_id), selection)
     if not store.cluster.exists():
         store.cluster.init()
     instance = store.cluster.instance_id()
-    key = hashlib.sha256(f"{instance}|{manifest.id}|{remap}".encode()).hexdigest()[:16]
+    what = "" if selection.whole_cluster else f"|{sorted(selection.to_json().items())}"
+    key = hashlib.sha256(f"{instance}|{manifest.id}|{remap}{what}".encode()).hexdigest()[:16]
+    place = FilePlace(journal_path) if journal_path else ClusterPlace(store, key)
     journal = Journal.open(
+        place,
+        {"backup": manifest.id, "target": target_uri, "instance_id": instance, "remap": remap, "started": _now()},
         storage,
         key,
-        {"backup": manifest.id, "target": target_uri, "instance_id": instance, "remap": remap, "started": _now()},
     )
-    records = _records(storage, manifest)
+    records, damaged = _records(storage, manifest)
+    if damaged and not skip_damaged:
+        lid, why = min(damaged.items())
+        raise CommandError(
+            f"ledger {lid} of backup {manifest.id} is damaged in the archive ({why}; {len(damaged)} damaged): "
+            "nothing was written; --skip-damaged restores the rest without them",
+            FAILED,
+        )
     writable = len(store.registration.writable_bookies())
     widest = max((r.ensemble_size for r in records.values()), default=0)
     if widest > writable:
@@ -243,8 +249,8 @@ def restore_backup(
     )
     for lid in fresh:  # the id each ledger gets, recorded before it is created
         journal.ids[lid] = store.ledger_ids.generate() if remap else lid
-    if remap:  # a ledger named but gone when backed up is named by an id no ledger has here either
-        for lid in manifest.missing + [u.ledger_id for u in manifest.unreadable]:
+    if remap:  # a ledger named but not in the backup is named by an id no ledger has here either
+        for lid in [*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged]:
             if lid not in journal.ids:
                 journal.ids[lid] = store.ledger_ids.generate()
     journal.save()
@@ -253,12 +259,69 @@ def restore_backup(
     if not remap and records:  # first: no ledger made meanwhile in the target is given a restored id
         above = move_id_generator_past(store, max(records))
     progress.update(total=sum(records[lid].payload_bytes for lid in pending))
-    counts = {"entries": 0, "bytes": 0}
+    outcome = _restore_ledgers(store, bk, storage, records, pending, ids, journal, progress, parallel, skip_damaged)
+    journal.save()
+    damaged.update(outcome.damaged or {})
+    if outcome.failure is not None:
+        exc = outcome.failure
+        held = _held(store, records, ids, journal, damaged)
+        raise CommandError(f"{describe(exc)}; the restore stopped: {held}", exit_code_for(exc)) from exc
+    written = 0
+    for z in _znodes(store, manifest, ids, records):
+        try:
+            written += store.pulsar.restore_value(z.path, z.value)
+        except ValueExists:
+            what = f"{z.what} exists in the target cluster with other metadata ({z.path})"
+            raise CommandError(what, CONFLICT) from None
+    journal.doc["finished"] = _now()
+    journal.save()
+    return {
+        "backup": manifest.id,
+        "target": target_uri,
+        "remap": remap,
+        "selection": selection.to_json(),
+        "ledgers": len(manifest.ledgers),
+        "ledgers_written": len([lid for lid in pending if lid not in damaged]),
+        "entries": outcome.entries,
+        "bytes": outcome.bytes,
+        "topics": len(manifest.topics),
+        "schemas": len(manifest.schemas),
+        "znodes_written": written,
+        "missing_in_backup": manifest.missing,
+        "unreadable_in_backup": [u.ledger_id for u in manifest.unreadable],
+        "damaged": [{"ledger_id": lid, "why": why} for lid, why in sorted(damaged.items())],
+        "ledger_ids": {str(k): v for k, v in sorted(ids.items())},
+        "journal": place.where,
+        "next_ledger_id_above": above,
+        "seconds": round(time.monotonic() - began, 3),
+    }
+
+
+def _restore_ledgers(
+    store,
+    bk,
+    storage: ArchiveStorage,
+    records: dict[int, LedgerRecord],
+    pending: list[int],
+    ids: dict[int, int],
+    journal: Journal,
+    progress: Progress,
+    parallel: int,
+    skip_damaged: bool,
+) -> _Outcome:
+    """Write the ``pending`` ledgers.  A ledger whose copy turns out damaged is deleted again
+    (never left open or half written); without ``skip_damaged`` the first one, like any other
+    failure, stops the ledgers not begun yet (those under way finish)."""
+    outcome = _Outcome(damaged={})
+    damaged: dict[int, str] = {}
     # the adds outstanding at once stay under a bookie's queue however many ledgers are written
     inflight = max(16, _INFLIGHT // max(1, parallel))
     lock = threading.Lock()
+    stop = threading.Event()
 
     def restore_one(old: int) -> None:
+        if stop.is_set():
+            return
         record = records[old]
         new = ids[old]
         if store.ledgers.exists(new):  # begun by a restore that was stopped: written again
@@ -275,50 +338,66 @@ def restore_backup(
         )
         rewrite = _rewriter(record, ids)
         n = size = 0
-        for chunk in _entries(storage, record):
-            if rewrite is not None:
-                chunk = [rewrite(e) for e in chunk]
-            lh.add_many(chunk)
-            n += len(chunk)
-            size += sum(map(len, chunk))
-            progress.advance(sum(map(len, chunk)))
-        lh.close()
+        try:
+            for chunk in _entries(storage, record):
+                if rewrite is not None:
+                    chunk = [rewrite(e) for e in chunk]
+                lh.add_many(chunk)
+                n += len(chunk)
+                size += sum(map(len, chunk))
+                progress.advance(sum(map(len, chunk)))
+            lh.close()
+        except (ArchiveDamaged, FileNotFoundError) as exc:
+            _drop(store, new)
+            why = str(exc) if isinstance(exc, ArchiveDamaged) else f"{record.data_object} is missing from the archive"
+            with lock:
+                damaged[old] = why
+            if not skip_damaged:
+                stop.set()
+            return
+        except BaseException:
+            _drop(store, new)
+            stop.set()
+            raise
         with lock:
-            counts["entries"] += n
-            counts["bytes"] += size
+            outcome.entries += n
+            outcome.bytes += size
         journal.finish_ledger(old)
 
     with progress, ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="restore") as pool:
         for future in [pool.submit(restore_one, lid) for lid in pending]:
-            future.result()
-    journal.save()
-    written = 0
-    for z in _znodes(store, manifest, ids, records):
-        try:
-            written += store.pulsar.restore_value(z.path, z.value)
-        except ValueExists:
-            what = f"{z.what} exists in the target cluster with other metadata ({z.path})"
-            raise CommandError(what, CONFLICT) from None
-    journal.doc["finished"] = _now()
-    journal.save()
-    return {
-        "backup": manifest.id,
-        "target": target_uri,
-        "remap": remap,
-        "ledgers": len(records),
-        "ledgers_written": len(pending),
-        "entries": counts["entries"],
-        "bytes": counts["bytes"],
-        "topics": len(manifest.topics),
-        "schemas": len(manifest.schemas),
-        "znodes_written": written,
-        "missing_in_backup": manifest.missing,
-        "unreadable_in_backup": [u.ledger_id for u in manifest.unreadable],
-        "ledger_ids": {str(k): v for k, v in sorted(ids.items())},
-        "journal": f"{storage.url.rstrip('/')}/{journal.name}",
-        "next_ledger_id_above": above,
-        "seconds": round(time.monotonic() - began, 3),
-    }
+            try:
+                future.result()
+            except Exception as exc:  # noqa: BLE001 - the first failure is told with what the cluster holds
+                if outcome.failure is None:
+                    outcome.failure = exc
+    outcome.damaged = damaged
+    if damaged and not skip_damaged and outcome.failure is None:
+        lid, why = min(damaged.items())
+        outcome.failure = ArchiveDamaged(f"ledger {lid} is damaged in the archive: {why}")
+    return outcome
+
+
+def _drop(store, ledger_id: int) -> None:
+    """Delete a ledger this restore began and could not finish (best effort: a rerun deletes it too)."""
+    try:
+        store.ledgers.delete(ledger_id)
+    except Exception:  # noqa: BLE001, S110 - ZooKeeper gone: the journal has the ledger as begun, not done
+        pass
+
+
+def _held(
+    store, records: dict[int, LedgerRecord], ids: dict[int, int], journal: Journal, damaged: dict[int, str]
+) -> str:
+    """What the target holds of the backup after a restore that stopped, in words."""
+    done = sorted(journal.done & set(records))
+    text = (
+        f"the cluster holds {len(done)} of the backup's {len(records) + len(damaged)} ledgers, whole and closed, "
+        f"and none of its topics (written last); no ledger is left open or half written"
+    )
+    if damaged:
+        text += f"; damaged in the archive: ledgers {', '.join(map(str, sorted(damaged)))} (--skip-damaged restores the rest)"
+    return text + f"; the journal in {journal.place.where} lets the same command finish the job"
 
 
 def _now() -> int:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .archive import (
     DataWriter,
@@ -38,7 +38,7 @@ from .archive import (
 from .catalog import ensure_archive, latest_manifest
 from .storage import ArchiveStorage
 
-__all__ = ["Selection", "take_backup", "unreadable"]
+__all__ = ["Selection", "locator_ledgers", "schema_of", "take_backup", "topic_ledgers", "unreadable"]
 
 
 @dataclass
@@ -102,18 +102,60 @@ def new_backup_id(now: float) -> str:
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{int(now * 1000) % 1000:03d}Z-" + secrets.token_hex(3)
 
 
+def topic_ledgers(value: bytes, cursors: dict[str, bytes]) -> tuple[list[int], list[int]]:
+    """The cursor ledgers and the data ledgers (compacted ledger included; those offloaded
+    and deleted from BookKeeper left out) a managed ledger and its cursors name."""
+    from bkctl.wire.pulsar.managed_ledger import parse_cursor_info, parse_managed_ledger_info
+
+    data: list[int] = []
+    cursor_ledgers: list[int] = []
+    for li in parse_managed_ledger_info(value).ledgerInfo:
+        if not (li.HasField("offloadContext") and li.offloadContext.bookkeeperDeleted):
+            data.append(li.ledgerId)
+    for raw in cursors.values():
+        cursor = parse_cursor_info(raw)
+        if cursor.cursorsLedgerId >= 0:
+            cursor_ledgers.append(cursor.cursorsLedgerId)
+        for prop in cursor.properties:
+            if prop.name == "CompactedTopicLedger" and prop.value >= 0:
+                data.append(prop.value)
+    return cursor_ledgers, data
+
+
+class TopicSchema(NamedTuple):
+    """Where a topic's schema is: its schema id (the partitioned topic's, for a partition) and,
+    for a partition, the partitioned topic's managed-ledger name."""
+
+    schema_id: str
+    partitioned: str | None
+
+
+def schema_of(managed_ledger: str) -> TopicSchema | None:
+    """The schema of the topic of ``managed_ledger`` (None: not a topic's name)."""
+    from bkctl.wire.pulsar.managed_ledger import TopicName, encode_local_name
+
+    try:
+        topic = TopicName.from_managed_ledger(managed_ledger)
+    except ValueError:
+        return None
+    whole = topic.partitioned_topic
+    schema_id = f"{whole.tenant}/{whole.namespace}/{encode_local_name(whole.local)}"
+    return TopicSchema(schema_id, whole.managed_ledger if whole != topic else None)
+
+
+def locator_ledgers(value: bytes) -> list[int]:
+    """The schema ledgers a schema locator names."""
+    from bkctl.wire.proto import pulsar_schema_pb2 as spb
+
+    locator = spb.SchemaLocator.FromString(value)
+    return [e.position.ledgerId for e in [locator.info, *locator.index] if e.position.ledgerId >= 0]
+
+
 def plan(store, selection: Selection) -> _Plan:
     """The topics, schemas and ledgers ``selection`` names, read from the metadata store."""
     from bkctl.wire.domain.topic_state import resolve_topics
     from bkctl.wire.domain.topic_state import topic_reader as reader
     from bkctl.wire.metadata import paths as P
-    from bkctl.wire.proto import pulsar_schema_pb2 as spb
-    from bkctl.wire.pulsar.managed_ledger import (
-        TopicName,
-        encode_local_name,
-        parse_cursor_info,
-        parse_managed_ledger_info,
-    )
     from bkctl.wire.pulsar.registry import schemas_base
 
     from ..exitcodes import USAGE, CommandError
@@ -144,26 +186,14 @@ def plan(store, selection: Selection) -> _Plan:
         if stored is None:
             continue  # deleted meanwhile
         out.topics.append(TopicRecord(name, b64(stored.value), {k: b64(v) for k, v in stored.cursors.items()}))
-        info = parse_managed_ledger_info(stored.value)
-        for li in info.ledgerInfo:
-            offloaded = li.HasField("offloadContext") and li.offloadContext.bookkeeperDeleted
-            if not offloaded:
-                data_ledgers.append(li.ledgerId)
-        for value in stored.cursors.values():
-            cursor = parse_cursor_info(value)
-            if cursor.cursorsLedgerId >= 0:
-                cursor_ledgers.append(cursor.cursorsLedgerId)
-            for prop in cursor.properties:
-                if prop.name == "CompactedTopicLedger" and prop.value >= 0:
-                    data_ledgers.append(prop.value)
-        try:
-            topic = TopicName.from_managed_ledger(name)
-        except ValueError:
-            continue
-        whole = topic.partitioned_topic
-        schema_ids.append(f"{whole.tenant}/{whole.namespace}/{encode_local_name(whole.local)}")
-        if whole != topic:
-            partitioned.append(whole.managed_ledger)
+        cursors_named, data_named = topic_ledgers(stored.value, stored.cursors)
+        cursor_ledgers.extend(cursors_named)
+        data_ledgers.extend(data_named)
+        named = schema_of(name)
+        if named is not None:
+            schema_ids.append(named.schema_id)
+            if named.partitioned is not None:
+                partitioned.append(named.partitioned)
     schemas = schemas_base(base)
     if selection.whole_cluster:
         schema_ids = store.pulsar.schema_ids(schemas)
@@ -173,8 +203,7 @@ def plan(store, selection: Selection) -> _Plan:
         if got is None:
             continue
         out.schemas.append(ValueRecord(sid, b64(got.value)))
-        locator = spb.SchemaLocator.FromString(got.value)
-        schema_ledgers.extend(e.position.ledgerId for e in [locator.info, *locator.index] if e.position.ledgerId >= 0)
+        schema_ledgers.extend(locator_ledgers(got.value))
     for name in dict.fromkeys(partitioned):
         got = store.pulsar.partitioned_topic(base, name)
         if got is not None:

@@ -184,6 +184,25 @@ def _print_verify(app: App, doc: dict) -> None:
 @click.option(
     "--remap-table", metavar="FILE", type=click.Path(dir_okay=False), help="Write the old id -> new id table here."
 )
+@click.option(
+    "--topic",
+    "topics",
+    multiple=True,
+    metavar="TOPIC",
+    help="Only this topic of the backup (a partitioned topic: its partitions), its ledgers and schema; repeatable.",
+)
+@click.option("--namespace", "namespaces", multiple=True, metavar="TENANT/NS", help="Only this namespace's topics.")
+@click.option("-l", "--ledgers", "ledger_spec", metavar="SPEC", help="Only these ledgers: 1,2,5-9 (with topics: too).")
+@click.option(
+    "--skip-damaged", is_flag=True, help="Restore what is intact and name the ledgers damaged in the archive (exit 10)."
+)
+@click.option(
+    "--journal",
+    "journal_path",
+    metavar="PATH",
+    type=click.Path(dir_okay=False),
+    help="Keep the restore's journal in this file (default: in the target cluster).",
+)
 @click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 64), help="Ledgers written at once.")
 @click.option("--s3-endpoint", metavar="URL", help="The S3 server (not AWS: SeaweedFS, MinIO...).")
 @click.option("--force", is_flag=True, help="Do not ask.")
@@ -194,6 +213,11 @@ def restore(
     backup_id: str | None,
     remap: bool,
     remap_table: str | None,
+    topics: tuple[str, ...],
+    namespaces: tuple[str, ...],
+    ledger_spec: str | None,
+    skip_damaged: bool,
+    journal_path: str | None,
     parallel: int,
     s3_endpoint: str | None,
     force: bool,
@@ -204,19 +228,30 @@ def restore(
     an id is taken -- or with --remap under a new id, every reference rewritten
     (the managed ledgers' ledger lists, cursor positions and individually
     deleted ranges, cursor ledgers' entries, schema locators and schema
-    entries); the table is kept in the archive's journal and written to
-    --remap-table.  Digest type, password and custom metadata are kept;
-    ensembles are placed by this cluster's placement policy.  A ledger that
-    was open is restored closed; each topic's managed ledger, cursors, schemas
-    and partitioned-topic metadata are written last, so that a broker loads the
+    entries); the table is kept in the journal and written to --remap-table.
+    Digest type, password and custom metadata are kept; ensembles are placed
+    by this cluster's placement policy.  A ledger that was open is restored
+    closed; each topic's managed ledger, cursors, schemas and
+    partitioned-topic metadata are written last, so that a broker loads the
     topic with its cursors where they were.  A Pulsar znode that holds other
-    metadata refuses the restore (exit 4) before anything is written.  Stopped
-    midway (kill -9), the same command finishes the job: the journal in the
-    archive says what was done.  Asks on a terminal; elsewhere refuses (exit 2)
-    without --force.  --json: ledgers, entries, bytes, topics, ledger_ids
-    (old -> new), journal.
+    metadata refuses the restore (exit 4) before anything is written.
+    --topic, --namespace and --ledgers restore only part of the backup (a
+    topic: its managed ledger, cursors, ledgers and schema), into a live
+    cluster with --remap.
+
+    Nothing is written to the archive (it may be read-only): the journal that
+    lets the same command finish a restore stopped midway (kill -9) lives in
+    the target cluster, beside its root, or in --journal PATH.  A ledger
+    damaged in the archive (a record or data object missing, a CRC32C or hash
+    that does not match) stops the restore, or with --skip-damaged is left
+    out, named, and the rest restored (exit 10); a ledger being written when
+    a restore fails is deleted, never left open, and the error says what the
+    cluster then holds.  Asks on a terminal; elsewhere refuses (exit 2)
+    without --force.  --json: ledgers, entries, bytes, topics, damaged,
+    ledger_ids (old -> new), journal.
     """
     from ..backup.restore import restore_backup
+    from ..backup.take import Selection
 
     storage = _storage(app, source, s3_endpoint)
 
@@ -233,6 +268,9 @@ def restore(
         confirm=confirm,
         parallel=parallel,
         progress=app.progress(None, "restoring"),
+        skip_damaged=skip_damaged,
+        selection=Selection(list(topics), list(namespaces), ledger_spec),
+        journal_path=journal_path,
     )
     if remap_table:
         import json
@@ -247,6 +285,15 @@ def restore(
         lambda: app.console.print(
             f"restored backup {doc['backup']}: {doc['ledgers']} ledgers ({doc['ledgers_written']} written, "
             f"{human_size(doc['bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas"
-            + (" under new ids" if remap else "")
+            + (" under new ids" if remap else ""),
+            highlight=False,
         ),
     )
+    if doc["damaged"]:
+        for d in doc["damaged"]:
+            app.err_console.print(f"bkctl: ledger {d['ledger_id']} not restored: {d['why']}", highlight=False)
+        raise CommandError(
+            f"restored all but {plural(len(doc['damaged']), 'ledger')} damaged in the archive: "
+            + ", ".join(str(d["ledger_id"]) for d in doc["damaged"]),
+            PARTIAL,
+        )

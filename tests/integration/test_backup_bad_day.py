@@ -4,7 +4,10 @@ stop a backup of the rest; a restore reads a read-only archive and writes nothin
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +60,148 @@ def test_a_backup_copies_every_readable_ledger_records_the_unreadable_one_and_sa
     assert [u["ledger_id"] for u in shown["unreadable"]] == [bad]
     assert bkctl(metadata_uri, "backup", "verify", archive).returncode == 0  # what it holds is whole
     assert not any(f.startswith(f"ledgers/{bad}/") for f in files_of(archive))  # no half copy
+
+
+@contextlib.contextmanager
+def read_only(folder: Path):
+    """``folder`` seen through a read-only bind mount (as root, whom permissions do not stop), or
+    with its write bits taken away; that nothing can be written there is checked first."""
+    if os.geteuid() == 0:
+        view = folder.parent / f"{folder.name}-ro"
+        view.mkdir()
+        subprocess.run(["mount", "--bind", str(folder), str(view)], check=True)
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], check=True)
+            with pytest.raises(OSError):
+                (view / "probe").write_bytes(b"")
+            yield view
+        finally:
+            subprocess.run(["umount", str(view)], check=True)
+            view.rmdir()
+        return
+    for d, _dirs, fs in os.walk(folder):
+        for name in [*fs, "."]:
+            os.chmod(os.path.join(d, name), 0o555 if name == "." else 0o444)
+    try:
+        with pytest.raises(OSError):
+            (folder / "probe").write_bytes(b"")
+        yield folder
+    finally:
+        for d, _dirs, _fs in os.walk(folder):
+            os.chmod(d, 0o755)
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, float]]:
+    return {f: (os.stat(folder / f).st_size, os.stat(folder / f).st_mtime) for f in files_of(folder)}
+
+
+def entries_of(bk, ledger_id: int) -> list[bytes]:
+    lh = bk.open(ledger_id)
+    last = lh.metadata.last_entry_id
+    return [e for batch in lh.read_range(0, last, batch=256) for _i, e in batch] if last >= 0 else []
+
+
+def states(zkstore) -> dict[int, str]:
+    return {lid: zkstore.ledgers.read(lid)[0].state.name for lid in zkstore.ledgers.ids()}
+
+
+def backed_up(bookie_cluster, metadata_uri, writer, tmp_path, n: int) -> tuple[list[int], Path]:
+    """``n`` closed ledgers on three bookies, backed up into an archive: their ids, the archive."""
+    bookie_cluster(3)
+    ledgers = [make_ledger(writer, 3, 2, entries=40, tag=f"r{i}") for i in range(n)]
+    archive = tmp_path / "archive"
+    assert bkctl(metadata_uri, "backup", "--to", archive).returncode == 0
+    return ledgers, archive
+
+
+def test_a_restore_reads_a_read_only_archive_and_keeps_its_journal_in_the_cluster(
+    bookie_cluster, metadata_uri, zkstore, writer, tmp_path
+):
+    ledgers, archive = backed_up(bookie_cluster, metadata_uri, writer, tmp_path, 3)
+    before = snapshot(archive)
+    with read_only(archive) as ro:
+        r = bkctl(metadata_uri, "--json", "restore", "--from", ro, "--remap", "--force")
+        assert r.returncode == 0, r.stderr
+    doc = json_lines(r.stdout)[0]
+    assert snapshot(archive) == before  # nothing written there
+    assert "bkctl-restores" in doc["journal"] and zkstore.restores.kept()
+    for old in ledgers:
+        assert entries_of(writer, doc["ledger_ids"][str(old)]) == entries_of(writer, old)
+
+    journal = tmp_path / "journal.json"  # or in a file of the operator's
+    with read_only(archive) as ro:
+        r = bkctl(metadata_uri, "--json", "restore", "--from", ro, "--remap", "--journal", journal, "--force")
+    assert r.returncode == 0, r.stderr
+    assert json_lines(r.stdout)[0]["journal"] == str(journal) and journal.exists()
+
+
+def flip_a_byte(archive: Path, ledger_id: int) -> None:
+    (data,) = [archive / f for f in files_of(archive) if f.startswith(f"ledgers/{ledger_id}/") and f.endswith(".data")]
+    raw = bytearray(data.read_bytes())
+    raw[-3] ^= 0x40  # in the last entry's payload: its CRC32C no longer matches
+    data.write_bytes(bytes(raw))
+
+
+def test_a_damaged_ledger_stops_a_restore_cleanly_and_skip_damaged_restores_the_rest(
+    bookie_cluster, metadata_uri, zkstore, writer, tmp_path
+):
+    ledgers, archive = backed_up(bookie_cluster, metadata_uri, writer, tmp_path, 4)
+    bad = ledgers[1]
+    flip_a_byte(archive, bad)
+
+    r = bkctl(metadata_uri, "restore", "--from", archive, "--remap", "--force", "--parallel", "1")
+    assert r.returncode == 1, r.stderr
+    line = r.stderr.strip()
+    assert len(line.splitlines()) == 1 and f"ledger {bad}" in line and "the cluster holds" in line
+    assert "--skip-damaged" in line and "Traceback" not in r.stderr
+    assert set(states(zkstore).values()) == {"CLOSED"}  # no open, no half-written ledger left
+
+    r = bkctl(metadata_uri, "--json", "restore", "--from", archive, "--remap", "--force", "--skip-damaged")
+    assert r.returncode == PARTIAL, r.stderr
+    assert f"ledger {bad} not restored" in r.stderr
+    doc = json_lines(r.stdout)[0]
+    assert [d["ledger_id"] for d in doc["damaged"]] == [bad]
+    for old in ledgers:
+        new = doc["ledger_ids"][str(old)]
+        if old == bad:
+            assert not zkstore.ledgers.exists(new)
+        else:
+            assert entries_of(writer, new) == entries_of(writer, old)
+    assert set(states(zkstore).values()) == {"CLOSED"}
+
+
+def test_restore_topic_restores_that_topic_alone_into_a_live_cluster(
+    bookie_cluster, metadata_uri, zk_namespace, zkstore, writer, tmp_path
+):
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from tests.integration.test_backup_faults import put_topic, write
+
+    bookie_cluster(3)
+    zk = zkstore.client
+    topics = {}
+    for short in ("t0", "t1"):
+        topics[short] = [write(writer, short, 40, tag=short.encode()) for _ in range(2)]
+        cursor = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=topics[short][0][0], markDeleteEntryId=5)
+        put_topic(zk, zk_namespace, short, topics[short], {"sub": cursor})
+    path = f"{zk_namespace}/managed-ledgers/public/default/persistent/t0"
+    znodes = {p: zk.get(p)[0] for p in (path, f"{path}/sub")}
+    rows = {lid: entries_of(writer, lid) for lid, _n, _s in topics["t0"]}
+    archive = tmp_path / "archive"
+    assert bkctl(metadata_uri, "backup", "--to", archive).returncode == 0
+
+    zk.delete(path, recursive=True)  # t0 lost; t1 lives on and is written meanwhile
+    for lid in rows:
+        writer.delete(lid)
+    t1_after = write(writer, "t1", 5, tag=b"new")
+    missing = bkctl(metadata_uri, "restore", "--from", archive, "--topic", "nosuch", "--force")
+    assert missing.returncode == 3 and "holds no topic nosuch" in missing.stderr
+
+    r = bkctl(
+        metadata_uri, "--json", "restore", "--from", archive, "--topic", "persistent://public/default/t0", "--force"
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json_lines(r.stdout)[0]
+    assert doc["topics"] == 1 and sorted(map(int, doc["ledger_ids"])) == sorted(rows)
+    assert {p: zk.get(p)[0] for p in znodes} == znodes
+    assert {lid: entries_of(writer, lid) for lid in rows} == rows
+    assert zkstore.ledgers.exists(t1_after[0])  # the rest of the cluster untouched

@@ -726,6 +726,37 @@ def test_the_saved_rebalance_is_kept_whole_replaced_and_cleared(sessions, store)
     assert store.rebalance.read() is None
 
 
+def test_restore_journals_are_kept_whole_by_key_replaced_and_cleared(sessions, store):
+    assert store.restores.read("a1") is None and store.restores.kept() == []
+    store.restores.clear("a1")  # nothing kept: nothing to do
+    big = bytes(range(256)) * 6000  # 1.5 MB: over ZooKeeper's node limit, so in parts
+    store.restores.write("a1", big)
+    store.restores.write("b2", b"other")
+    assert store.restores.read("a1") == big and store.restores.kept() == ["a1", "b2"]
+    store.restores.write("a1", b"small")  # replaces it whole
+    other = sessions.open()  # another session (a rerun) reads it
+    assert other.restores.read("a1") == b"small"
+    other.restores.clear("a1")
+    assert store.restores.read("a1") is None and store.restores.kept() == ["b2"]
+    with pytest.raises(ValueError):
+        store.restores.write("../x", b"")
+
+
+def test_a_restore_journal_lives_beside_the_cluster_and_goes_with_a_nuke(metadata_uri, zk_client):
+    store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()).start()
+    try:
+        store.restores.write("k", b"journal")
+        path = P.restore_journals_path(store.root)
+        assert zk_client.exists(f"{path}/k") and not path.startswith(store.root + "/")
+        zk_client.set(f"{path}/k", b"")  # killed while writing it: not read
+        assert store.restores.read("k") is None
+        store.restores.write("k", b"journal")
+        assert store.cluster.nuke(force=True)
+        assert zk_client.exists(path) is None
+    finally:
+        store.close()
+
+
 def test_a_saved_rebalance_whose_writing_was_cut_short_is_not_read(metadata_uri, zk_client):
     """ZooKeeper's layout of it: the parts, and their count written last."""
     from bkctl.wire.metadata.errors import MetadataStoreError

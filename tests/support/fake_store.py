@@ -919,6 +919,8 @@ class FakeClusterManager(_Manager):
             )
         self._wipe()
         self._store.rebalance.clear()
+        for key in self._store.restores.kept():
+            self._store.restores.clear(key)
         self._root, self._instance_id, self._layout = False, None, None
         return True
 
@@ -975,6 +977,34 @@ class FakeSavedRebalance(_Manager):
         self._data = None
 
 
+class FakeRestoreJournals(_Manager):
+    """The restore journals, as their bytes by key."""
+
+    _name = "restores"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._data: dict[str, bytes] = {}
+
+    @_call
+    def read(self, key: str) -> bytes | None:
+        return self._data.get(key)
+
+    @_call
+    def write(self, key: str, data: bytes) -> None:
+        if not key or "/" in key or key.startswith("."):
+            raise ValueError(f"bad restore journal key {key!r}")
+        self._data[key] = bytes(data)
+
+    @_call
+    def kept(self) -> list[str]:
+        return sorted(self._data)
+
+    @_call
+    def clear(self, key: str) -> None:
+        self._data.pop(key, None)
+
+
 class FakeMetadataStore:
     """An in-memory :class:`~bkctl.wire.metadata.store.MetadataStore` (one session).
 
@@ -1009,6 +1039,7 @@ class FakeMetadataStore:
         self.auditor = FakeAuditorElection(self)
         self.pulsar = FakePulsarMetadata(self)
         self.rebalance = FakeSavedRebalance(self)
+        self.restores = FakeRestoreJournals(self)
 
     # -- the session ---------------------------------------------------------------
     def start(self) -> FakeMetadataStore:

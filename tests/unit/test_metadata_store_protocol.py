@@ -24,6 +24,7 @@ MANAGERS = {
     "auditor": S.AuditorElection,
     "pulsar": S.PulsarMetadata,
     "rebalance": S.SavedRebalance,
+    "restores": S.RestoreJournals,
 }
 
 

@@ -70,6 +70,7 @@ __all__ = [
     "partitioned_topic_path",
     "parse_urL_name",
     "readonly_path",
+    "restore_journals_path",
     "saved_rebalance_path",
     "underreplication_base",
     "underreplication_lock_path",
@@ -394,6 +395,13 @@ def saved_rebalance_path(root: str = DEFAULT_ROOT) -> str:
     sibling of the cluster root (``/ledgers`` -> ``/ledgers-bkctl-rebalance``) as the append
     locks are, so that Java's tools never walk into it; its parts are its children."""
     return f"{root.rstrip('/')}-bkctl-rebalance"
+
+
+def restore_journals_path(root: str = DEFAULT_ROOT) -> str:
+    """bkctl's own: the journals of ``bkctl restore`` into this cluster (one child per backup
+    and mode), a sibling of the cluster root as the saved rebalance is (``/ledgers`` ->
+    ``/ledgers-bkctl-restores``), so that Java's tools never walk into it."""
+    return f"{root.rstrip('/')}-bkctl-restores"
 
 
 def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:

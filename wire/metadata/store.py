@@ -44,6 +44,7 @@ __all__ = [
     "RackMap",
     "RackMapDoc",
     "RegistrationManager",
+    "RestoreJournals",
     "SavedRebalance",
     "StoredManagedLedger",
     "StoredValue",
@@ -529,6 +530,25 @@ class SavedRebalance(Protocol):
 
 
 @runtime_checkable
+class RestoreJournals(Protocol):
+    """bkctl's own, beside the cluster: what each ``bkctl restore`` into this cluster has done so
+    far (the id each ledger gets, which are done), kept in the target and not in the archive,
+    which a restore only reads; by key (one per backup and mode).  Any size (in parts)."""
+
+    def read(self, key: str) -> bytes | None:
+        """What :meth:`write` kept under ``key``, or None (none, or one whose writing did not finish)."""
+
+    def write(self, key: str, data: bytes) -> None:
+        """Keep ``data`` under ``key`` in place of whatever was kept (it counts once wholly written)."""
+
+    def kept(self) -> list[str]:
+        """The keys of the journals kept, sorted."""
+
+    def clear(self, key: str) -> None:
+        """Forget the journal ``key`` (none kept: nothing to do)."""
+
+
+@runtime_checkable
 class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
@@ -575,6 +595,10 @@ class MetadataStore(Protocol):
     @property
     def rebalance(self) -> SavedRebalance:
         """The store's SavedRebalance."""
+
+    @property
+    def restores(self) -> RestoreJournals:
+        """The store's RestoreJournals."""
 
     @property
     def connected(self) -> bool:

@@ -43,6 +43,7 @@ from bkctl.wire.metadata.zk.pulsar import ZKPulsarMetadata
 from bkctl.wire.metadata.zk.racks import ZKRackMap
 from bkctl.wire.metadata.zk.rebalance import ZKSavedRebalance
 from bkctl.wire.metadata.zk.registration import ZKRegistrationManager
+from bkctl.wire.metadata.zk.restores import ZKRestoreJournals
 from bkctl.wire.metadata.zk.session import ZKSession
 from bkctl.wire.metadata.zk.underreplication import ZKUnderreplicationManager
 
@@ -93,6 +94,7 @@ class ZKMetadataStore(ZKSession):
         self.auditor = ZKAuditorElection(self, self.underreplication)
         self.pulsar = ZKPulsarMetadata(self)
         self.rebalance = ZKSavedRebalance(self)
+        self.restores = ZKRestoreJournals(self)
 
     def close(self) -> None:
         """Close the session: every ephemeral node of this store disappears."""
