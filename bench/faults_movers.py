@@ -63,20 +63,17 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import faults  # noqa: E402 - the write path's harness: its cluster
+from faults_movers_faults import BKCTL_SESSION, BOOKIE_SESSION, FAULT_FUNCS, FAULTS, Faults  # noqa: E402
 from faults_movers_load import CLIENT_OPTIONS, PASSWORD, Book, Expect, Load, origin_of, payload  # noqa: E402
 
 from bkctl.wire import fastpath  # noqa: E402
 from bkctl.wire.metadata.zk import ZKMetadataStore  # noqa: E402
 from tests.support.bookieproc import BookieProcess  # noqa: E402
 from tests.support.interrupts import die_with_parent  # noqa: E402
-from tests.support.tcp_proxy import BLACKHOLE, RESET, TcpProxy  # noqa: E402
+from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
 OPS = ("rebalance", "drain", "backup-restore", "fsck-fix")
-FAULTS = ("kill-source", "kill-target", "kill-bkctl", "zk-pause", "cut-bkctl-zk", "cut-bookie-zk")
 BOOKIES = 4
-#: bkctl's ZooKeeper session (``--timeout``) and the bookies' (zkTimeout), in seconds
-BKCTL_SESSION = 4.0
-BOOKIE_SESSION = 4.0
 #: over faults.py's bookie settings
 BOOKIE_SETTINGS = dict(
     zkTimeout=int(BOOKIE_SESSION * 1000), flushInterval=500, gcWaitTime=2000, autoRecoveryDaemonEnabled="false"
@@ -149,6 +146,7 @@ class MoversCluster(faults.Cluster):
             for b in self.bookies:
                 if b.bookie_id not in self.held_down and (b.proc is None or b.proc.poll() is not None):
                     self.start_bookie(b)
+            self.keep_daemon()
 
     def bookie(self, bookie_id: str) -> BookieProcess:
         return next(b for b in self.bookies if b.bookie_id == bookie_id)
@@ -167,8 +165,9 @@ class MoversCluster(faults.Cluster):
         log.close()
 
     def keep_daemon(self) -> None:
-        """The autorecovery daemon restarted when it ended (it exits 5 when ZooKeeper is away at its start)."""
-        if self.daemon is None or self.daemon.poll() is not None:
+        """The autorecovery daemon restarted when it ended (killed by a fault; it exits 5 when ZooKeeper
+        is away at its start); called by the supervisor, whose thread lives as long as the cluster."""
+        if not self.stopping.is_set() and (self.daemon is None or self.daemon.poll() is not None):
             self.start_daemon()
 
     def writable(self) -> set[str]:
@@ -363,12 +362,41 @@ class Ops:
             time.sleep(rng.uniform(2.0, 4.0))
         if not self.readonly(skewed, "off"):
             self.notes.append(f"rebalance: {skewed} could not be made writable again")
-        self.until_done(
-            "rebalance",
-            ["--json", "rebalance", "--force", "--tolerance", "0.02", "--max-rate", "2M", "--concurrency", "4"]
-            + ["--max-moves", "40"],
-            ok={0},
-        )
+        args = ["--json", "rebalance", "--force", "--tolerance", "0.02", "--max-rate", "2M", "--concurrency", "4"]
+        args += ["--max-moves", "40"]
+        second, first_done = None, threading.Event()
+        if rng.random() < 0.3:  # an operator in another terminal starts one more meanwhile
+            second = threading.Thread(
+                target=self.second_rebalance, args=(args, rng.uniform(0.5, 2.0), first_done), daemon=True
+            )
+            second.start()
+        self.until_done("rebalance", args, ok={0})
+        first_done.set()
+        if second is not None:
+            second.join()
+
+    def second_rebalance(self, args: list[str], delay: float, first_done: threading.Event) -> None:
+        """A second rebalance while one runs: refused (exit 4, naming the running one) is what the
+        executor promises; one that ran alongside is said.  Run once, as an operator told no would."""
+        self.bkctl.mover_running.wait(30)
+        time.sleep(delay)
+        if first_done.is_set():
+            return
+        run = self.bkctl.run(*args)
+        self.runs["rebalance-second"] += 1
+        for event in run.events:
+            if isinstance(event, dict) and event.get("event") == "move":
+                self.moves[event.get("outcome", "?")] += 1
+        if run.code == 4:
+            self.runs["rebalance-second-refused"] += 1
+        elif run.code in (5, -9):  # ZooKeeper away, or killed by a fault: it said nothing either way
+            self.runs["rebalance-second-unreachable"] += 1
+        else:
+            moved = sum(1 for e in run.events if isinstance(e, dict) and e.get("event") == "move")
+            self.notes.append(
+                f"a second rebalance while one ran was not refused: exit {run.code}, {moved} moves;"
+                f" {last_line(run.stderr)}"
+            )
 
     def drain(self, rng: random.Random) -> None:
         victim = rng.choice(self.cluster.bookies).bookie_id
@@ -451,88 +479,6 @@ def last_line(text: str) -> str:
     return lines[-1][:300] if lines else "(nothing on stderr)"
 
 
-# -- faults --------------------------------------------------------------------------------------
-class Faults:
-    def __init__(self, cluster: MoversCluster, bkctl: Bkctl):
-        self.cluster, self.bkctl = cluster, bkctl
-        self.kinds = Counter()
-        self.bookie_kills = 0
-
-    def _involved(self, names: set[str], rng: random.Random, wait: float = 5.0) -> BookieProcess:
-        """A bookie a running move names (``names``: sources or targets), waited for a while; else any."""
-        deadline = time.monotonic() + wait
-        ids = {b.bookie_id for b in self.cluster.bookies}
-        while time.monotonic() < deadline:
-            found = sorted(set(names) & ids)
-            if found:
-                return self.cluster.bookie(rng.choice(found))
-            time.sleep(0.1)
-        return rng.choice(self.cluster.bookies)
-
-    def _kill_bookie(self, b: BookieProcess, rng: random.Random) -> None:
-        self.cluster.held_down.add(b.bookie_id)
-        try:
-            b.kill(signal.SIGKILL)
-            self.bookie_kills += 1
-            time.sleep(rng.uniform(0.3, 2.0))
-            self.cluster.start_bookie(b)
-        finally:
-            self.cluster.held_down.discard(b.bookie_id)
-
-    def kill_source(self, rng: random.Random) -> str:
-        b = self._involved(self.bkctl.sources, rng)
-        self._kill_bookie(b, rng)
-        return b.bookie_id
-
-    def kill_target(self, rng: random.Random) -> str:
-        b = self._involved(self.bkctl.targets, rng)
-        self._kill_bookie(b, rng)
-        return b.bookie_id
-
-    def kill_bkctl(self, rng: random.Random) -> str:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.bkctl.kill_one(rng):
-                return "bkctl"
-            time.sleep(0.1)
-        return "bkctl (none running)"
-
-    def zk_pause(self, rng: random.Random) -> str:
-        pid = self.cluster.zk.pid
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(BKCTL_SESSION * 1.5 + rng.uniform(0, 1.5))
-        finally:
-            os.kill(pid, signal.SIGCONT)
-        return "zookeeper"
-
-    def _cut(self, proxy: TcpProxy, session: float, rng: random.Random) -> str:
-        mode = rng.choice((BLACKHOLE, RESET))
-        proxy.cut(mode)
-        try:
-            time.sleep(session * 1.5 + rng.uniform(0, 1.5))
-        finally:
-            proxy.restore()
-        return mode
-
-    def cut_bkctl_zk(self, rng: random.Random) -> str:
-        return f"bkctl-zk {self._cut(self.cluster.bkctl_proxy, BKCTL_SESSION, rng)}"
-
-    def cut_bookie_zk(self, rng: random.Random) -> str:
-        b = self._involved(self.bkctl.sources | self.bkctl.targets, rng, wait=3.0)
-        return f"{b.bookie_id}-zk {self._cut(self.cluster.bookie_proxies[b.bookie_id], BOOKIE_SESSION, rng)}"
-
-
-FAULT_FUNCS = {
-    "kill-source": Faults.kill_source,
-    "kill-target": Faults.kill_target,
-    "kill-bkctl": Faults.kill_bkctl,
-    "zk-pause": Faults.zk_pause,
-    "cut-bkctl-zk": Faults.cut_bkctl_zk,
-    "cut-bookie-zk": Faults.cut_bookie_zk,
-}
-
-
 # -- the campaign --------------------------------------------------------------------------------
 def run_round(number, rng, cluster, book, bkctl, ops, faults, load, args) -> tuple[list[str], list[str], list[str]]:
     """One round: the load, the drawn ops and faults at once; returns (ops, faults, what the faults hit)."""
@@ -604,12 +550,10 @@ def run_movers(args) -> dict:
             round_started = time.monotonic()
             moved_before = ops.moves["moved"]
             rrng = random.Random(rng.randrange(1 << 30))
-            cluster.keep_daemon()
             ops.notes = []
             drawn_ops, drawn_faults, hit = run_round(number, rrng, cluster, book, bkctl, ops, faults, load, args)
             if not cluster.wait_healthy(120):
                 report["warnings"].append(f"round {number}: the cluster was not healthy 120 s after its faults")
-            cluster.keep_daemon()
             marks = settle(cluster.uri)
             if marks:
                 report["warnings"].append(f"round {number}: {marks} ledgers still marked under-replicated after 90 s")
@@ -652,6 +596,7 @@ def run_movers(args) -> dict:
                 "kills": {
                     "bookies": faults.bookie_kills,
                     "bkctl": bkctl.kills,
+                    "autorecovery_daemon": faults.daemon_kills,
                     "bkctl_timeouts": bkctl.timeouts,
                 },
                 "failed_restarts": cluster.failed_starts,
@@ -731,7 +676,8 @@ def main(argv=None) -> int:
         print(f"faults: {', '.join(f'{k} {v}' for k, v in report['faults'].items())}")
         kills = report["kills"]
         print(
-            f"kills: bookies {kills['bookies']}, bkctl {kills['bkctl']} (and {kills['bkctl_timeouts']} past"
+            f"kills: bookies {kills['bookies']}, bkctl {kills['bkctl']}, autorecovery daemon"
+            f" {kills['autorecovery_daemon']} (and {kills['bkctl_timeouts']} bkctl past"
             f" --command-timeout); failed bookie restarts {report['failed_restarts']}"
         )
         print(
