@@ -86,6 +86,8 @@ class Bookie:
         self._journal_check = None  # the call of _journal_room due on the next turn
         self._throttle_timer = None
         self._draining = False
+        #: entry bytes stored and read (Java's bookie_WRITE_BYTES / bookie_READ_BYTES)
+        self.bytes_written = self.bytes_read = 0
 
     # -- sharding ---------------------------------------------------------------
     def _store(self, ledger_id: int):
@@ -208,6 +210,7 @@ class Bookie:
         except WriteCacheFull:
             self._throttle(ledger_id, entry_id, master_key, body, callback, recovery, high_priority, deferred_sync)
             return
+        self.bytes_written += len(body)
 
         if write_data and not self._journaled(
             journal,
@@ -265,6 +268,7 @@ class Bookie:
                 return
             entry_ids, bodies = entry_ids[:put], bodies[:put]
             reply = reply.first(put)
+        self.bytes_written += sum(map(len, bodies))
         if self._journaled(
             journal,
             lambda: journal.append_entries(ledger_id, entry_ids, bodies, _Durable(self, journal, reply), recovery),
@@ -407,6 +411,7 @@ class Bookie:
             return _read_failed(ledger_id, entry_id, e)
         if body is None:
             return RC.ENOENTRY, None
+        self.bytes_read += len(body)
         return RC.EOK, body
 
     def read_entries(self, ledger_id: int, entry_ids: list[int]) -> list[tuple[int, bytes | None]]:
@@ -420,12 +425,14 @@ class Bookie:
             last = -1 if last is None else last  # no entries: ENOENTRY, as _read
             entry_ids = [last if e == LAST_ADD_CONFIRMED else e for e in entry_ids]
         eok = RC.EOK
-        return [
+        out: list[tuple[int, bytes | None]] = [
             (eok, got)
             if got.__class__ is bytes or not (got is None or isinstance(got, OSError))
             else _read_failed(ledger_id, entry_id, got)
             for entry_id, got in zip(entry_ids, store.get_entries(ledger_id, entry_ids))
         ]
+        self.bytes_read += sum([len(body) for _rc, body in out if body is not None])
+        return out
 
     def read_entry(self, ledger_id: int, entry_id: int, callback) -> None:
         rc, body = self._read(ledger_id, entry_id)
@@ -506,6 +513,7 @@ class Bookie:
                     break
                 entries.append(body)
                 used += 4 + len(body)
+                self.bytes_read += len(body)
                 entry_id += 1
             callback(RC.EOK, entries)
 

@@ -10,6 +10,8 @@ path                                       method  answer
 =========================================  ======  ==========================================
 ``/heartbeat``                             GET     ``OK\\n`` (text/plain)
 ``/metrics``                               GET     Prometheus text exposition format 0.0.4
+                                                   (OpenMetrics when ``Accept`` asks for it);
+                                                   bookied's names and Java's (docs/bookied.md)
 ``/api/v1/bookie/info``                    GET     ``{"freeSpace": n, "totalSpace": n, ...}``
 ``/api/v1/bookie/state``                   GET     ``{"running", "readOnly", "shuttingDown",
                                                    "availableForHighPriorityWrites"}``
@@ -117,6 +119,8 @@ from twisted.web import http, resource, server
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
+    from .exposition import MetricsPage
+
 __all__ = [
     "AdminResource",
     "AdminSite",
@@ -134,6 +138,7 @@ __all__ = [
     "METRICS",
     "PROMETHEUS_CONTENT_TYPE",
     "listen_from_config",
+    "listen_metrics",
     "listen_http",
     "make_site",
     "AUTORECOVERY_BOOKIE",
@@ -189,7 +194,8 @@ class BookieStatus(Protocol):
 
     def is_running(self) -> bool: ...
 
-    def metrics_text(self) -> str: ...
+    def metrics_page(self, accept: str | None = None) -> MetricsPage:
+        """The page a scrape gets (:func:`~.exposition.render`), collected on the reactor thread."""
 
     def info(self) -> Mapping[str, Any]: ...
 
@@ -239,9 +245,16 @@ class AdminResource(resource.Resource):
 
     isLeaf = True
 
-    def __init__(self, status: BookieStatus, *, run_blocking: Callable[..., defer.Deferred] | None = None):
+    def __init__(
+        self,
+        status: BookieStatus,
+        *,
+        run_blocking: Callable[..., defer.Deferred] | None = None,
+        metrics_only: bool = False,
+    ):
         """*run_blocking(fn, *args)* runs a blocking (ZooKeeper) call and returns
-        a Deferred; by default in the global reactor's thread pool."""
+        a Deferred; by default in the global reactor's thread pool.  *metrics_only*:
+        ``/metrics`` and nothing else (the prometheusStatsHttpPort listener)."""
         super().__init__()
         self.status = status
         self._run_blocking = run_blocking
@@ -268,7 +281,7 @@ class AdminResource(resource.Resource):
             AUTORECOVERY_DECOMMISSION: {b"PUT": self.put_decommission},
             AUTORECOVERY_BOOKIE: {b"PUT": self.put_recover_bookie},
         }
-        self.routes = routes
+        self.routes = {METRICS: routes[METRICS]} if metrics_only else routes
 
     # -- dispatch -------------------------------------------------------------
 
@@ -324,9 +337,10 @@ class AdminResource(resource.Resource):
         return b"OK\n"
 
     def get_metrics(self, request) -> bytes:
-        text = self.status.metrics_text()
-        request.setHeader(b"Content-Type", PROMETHEUS_CONTENT_TYPE)
-        return text.encode("utf-8")
+        accept = request.getHeader(b"accept")
+        page = self.status.metrics_page(accept.decode("latin-1") if accept else None)
+        request.setHeader(b"Content-Type", page.content_type.encode("ascii"))
+        return page.body
 
     def get_info(self, request) -> bytes:
         info = dict(self.status.info())
@@ -694,11 +708,12 @@ def make_site(
     access_log: bool = False,
     reactor=None,
     run_blocking: Callable[..., defer.Deferred] | None = None,
+    metrics_only: bool = False,
 ) -> AdminSite:
     """The admin site for *status*; serve it with ``reactor.listenTCP`` or :func:`listen_http`.
 
     *run_blocking* runs the ZooKeeper calls (see :class:`AdminResource`)."""
-    admin = AdminResource(status, run_blocking=run_blocking)
+    admin = AdminResource(status, run_blocking=run_blocking, metrics_only=metrics_only)
     # a Resource provides IResource through zope's @implementer, which mypy reads only with its plugin
     return AdminSite(admin, access_log=access_log, reactor=reactor)  # type: ignore[arg-type]
 
@@ -719,6 +734,16 @@ def listen_http(reactor, port: int, status: BookieStatus, interface: str = "0.0.
     site = make_site(status, access_log=access_log, reactor=clock, run_blocking=run_blocking)
     listening = reactor.listenTCP(port, site, interface=interface)
     log.info("HTTP admin server listening on %s:%s", interface, listening.getHost().port)
+    return listening
+
+
+def listen_metrics(reactor, port: int, status: BookieStatus, interface: str = "0.0.0.0"):
+    """Serve ``/metrics`` alone on *interface*:*port* (``prometheusStatsHttpPort``: Java's
+    Prometheus stats provider's own server, started when the HTTP admin server is off)."""
+    clock = reactor if IReactorTime.providedBy(reactor) else None
+    site = make_site(status, reactor=clock, metrics_only=True)
+    listening = reactor.listenTCP(port, site, interface=interface)
+    log.info("Prometheus metrics listening on %s:%s", interface, listening.getHost().port)
     return listening
 
 

@@ -262,6 +262,7 @@ class Journal:
         self._queue_bytes = 0
         self._queue_records = 0
         self._pending_bytes = 0  # queued + being written
+        self.writing_records = 0  # taken from the queue, not yet called back (Java's force-write queue)
         self._first_arrival = 0.0
         self._impatient = False  # a queued record (or force) is not patient
         self._waiting = 0
@@ -290,6 +291,10 @@ class Journal:
     def pending_bytes(self) -> int:
         """Bytes appended but not yet completed (queued plus being written)."""
         return self._pending_bytes
+
+    @property
+    def queued_records(self) -> int:  # Java's JOURNAL_QUEUE_SIZE
+        return self._queue_records
 
     @property
     def current_file_id(self) -> int:
@@ -684,7 +689,7 @@ class Journal:
             nbytes = self._queue_bytes
             self._queue = []
             self._queue_bytes = 0
-            self._queue_records = 0
+            self.writing_records, self._queue_records = self._queue_records, 0
             self._impatient = False
         if not batch:
             return None
@@ -695,6 +700,7 @@ class Journal:
             self._deliver([cb for _d, cb, _s, _n in batch], error, dispatch)
         with cond:
             self._pending_bytes -= nbytes
+            self.writing_records = 0
             if error is not None:
                 leftovers = self._queue
                 self._queue = []

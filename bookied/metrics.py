@@ -1,14 +1,16 @@
-"""Prometheus text-format metrics for the bookie's /metrics endpoint.
+"""The figures bookied keeps for its ``/metrics``: counters, gauges read at scrape
+time, and operation statistics (:class:`~.opstats.OpStat`: a count, a sum, a rolling
+window's quantiles and the cumulative buckets of bookied's own histograms).
 
-Small on purpose: counters, gauges and fixed-bucket histograms, updated
-from the reactor thread -- except the journal fsync histogram, which the
-thread that committed a group feeds (commits run one at a time); a scrape
-may see one observation half-recorded, never a corrupted histogram.
+Kept without locks: the reactor thread updates them all, except the journal's fsync
+and group figures, which the thread that committed a group feeds (commits run one at
+a time); a scrape may see one observation half-recorded, never a corrupted figure.
+What they are exported as -- bookied's own names and Java's -- is :mod:`.exposition`'s
+and :mod:`.java_names`' (through ``prometheus_client``).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Callable
@@ -16,30 +18,25 @@ from typing import Any
 
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs.protocol import rc_name
+from bkctl.wire.codecs.protocol import RC, rc_name
+
+from .opstats import LATENCY_BUCKETS, SIZE_BOUNDS, SIZE_BUCKETS, OpStat
+
+__all__ = [
+    "LATENCY_BUCKETS",
+    "SIZE_BUCKETS",
+    "Counter",
+    "Gauge",
+    "Metrics",
+    "OpStat",
+    "Refreshed",
+    "RequestObserver",
+    "register_autorecovery",
+]
 
 log = logging.getLogger("bookied.metrics")
 
-#: Seconds. The low end matters: an fsync on a disk with a write cache takes tens of microseconds.
-LATENCY_BUCKETS = (
-    0.000025,
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-)
-SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+_EOK = RC.EOK
 
 
 class Counter:
@@ -58,61 +55,59 @@ class Gauge(Counter):
         self.value = v
 
 
-class Histogram:
-    def __init__(self, buckets=LATENCY_BUCKETS):
-        self.buckets = buckets
-        self.counts = [0] * (len(buckets) + 1)
-        self.sum = 0.0
-        self.count = 0
-
-    def observe(self, v: float, n: int = 1) -> None:
-        """``n`` observations of the value ``v`` (a batch of requests answered together)."""
-        self.counts[bisect.bisect_left(self.buckets, v)] += n
-        self.sum += v * n
-        self.count += n
-
-    def quantile(self, q: float) -> float:
-        """Upper bucket bound below which a fraction q of observations fall."""
-        if not self.count:
-            return 0.0
-        target = q * self.count
-        seen = 0
-        for bound, n in zip(self.buckets + (float("inf"),), self.counts):
-            seen += n
-            if seen >= target:
-                return bound
-        return float("inf")
-
-
 class Metrics:
-    """Every metric bookied exports; ``gauges`` are callables read at scrape time."""
+    """Every figure bookied keeps; ``gauges`` and ``exported`` are callables read at scrape time."""
 
     def __init__(self):
         self.connections = Gauge()
         self.protocol_errors = Counter()
+        #: (op, status name) -> requests answered
         self.requests: dict[tuple[str, str], Counter] = {}
-        self.latency: dict[str, Histogram] = {}
-        self.fsync_latency = Histogram()
-        self.entries_per_fsync = Histogram(SIZE_BUCKETS)
+        #: (op, success) -> the latency (seconds) of the requests of ``op`` answered EOK or not
+        self.opstats: dict[tuple[str, bool], OpStat] = {}
+        #: the journal's fsyncs (seconds): Java's JOURNAL_SYNC
+        self.fsync_latency = OpStat()
+        #: records covered by one journal fsync: Java's JOURNAL_FORCE_WRITE_BATCH_ENTRIES
+        self.entries_per_fsync = OpStat(SIZE_BOUNDS)
         #: the recovery adds among the ``add`` requests (a ledger recovery's re-adds,
         #: re-replication's copies), which the journal may hold for company: what
         #: ``add`` observed minus these is the live writers' adds' latency
-        self.recovery_add_latency = Histogram()
+        self.recovery_add_latency = OpStat()
         self.gauges: dict[str, tuple[str, Callable[[], object]]] = {}
         #: name -> (help, type, read): counters and summaries read at scrape time
         self.exported: dict[str, tuple[str, str, Callable[[], Any]]] = {}
 
-    def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
-        """``n`` requests of ``op`` that started at ``started`` ended now with ``rc``."""
+    def opstat(self, op: str, success: bool) -> OpStat:
+        """The :class:`OpStat` of ``op``'s requests answered EOK (``success``) or not."""
+        found = self.opstats.get((op, success))
+        if found is None:
+            found = self.opstats[(op, success)] = OpStat()
+        return found
+
+    def request_counter(self, op: str, rc: int) -> Counter:
         key = (op, rc_name(rc))
         counter = self.requests.get(key)
         if counter is None:
             counter = self.requests[key] = Counter()
-        counter.value += n
-        hist = self.latency.get(op)
-        if hist is None:
-            hist = self.latency[op] = Histogram()
-        hist.observe(time.perf_counter() - started, n)
+        return counter
+
+    def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
+        """``n`` requests of ``op`` that started at ``started`` ended now with ``rc``."""
+        self.request_counter(op, rc).value += n
+        self.opstat(op, rc == _EOK).observe(time.perf_counter() - started, n)
+
+    def latency_count(self, op: str) -> int:
+        """Requests of ``op`` answered, EOK or not, whose latency was observed."""
+        return sum(s.count for (o, _ok), s in self.opstats.items() if o == op)
+
+    def every_opstat(self) -> list[OpStat]:
+        """Every :class:`OpStat` kept (what a rotation closes the window of)."""
+        return [*self.opstats.values(), self.fsync_latency, self.entries_per_fsync, self.recovery_add_latency]
+
+    def rotate(self) -> None:
+        """Close every OpStat's window (``prometheusStatsLatencyRolloverSeconds``)."""
+        for stat in self.every_opstat():
+            stat.rotate()
 
     def gauge(self, name: str, help_text: str, read: Callable[[], object]) -> None:
         """``read()`` at each scrape; a None value leaves the sample out (not known yet)."""
@@ -125,64 +120,6 @@ class Metrics:
     def summary(self, name: str, help_text: str, read: Callable[[], tuple[float, int]]) -> None:
         """A summary without quantiles: ``read()`` returns ``(sum, count)``."""
         self.exported[name] = (help_text, "summary", read)
-
-    def render(self) -> str:
-        out: list[str] = []
-
-        def histogram(name: str, help_text: str, hists: dict[str, Histogram], label: str | None):
-            out.append(f"# HELP {name} {help_text}")
-            out.append(f"# TYPE {name} histogram")
-            for key, h in sorted(hists.items()):
-                lab = f'{label}="{key}",' if label else ""
-                seen = 0
-                for bound, n in zip(h.buckets, h.counts):
-                    seen += n
-                    out.append(f'{name}_bucket{{{lab}le="{bound}"}} {seen}')
-                out.append(f'{name}_bucket{{{lab}le="+Inf"}} {h.count}')
-                plain = "{" + lab.rstrip(",") + "}" if lab else ""
-                out.append(f"{name}_sum{plain} {h.sum:.6f}")
-                out.append(f"{name}_count{plain} {h.count}")
-
-        out.append("# HELP bookie_requests_total Requests answered, by operation and status.")
-        out.append("# TYPE bookie_requests_total counter")
-        for (op, status), c in sorted(self.requests.items()):
-            out.append(f'bookie_requests_total{{op="{op}",status="{status}"}} {c.value}')
-        histogram("bookie_request_latency_seconds", "Time from request decode to response.", self.latency, "op")
-        histogram(
-            "bookie_recovery_add_latency_seconds",
-            "Time from request decode to response of the recovery adds (also counted as op=add).",
-            {"": self.recovery_add_latency},
-            None,
-        )
-        histogram("bookie_journal_fsync_latency_seconds", "Journal fsync latency.", {"": self.fsync_latency}, None)
-        histogram(
-            "bookie_journal_entries_per_fsync",
-            "Records covered by one journal fsync.",
-            {"": self.entries_per_fsync},
-            None,
-        )
-        out.append("# HELP bookie_connections Open client connections.")
-        out.append("# TYPE bookie_connections gauge")
-        out.append(f"bookie_connections {self.connections.value}")
-        out.append("# HELP bookie_protocol_errors_total Connections closed for undecodable input.")
-        out.append("# TYPE bookie_protocol_errors_total counter")
-        out.append(f"bookie_protocol_errors_total {self.protocol_errors.value}")
-        for name, (help_text, read) in sorted(self.gauges.items()):
-            out.append(f"# HELP {name} {help_text}")
-            out.append(f"# TYPE {name} gauge")
-            value = read()
-            if value is not None:
-                out.append(f"{name} {value}")
-        for name, (help_text, kind, read) in sorted(self.exported.items()):
-            out.append(f"# HELP {name} {help_text}")
-            out.append(f"# TYPE {name} {kind}")
-            if kind == "summary":
-                total, count = read()
-                out.append(f"{name}_sum {total:.6f}")
-                out.append(f"{name}_count {count}")
-            else:
-                out.append(f"{name} {read()}")
-        return "\n".join(out) + "\n"
 
 
 class Refreshed:
@@ -313,15 +250,15 @@ def register_autorecovery(metrics: Metrics, daemon, under_replicated) -> None:
 
 class RequestObserver:
     """One connection's :meth:`Metrics.observe`, without its per-call name lookups
-    once an (op, rc) pair has been seen: the counter and the histogram observe()
-    updated are then updated directly.  The bookie's request handlers (the
-    protocol, its adds, its plain reads) report through it."""
+    once an (op, rc) pair has been seen: the counter and the :class:`OpStat`
+    observe() updated are then updated directly.  The bookie's request handlers
+    (the protocol, its adds, its plain reads) report through it."""
 
     __slots__ = ("metrics", "_seen")
 
     def __init__(self, metrics) -> None:
         self.metrics = metrics
-        #: (op, rc) -> (request counter, latency histogram) of ``metrics``, once seen
+        #: (op, rc) -> (request counter, OpStat) of ``metrics``, once seen
         self._seen: dict = {}
 
     def observe(self, op: str, started: float, rc: int, n: int = 1) -> None:
@@ -333,14 +270,12 @@ class RequestObserver:
             return
         metrics = self.metrics
         metrics.observe(op, started, rc, n)
-        counter = getattr(metrics, "requests", {}).get((op, rc_name(rc)))
-        hist = getattr(metrics, "latency", {}).get(op)
-        if counter is not None and hist is not None:
-            self._seen[(op, rc)] = (counter, hist)
+        if isinstance(metrics, Metrics):
+            self._seen[(op, rc)] = (metrics.request_counter(op, rc), metrics.opstat(op, rc == _EOK))
 
     def observe_recovery_add(self, started: float, n: int = 1) -> None:
-        """A recovery add's latency, also in its own histogram (it is an ``add`` too):
+        """A recovery add's latency, also in its own OpStat (it is an ``add`` too):
         see :attr:`Metrics.recovery_add_latency`."""
-        hist = getattr(self.metrics, "recovery_add_latency", None)
-        if hist is not None:
-            hist.observe(time.perf_counter() - started, n)
+        stat = getattr(self.metrics, "recovery_add_latency", None)
+        if stat is not None:
+            stat.observe(time.perf_counter() - started, n)

@@ -140,6 +140,8 @@ class BookieService:
         self.factory: BookieServerFactory | None = None
         self.port: ListeningPort | None = None
         self.http_port: ListeningPort | None = None
+        self.metrics_port: ListeningPort | None = None  # prometheusStatsHttpPort
+        self.registry: Any = None  # prometheus_client's, made at the first scrape (.exposition)
         #: the autorecovery daemon's process (autoRecoveryDaemonEnabled=true), once started
         self.autorecovery: AutoRecoveryProcess | None = None
         self._loops: list[task.LoopingCall] = []
@@ -255,6 +257,11 @@ class BookieService:
 
             self.http_port = http_port = listen_http(self.reactor, cfg.http_server_port, self, cfg.http_server_host)
             log.info("HTTP admin on %s:%d", cfg.http_server_host, http_port.getHost().port)
+        elif cfg.prometheus_stats_http_enable and cfg.source_of("prometheusStatsHttpPort") is not None:
+            from .http import listen_metrics  # Java's Prometheus provider serves /metrics alone then
+
+            port_ = cfg.prometheus_stats_http_port
+            self.metrics_port = listen_metrics(self.reactor, port_, self, cfg.prometheus_stats_http_address)
 
         bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self.upkeep.checkpoint)
@@ -273,6 +280,7 @@ class BookieService:
             on_pass_done=self.upkeep.check_disks,
         )
         gc.register_metrics(self.metrics)
+        self._every(cfg.prometheus_stats_latency_rollover_seconds, self.metrics.rotate, now=False)
         self._every(cfg.gc_wait_time / 1000.0, gc, now=False)
         self.running = True
         self.reactor.addSystemEventTrigger("before", "shutdown", self.stop)
@@ -557,8 +565,17 @@ class BookieService:
     def is_running(self) -> bool:
         return self.running and not self.stopping
 
+    def metrics_page(self, accept: str | None = None):
+        """bookied's names, Java's, the process's: :func:`.exposition.render`, on the reactor thread."""
+        from .exposition import OwnCollector, bookie_registry, render
+        from .java_names import JavaCollector
+
+        if self.registry is None:
+            self.registry = bookie_registry(OwnCollector(self.metrics), JavaCollector(self))
+        return render(self.registry, accept)
+
     def metrics_text(self) -> str:
-        return self.metrics.render()
+        return self.metrics_page().body.decode("utf-8")
 
     def info(self) -> dict:
         """Java's freeSpace and totalSpace; then bookied's: what its journal and index directories
@@ -707,8 +724,9 @@ class BookieService:
                 loop.stop()
         if self.port is not None:
             yield self.port.stopListening()
-        if self.http_port is not None:
-            yield self.http_port.stopListening()
+        for listening in (self.http_port, self.metrics_port):
+            if listening is not None:
+                yield listening.stopListening()
         pool = self.reactor.getThreadPool()
         # close() writes and fsyncs whatever is queued; its callbacks answer the clients
         self._exit_deadline.doing("closing the journals (writing and syncing what is queued)")

@@ -67,6 +67,10 @@ class BookieConfig:
     http_server_enabled: bool
     http_server_port: int
     http_server_host: str
+    prometheus_stats_http_enable: bool
+    prometheus_stats_http_port: int
+    prometheus_stats_http_address: str
+    prometheus_stats_latency_rollover_seconds: int
     journal_directories: tuple[str, ...]
     journal_directory: str
     journal_sync_data: bool

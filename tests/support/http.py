@@ -50,6 +50,7 @@ class FakeStatus:
         self.refuse: str | None = None
         self.pending: defer.Deferred | None = None
         self.forced: list = []  # force_gc's (force_major, force_minor)
+        self.accepts: list = []  # metrics_page's Accept headers
 
     def is_readonly(self):
         return self.readonly
@@ -57,10 +58,13 @@ class FakeStatus:
     def is_running(self):
         return self.running
 
-    def metrics_text(self):
+    def metrics_page(self, accept=None):
+        from bkctl.bookied.exposition import MetricsPage
+
         if isinstance(self._metrics, Exception):
             raise self._metrics
-        return self._metrics
+        self.accepts.append(accept)
+        return MetricsPage(self._metrics.encode("utf-8"), "text/plain; version=0.0.4; charset=utf-8")
 
     def info(self):
         return self._info

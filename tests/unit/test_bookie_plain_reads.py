@@ -75,7 +75,7 @@ def _both_ways(env, chunk: bytes, runs: list, rcs: list) -> list:
         assert batches == (runs if fastpaths else [])
         batches.clear()
         m = env.factory.metrics
-        counts.append(({k: v.value for k, v in m.requests.items()}, m.latency["read"].count))
+        counts.append(({k: v.value for k, v in m.requests.items()}, m.latency_count("read")))
     assert answers[0] == answers[1]
     assert counts[0] == counts[1] == (dict(Counter(("read", rc.name) for rc in rcs)), len(rcs))
     return answers[0]

@@ -852,6 +852,7 @@ def _value_strategy(opt):
         "advertisedAddress": _id_text,
         "listeningInterface": st.from_regex(r"[a-z]{2,4}[0-9]{0,2}", fullmatch=True),
         "httpServerHost": _host,
+        "prometheusStatsHttpAddress": _host,
         "ensemblePlacementPolicy": st.sampled_from(
             [
                 "org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy",

@@ -444,7 +444,9 @@ _REAL_SOCKET_SCRIPT = textwrap.dedent("""
         bookie_id = "127.0.0.1:3181"
         def is_readonly(self): return False
         def is_running(self): return True
-        def metrics_text(self): return "up 1\\n"
+        def metrics_page(self, accept=None):
+            from bkctl.bookied.exposition import MetricsPage
+            return MetricsPage(b"up 1\\n", "text/plain; version=0.0.4; charset=utf-8")
         def info(self): return {"freeSpace": 5, "totalSpace": 10}
         def state(self): return {}
 

@@ -11,6 +11,7 @@ from twisted.internet import defer, task
 from twisted.web import server
 from twisted.web.test.requesthelper import DummyRequest
 
+from bkctl.bookied.exposition import own_text
 from bkctl.bookied.http import AdminResource, make_site
 from bkctl.bookied.metrics import Metrics, Refreshed, register_autorecovery
 from bkctl.wire.autorecovery.config import AutoRecoveryStats
@@ -368,8 +369,8 @@ class FakeDaemon:
 
 
 def scrape(metrics):
-    lines = metrics.render().splitlines()
-    return {line.split(" ")[0]: line.split(" ")[1] for line in lines if line and not line.startswith("#")}, lines
+    lines = own_text(metrics).splitlines()
+    return {line.split(" ")[0]: float(line.split(" ")[1]) for line in lines if line and not line.startswith("#")}, lines
 
 
 def test_refreshed_asks_at_most_every_max_age_and_off_the_render():
@@ -419,8 +420,8 @@ def test_autorecovery_metrics():
     samples, lines = scrape(metrics)
     assert "autorecovery_num_under_replicated_ledgers" not in samples  # not known yet: no sample
     assert "# TYPE autorecovery_num_under_replicated_ledgers gauge" in lines
-    assert samples["autorecovery_is_auditor"] == "0" and samples["autorecovery_audits_total"] == "0"
-    assert samples["autorecovery_daemon_running"] == "0" and samples["autorecovery_daemon_restarts_total"] == "0"
+    assert samples["autorecovery_is_auditor"] == 0 and samples["autorecovery_audits_total"] == 0
+    assert samples["autorecovery_daemon_running"] == 0 and samples["autorecovery_daemon_restarts_total"] == 0
 
     current["daemon"], count["value"] = daemon, 3
     daemon.is_auditor = True
@@ -430,22 +431,22 @@ def test_autorecovery_metrics():
     s.ledgers_rereplicated, s.entries_rereplicated, s.bytes_rereplicated = 5, 500, 51200
     s.recovery_seconds_sum, s.recovery_seconds_count = 12.5, 5
     samples, lines = scrape(metrics)
-    assert samples["autorecovery_num_under_replicated_ledgers"] == "3"
-    assert samples["autorecovery_is_auditor"] == "1"
-    assert samples["autorecovery_daemon_running"] == "1" and samples["autorecovery_daemon_restarts_total"] == "2"
-    assert samples["autorecovery_elections_won_total"] == "1"
-    assert samples["autorecovery_audits_total"] == "4"
-    assert samples["autorecovery_ledgers_marked_total"] == "6"
-    assert samples["autorecovery_num_full_or_partial_ledgers_replicated_total"] == "5"
-    assert samples["autorecovery_num_entries_written_total"] == "500"
-    assert samples["autorecovery_num_bytes_written_total"] == "51200"
-    assert samples["autorecovery_rereplicate_failures_total"] == "2"
-    assert samples["autorecovery_ledger_recovery_seconds_sum"] == "12.500000"
-    assert samples["autorecovery_ledger_recovery_seconds_count"] == "5"
+    assert samples["autorecovery_num_under_replicated_ledgers"] == 3
+    assert samples["autorecovery_is_auditor"] == 1
+    assert samples["autorecovery_daemon_running"] == 1 and samples["autorecovery_daemon_restarts_total"] == 2
+    assert samples["autorecovery_elections_won_total"] == 1
+    assert samples["autorecovery_audits_total"] == 4
+    assert samples["autorecovery_ledgers_marked_total"] == 6
+    assert samples["autorecovery_num_full_or_partial_ledgers_replicated_total"] == 5
+    assert samples["autorecovery_num_entries_written_total"] == 500
+    assert samples["autorecovery_num_bytes_written_total"] == 51200
+    assert samples["autorecovery_rereplicate_failures_total"] == 2
+    assert samples["autorecovery_ledger_recovery_seconds_sum"] == 12.500000
+    assert samples["autorecovery_ledger_recovery_seconds_count"] == 5
     assert "# TYPE autorecovery_audits_total counter" in lines
     assert "# TYPE autorecovery_daemon_restarts_total counter" in lines
     daemon.pid = None  # ended, not yet started again
-    assert scrape(metrics)[0]["autorecovery_daemon_running"] == "0"
+    assert scrape(metrics)[0]["autorecovery_daemon_running"] == 0
     assert "# TYPE autorecovery_ledger_recovery_seconds summary" in lines
 
 

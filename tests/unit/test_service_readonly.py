@@ -251,7 +251,7 @@ def test_each_disk_check_is_counted_and_a_failed_one_is_not(service):
     service.upkeep.disk_stats = broken
     service.upkeep.check_disks()
     service.upkeep.disk_stats = working
-    assert "\nbookie_disk_checks_total 2\n" in service.metrics_text()
+    assert "\nbookie_disk_checks_total 2.0\n" in service.metrics_text()
 
 
 class FailingStore:

@@ -91,7 +91,6 @@ IGNORED_KEYS: frozenset[str] = frozenset(
     allowShadedLedgerManagerFactoryClass shadedLedgerManagerFactoryClassPrefix
     registrationManagerClass
     enableStatistics statsProviderClass enableTaskExecutionStats limitStatsLogging
-    prometheusStatsHttpPort prometheusStatsHttpAddress prometheusStatsLatencyRolloverSeconds
     codahaleStatsPrefix codahaleStatsOutputFrequencySeconds codahaleStatsGraphiteEndpoint
     codahaleStatsCSVEndpoint codahaleStatsSlf4jEndpoint codahaleStatsJmxEndpoint
     statsExport statsHttpPort

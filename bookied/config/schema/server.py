@@ -170,4 +170,45 @@ OPTIONS: tuple[Option, ...] = (
         metavar_name="HOST",
         check=_check_no_blanks,
     ),
+    # -- metrics ------------------------------------------------------------
+    Option(
+        "prometheusStatsHttpEnable",
+        "bool",
+        True,
+        "Whether prometheusStatsHttpPort may serve /metrics (see there).",
+        "http",
+    ),
+    Option(
+        "prometheusStatsHttpPort",
+        "int",
+        8000,
+        "TCP port of a listener serving /metrics alone when httpServerEnabled=false, as Java's "
+        "Prometheus stats provider does (with the HTTP admin on, /metrics is on its port), opened only "
+        "when this key is set and prometheusStatsHttpEnable is true.",
+        "http",
+        min=0,
+        max=65535,
+        metavar_name="PORT",
+    ),
+    Option(
+        "prometheusStatsHttpAddress",
+        "str",
+        "0.0.0.0",
+        "Address the prometheusStatsHttpPort listener listens on.",
+        "http",
+        metavar_name="HOST",
+        check=_check_no_blanks,
+    ),
+    Option(
+        "prometheusStatsLatencyRolloverSeconds",
+        "int",
+        60,
+        "Window of the quantiles of the Java-named summaries (bookkeeper_server_ADD_ENTRY...; quantile "
+        "1.0 is its maximum): a scrape reports the last full window, NaN before the first ends and "
+        "after one without events, as Java's bookie does.",
+        "http",
+        unit="s",
+        min=1,
+        max=JAVA_INT_MAX,
+    ),
 )
