@@ -53,6 +53,18 @@ class Scrape:
         found = [v for labels, v in self.samples.get(name, ()) if all(labels.get(k) == w for k, w in match.items())]
         return sum(found) if found else None
 
+    def worst(self, name: str, **match: str) -> float | None:
+        """The largest number among ``name``'s samples whose labels include ``match``: a
+        quantile of several label sets (Java's journals, one ``journalIndex`` each) is the
+        worst one's, never their sum; None when none is a number (an idle Java bookie's
+        summaries answer NaN: not known, not a latency)."""
+        found = [
+            v
+            for labels, v in self.samples.get(name, ())
+            if not math.isnan(v) and all(labels.get(k) == w for k, w in match.items())
+        ]
+        return max(found) if found else None
+
     def buckets(self, name: str, **match: str) -> dict[float, float]:
         """A histogram's cumulative counts by upper bound (``name_bucket``)."""
         out: dict[float, float] = defaultdict(float)
@@ -108,14 +120,14 @@ def rates(before: Scrape | None, after: Scrape, seconds: float) -> dict:
             then = before.total(java_name + "_count", success="true") if before else None
             if now is not None and then is not None and seconds > 0:
                 rate = max(0.0, (now - then) / seconds)
-            p50 = after.total(java_name, success="true", quantile="0.5")
-            p99 = after.total(java_name, success="true", quantile="0.99")
+            p50 = after.worst(java_name, success="true", quantile="0.5")
+            p99 = after.worst(java_name, success="true", quantile="0.99")
         out.update({f"{what}_rate": rate, f"{what}_p50_ms": p50, f"{what}_p99_ms": p99})
     sync = None
     if naming == "bookied" and before is not None:
         sync = _ms(bucket_quantile(before.buckets(BOOKIED_JOURNAL_SYNC), after.buckets(BOOKIED_JOURNAL_SYNC), 0.99))
     elif naming == "java":
-        sync = after.total(JAVA_JOURNAL_SYNC, success="true", quantile="0.99")
+        sync = after.worst(JAVA_JOURNAL_SYNC, success="true", quantile="0.99")
     out["journal_sync_p99_ms"] = sync
     return out
 

@@ -339,3 +339,22 @@ def test_a_read_only_bookie_says_why(collector):
     text = io.StringIO()
     Console(file=text, width=200).print(render(snap, ViewState(detail="c:1"), live=False))
     assert "; read-only: disk usage 96.0%" in text.getvalue()
+
+
+def test_a_java_bookie_with_several_journals_shows_the_worst_p99_and_idle_summaries_as_unknown():
+    text = (
+        'bookie_journal_JOURNAL_SYNC{success="true",quantile="0.99",journalIndex="0"} 2.0\n'
+        'bookie_journal_JOURNAL_SYNC{success="true",quantile="0.99",journalIndex="1"} 3.0\n'
+        'bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.5"} NaN\n'
+        'bookkeeper_server_ADD_ENTRY_REQUEST{success="true",quantile="0.99"} NaN\n'
+        'bookkeeper_server_ADD_ENTRY_REQUEST_count{success="true"} 0.0\n'
+        'bookkeeper_server_READ_ENTRY_REQUEST{success="true",quantile="0.99",journalIndex="0"} NaN\n'
+        'bookkeeper_server_READ_ENTRY_REQUEST{success="true",quantile="0.99",journalIndex="1"} 7.5\n'
+    )
+    r = rates(Scrape(text), Scrape(text), 5.0)
+    assert r["journal_sync_p99_ms"] == 3.0  # the worse journal's, not 2.0 + 3.0
+    assert r["add_p50_ms"] is None and r["add_p99_ms"] is None and r["add_rate"] == 0.0  # idle: NaN is not known
+    assert r["read_p99_ms"] == 7.5
+    import json
+
+    json.dumps(r, allow_nan=False)  # --json stays valid JSON
