@@ -170,12 +170,16 @@ def offload_orphans(app: App, older_than, buckets, region, s3_endpoint, offload_
     offload names (left by a failed offload, a deleted topic, a trimmed
     ledger whose objects were never deleted) and multipart uploads begun
     and never completed (a broker that died while uploading), older than
-    --older-than; with the bytes deleting them would free.  A bucket shared
-    by several Pulsar clusters holds the others' objects too: run this
-    against a bucket only one cluster offloads to.  Read-only.  Exit 0
-    whether or not there are orphans.  --json: one line each: kind (object,
-    upload, mapfile), store, key, upload_id, size, modified, ledger_id,
-    pulsar_key (the key has the offloader's form).
+    --older-than; with the bytes deleting them would free.  Only objects in
+    the offloaders' key form are judged (<uuid>-ledger-<id> and its -index,
+    a streaming segment's <uuid>[-index], a MapFile folder
+    <managed ledger>/<id>-<uuid>): anything else in the bucket (a bkctl
+    backup archive, another tool's files) is counted apart and never
+    listed.  A bucket shared by several Pulsar clusters holds the others'
+    objects too: run this against a bucket only one cluster offloads to.
+    Read-only.  Exit 0 whether or not there are orphans.  --json: one line
+    each: kind (object, upload, mapfile), store, key, upload_id, size,
+    modified, ledger_id, pulsar_key (always true).
     """
     from bkctl.wire.pulsar.offload_store import OffloadLocation
 
@@ -203,7 +207,8 @@ def offload_orphans(app: App, older_than, buckets, region, s3_endpoint, offload_
         app.console.print(
             f"{plural(scan.orphans, 'orphaned object')} ({human_size(scan.orphan_bytes)}) and "
             f"{plural(scan.uploads, 'abandoned upload')} ({human_size(scan.upload_bytes)}) in "
-            f"{plural(len(scan.stores), 'store')}; not judged: {scan.young} younger than {older_than}",
+            f"{plural(len(scan.stores), 'store')}; not judged: {scan.young} younger than {older_than}, "
+            f"{scan.foreign} not in Pulsar's key form ({human_size(scan.foreign_bytes)}: not Pulsar's, left alone)",
             highlight=False,
         )
 

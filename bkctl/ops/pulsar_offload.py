@@ -20,7 +20,6 @@ ledger whose objects are missing or wrong is a finding of ``verify``, named.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,15 +29,16 @@ from bkctl.wire.domain.topic_state import metadata_in_batches, resolve_topics
 from bkctl.wire.domain.topic_state import topic_reader as reader
 from bkctl.wire.errors import AccessDenied, Unreachable
 from bkctl.wire.pulsar.errors import CorruptEntry, OffloadFormatError, OffloadMissing, OffloadUnlocated
-from bkctl.wire.pulsar.offload_format import check_blob_metadata, iter_block_entries
+from bkctl.wire.pulsar.offload_format import (
+    check_blob_metadata,
+    iter_block_entries,
+    parse_mapfile_folder,
+    parse_object_key,
+)
 from bkctl.wire.pulsar.offload_reader import OffloadedLedger
 from bkctl.wire.pulsar.offload_store import OffloadLocation, OffloadSettings, location_of, store_for
 
 __all__ = ["OffloadRecord", "OrphanScan", "offloads", "verify_ledger"]
-
-#: Pulsar's object keys: ``<uuid>-ledger-<id>`` and its ``-index``; streaming offload's ``<uuid>[-index]``
-_KEY = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:-ledger-(\d+))?(-index)?")
-_MAPFILE = re.compile(r"(.+)/(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 
 @dataclass
@@ -234,9 +234,13 @@ def verify(
 class OrphanScan:
     """Objects no managed ledger names and abandoned multipart uploads (see the module
     documentation), in every store a managed ledger's offload names, plus ``extra`` locations
-    (a bucket no ledger names any more); iterating gives one row each.  Counts after: ``orphans``,
-    ``orphan_bytes``, ``uploads``, ``upload_bytes``, ``young`` (unnamed, not old enough),
-    ``named`` (objects a ledger names), ``stores``."""
+    (a bucket no ledger names any more); iterating gives one row each.  Only what has the
+    offloaders' key form is judged (``<uuid>-ledger-<id>``, its ``-index``, a streaming segment's
+    ``<uuid>[-index]``, a MapFile folder ``<managed ledger>/<id>-<uuid>``): anything else in the
+    bucket -- a backup archive, another tool's objects -- is not Pulsar's to call orphaned, and is
+    counted apart.  Counts after: ``orphans``, ``orphan_bytes``, ``uploads``, ``upload_bytes``,
+    ``young`` (unnamed, not old enough), ``named`` (objects a ledger names), ``foreign`` and
+    ``foreign_bytes`` (not in Pulsar's key form, left alone), ``stores``."""
 
     def __init__(
         self,
@@ -253,6 +257,7 @@ class OrphanScan:
         self.extra = list(extra or [])
         self.now = time.time() if now is None else now
         self.orphans = self.orphan_bytes = self.uploads = self.upload_bytes = self.young = self.named = 0
+        self.foreign = self.foreign_bytes = 0
         self.stores: list[str] = []
 
     def _named(self) -> tuple[set[str], set[str]]:
@@ -291,6 +296,10 @@ class OrphanScan:
                 if o.key in keys:
                     self.named += 1
                     continue
+                if parse_object_key(o.key) is None:
+                    self.foreign += 1
+                    self.foreign_bytes += o.size
+                    continue
                 if o.modified > cutoff:
                     self.young += 1
                     continue
@@ -298,6 +307,10 @@ class OrphanScan:
                 self.orphan_bytes += o.size
                 yield _orphan("object", objects.name, o.key, o.size, o.modified)
             for u in objects.uploads():
+                if parse_object_key(u.key) is None:
+                    self.foreign += 1
+                    self.foreign_bytes += u.size
+                    continue
                 if u.initiated > cutoff:
                     self.young += 1
                     continue
@@ -311,8 +324,9 @@ class OrphanScan:
             folder, _, _name = o.key.rpartition("/")
             folders.setdefault(folder, []).append(o)
         for folder, files in sorted(folders.items()):
-            m = _MAPFILE.fullmatch(folder)
-            if m is None:
+            if parse_mapfile_folder(folder) is None:
+                self.foreign += len(files)
+                self.foreign_bytes += sum(f.size for f in files)
                 continue
             if folder in named:
                 self.named += len(files)
@@ -330,9 +344,8 @@ class OrphanScan:
 def _orphan(
     kind: str, store: str, key: str, size: int, modified: float, upload_id: str | None = None
 ) -> dict[str, Any]:
-    """One row of :class:`OrphanScan` (``ledger_id`` and ``pulsar_key`` read off the key's form)."""
-    m = (_MAPFILE if kind == "mapfile" else _KEY).fullmatch(key)
-    ledger = m.group(2) if m else None
+    """One row of :class:`OrphanScan` (``ledger_id`` read off the key's form)."""
+    parsed = parse_mapfile_folder(key) if kind == "mapfile" else parse_object_key(key)
     return {
         "kind": kind,
         "store": store,
@@ -340,8 +353,8 @@ def _orphan(
         "upload_id": upload_id,
         "size": size,
         "modified": _iso(modified),
-        "ledger_id": int(ledger) if ledger else None,
-        "pulsar_key": bool(m),
+        "ledger_id": parsed.ledger_id if parsed else None,
+        "pulsar_key": parsed is not None,
     }
 
 

@@ -23,6 +23,7 @@ All integers are big-endian.  Nothing here does I/O: :mod:`.offload_store` reads
 from __future__ import annotations
 
 import bisect
+import re
 import struct
 import uuid as _uuid
 from collections.abc import Iterator, Mapping
@@ -36,6 +37,7 @@ __all__ = [
     "BlockHeader",
     "IndexEntry",
     "OffloadIndex",
+    "OffloadKey",
     "OffloadedMetadata",
     "PADDING",
     "check_blob_metadata",
@@ -45,6 +47,8 @@ __all__ = [
     "iter_block_entries",
     "parse_block_header",
     "parse_index",
+    "parse_mapfile_folder",
+    "parse_object_key",
     "parse_offloaded_metadata",
     "streaming_data_key",
     "streaming_index_key",
@@ -94,6 +98,39 @@ def streaming_data_key(offload_uuid: str) -> str:
 def streaming_index_key(offload_uuid: str) -> str:
     """A streaming offload segment's index object (version 2: each ledger's blocks)."""
     return f"{offload_uuid}-index"
+
+
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+#: the keys the offloaders write: :func:`data_key`, :func:`index_key`, and streaming offload's
+#: :func:`streaming_data_key` and :func:`streaming_index_key`
+_OBJECT_KEY = re.compile(rf"({_UUID})(?:-ledger-(\d+))?(-index)?")
+#: a filesystem offload's MapFile folder below the base path: ``<managed ledger>/<ledger id>-<uuid>``
+_MAPFILE_FOLDER = re.compile(rf"(.+)/(\d+)-({_UUID})")
+
+
+@dataclass(frozen=True)
+class OffloadKey:
+    """What an object key (or MapFile folder) in Pulsar's form says: the offload's uuid, the
+    ledger (None: a streaming segment's object), whether it is an index."""
+
+    uuid: str
+    ledger_id: int | None
+    index: bool
+
+
+def parse_object_key(key: str) -> OffloadKey | None:
+    """The parts of a key the offloaders write (None: not one of theirs -- another tool's
+    object sharing the bucket, a backup archive, a file someone put there)."""
+    m = _OBJECT_KEY.fullmatch(key)
+    if m is None:
+        return None
+    return OffloadKey(m.group(1), int(m.group(2)) if m.group(2) else None, bool(m.group(3)))
+
+
+def parse_mapfile_folder(folder: str) -> OffloadKey | None:
+    """The parts of a filesystem offload's MapFile folder (None: not one)."""
+    m = _MAPFILE_FOLDER.fullmatch(folder)
+    return None if m is None else OffloadKey(m.group(3), int(m.group(2)), False)
 
 
 # ---------------------------------------------------------------- blocks
