@@ -269,7 +269,7 @@ def status(ctx: click.Context, directory: str, as_json: bool) -> None:
 @_json_option
 @click.pass_context
 def down(ctx: click.Context, directory: str, purge: bool, as_json: bool) -> None:
-    """Stop the processes `up` recorded (checked by pid); data is kept unless --purge."""
+    """Stop the processes `up` started (by checked pid; a bookie by its configuration); data is kept unless --purge."""
     from ..sandbox import cluster
 
     as_json = _wants_json(ctx, as_json)

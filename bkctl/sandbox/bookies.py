@@ -16,7 +16,7 @@ from typing import Any
 
 from ..exitcodes import UNREACHABLE, USAGE
 from .state import HOST, Progress, SandboxError, quiet, sandbox_dir
-from .zookeeper import free_port, port_free, process_matches, terminate_pid
+from .zookeeper import free_port, port_free, process_cmdline, process_matches, terminate_pid
 
 
 def bookied_available() -> bool:
@@ -144,6 +144,26 @@ def bookie_alive(record: dict) -> bool:
     if not pid or not conf:
         return False
     return process_matches(int(pid), ["bookied", str(conf)])
+
+
+def running_bookieds(directory: Path) -> dict[int, str]:
+    """Every bookied running with a configuration of this sandbox (``<dir>/bookie-N/bk_server.conf``
+    after ``--conf``), pid -> that path: ``down`` stops them whether or not the state file recorded
+    them (a save that met a full disk, a state file lost or edited)."""
+    prefix = str(directory) + os.sep + "bookie-"
+    found: dict[int, str] = {}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        argv = process_cmdline(pid)
+        if not argv or "bkctl.bookied" not in argv:
+            continue
+        conf = next((argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "--conf"), "")
+        if conf.startswith(prefix) and conf.endswith(os.sep + "bk_server.conf"):
+            found[pid] = conf
+    return found
 
 
 def _log_tail(path: Path, lines: int = 20) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exitcodes import NOT_FOUND, UNREACHABLE, USAGE
-from .bookies import bookie_alive, bookie_paths, bookied_available, start_bookie
+from .bookies import bookie_alive, bookie_paths, bookied_available, running_bookieds, start_bookie
 from .state import (
     HOST,
     STATE_FILE,
@@ -460,30 +460,49 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
 def sandbox_down(
     directory: str | os.PathLike | None = None, *, purge: bool = False, grace: float = 15.0, progress: Progress = quiet
 ) -> dict:
-    """Stop exactly the recorded processes that are still ours: bookies first, then ZooKeeper.
+    """Stop the sandbox's processes that are still ours: bookies first, then ZooKeeper.
 
-    Returns ``{"dir", "stopped": [{"kind", "pid", ...}], "purged"}``.  With
-    *purge* the sandbox directory is deleted afterwards.
+    Returns ``{"dir", "stopped": [{"kind", "pid", ...}], "purged", "warnings"}``.  With
+    *purge* the sandbox directory is deleted afterwards.  The bookies are those recorded and every
+    other bookied running with one of this sandbox's configurations (:func:`running_bookieds`); a
+    state file that cannot be written (a full disk) is a warning, not a reason to stop half-way.
     """
     d = sandbox_dir(directory)
     state = load_state(d)
     if state is None:
         raise SandboxError(f"no sandbox in {d} (nothing to stop)", NOT_FOUND)
     stopped: list[dict[str, Any]] = []
+    warnings: list[str] = []
+
+    def save() -> None:  # every process is stopped whether or not the state file can be written
+        try:
+            save_state(d, state)
+        except SandboxError as exc:
+            if str(exc) not in warnings:
+                warnings.append(str(exc))
+                progress(f"warning: {exc}")
+
     with locked(d):
         # SIGTERM every bookie first: each ends within its shutdownTimeoutMs (ZooKeeper
-        # reachable or not), so stopping them all takes that long once, not once per bookie
-        running = [b for b in state.get("bookies", []) if bookie_alive(b)]
-        for b in running:
-            progress(f"stopping bookie {b['id']} (pid {b['pid']})...")
+        # reachable or not), so stopping them all takes that long once, not once per bookie;
+        # a bookie this sandbox runs that the state file does not record is stopped too
+        records = state.get("bookies", [])
+        running = [(int(b["pid"]), b["id"]) for b in records if bookie_alive(b)]
+        known = {pid for pid, _id in running}
+        by_conf = {str(b.get("conf")): b["id"] for b in records}
+        for pid, conf in sorted(running_bookieds(d).items()):
+            if pid not in known:
+                running.append((pid, by_conf.get(conf, Path(conf).parent.name)))
+        for pid, bookie_id in running:
+            progress(f"stopping bookie {bookie_id} (pid {pid})...")
             with contextlib.suppress(ProcessLookupError):
-                os.kill(int(b["pid"]), signal.SIGTERM)
-        for b in running:
-            terminate_pid(int(b["pid"]), grace)  # waits; SIGKILL after the grace
-            stopped.append({"kind": "bookie", "bookie_id": b["id"], "pid": b["pid"]})
-        for b in state.get("bookies", []):
+                os.kill(pid, signal.SIGTERM)
+        for pid, bookie_id in running:
+            terminate_pid(pid, grace)  # waits; SIGKILL after the grace
+            stopped.append({"kind": "bookie", "bookie_id": bookie_id, "pid": pid})
+        for b in records:
             b["pid"] = None
-        save_state(d, state)
+        save()
         s3 = state.get("s3") or {}
         if s3_alive(d, s3):
             from .s3 import stop_recorded_weed
@@ -500,12 +519,12 @@ def sandbox_down(
                 stopped.append({"kind": "zookeeper", "port": zk.get("port"), "pid": zk["pid"]})
         if zk:
             zk["pid"] = None
-        save_state(d, state)
+        save()
     purged = False
     if purge and (d / STATE_FILE).is_file():
         shutil.rmtree(d)
         purged = True
-    return {"dir": str(d), "stopped": stopped, "purged": purged}
+    return {"dir": str(d), "stopped": stopped, "purged": purged, "warnings": warnings}
 
 
 __all__ = [

@@ -64,10 +64,20 @@ def load_state(directory: str | os.PathLike | None) -> dict | None:
 
 
 def save_state(directory: str | os.PathLike | None, state: dict) -> None:
+    """Write the state file (a new file renamed over the old one).  A filesystem that cannot take
+    it (full: ENOSPC, read-only...) is a :class:`SandboxError` naming it; the old file is left."""
     path = state_path(directory)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise SandboxError(
+            f"cannot write {path}: {exc.strerror or exc}; `bkctl sandbox down` still stops every process "
+            "of this sandbox (it finds its bookies by their configuration)"
+        ) from None
 
 
 @contextlib.contextmanager

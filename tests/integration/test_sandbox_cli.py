@@ -319,3 +319,36 @@ def test_up_after_a_decommission_drops_the_retired_slot(sandbox_dir):
     assert new["bookie_id"] != old["bookie_id"] and doc["failed"] == [] and doc["retired"] == []
     assert (sandbox_dir / "bookie-0.decommissioned" / "journal").is_dir()  # moved aside, nothing deleted
     assert not (sandbox_dir / "bookie-0").exists() and (sandbox_dir / "bookie-1" / "journal").is_dir()
+
+
+def test_down_on_a_full_disk_stops_every_bookie_it_started(tmp_path):
+    """Issue 73, point 9: on a full disk `down` could not write its state file and stopped
+    half-way, and a bookie whose pid a failed save never recorded was left running.  It finds
+    the sandbox's bookies by their configuration, stops everything, and warns about the file."""
+    from tests.support.smallfs import fill, mount_or_explain, unmount
+
+    d = tmp_path / "sbx"
+    mount_or_explain(d, 64)
+    try:
+        up = invoke("up", "--bookies", "1", "--dir", str(d), "--json")
+        assert up.exit_code == 0, up.output
+        doc = json.loads(up.stdout)
+        bookie, zk_pid = doc["bookies"][0], doc["zookeeper"]["pid"]
+        # what a save that met the full disk leaves: the running bookie not recorded
+        state = json.loads((d / "sandbox.json").read_text())
+        state["bookies"][0]["pid"] = None
+        (d / "sandbox.json").write_text(json.dumps(state))
+        filler = fill(d, "filler", leave_bytes=0)
+        down = invoke("down", "--dir", str(d), "--json")
+        assert down.exit_code == 0, down.output
+        result = json.loads(down.stdout)
+        assert {"kind": "bookie", "bookie_id": bookie["bookie_id"], "pid": bookie["pid"]} in result["stopped"]
+        assert not pid_alive(bookie["pid"]) and not pid_alive(zk_pid)
+        assert result["warnings"] and "sandbox.json" in result["warnings"][0]
+        filler.unlink()
+        assert json.loads(invoke("down", "--dir", str(d), "--json").stdout)["stopped"] == []
+    finally:
+        (d / "filler").unlink(missing_ok=True)
+        if (d / "sandbox.json").exists():
+            cluster.sandbox_down(d, grace=5)  # (nothing left to stop when the test passed)
+        unmount(d)
