@@ -1,10 +1,11 @@
-"""Benchmark reading offloaded ledgers: ``bkctl export --topic`` against a plain S3 client.
+"""Benchmark reading offloaded ledgers: ``bkctl export --topic`` against a plain S3 client, and
+against the export of the same topic from BookKeeper.
 
     .venv/bin/python bench/bench_offload.py                     # 16 ledgers of 64 MiB
     .venv/bin/python bench/bench_offload.py --ledgers 4 --ledger-mib 16 --repeat 1 --no-command
 
-Starts a sandbox with its S3 server (``sandbox up --s3 --bookies 0``: ZooKeeper and SeaweedFS)
-in a temporary folder and lays out a Pulsar topic whose ledgers were all offloaded and deleted
+Starts a sandbox with its S3 server (``sandbox up --s3 --bookies 3``: ZooKeeper, SeaweedFS and
+three bookieds) in a temporary folder and lays out a Pulsar topic whose ledgers were all offloaded and deleted
 from BookKeeper, as a broker leaves them: each ledger's data object (64 MiB blocks: a 128-byte
 header, entries as length + entry id + bytes, padding; uploaded as one part per block) and its
 index object (version 1, with the ledger's metadata), written by this script from the layout in
@@ -12,7 +13,9 @@ tests/vectors/offload/FACTS.md (the tests check the reader against Pulsar's own 
 managed ledger whose offload contexts name the sandbox's bucket, endpoint and region.  The entries
 are Pulsar entries as the real client makes them (tests/support/pulsar_entries.py): messages of
 ``--message-bytes`` (16 KiB), ``--batch`` (1) to an entry, incompressible.  A second topic of one
-1-entry ledger measures the command's fixed cost.
+1-entry ledger measures the command's fixed cost.  A third topic has as many ledgers of as many
+entries of the same sizes in BookKeeper (E2 Qw2 Qa2, Pulsar's default; ``--bookies 0`` leaves it
+out), written by the client as a broker writes them.
 
 Then, in turns (``--repeat``), after one turn that warms the server, the caches and Spark up:
 
@@ -32,10 +35,12 @@ Then, in turns (``--repeat``), after one turn that warms the server, the caches 
 * **its fixed cost**: the same command on the 1-entry topic; "net of the fixed cost" divides
   the bytes by the difference of the two;
 * **in a running session**: ``run_export`` in this process's Spark session, whose JVM and
-  Python workers are up: the steady state of a long export (or the shell's).
+  Python workers are up: the steady state of a long export (or the shell's);
+* **the same from BookKeeper**: ``run_export`` of the BookKeeper topic in the same session.
 
-It prints the medians of each, the export's rates as shares of the plain GET's (target: at least
-0.8) and the load average beside them.  It asserts nothing.  Everything it starts is stopped.
+It prints the medians of each, the export's rates as shares of the plain GET's, the offloaded
+topic's export as a share of the same topic's from BookKeeper (entries per second, both in the
+running session: target at least 0.8) and the load average beside them.  It asserts nothing.  Everything it starts is stopped.
 """
 
 from __future__ import annotations
@@ -57,13 +62,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import cpu_seconds, load_note  # noqa: E402
+from common import cpu_seconds, load_note, raw_zookeeper  # noqa: E402
 
 from bkctl.wire import fastpath
 
 TOPIC = "persistent://public/default/bench-offload"
 #: a topic of one 1-entry ledger: the command's fixed cost
 SMALL_TOPIC = "persistent://public/default/bench-offload-small"
+#: the same sizes in BookKeeper: what the offloaded export is compared with
+BK_TOPIC = "persistent://public/default/bench-offload-bk"
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = 64 << 20  # the broker's default s3ManagedLedgerOffloadMaxBlockSizeInBytes
 PADDING = bytes.fromhex("FEDCDEAD")
@@ -153,13 +160,16 @@ def main(argv: list[str] | None = None) -> int:
         "--no-command", action="store_true", help="leave the command out (GET, reader and session only: quicker)"
     )
     ap.add_argument("--repeat", type=int, default=3, help="runs of each, in turns (default 3)")
+    ap.add_argument(
+        "--bookies", type=int, default=3, help="bookies of the BookKeeper topic compared with (default 3; 0: none)"
+    )
     args = ap.parse_args(argv)
 
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
 
     work = Path(tempfile.mkdtemp(prefix="bench-offload-"))
     try:
-        info = sandbox_up(work / "sandbox", bookies=0, s3=True)
+        info = sandbox_up(work / "sandbox", bookies=args.bookies, s3=True)
         return run(args, info, work)
     finally:
         try:
@@ -267,6 +277,28 @@ def lay_out(args, info: dict, topic: str = TOPIC, ledgers: int | None = None, en
     return layout
 
 
+def lay_out_bookkeeper(args, info: dict, topic: str, count: int) -> int:
+    """``--ledgers`` closed ledgers of ``count`` entries each (the sizes of :func:`lay_out`'s) of
+    ``topic`` in BookKeeper, E2 Qw2 Qa2 as Pulsar's broker writes them, and its managed ledger;
+    the messages."""
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from bkctl.wire.pulsar.managed_ledger import TopicName
+
+    name = TopicName.parse(topic).managed_ledger
+    custom = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": name.encode()}
+    info_ml = ml.ManagedLedgerInfo()
+    with BlockingBookKeeper(info["uri"], add_timeout=120.0, timeout=3600) as bk:
+        for _ in range(args.ledgers):
+            entries = build_entries(count, args.message_bytes, args.batch)
+            with bk.create(2, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom) as lh:
+                lh.add_many(entries)
+            info_ml.ledgerInfo.add(ledgerId=lh.ledger_id, entries=count, size=sum(map(len, entries)), timestamp=0)
+    with raw_zookeeper(info["uri"]) as (zk, root):
+        zk.create(f"{root.rsplit('/', 1)[0]}/managed-ledgers/{name}", info_ml.SerializeToString(), makepath=True)
+    return count * args.ledgers * args.batch
+
+
 def run(args, info: dict, work: Path) -> int:
     from bkctl.export.job import ExportOptions, run_export
     from bkctl.export.spark_session import spark_session, stop_spark
@@ -294,6 +326,7 @@ def run(args, info: dict, work: Path) -> int:
     bucket = s3["bucket"]
     layout = lay_out(args, info)
     small = lay_out(args, info, SMALL_TOPIC, ledgers=1, entries=1)
+    bk_messages = lay_out_bookkeeper(args, info, BK_TOPIC, layout.entries_per_ledger) if args.bookies else 0
     data_bytes, mib = layout.data_bytes, layout.data_bytes / 2**20
     print(
         f"{args.ledgers} offloaded ledgers, {mib:,.0f} MiB of data objects, {layout.messages:,} messages of "
@@ -360,16 +393,17 @@ def run(args, info: dict, work: Path) -> int:
         assert json.loads(stdout)["messages"] == messages, stdout
         return seconds, sum(seen.values())
 
-    def in_session(spark_master: str) -> float:
+    def in_session(spark_master: str, topic: str = TOPIC, messages: int = layout.messages) -> float:
         opts = ExportOptions(
             out=str(work / "out"), master=spark_master, mode="overwrite", compression=args.compression or "zstd"
         )
         with ZKMetadataStore(info["uri"], twins=fastpath.selected()) as store:
             t = time.monotonic()
-            summary = run_export(store, info["uri"], TopicSource(TopicSpec(TOPIC, scan_first=False)), opts)
+            summary = run_export(store, info["uri"], TopicSource(TopicSpec(topic, scan_first=False)), opts)
             seconds = time.monotonic() - t
-        assert summary["messages"] == layout.messages, summary
-        session_timings.append(summary["timings"])
+        assert summary["messages"] == messages, summary
+        if topic == TOPIC:
+            session_timings.append(summary["timings"])
         return seconds
 
     weed = s3["pid"]
@@ -394,7 +428,10 @@ def run(args, info: dict, work: Path) -> int:
                 ("command", lambda: command(TOPIC, layout.messages)),
                 ("fixed", lambda: command(SMALL_TOPIC, small.messages)),
                 ("session", lambda: (in_session(spark_master), None)),
+                ("bookkeeper", lambda: (in_session(spark_master, BK_TOPIC, bk_messages), None)),
             ):
+                if what == "bookkeeper" and not args.bookies:
+                    continue
                 if args.no_command and what in ("command", "fixed"):
                     continue
                 w = cpu_seconds(weed)
@@ -454,7 +491,16 @@ def run(args, info: dict, work: Path) -> int:
         + ", ".join(f"{k} {statistics.median(t.get(k, 0.0) for t in timings):.2f}" for k in timings[0])
     )
     ratios.append(f"in a running session {rate('session') / get:.2f}")
-    print("export / plain GET (target >= 0.8): " + "; ".join(ratios))
+    print("export / plain GET: " + "; ".join(ratios))
+    if args.bookies:
+        print(
+            f"run_export of the same sizes from BookKeeper ({args.bookies} bookies, E2 Qw2 Qa2), same session: "
+            f"{med('bookkeeper'):6.2f} s"
+        )
+        print(
+            f"offloaded / BookKeeper, messages per second (target >= 0.8): "
+            f"{(layout.messages / med('session')) / (bk_messages / med('bookkeeper')):.2f}"
+        )
     print(load_note())
     return 0
 
