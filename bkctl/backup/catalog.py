@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from ..exitcodes import NOT_FOUND, USAGE, CommandError
+from ..exitcodes import FAILED, NOT_FOUND, USAGE, CommandError
 from .archive import ARCHIVE_FORMAT, ArchiveDamaged, Manifest
 from .storage import ArchiveStorage
 
-__all__ = ["ensure_archive", "latest_manifest", "load_manifest", "manifest_ids", "require_archive"]
+__all__ = ["ensure_archive", "latest_manifest", "load_manifest", "manifest_ids", "read_manifest", "require_archive"]
 
 MARKER = "archive.json"
 
@@ -45,7 +45,8 @@ def manifest_ids(storage: ArchiveStorage) -> list[str]:
 
 
 def load_manifest(storage: ArchiveStorage, backup_id: str | None = None) -> Manifest:
-    """Backup ``backup_id``'s manifest (default: the newest); exit 3 when there is none."""
+    """Backup ``backup_id``'s manifest (default: the newest); exit 3 when there is none, 1 when
+    it is damaged (naming it)."""
     ids = manifest_ids(storage)
     if backup_id is None:
         if not ids:
@@ -53,13 +54,26 @@ def load_manifest(storage: ArchiveStorage, backup_id: str | None = None) -> Mani
         backup_id = ids[-1]
     elif backup_id not in ids:
         raise CommandError(f"{storage.url}: no backup {backup_id} (there are {len(ids)})", NOT_FOUND)
+    try:
+        return read_manifest(storage, backup_id)
+    except ArchiveDamaged as exc:
+        raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
+
+
+def read_manifest(storage: ArchiveStorage, backup_id: str) -> Manifest:
+    """Backup ``backup_id``'s manifest; :class:`ArchiveDamaged` when it does not read."""
     name = f"backups/{backup_id}.json"
     try:
         return Manifest.decode(storage.get(name), name)
-    except ArchiveDamaged as exc:
-        raise CommandError(str(exc), USAGE) from None
+    except FileNotFoundError:
+        raise ArchiveDamaged(f"{name}: gone while the archive was read") from None
 
 
 def latest_manifest(storage: ArchiveStorage) -> Manifest | None:
-    """The newest backup's manifest, None when there is none yet."""
-    return load_manifest(storage) if manifest_ids(storage) else None
+    """The newest backup's readable manifest (a damaged one is passed over), None when there is none."""
+    for backup_id in reversed(manifest_ids(storage)):
+        try:
+            return read_manifest(storage, backup_id)
+        except ArchiveDamaged:
+            continue
+    return None

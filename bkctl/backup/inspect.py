@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .archive import ArchiveDamaged, LedgerRecord, Manifest, read_data, unb64
-from .catalog import load_manifest, manifest_ids, require_archive
+from .catalog import load_manifest, manifest_ids, read_manifest, require_archive
 from .storage import ArchiveStorage
 
 __all__ = ["list_backups", "show_backup", "verify_archive"]
@@ -37,9 +37,16 @@ def summary(m: Manifest) -> dict[str, Any]:
 
 
 def list_backups(storage: ArchiveStorage) -> list[dict[str, Any]]:
-    """A summary of every backup, oldest first."""
+    """A summary of every backup, oldest first; one whose manifest does not read is a row of its
+    own (``id``, ``damaged``: why) and hides none of the others."""
     require_archive(storage)
-    return [summary(load_manifest(storage, i)) for i in manifest_ids(storage)]
+    rows = []
+    for i in manifest_ids(storage):
+        try:
+            rows.append({**summary(read_manifest(storage, i)), "damaged": None})
+        except ArchiveDamaged as exc:
+            rows.append({"id": i, "damaged": str(exc)})
+    return rows
 
 
 def show_backup(storage: ArchiveStorage, backup_id: str | None = None) -> dict[str, Any]:
@@ -85,12 +92,20 @@ def verify_archive(
     from bkctl.wire.pulsar.managed_ledger import parse_cursor_info, parse_managed_ledger_info
 
     require_archive(storage)
-    ids = [backup_id] if backup_id is not None else manifest_ids(storage)
+    ids = manifest_ids(storage)
+    if backup_id is not None:
+        if backup_id not in ids:
+            load_manifest(storage, backup_id)  # exit 3, naming how many there are
+        ids = [backup_id]
     problems: list[str] = []
     lock = threading.Lock()
     records: dict[str, tuple[int, int, int]] = {}  # record -> ledger id, entries, bytes
     for i in ids:
-        m = load_manifest(storage, i)
+        try:
+            m = read_manifest(storage, i)
+        except ArchiveDamaged as exc:
+            problems.append(f"backup {i}: its manifest is damaged: {exc}")
+            continue
         for x in m.ledgers:
             records[x.record] = (x.ledger_id, x.entries, x.payload_bytes)
         for t in m.topics:
@@ -144,6 +159,10 @@ def expected_bytes(storage: ArchiveStorage, backup_id: str | None = None) -> int
     ids = [backup_id] if backup_id is not None else manifest_ids(storage)
     seen: dict[str, int] = {}
     for i in ids:
-        for x in load_manifest(storage, i).ledgers:
+        try:
+            m = read_manifest(storage, i)
+        except ArchiveDamaged:
+            continue  # verify names it
+        for x in m.ledgers:
             seen[x.record] = x.payload_bytes
     return sum(seen.values())

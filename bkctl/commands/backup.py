@@ -69,7 +69,8 @@ def backup(
     10 (partial).  The archive's format: docs/backup.md.  Progress and ETA on
     a terminal, nothing on a pipe.
 
-    `bkctl backup list ARCHIVE` lists its backups, `show ARCHIVE [--backup ID]`
+    `bkctl backup list ARCHIVE` lists its backups (a damaged manifest as one
+    DAMAGED line, hiding none of the others), `show ARCHIVE [--backup ID]`
     says what one holds, `verify ARCHIVE [--backup ID]` re-reads every object
     and checks each entry's CRC32C and each object's index SHA-256 (exit 1 when
     anything is wrong).  --json: the backup's totals (copied_ledgers,
@@ -142,6 +143,9 @@ def _print_list(app: App, rows: list[dict]) -> None:
     if not rows:
         app.console.print("no backups")
     for r in rows:
+        if r["damaged"]:
+            app.console.print(f"{r['id']}  DAMAGED: {r['damaged']}", highlight=False)
+            continue
         app.console.print(
             f"{r['id']}  {r['finished']}  {r['ledgers']} ledgers  {r['topics']} topics  "
             f"{human_size(r['bytes'])} ({human_size(r['copied_bytes'])} copied)  from {r['source']}"
@@ -150,22 +154,46 @@ def _print_list(app: App, rows: list[dict]) -> None:
         )
 
 
+def _ids(ids: list[int]) -> str:
+    """Ledger ids for people: ``1-4, 7, 9-10``."""
+    runs: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def _print_show(app: App, doc: dict) -> None:
-    app.console.print(
-        f"backup {doc['id']} of {doc['source']} ({doc['instance_id']}), {doc['started']} .. {doc['finished']}"
+    say = lambda text: app.console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
+    say(f"backup {doc['id']} of {doc['source']} ({doc['instance_id']}), {doc['started']} .. {doc['finished']}")
+    say(
+        f"{plural(len(doc['ledgers']), 'ledger')}, {plural(doc['entries'], 'entry', 'entries')}, "
+        f"{human_size(doc['bytes'])}; {doc['copied_ledgers']} copied by this backup ({human_size(doc['copied_bytes'])})"
+        + (f"; after {doc['previous']}" if doc["previous"] else "")
     )
-    app.console.print(
-        f"{doc['ledgers']} ledgers, {doc['entries']} entries, {human_size(doc['bytes'])}; "
-        f"{doc['copied_ledgers']} copied by this backup ({human_size(doc['copied_bytes'])})"
-    )
+    chosen = [f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in doc["selection"].items() if v]
+    say(f"selection: {'; '.join(chosen) if chosen else 'the whole cluster'}")
     for t in doc["topics"]:
-        app.console.print(f"  {t['managed_ledger']}: ledgers {t['ledgers']}, cursors {', '.join(t['cursors']) or '-'}")
+        say(
+            f"  topic {t['managed_ledger']}: ledgers {_ids(t['ledgers']) or '-'}; cursors {', '.join(t['cursors']) or '-'}"
+        )
     if doc["schemas"]:
-        app.console.print(f"schemas: {', '.join(doc['schemas'])}")
+        say(f"schemas: {', '.join(doc['schemas'])}")
+    if doc["ledgers"]:
+        say(f"ledgers: {_ids([x['ledger_id'] for x in doc['ledgers']])}")
+    if doc["unreadable"]:
+        say(f"PARTIAL: {plural(len(doc['unreadable']), 'ledger')} could not be read and are not in it:")
+        for u in doc["unreadable"]:
+            say(f"  ledger {u['ledger_id']}: {u['error']}")
     if doc["missing"]:
-        app.console.print(f"named but gone when backed up: {doc['missing']}")
-    if doc["deleted"].get("ledgers") or doc["deleted"].get("topics"):
-        app.console.print(f"deleted since {doc['previous']}: {doc['deleted']}")
+        say(f"named by topics or schemas but gone when backed up: ledgers {_ids(doc['missing'])}")
+    deleted = doc["deleted"]
+    if deleted.get("ledgers") or deleted.get("topics"):
+        gone = [f"ledgers {_ids(deleted['ledgers'])}"] if deleted.get("ledgers") else []
+        gone += [f"topics {', '.join(deleted['topics'])}"] if deleted.get("topics") else []
+        say(f"deleted since {doc['previous']}: {'; '.join(gone)}")
 
 
 def _print_verify(app: App, doc: dict) -> None:
