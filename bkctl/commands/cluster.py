@@ -357,7 +357,9 @@ def autorecovery_status(app: App):
     now), marked, lost_since, due (ms), due_in (s), not_waited,
     seen_by_auditor, why),
     auditor_waits_for, workers[] (worker, host, active, holds, updated),
-    ledgers[] (as query-status's lines).
+    ledgers[] (as query-status's lines), lost_entries[] (ledger_id, entries,
+    runs[] (first_entry_id, last_entry_id, bookies, cause), recorded_at (ms),
+    by: the entries a worker found no good copy of, the rest repaired).
     """
     import time
 
@@ -388,8 +390,28 @@ def autorecovery_status(app: App):
                     or "none",
                 ),
                 ("under-replicated", doc["underreplicated"]),
+                (
+                    "lost entries",
+                    f"{sum(r['entries'] for r in doc['lost_entries'])} in {len(doc['lost_entries'])} ledgers "
+                    "(no good copy on any replica; the rest of each ledger was repaired)"
+                    if doc["lost_entries"]
+                    else "none",
+                ),
             ],
         )
+        for r in doc["lost_entries"]:
+            for run in r["runs"]:
+                what = (
+                    f"entry {run['first_entry_id']}"
+                    if run["first_entry_id"] == run["last_entry_id"]
+                    else f"entries {run['first_entry_id']}-{run['last_entry_id']}"
+                )
+                app.console.print(
+                    f"ledger {r['ledger_id']}: {what} lost ({', '.join(run['bookies'])}): {run['cause']}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
         if doc["ledgers"]:
             table(
                 app,

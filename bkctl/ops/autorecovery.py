@@ -85,8 +85,10 @@ def underreplicated(store, include=(), exclude=(), now_ms: int | None = None) ->
 def autorecovery_report(store, now_ms: int) -> dict:
     """Everything ``autorecovery status`` shows: the switch, the delay, the auditor,
     the lost bookies (:func:`~bkctl.wire.autorecovery.repairstate.lost_bookies`),
-    what the auditor waits for, each worker, and each marked or locked ledger's
-    state (:func:`query_status`'s rows)."""
+    what the auditor waits for, each worker, each marked or locked ledger's
+    state (:func:`query_status`'s rows), and the entries the workers found no good
+    copy of (:mod:`bkctl.wire.autorecovery.lostentries`; ledgers deleted since left out)."""
+    from bkctl.wire.autorecovery.lostentries import read_records
     from bkctl.wire.autorecovery.repairstate import lost_bookies, read_snapshot
 
     snap = read_snapshot(store, now_ms)
@@ -140,4 +142,5 @@ def autorecovery_report(store, now_ms: int) -> dict:
         "workers": workers,
         "workers_note": workers_note,
         "ledgers": ledgers,
+        "lost_entries": [r.to_json() for lid, r in sorted(read_records(store).items()) if store.ledgers.exists(lid)],
     }

@@ -683,8 +683,10 @@ def test_nuke_asks_for_the_instance_id_and_no_bookies(store):
         cluster.nuke("not-" + instance)
     store.ledgers.create(md(), 7)
     store.rebalance.write(b"a kept plan")
+    store.lost_entries.write(7, b"a record")
     assert cluster.nuke(instance) is True
     assert store.rebalance.read() is None  # a kept plan goes with its cluster
+    assert store.lost_entries.all() == {}  # and the records of its lost entries
     assert not cluster.exists() and not cluster.holds_cluster() and cluster.layout() is None
     with pytest.raises(ClusterNotFound):
         cluster.instance_id()
@@ -755,6 +757,21 @@ def test_a_restore_journal_lives_beside_the_cluster_and_goes_with_a_nuke(metadat
         assert zk_client.exists(path) is None
     finally:
         store.close()
+
+
+def test_records_of_lost_entries_are_kept_per_ledger_beside_the_cluster(sessions, store):
+    records = store.lost_entries
+    assert records.read(7) is None and records.all() == {}
+    records.forget(7)  # none: nothing to do
+    records.write(7, b"first")
+    records.write(7, b"second")  # in place of the first
+    records.write(12, b"other")
+    other = sessions.open()  # another session (fsck, status) reads them
+    assert other.lost_entries.read(7) == b"second"
+    assert other.lost_entries.all() == {7: b"second", 12: b"other"}
+    other.lost_entries.forget(7)
+    assert records.all() == {12: b"other"} and records.read(7) is None
+    assert not store.ledgers.exists(12)  # nothing of them inside the cluster
 
 
 def test_a_saved_rebalance_whose_writing_was_cut_short_is_not_read(metadata_uri, zk_client):

@@ -921,6 +921,8 @@ class FakeClusterManager(_Manager):
         self._store.rebalance.clear()
         for key in self._store.restores.kept():
             self._store.restores.clear(key)
+        for ledger_id in self._store.lost_entries.all():
+            self._store.lost_entries.forget(ledger_id)
         self._root, self._instance_id, self._layout = False, None, None
         return True
 
@@ -1005,6 +1007,32 @@ class FakeRestoreJournals(_Manager):
         self._data.pop(key, None)
 
 
+class FakeLostEntryRecords(_Manager):
+    """The records of lost entries, as their bytes by ledger id."""
+
+    _name = "lost_entries"
+
+    def __init__(self, store):
+        super().__init__(store)
+        self._records: dict[int, bytes] = {}
+
+    @_call
+    def read(self, ledger_id: int) -> bytes | None:
+        return self._records.get(int(ledger_id))
+
+    @_call
+    def write(self, ledger_id: int, data: bytes) -> None:
+        self._records[int(ledger_id)] = bytes(data)
+
+    @_call
+    def all(self) -> dict[int, bytes]:
+        return dict(sorted(self._records.items()))
+
+    @_call
+    def forget(self, ledger_id: int) -> None:
+        self._records.pop(int(ledger_id), None)
+
+
 class FakeMetadataStore:
     """An in-memory :class:`~bkctl.wire.metadata.store.MetadataStore` (one session).
 
@@ -1040,6 +1068,7 @@ class FakeMetadataStore:
         self.pulsar = FakePulsarMetadata(self)
         self.rebalance = FakeSavedRebalance(self)
         self.restores = FakeRestoreJournals(self)
+        self.lost_entries = FakeLostEntryRecords(self)
 
     # -- the session ---------------------------------------------------------------
     def start(self) -> FakeMetadataStore:

@@ -25,6 +25,7 @@ MANAGERS = {
     "pulsar": S.PulsarMetadata,
     "rebalance": S.SavedRebalance,
     "restores": S.RestoreJournals,
+    "lost_entries": S.LostEntryRecords,
 }
 
 

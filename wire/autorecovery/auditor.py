@@ -12,7 +12,8 @@ marks them under-replicated for the replication workers.
   delay also applies to bookies an auditor finds lost when it takes over.
 * **Periodic checks**: the same bookie audit every
   ``auditorPeriodicBookieCheckInterval`` seconds; every ledger's fragments
-  (:mod:`.checker`: the first and last entry each bookie should hold) every
+  (:mod:`.checker`: the first and last entry each bookie should hold, but those
+  recorded lost: :mod:`.lostentries`) every
   ``auditorPeriodicCheckInterval`` seconds, marking what is missing; and the
   replicas check every ``auditorReplicasCheckInterval`` seconds (every entry's
   copies counted against Qw and Qa; reported, not marked, as Java does).
@@ -52,6 +53,7 @@ from bkctl.wire.metadata import underreplication as UR
 from bkctl.wire.metadata.store import StoredValue, registered_bookies
 
 from .checker import bookies_missing_replicas
+from .lostentries import read_records
 from .status import StatusDoc
 
 if TYPE_CHECKING:
@@ -429,6 +431,9 @@ class Auditor:
         # a replica -- never every ledger's metadata
         named: dict[str, array[int]] = {}
         checked: dict[int, set[str]] = {}
+        # entries recorded lost (no good copy anywhere) are not probed: marking a bookie for
+        # them would have the ledger moved at every audit (:mod:`.lostentries`)
+        lost_entries = await run(read_records, self.store) if check_ledgers else {}
         walked = 0
         started = time.monotonic()
         async for ledger_id, md in self._each_ledger():
@@ -439,7 +444,10 @@ class Auditor:
             if check_ledgers:
                 if not self.running:
                     return
-                missing = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+                record = lost_entries.get(ledger_id)
+                missing = await bookies_missing_replicas(
+                    self.client, ledger_id, md, registered, record.entry_ids() if record is not None else ()
+                )
                 if missing:
                     checked[ledger_id] = missing
         if not self.running:

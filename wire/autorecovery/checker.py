@@ -46,9 +46,16 @@ def entries_held(md: LedgerMetadata, segment: int, position: int, last_entry_id:
 
 
 async def bookies_missing_replicas(
-    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, registered: Collection[str]
+    client: BookKeeperClient,
+    ledger_id: int,
+    md: LedgerMetadata,
+    registered: Collection[str],
+    lost_entries: Collection[int] = (),
 ) -> set[str]:
-    """Bookies of ``md`` that lack replicas they should hold (see the module doc)."""
+    """Bookies of ``md`` that lack replicas they should hold (see the module doc).
+    ``lost_entries``: entries recorded with no good copy anywhere
+    (:mod:`.lostentries`), never probed: a bookie lacking one is not short of a replica
+    that can be made, and marking it would have the ledger moved at every audit."""
     registered = set(registered)
     missing: set[str] = set()
     probes: list[tuple[str, defer.Deferred[bool]]] = []
@@ -69,6 +76,8 @@ async def bookies_missing_replicas(
             if held is None:
                 continue
             for entry_id in sorted(set(held)):
+                if entry_id in lost_entries:
+                    continue
                 probes.append((bookie, _has_entry(client, bookie, ledger_id, entry_id)))
     for bookie, probe in probes:
         if not await probe:
@@ -90,12 +99,18 @@ def _has_entry(client: BookKeeperClient, bookie: str, ledger_id: int, entry_id: 
 
 
 async def marked_copies_lacking(
-    client: BookKeeperClient, ledger_id: int, md: LedgerMetadata, marked: Collection[str], window: int = 64
+    client: BookKeeperClient,
+    ledger_id: int,
+    md: LedgerMetadata,
+    marked: Collection[str],
+    window: int = 64,
+    lost_entries: Collection[int] = (),
 ) -> set[str]:
     """Of the bookies a mark names (``marked``: registered, of a closed ledger), those that lack
     an entry their write sets give them (their GET_LIST_OF_ENTRIES_OF_LEDGER answer), or hold
     one whose digest does not verify (every such entry read): the whole check ``bkctl ledger
-    fsck`` made before marking them, which the first-and-last check above does not see."""
+    fsck`` made before marking them, which the first-and-last check above does not see.
+    ``lost_entries`` (recorded with no good copy anywhere) are left out."""
     from bkctl.wire.client.credentials import ledger_credentials
     from bkctl.wire.codecs.digest import DigestManager
     from bkctl.wire.fsck.check import BookieRequests
@@ -110,7 +125,7 @@ async def marked_copies_lacking(
     except Exception:  # noqa: BLE001 - no credentials: held entries count as good
         digest = None
     for bookie in sorted(set(marked).intersection(md.bookies)):
-        should = [e for e in range(md.last_entry_id + 1) if bookie in md.write_set(e)]
+        should = [e for e in range(md.last_entry_id + 1) if bookie in md.write_set(e) and e not in lost_entries]
         held = await requests.availability(bookie, ledger_id)
         if held is not None and any(e not in held for e in should):
             lacking.add(bookie)

@@ -30,6 +30,12 @@ marker with the version read (a marker re-marked meanwhile stays) and the lock.
   sooner when a bookie registers that was not registered at the failure (a
   lost bookie back, a new one): what the attempt lacked may be there now.
   Java's worker always waits out the grace period.
+* An entry every replica answers for without a good copy (none holds it, or each
+  copy fails its digest) is lost: the fragment's other entries are copied and the
+  swap made all the same, and the lost ones are recorded (:mod:`.lostentries`:
+  ``autorecovery status`` names them) and left out of this worker's and the
+  auditor's checks, so the ledger is neither failed for ever nor marked again for
+  them.  Java's worker fails the whole ledger, and retries it for ever.
 * Nothing is taken while ``B/disable`` exists.
 * The lock holds this worker's id (its daemon's bookie id) in Java's
   ``LockDataFormat.bookieId``; Java's worker writes its host name there.
@@ -67,10 +73,12 @@ from bkctl.wire.clock import Clock, DelayedCall
 from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas, marked_copies_lacking
+from .lostentries import lost_entry_ids, record_lost
 from .status import StatusDoc
 
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.client.rereplication import UnreadableEntry
 
     from .config import AutoRecoveryConfig, AutoRecoveryStats
 
@@ -217,6 +225,8 @@ class ReplicationWorker:
         self._mark_replicas: dict[int, tuple[str, ...]] = {}
         #: ledger id -> its mark's ctime (ms), while this worker holds its lock
         self._marked_at: dict[int, int | None] = {}
+        #: ledger being re-replicated -> how many entries this attempt found lost
+        self._lost_now: dict[int, int] = {}
 
     @property
     def lock_holder(self) -> str:
@@ -350,12 +360,16 @@ class ReplicationWorker:
         ``deleted``, ``clean`` (nothing was missing), ``waiting`` (open ledger in
         its grace period), ``remarked`` (marked again meanwhile: lock released,
         marker kept) or ``failed``."""
-        result = await self._rereplicate(ledger_id, version)
+        try:
+            result = await self._rereplicate(ledger_id, version)
+        finally:
+            lost_now = self._lost_now.pop(ledger_id, 0)
         if result not in ("waiting", "failed"):
             self.attempts.pop(ledger_id, None)
-            self.done = (self.done + [{"ledger_id": ledger_id, "at": self._now_ms(), "result": result}])[
-                -self.DONE_KEPT :
-            ]
+            done: StatusDoc = {"ledger_id": ledger_id, "at": self._now_ms(), "result": result}
+            if lost_now:
+                done["lost_entries"] = lost_now
+            self.done = (self.done + [done])[-self.DONE_KEPT :]
         return result
 
     async def _rereplicate(self, ledger_id: int, version: int) -> str:
@@ -368,14 +382,17 @@ class ReplicationWorker:
             md, _ = await run(self.store.ledgers.read, ledger_id)
         except NoSuchLedger:
             await run(self.store.underreplication.mark_replicated, ledger_id, version)
+            await run(self.store.lost_entries.forget, ledger_id)
             return "deleted"
         except Exception as exc:  # noqa: BLE001
             return await self._failed(ledger_id, str(exc))
         registered = await run(self._registered)
-        lost = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+        known_lost = await run(lost_entry_ids, self.store, ledger_id)
+        lost = await bookies_missing_replicas(self.client, ledger_id, md, registered, known_lost)
         named = set(self._mark_replicas.get(ledger_id, ())).intersection(registered, md.bookies) - lost
         if named and md.is_closed:  # what the mark names and the quick check finds whole: looked at in full
-            lost |= await marked_copies_lacking(self.client, ledger_id, md, named)
+            lost |= await marked_copies_lacking(self.client, ledger_id, md, named, lost_entries=known_lost)
+        unreadable: list[UnreadableEntry] = []
         if lost:
             recover_open = ledger_id in self._grace_over or self.config.open_ledger_rereplication_grace_period <= 0
             if not md.is_closed and lost.intersection(md.last_ensemble) and not recover_open:
@@ -404,18 +421,30 @@ class ReplicationWorker:
                 window=self.config.rereplication_entry_batch_size,
                 throttle=self._pace,
                 refill=set(writable) & lost,
+                on_unreadable=unreadable.append,
             )
             status = result.get("status")
             if status == "deleted":
                 await run(self.store.underreplication.mark_replicated, ledger_id, version)
+                await run(self.store.lost_entries.forget, ledger_id)
                 return "deleted"
+            if unreadable:  # the entries no replica has a good copy of: recorded, never tried for ever
+                record = await run(record_lost, self.store, ledger_id, unreadable, self.lock_holder, self._now_ms())
+                known_lost |= record.entry_ids()
+                self._lost_now[ledger_id] = len(unreadable)
+                log.error(
+                    "ledger %d: %d entries have no good copy on any replica (lost; the others are copied): %s",
+                    ledger_id,
+                    len(unreadable),
+                    "; ".join(r.text() for r in record.runs[:3]),
+                )
             if status not in ("recovered", "replicated", "clean"):
                 return await self._failed(ledger_id, result.get("error") or str(status), result.get("cause"))
             if self.stats is not None:
                 self.stats.entries_rereplicated += int(result.get("entries_copied") or 0)
             md, _ = await run(self.store.ledgers.read, ledger_id)
             registered = await run(self._registered)
-            still = await bookies_missing_replicas(self.client, ledger_id, md, registered)
+            still = await bookies_missing_replicas(self.client, ledger_id, md, registered, known_lost)
             if still:
                 return await self._failed(ledger_id, f"still missing replicas on {', '.join(sorted(still))}")
         self._grace_over.discard(ledger_id)

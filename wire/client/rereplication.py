@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -71,6 +71,7 @@ LedgerReport = dict[str, Any]
 __all__ = [
     "CAUSES",
     "CachedBookieLists",
+    "UnreadableEntry",
     "failure_cause",
     "replace_in_metadata",
     "replicate_fragment",
@@ -83,10 +84,19 @@ log = logging.getLogger(__name__)
 # ----------------------------------------------------------------- re-replication
 
 
+class UnreadableEntry(NamedTuple):
+    """An entry every replica read answered for without a good copy: who said it holds none,
+    whose copy fails its digest (:func:`replicate_fragment`'s ``on_unreadable``)."""
+
+    entry_id: int
+    absent: tuple[str, ...]
+    bad_digest: tuple[str, ...]
+
+
 class _EntryCopy:
     """One entry on its way: where it can be read, where it goes, what went wrong."""
 
-    __slots__ = ("entry_id", "sources", "targets", "errors", "answered", "unanswered")
+    __slots__ = ("entry_id", "sources", "targets", "errors", "answered", "unanswered", "absent", "bad")
 
     def __init__(self, entry_id: int, sources: list[str], targets: list[str]):
         self.entry_id = entry_id
@@ -95,6 +105,8 @@ class _EntryCopy:
         self.errors: list[str] = []
         self.answered = False  # a replica answered (without a good copy): the entry is unreadable, not down
         self.unanswered = 0  # adds sent and not acknowledged yet
+        self.absent: tuple[str, ...] = ()  # replicas that answered without it
+        self.bad: tuple[str, ...] = ()  # replicas whose copy fails its digest
 
 
 class FragmentCopy:
@@ -127,7 +139,10 @@ class FragmentCopy:
         throttle: Callable[..., Any] | None,
         read_replaced: bool = False,
         readable_lost: Collection[str] = (),
+        on_unreadable: Callable[[UnreadableEntry], Any] | None = None,
     ):
+        #: told of each entry no replica has a good copy of, the copy going on (None: it fails)
+        self.on_unreadable = on_unreadable
         #: lost bookies still registered (a dead bookie ``bookied --salvage`` serves, a bookie
         #: recovered while up): read from last, after every surviving replica
         self.readable_lost = frozenset(readable_lost)
@@ -242,6 +257,15 @@ class FragmentCopy:
 
     def _read(self, copy: _EntryCopy, index: int) -> None:
         if index >= len(copy.sources):
+            if (
+                self.on_unreadable is not None
+                and copy.sources
+                and len(copy.absent) + len(copy.bad) == len(copy.sources)
+            ):  # every replica answered, none with a good copy: lost, the others still get copied
+                self.reading -= 1
+                self.on_unreadable(UnreadableEntry(copy.entry_id, copy.absent, copy.bad))
+                self._fill()
+                return
             what = f"entry {copy.entry_id} of ledger {self.ledger_id}"
             if not copy.sources:
                 self._fail(
@@ -272,7 +296,9 @@ class FragmentCopy:
             if isinstance(result, Unauthorized):
                 self._fail(result)
                 return
-            copy.answered = copy.answered or isinstance(result, MISSING_ON_BOOKIE)
+            if isinstance(result, MISSING_ON_BOOKIE):
+                copy.answered = True
+                copy.absent += (bookie,)
             copy.errors.append(
                 str(result) if isinstance(result, MISSING_ON_BOOKIE + (BKError,)) else f"{bookie}: {result!r}"
             )
@@ -283,6 +309,7 @@ class FragmentCopy:
             self.digest.payload(body, copy.entry_id)  # checked; the stored bytes are what is copied
         except DigestError as exc:
             copy.answered = True
+            copy.bad += (bookie,)
             copy.errors.append(f"bookie {bookie}: {exc}")
             self._read(copy, index + 1)
             return
@@ -363,6 +390,7 @@ async def replicate_fragment(
     throttle: Callable[..., Any] | None = None,
     read_replaced: bool = False,
     readable_lost: Collection[str] = (),
+    on_unreadable: Callable[[UnreadableEntry], Any] | None = None,
 ) -> int:
     """Copy every entry a lost bookie of ``fragment`` held to its replacement.
 
@@ -379,13 +407,14 @@ async def replicate_fragment(
     members being replaced are live (a replica moved off a bookie, not a lost one) and
     are read from too, in write-set order.  Returns the number of entries copied;
     the first failure raises (a :class:`ReplicationError` or the bookie's
-    error) and stops the copy.
+    error) and stops the copy.  ``on_unreadable(UnreadableEntry)``, when given, is told of
+    each entry every replica read answered for without a good copy, and the others are still
+    copied; an entry a replica did not answer for (it may be back) still fails the copy.
     """
     if window < 1:
         raise ValueError("window must be >= 1")
-    copy = FragmentCopy(
-        client, fragment, replacements, digest, key, window, on_entry, throttle, read_replaced, readable_lost
-    )
+    args = (on_entry, throttle, read_replaced, readable_lost, on_unreadable)
+    copy = FragmentCopy(client, fragment, replacements, digest, key, window, *args)
     return await copy.start()
 
 
@@ -561,6 +590,7 @@ async def rereplicate_ledger(
     metadata: LedgerMetadata | None = None,
     version: int | None = None,
     bookie_lists: Callable[[], Any] | None = None,
+    on_unreadable: Callable[[UnreadableEntry], Any] | None = None,
 ) -> LedgerReport:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
 
@@ -582,6 +612,10 @@ async def rereplicate_ledger(
     keeps it (the autorecovery worker passes them).  Java's replicator only
     ever moves a fragment, and on a cluster with no spare bookie leaves such
     a ledger marked, short of a copy, until a bookie is added.
+
+    ``on_unreadable``: as :func:`replicate_fragment`'s; the fragments' other entries
+    are copied and the swap made (the autorecovery worker records what it is told:
+    :mod:`bkctl.wire.autorecovery.lostentries`).  Without it a lost entry fails the ledger.
 
     Never raises for the ledger's own problems: returns a JSON-ready dict
     with ``status`` one of ``recovered``, ``planned``, ``skipped``,
@@ -657,6 +691,7 @@ async def rereplicate_ledger(
                 on_entry=on_entry,
                 throttle=throttle,
                 readable_lost=lost_set.intersection(readonly).union(lost_set.intersection(writable)),
+                on_unreadable=on_unreadable,
             )
             known = await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements, known)
             doc["entries_copied"] = copied

@@ -72,6 +72,7 @@ __all__ = [
     "readonly_path",
     "restore_journals_path",
     "saved_rebalance_path",
+    "lost_entries_path",
     "underreplication_base",
     "underreplication_lock_path",
     "underreplication_node",
@@ -402,6 +403,13 @@ def restore_journals_path(root: str = DEFAULT_ROOT) -> str:
     and mode), a sibling of the cluster root as the saved rebalance is (``/ledgers`` ->
     ``/ledgers-bkctl-restores``), so that Java's tools never walk into it."""
     return f"{root.rstrip('/')}-bkctl-restores"
+
+
+def lost_entries_path(root: str = DEFAULT_ROOT) -> str:
+    """bkctl's own: the entries re-replication found no good copy of, one child per ledger
+    (``L<id>``; :mod:`bkctl.wire.autorecovery.lostentries`), a sibling of the cluster root
+    (``/ledgers`` -> ``/ledgers-bkctl-lost``) so that Java's auditor and workers never see it."""
+    return f"{root.rstrip('/')}-bkctl-lost"
 
 
 def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:

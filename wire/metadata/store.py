@@ -549,6 +549,25 @@ class RestoreJournals(Protocol):
 
 
 @runtime_checkable
+class LostEntryRecords(Protocol):
+    """bkctl's own, beside the cluster: per ledger, the entries a re-replication found no good
+    copy of (:mod:`bkctl.wire.autorecovery.lostentries` keeps the format), so that workers and
+    auditors do not try them for ever and ``autorecovery status`` and ``ledger fsck`` name them."""
+
+    def read(self, ledger_id: int) -> bytes | None:
+        """The ledger's record, or None."""
+
+    def write(self, ledger_id: int, data: bytes) -> None:
+        """Keep ``data`` as the ledger's record, in place of any."""
+
+    def all(self) -> dict[int, bytes]:
+        """Every ledger's record, by ledger id."""
+
+    def forget(self, ledger_id: int) -> None:
+        """Drop the ledger's record (none: nothing to do)."""
+
+
+@runtime_checkable
 class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
@@ -599,6 +618,10 @@ class MetadataStore(Protocol):
     @property
     def restores(self) -> RestoreJournals:
         """The store's RestoreJournals."""
+
+    @property
+    def lost_entries(self) -> LostEntryRecords:
+        """The store's LostEntryRecords."""
 
     @property
     def connected(self) -> bool:

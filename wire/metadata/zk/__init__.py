@@ -39,6 +39,7 @@ from bkctl.wire.metadata.zk.cluster import ZKClusterManager
 from bkctl.wire.metadata.zk.cookies import ZKCookieManager
 from bkctl.wire.metadata.zk.ledger_ids import ZKLedgerIdGenerator
 from bkctl.wire.metadata.zk.ledgers import ZKLedgerManager
+from bkctl.wire.metadata.zk.lost_entries import ZKLostEntryRecords
 from bkctl.wire.metadata.zk.pulsar import ZKPulsarMetadata
 from bkctl.wire.metadata.zk.racks import ZKRackMap
 from bkctl.wire.metadata.zk.rebalance import ZKSavedRebalance
@@ -95,6 +96,7 @@ class ZKMetadataStore(ZKSession):
         self.pulsar = ZKPulsarMetadata(self)
         self.rebalance = ZKSavedRebalance(self)
         self.restores = ZKRestoreJournals(self)
+        self.lost_entries = ZKLostEntryRecords(self)
 
     def close(self) -> None:
         """Close the session: every ephemeral node of this store disappears."""

@@ -310,5 +310,6 @@ class ZKClusterManager(Manager):
             raise NukeRefused(f"{root} gained new children while being nuked") from None
         s.delete_tree(P.saved_rebalance_path(root))  # bkctl's own, beside it: a kept plan of the cluster gone
         s.delete_tree(P.restore_journals_path(root))  # and the journals of restores into it
+        s.delete_tree(P.lost_entries_path(root))  # and the records of its lost entries
         self._forget_cached()
         return True
