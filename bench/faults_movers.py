@@ -79,8 +79,9 @@ BOOKIE_SETTINGS = dict(
     zkTimeout=int(BOOKIE_SESSION * 1000), flushInterval=500, gcWaitTime=2000, autoRecoveryDaemonEnabled="false"
 )
 #: exit codes an op's command may end with and be rerun (bkctl/exitcodes.py): failed, unreachable,
-#: conflict (a second run refused while one runs), and the SIGKILLs the harness sends
-RERUN = {1, 4, 5, -9}
+#: conflict (a second run refused while one runs), partial (a backup past a ledger it could not
+#: read: a bookie killed), and the SIGKILLs the harness sends
+RERUN = {1, 4, 5, 10, -9}
 
 
 # -- the cluster ---------------------------------------------------------------------------------
@@ -331,8 +332,17 @@ class Ops:
         self.notes: list[str] = []  # what did not go as an operator expects
 
     def until_done(
-        self, op: str, args: list[str], ok: set[int], stop_on: set[int] = frozenset(), mover: bool = True
+        self,
+        op: str,
+        args: list[str],
+        ok: set[int],
+        stop_on: set[int] = frozenset(),
+        mover: bool = True,
+        rerun_said: set[int] = frozenset(),
     ) -> Run | None:
+        """Run the command until it exits with one of ``ok``; a code of ``stop_on`` ends the runs too,
+        one of RERUN runs it again, one of ``rerun_said`` (a defect the campaign found) is said
+        in the notes and runs it again, any other is said and ends the runs."""
         for attempt in range(self.attempts):
             run = self.bkctl.run(*args, mover=mover)
             self.runs[op] += 1
@@ -341,7 +351,9 @@ class Ops:
                     self.moves[event.get("outcome", "?")] += 1
             if run.code in ok:
                 return run
-            if run.code in stop_on or run.code not in RERUN:
+            if run.code in rerun_said:
+                self.notes.append(f"{op}: `bkctl {' '.join(args)}` exit {run.code}: {last_line(run.stderr)}; run again")
+            elif run.code in stop_on or run.code not in RERUN:
                 self.notes.append(f"{op}: `bkctl {' '.join(args)}` exit {run.code}: {last_line(run.stderr)}")
                 return run if run.code in stop_on else None
             time.sleep(min(1.0 + attempt, 4.0))  # a killed run's session and locks go with its timeout
@@ -459,7 +471,13 @@ class Ops:
 
     def fsck_fix(self, rng: random.Random) -> None:
         fixes = ["--fix", "mark", "--fix", "unmark"] + (["--fix", "ensemble"] if rng.random() < 0.5 else [])
-        run = self.until_done("fsck", ["--json", "ledger", "fsck", *fixes, "--force"], ok={0, 7, 8}, stop_on={9})
+        run = self.until_done(
+            "fsck",
+            ["--json", "ledger", "fsck", *fixes, "--force"],
+            ok={0, 7, 8},
+            stop_on={9},
+            rerun_said={3},  # a fix of a ledger deleted since its check aborts the run (a defect; said)
+        )
         if run is not None and run.code == 9:
             lost = [e for e in run.events if isinstance(e, dict) and e.get("kind") == "data_lost"]
             for e in lost[:5]:

@@ -272,7 +272,7 @@ def leftovers(uri: str) -> list[str]:
             parent = posixpath.dirname(root.rstrip("/")) or "/"
             prefix = posixpath.basename(root.rstrip("/")) + "-bkctl-"
             for name in zk.get_children(parent):
-                if not name.startswith(prefix):
+                if not name.startswith(prefix) or name == prefix + "restores":  # journals: below
                     continue
                 path = posixpath.join(parent, name)
                 data, _ = zk.get(path)
@@ -284,9 +284,28 @@ def leftovers(uri: str) -> list[str]:
             locks = zk.get_children(locks_path) if zk.exists(locks_path) else []
             if locks and not (zk.exists(marks_path) and _any_mark(zk, marks_path)):
                 found.append(f"{locks_path}: {sorted(locks)[:5]} with no ledger marked")
+        found += unfinished_restores(uri)
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(1.0)
+
+
+def unfinished_restores(uri: str) -> list[str]:
+    """The restore journals kept in the cluster (``<root>-bkctl-restores``) of restores not finished:
+    a finished one's journal stays, by design, so that the same command run again does nothing."""
+    import json
+
+    found = []
+    with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
+        for key in store.restores.kept():
+            data = store.restores.read(key)
+            try:
+                doc = json.loads(data) if data else {}
+            except ValueError:
+                doc = {}
+            if not doc.get("finished"):
+                found.append(f"restore journal {key}: not finished ({len(doc.get('done', []))} ledgers done)")
+    return found
 
 
 def _any_mark(zk, path: str) -> bool:
