@@ -336,13 +336,15 @@ class Ops:
         op: str,
         args: list[str],
         ok: set[int],
+        *,
         stop_on: set[int] = frozenset(),
+        rerun: set[int] = RERUN,
+        said: set[int] = frozenset(),
         mover: bool = True,
-        rerun_said: set[int] = frozenset(),
     ) -> Run | None:
         """Run the command until it exits with one of ``ok``; a code of ``stop_on`` ends the runs too,
-        one of RERUN runs it again, one of ``rerun_said`` (a defect the campaign found) is said
-        in the notes and runs it again, any other is said and ends the runs."""
+        one of ``rerun`` runs it again, one of ``said`` (a defect the campaign found) is said in the
+        notes and runs it again, any other is said and ends the runs."""
         for attempt in range(self.attempts):
             run = self.bkctl.run(*args, mover=mover)
             self.runs[op] += 1
@@ -351,9 +353,9 @@ class Ops:
                     self.moves[event.get("outcome", "?")] += 1
             if run.code in ok:
                 return run
-            if run.code in rerun_said:
+            if run.code in said:
                 self.notes.append(f"{op}: `bkctl {' '.join(args)}` exit {run.code}: {last_line(run.stderr)}; run again")
-            elif run.code in stop_on or run.code not in RERUN:
+            elif run.code in stop_on or run.code not in rerun:
                 self.notes.append(f"{op}: `bkctl {' '.join(args)}` exit {run.code}: {last_line(run.stderr)}")
                 return run if run.code in stop_on else None
             time.sleep(min(1.0 + attempt, 4.0))  # a killed run's session and locks go with its timeout
@@ -362,9 +364,28 @@ class Ops:
 
     def readonly(self, bookie: str, state: str) -> bool:
         return (
-            self.until_done(f"readonly-{state}", ["--json", "bookie", "readonly", bookie, state], {0}, mover=False)
+            self.until_done(
+                f"readonly-{state}",
+                ["--json", "bookie", "readonly", bookie, state],
+                {0},
+                rerun=RERUN | {3},  # not registered: partitioned from ZooKeeper a while, or restarting
+                mover=False,
+            )
             is not None
         )
+
+    def writable_again(self) -> None:
+        """Every bookie registered read-only made writable again (an op that could not undo its
+        ``readonly on``, its bookie away from ZooKeeper at the time), said in the notes."""
+        try:
+            with ZKMetadataStore(self.cluster.uri, timeout=20, twins=fastpath.selected()) as store:
+                readonly = sorted(store.registration.readonly_bookies())
+        except Exception as e:  # noqa: BLE001 - ZooKeeper away: wait_healthy says so next
+            self.notes.append(f"the bookies' read-only state not read: {e}")
+            return
+        for bookie in readonly:
+            self.notes.append(f"{bookie} was left read-only by the round: made writable again")
+            self.readonly(bookie, "off")
 
     def rebalance(self, rng: random.Random) -> None:
         """One bookie read-only for a few seconds while the writers write (the others take its
@@ -476,7 +497,7 @@ class Ops:
             ["--json", "ledger", "fsck", *fixes, "--force"],
             ok={0, 7, 8},
             stop_on={9},
-            rerun_said={3},  # a fix of a ledger deleted since its check aborts the run (a defect; said)
+            said={3},  # a fix of a ledger deleted since its check aborts the run (a defect; said)
         )
         if run is not None and run.code == 9:
             lost = [e for e in run.events if isinstance(e, dict) and e.get("kind") == "data_lost"]
@@ -537,6 +558,7 @@ def run_round(number, rng, cluster, book, bkctl, ops, faults, load, args) -> tup
         if t.is_alive():
             ops.notes.append(f"round {number}: an op ran past {args.op_seconds} s")
     load.finish()
+    ops.writable_again()
     return drawn_ops, drawn_faults, hit
 
 
@@ -597,6 +619,8 @@ def run_movers(args) -> dict:
                 for key in findings:
                     for x in getattr(f, key)[:5]:
                         print(f"           {key}: {x}", flush=True)
+    except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, SIGTERM: the rounds run so far are reported
+        report["harness_error"] = f"interrupted after {report['rounds']} rounds ({type(e).__name__})"
     except Exception as e:  # noqa: BLE001 - the harness itself failed: the rounds run so far are reported
         import traceback
 
