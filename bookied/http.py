@@ -118,8 +118,7 @@ from twisted.web import http, resource, server
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
-
-    from .exposition import MetricsPage
+    from bkctl.wire.process.exposition import MetricsPage
 
 __all__ = [
     "AdminResource",
@@ -195,7 +194,7 @@ class BookieStatus(Protocol):
     def is_running(self) -> bool: ...
 
     def metrics_page(self, accept: str | None = None) -> MetricsPage:
-        """The page a scrape gets (:func:`~.exposition.render`), collected on the reactor thread."""
+        """The page a scrape gets (:func:`~bkctl.wire.process.exposition.render`), collected on the reactor thread."""
 
     def info(self) -> Mapping[str, Any]: ...
 

@@ -10,7 +10,7 @@ writes them: the scopes ``bookkeeper_server`` (``proto/RequestStats.java``), ``b
 their ``ledgerDir``/``indexDir`` labels (``bookie/storage/ldb/DbLedgerStorageStats.java``,
 ``LedgerMetadataIndexStats.java``, ``EntryLocationIndexStats.java``); all under
 ``bookkeeper-server/src/main/java/org/apache/bookkeeper/``.  Counters keep Java's names
-(no ``_total``), OpStats are summaries in milliseconds (:func:`.exposition.java_summary`).
+(no ``_total``), OpStats are summaries in milliseconds (:func:`~bkctl.wire.process.exposition.java_summary`).
 
 Each figure is read from what bookied keeps; where bookied's structure differs from
 Java's, the docstring of the reader says what the figure is here.  docs/bookied.md
@@ -25,9 +25,10 @@ from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from .exposition import PlainCounter, java_summary, merged
+from bkctl.wire.process.exposition import PlainCounter, java_summary, merged
+from bkctl.wire.process.opstats import OpStat
+
 from .metrics import Metrics
-from .opstats import OpStat
 
 __all__ = ["JAVA_OPS", "JavaCollector", "JavaFigures", "ledger_dir_usage_name"]
 

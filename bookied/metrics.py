@@ -1,5 +1,5 @@
 """The figures bookied keeps for its ``/metrics``: counters, gauges read at scrape
-time, and operation statistics (:class:`~.opstats.OpStat`: a count, a sum, a rolling
+time, and operation statistics (:class:`~bkctl.wire.process.opstats.OpStat`: a count, a sum, a rolling
 window's quantiles and the cumulative buckets of bookied's own histograms).
 
 Kept without locks: the reactor thread updates them all, except the journal's fsync
@@ -19,8 +19,7 @@ from typing import Any
 from twisted.python.failure import Failure
 
 from bkctl.wire.codecs.protocol import RC, rc_name
-
-from .opstats import LATENCY_BUCKETS, SIZE_BOUNDS, SIZE_BUCKETS, OpStat
+from bkctl.wire.process.opstats import LATENCY_BUCKETS, SIZE_BOUNDS, SIZE_BUCKETS, OpStat
 
 __all__ = [
     "LATENCY_BUCKETS",

@@ -566,12 +566,14 @@ class BookieService:
         return self.running and not self.stopping
 
     def metrics_page(self, accept: str | None = None):
-        """bookied's names, Java's, the process's: :func:`.exposition.render`, on the reactor thread."""
-        from .exposition import OwnCollector, bookie_registry, render
+        """bookied's names, Java's, the process's: :func:`~bkctl.wire.process.exposition.render`, on the reactor thread."""
+        from bkctl.wire.process.exposition import daemon_registry, render
+
+        from .exposition import OwnCollector
         from .java_names import JavaCollector
 
         if self.registry is None:
-            self.registry = bookie_registry(OwnCollector(self.metrics), JavaCollector(self))
+            self.registry = daemon_registry(OwnCollector(self.metrics), JavaCollector(self))
         return render(self.registry, accept)
 
     def metrics_text(self) -> str:

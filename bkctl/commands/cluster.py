@@ -121,8 +121,29 @@ def autorecovery():
     "rereplicationEntryBatchSize, replicationRateByBytes (bytes/s), ensemblePlacementPolicy, "
     "minNumRacksPerWriteQuorum... Repeatable.",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="Serve the auditor's and the worker's figures at http://HOST:PORT/metrics under Java's names "
+    "(auditor_NUM_UNDER_REPLICATED_LEDGERS, replication_worker_*), as Java's autorecovery does on "
+    "prometheusStatsHttpPort (default: not served).",
+)
+@click.option(
+    "--metrics-host",
+    metavar="HOST",
+    default="0.0.0.0",
+    show_default=True,
+    help="The address --metrics-port listens on.",
+)
 @pass_app
-def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...]):
+def autorecovery_run(
+    app: App,
+    bookie_id: str | None,
+    settings: tuple[str, ...],
+    metrics_port: int | None,
+    metrics_host: str,
+):
     """Run the autorecovery daemon in the foreground (auditor election, auditor, replication worker).
 
     For hosts whose bookies do not run it themselves (bookied runs it inside
@@ -170,6 +191,8 @@ def autorecovery_run(app: App, bookie_id: str | None, settings: tuple[str, ...])
             tls=app.bookie_tls or None,
             exit_when_stuck=not app.interactive,
             twins=app.require_twins(),
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
     if not app.interactive:  # the process ends next: a late SIGTERM must not make it "killed"
         from bkctl.wire.process.shutdown import ignore_late_signals

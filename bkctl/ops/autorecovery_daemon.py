@@ -65,6 +65,8 @@ def run_daemon(
     tls=None,
     exit_when_stuck: bool = True,
     twins: Twins,
+    metrics_port: int | None = None,
+    metrics_host: str = "0.0.0.0",
 ) -> tuple[int, str | None]:
     """Run the autorecovery daemon until Ctrl-C or SIGTERM; (0, None) on a stop,
     (5, why) when it cannot start (ZooKeeper not answering within
@@ -74,8 +76,13 @@ def run_daemon(
     The stop is waited for ``shutdown_timeout`` seconds, ZooKeeper reachable or
     not; past that a thread stuck in ZooKeeper would hold the process's exit,
     so ``exit_when_stuck`` ends the process then (a daemon under systemd);
-    without it (the shell) the daemon is left to finish alone, with a warning."""
+    without it (the shell) the daemon is left to finish alone, with a warning.
+
+    ``metrics_port``: serve the auditor's and the worker's figures on
+    ``metrics_host:metrics_port`` (:mod:`.autorecovery_metrics`) while it runs; a port
+    that cannot be listened on is a start failure (5)."""
     from twisted.internet import defer, reactor
+    from twisted.python.failure import Failure
 
     from bkctl.wire.autorecovery.service import AutoRecoveryDaemon
     from bkctl.wire.client.blocking import ensure_reactor
@@ -101,6 +108,18 @@ def run_daemon(
     stopped = threading.Event()
 
     def start() -> None:  # in the reactor thread
+        if metrics_port is not None:
+            from twisted.internet.error import CannotListenError
+
+            from .autorecovery_metrics import MetricsListener
+
+            listener = MetricsListener(reactor, daemon.stats, metrics_port, metrics_host)
+            try:
+                listener.start()
+            except CannotListenError as exc:
+                failed(Failure(exc))
+                return
+            state["metrics"] = listener
         state["watchdog"] = notifier.start_watchdog(reactor)
         starting = state["starting"] = daemon.startService()
         starting.addCallbacks(started, failed)
@@ -125,6 +144,9 @@ def run_daemon(
         starting = state.get("starting")
         if starting is not None and not starting.called:
             starting.cancel()
+        listener = state.pop("metrics", None)
+        if listener is not None:
+            listener.stop()
         d = defer.maybeDeferred(daemon.stopService) if daemon.running else defer.succeed(None)
         d.addErrback(lambda f: log.warning("while stopping: %s", f.getErrorMessage()))
         d.addBoth(lambda _: stopped.set())

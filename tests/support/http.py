@@ -59,7 +59,7 @@ class FakeStatus:
         return self.running
 
     def metrics_page(self, accept=None):
-        from bkctl.bookied.exposition import MetricsPage
+        from bkctl.wire.process.exposition import MetricsPage
 
         if isinstance(self._metrics, Exception):
             raise self._metrics

@@ -9,19 +9,18 @@ import math
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from bkctl.bookied.exposition import (
+from bkctl.bookied.exposition import OwnCollector, own_text
+from bkctl.bookied.metrics import Metrics
+from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.process.exposition import (
     OPENMETRICS_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
-    OwnCollector,
     PlainCounter,
-    bookie_registry,
+    daemon_registry,
     java_summary,
-    own_text,
     render,
 )
-from bkctl.bookied.metrics import Metrics
-from bkctl.bookied.opstats import OpStat
-from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.process.opstats import OpStat
 
 
 class JavaLike:
@@ -42,7 +41,7 @@ def test_java_shapes_in_the_text_format():
     stat.observe(0.002, 3)
     stat.observe(0.010)
     stat.rotate()
-    page = render(bookie_registry(JavaLike(stat)))
+    page = render(daemon_registry(JavaLike(stat)))
     assert page.content_type == TEXT_CONTENT_TYPE
     text = page.body.decode()
     # Java's counter: its own name, typed counter, no _total sample
@@ -67,7 +66,7 @@ def test_java_shapes_in_the_text_format():
 def test_openmetrics_on_request():
     stat = OpStat()
     stat.observe(0.001)
-    registry = bookie_registry(JavaLike(stat))
+    registry = daemon_registry(JavaLike(stat))
     page = render(registry, "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
     assert page.content_type == OPENMETRICS_CONTENT_TYPE
     text = page.body.decode()
@@ -94,3 +93,32 @@ def test_own_names_keep_their_shapes():
     assert "bookie_gc_reclaimed_space_via_deletes 4096.0\n" in own_text(metrics)
     assert "bookie_disk_checks_total 3.0\n" in own_text(metrics)
     assert isinstance(OwnCollector(metrics).metrics, Metrics)
+
+
+def test_the_autorecovery_daemon_reports_each_audits_marks():
+    from bkctl.ops.autorecovery_metrics import AutoRecoveryCollector
+    from bkctl.wire.autorecovery.config import AutoRecoveryStats
+
+    stats = AutoRecoveryStats()
+    collector = AutoRecoveryCollector(stats)
+    for marked in (0, 3, 12):
+        stats.audited(marked)
+    stats.entries_rereplicated, stats.bytes_rereplicated, stats.ledgers_rereplicated = 40, 4096, 2
+    collector.marked.rotate()
+    parsed = families(render(daemon_registry(collector)).body.decode())
+    marked = {
+        (s.name, s.labels.get("quantile")): s.value
+        for s in parsed["auditor_NUM_UNDER_REPLICATED_LEDGERS"].samples
+        if s.labels["success"] == "true"
+    }
+    assert marked[("auditor_NUM_UNDER_REPLICATED_LEDGERS_count", None)] == 3 and stats.audits == 3
+    assert marked[("auditor_NUM_UNDER_REPLICATED_LEDGERS_sum", None)] == 15
+    assert marked[("auditor_NUM_UNDER_REPLICATED_LEDGERS", "1.0")] == 12
+    assert parsed["replication_worker_NUM_ENTRIES_WRITTEN"].samples[0].value == 40
+    written = {
+        s.name: s.value for s in parsed["replication_worker_NUM_BYTES_WRITTEN"].samples if s.labels["success"] == "true"
+    }
+    assert (
+        written["replication_worker_NUM_BYTES_WRITTEN_count"] == 40
+        and written["replication_worker_NUM_BYTES_WRITTEN_sum"] == 4096
+    )

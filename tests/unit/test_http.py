@@ -445,7 +445,7 @@ _REAL_SOCKET_SCRIPT = textwrap.dedent("""
         def is_readonly(self): return False
         def is_running(self): return True
         def metrics_page(self, accept=None):
-            from bkctl.bookied.exposition import MetricsPage
+            from bkctl.wire.process.exposition import MetricsPage
             return MetricsPage(b"up 1\\n", "text/plain; version=0.0.4; charset=utf-8")
         def info(self): return {"freeSpace": 5, "totalSpace": 10}
         def state(self): return {}

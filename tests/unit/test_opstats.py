@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from bkctl.bookied.exposition import merged
-from bkctl.bookied.opstats import LATENCY_BUCKETS, SIZE_BOUNDS, OpStat
+from bkctl.wire.process.exposition import merged
+from bkctl.wire.process.opstats import LATENCY_BUCKETS, SIZE_BOUNDS, OpStat
 
 
 def test_no_closed_window_no_quantile_but_count_and_sum():

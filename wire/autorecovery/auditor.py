@@ -517,7 +517,7 @@ class Auditor:
         if check_ledgers:
             await run(self._record_run, P.UR_CHECK_ALL_LEDGERS_CTIME)
         if self.stats is not None:
-            self.stats.audits += 1
+            self.stats.audited(len(marks))
 
     def status(self) -> StatusDoc:
         """What this auditor waits for, as ``bkctl autorecovery status`` shows it

@@ -6,7 +6,7 @@ the worker the daemon runs can name them without importing the daemon.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -105,3 +105,14 @@ class AutoRecoveryStats:
     last_replicas_check: dict[str, Any] | None = None
     #: the figures of the last placement check (see Auditor.placement_check)
     last_placement_check: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        #: called with each audit's count of ledgers marked (``bkctl autorecovery run``'s
+        #: auditor_NUM_UNDER_REPLICATED_LEDGERS); not a field: bookied's child sends the fields
+        self.on_audit: Callable[[int], None] | None = None
+
+    def audited(self, marked: int) -> None:
+        """An audit ended, having marked ``marked`` ledgers under-replicated."""
+        self.audits += 1
+        if self.on_audit is not None:
+            self.on_audit(marked)
