@@ -7,6 +7,10 @@ from typing import Any
 
 from .app import App
 
+# the commands print these beside tables and JSON; their home is humanize, which the operations
+# import without this output layer
+from .humanize import human_size, plural  # noqa: F401 - re-exported for the commands
+
 
 def table(app: App, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> None:
     """A table: rich's on a terminal; piped, plain aligned columns that are
@@ -97,18 +101,6 @@ def emit(app: App, doc: Any, human: Callable[[], None]) -> None:
         human()
 
 
-def human_size(n: int | None) -> str:
-    """Bytes for people: ``512 B``, ``19.1 MiB`` ("?" when unknown)."""
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover - the loop always returns
-
-
 def human_time(epoch_ms: int | None) -> str:
     """A time in epoch milliseconds as every command writes one: ISO 8601 in
     UTC with milliseconds (``2026-11-23T06:04:05.123Z``, :func:`bkctl.wire.text.utc_iso`,
@@ -118,8 +110,3 @@ def human_time(epoch_ms: int | None) -> str:
     from bkctl.wire.text import utc_iso
 
     return utc_iso(epoch_ms) or ""
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """``1 ledger``, ``2 ledgers``; ``words`` for an irregular plural (``entries``)."""
-    return f"{n} {word if n == 1 else (words or word + 's')}"

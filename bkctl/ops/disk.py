@@ -322,7 +322,7 @@ def compaction_advice(doc: dict) -> str:
     """What reclaims the largest share of the dead bytes, and how to get it now -- as the bookie's
     own settings allow: a kind of compaction that is not periodic (interval 0) is only run by a
     forced pass, which forceAllowCompaction=false refuses; then the advice says what to change."""
-    from ..render import human_size
+    from ..humanize import human_size
 
     t, bookies = doc["totals"], doc["bookies"]
     b = bookies[0] if bookies else {}
@@ -368,7 +368,7 @@ def compaction_advice(doc: dict) -> str:
 
 def read_only_text(doc: dict) -> str | None:
     """The read-only bookies and why, as each says; how much of its filesystem is not bookie data."""
-    from ..render import human_size
+    from ..humanize import human_size
 
     parts = []
     for b in doc["bookies"]:
@@ -398,7 +398,7 @@ def read_only_text(doc: dict) -> str | None:
 
 def summary_line(doc: dict) -> str:
     """The one-line answer: how much is live, waiting for compaction or GC, orphaned."""
-    from ..render import human_size, plural
+    from ..humanize import human_size, plural
 
     t = doc["totals"]
     read_only = read_only_text(doc)

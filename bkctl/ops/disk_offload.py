@@ -62,7 +62,7 @@ def held_twice(store, base: str | None = None, lag: float = DEFAULT_DELETION_LAG
 
 def summary_part(doc: dict) -> str | None:
     """The clause ``bkctl disk``'s first line gets (None: nothing is held twice)."""
-    from ..render import human_size, plural
+    from ..humanize import human_size, plural
 
     if not doc["ledgers"]:
         return None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
-from ..render import plural
+from ..humanize import plural
 
 
 class MoveListener(Protocol):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
-from ..render import plural as _plural
+from ..humanize import plural as _plural
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:

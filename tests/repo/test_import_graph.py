@@ -134,6 +134,20 @@ def test_ops_imports_nothing_of_export():
     assert not bad, sorted(bad)
 
 
+def test_ops_imports_nothing_of_render():
+    """The operations return data and messages; rendering them (``bkctl.render``, built on the
+    App) sits above them: sizes and counts in words are :mod:`bkctl.humanize`'s (issue 76)."""
+    bad = {
+        (m, i)
+        for m, imported in graph(False).items()
+        if m.startswith("bkctl.ops")
+        for i in imported
+        if i == "bkctl.render"
+    }
+    assert not bad, sorted(bad)
+    assert graph(False)["bkctl.humanize"] == set()  # importing it costs nothing and closes no circle
+
+
 def test_imports_inside_functions_and_under_type_checking_are_read(tmp_path):
     source = tmp_path / "probe.py"
     source.write_text(
