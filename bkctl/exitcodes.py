@@ -16,6 +16,8 @@ FSCK_DATA_LOST = 9
 #: done in part: a backup that could not read some ledgers, a restore that left damaged ones out
 PARTIAL = 10
 INTERRUPTED = 130
+#: ``bkctl top``'s live view ended by SIGTERM (128 + 15, as a shell reports it), the terminal put back
+TERMINATED = 143
 
 DESCRIPTIONS = {
     OK: "success",
@@ -32,6 +34,7 @@ DESCRIPTIONS = {
     PARTIAL: "done in part: backup copied every ledger it could read and names the unreadable ones "
     "(recorded in its manifest); restore --skip-damaged restored what was intact and names the rest",
     INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",
+    TERMINATED: "stopped by SIGTERM (bkctl top's live view, the terminal put back)",
 }
 
 

@@ -420,8 +420,30 @@ class _Refresher(threading.Thread):
             self.now.clear()
 
 
-def run_live(collector, console, interval: float, title: str, state: ViewState | None = None) -> None:
-    """The full-screen view until ``q``; the terminal as it was afterwards, however it ends."""
+class TerminationFlag:
+    """SIGTERM noted, not raised: the view's loop sees the flag (its wait woken through
+    ``wake_fd``) and ends as on ``q``, the terminal put back.  An exception raised from the
+    handler would land wherever the main thread is, and a library's bare ``except:`` there
+    (kazoo's, around waking its connection) may swallow it: the view would go on."""
+
+    def __init__(self, wake_fd: int):
+        self.wake_fd = wake_fd
+        self._set = threading.Event()
+
+    def on_sigterm(self, _signum: int, _frame: object) -> None:
+        self._set.set()
+        try:
+            os.write(self.wake_fd, b"t")
+        except OSError:
+            pass  # the pipe is full: the loop wakes anyway
+
+    def is_set(self) -> bool:
+        return self._set.is_set()
+
+
+def run_live(collector, console, interval: float, title: str, state: ViewState | None = None) -> bool:
+    """The full-screen view until ``q``, Ctrl-C or SIGTERM; the terminal as it was afterwards,
+    however it ends.  True when SIGTERM ended it."""
     import termios
 
     from rich.live import Live
@@ -441,8 +463,7 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
         except OSError:
             pass
 
-    def on_term(_sig, _frame):
-        raise SystemExit(143)
+    terminated = TerminationFlag(wake_w)
 
     try:
         mode = termios.tcgetattr(fd)
@@ -450,7 +471,7 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
         mode[6][termios.VMIN], mode[6][termios.VTIME] = 1, 0
         termios.tcsetattr(fd, termios.TCSANOW, mode)
         signal.signal(signal.SIGWINCH, on_winch)
-        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGTERM, terminated.on_sigterm)
         refresher.start()
         console.size = os.get_terminal_size(fd)
         with Live(
@@ -462,7 +483,7 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
             redirect_stderr=False,
         ) as live:
             running = True
-            while running:
+            while running and not terminated.is_set():
                 # a redraw at least every interval: the clock and the figures' age move on even while
                 # a refresh waits (the header says how late they are)
                 ready, _, _ = select.select([fd, wake_r], [], [], interval)
@@ -479,7 +500,7 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
                             running = False
                             break
                 snapshot, state.error = refresher.latest
-                if running:
+                if running and not terminated.is_set():
                     # the terminal's size now (not $COLUMNS/$LINES, which rich would otherwise keep)
                     console.size = os.get_terminal_size(fd)
                     live.update(render(snapshot, state, width=console.size.width), refresh=True)
@@ -498,3 +519,4 @@ def run_live(collector, console, interval: float, title: str, state: ViewState |
         if fd != 0:
             os.close(fd)
         collector.close()
+    return terminated.is_set()

@@ -8,7 +8,7 @@ import time
 import click
 
 from ..app import App
-from ..exitcodes import UNREACHABLE, USAGE, CommandError
+from ..exitcodes import TERMINATED, UNREACHABLE, USAGE, CommandError
 from ..ops.top import SORTS
 from . import pass_app
 
@@ -64,7 +64,8 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
 
     Keys: q quit, ? help, s/S sort key/order, / filter, up/down select,
     Enter details of a bookie (its under-replicated ledgers too), Esc back,
-    r refresh now.  The terminal is put back as it was on exit.
+    r refresh now.  The terminal is put back as it was on exit; SIGTERM
+    ends the view as q does, with exit status 143.
 
     ZooKeeper's state is a line of its own: when it stops answering the view
     says since when, shows how old the registrations and the autorecovery
@@ -97,13 +98,14 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
 
         from ..top_screen import ViewState, run_live
 
-        run_live(
+        if run_live(
             collector,
             Console(no_color=not app.color, highlight=False),
             interval,
             title,
             ViewState(sort=sort, filter=filter_text),
-        )
+        ):
+            raise SystemExit(TERMINATED)  # raised here, after the view put everything back
         return
     try:
         snapshot = collector.snapshot()  # a first scrape: the rates are over the next interval

@@ -4,7 +4,9 @@ pseudo-terminal -- keys, a resize, a bookie killed and started again, the termin
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
 
 import pexpect
@@ -151,4 +153,28 @@ def test_ctrl_c_quits_and_restores_the_terminal(cluster, tmp_path):
         term.close()
     term.child.close()
     assert term.child.exitstatus == 0
+    assert modes(tmp_path / "before") == modes(tmp_path / "after")
+
+
+def test_sigterm_ends_the_live_view_with_exit_143_and_restores_the_terminal(cluster, tmp_path):
+    """SIGTERM is a flag the view's loop reads, not an exception a library's bare ``except:`` in
+    the main thread could swallow: the view ends as on ``q``, the terminal put back, exit 143."""
+    from tests.support.leaks import descendants
+
+    uri, procs = cluster
+    term = top_in_a_terminal(uri, tmp_path)
+    try:
+        term.expect_screen(re.escape(procs[0].bookie_id) + r"\s+writable", timeout=60)
+        # bkctl itself, not the bash that runs it (whose command line names it too)
+        top = next(
+            pid
+            for pid, command in descendants().items()
+            if command.split()[:4] == [sys.executable, "-m", "bkctl", "top"]
+        )
+        os.kill(top, signal.SIGTERM)
+        term.child.expect(pexpect.EOF, timeout=30)  # a hang guard, not a speed claim
+    finally:
+        term.close()
+    term.child.close()
+    assert term.child.exitstatus == 143, term.text[-2000:]
     assert modes(tmp_path / "before") == modes(tmp_path / "after")

@@ -358,3 +358,31 @@ def test_a_java_bookie_with_several_journals_shows_the_worst_p99_and_idle_summar
     import json
 
     json.dumps(r, allow_nan=False)  # --json stays valid JSON
+
+
+def test_sigterm_sets_a_flag_that_a_bare_except_cannot_swallow():
+    """The live view's SIGTERM handler raises nothing: it sets the flag its loop reads and wakes
+    the loop's wait.  A SystemExit raised there landed wherever the main thread was, and a
+    library's bare ``except:`` (kazoo's) could swallow it: the view went on."""
+    import os
+    import signal
+
+    from bkctl.top_screen import TerminationFlag
+
+    wake_r, wake_w = os.pipe()
+    flag = TerminationFlag(wake_w)
+    previous = signal.signal(signal.SIGTERM, flag.on_sigterm)
+    swallowed = None
+    try:
+        try:
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here, in the main thread
+        except BaseException as e:  # noqa: BLE001 - what a bare except does with it
+            swallowed = e
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    try:
+        assert swallowed is None and flag.is_set()
+        assert os.read(wake_r, 16) == b"t"
+    finally:
+        os.close(wake_r)
+        os.close(wake_w)
