@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.disk_attribution import DEFAULT_THRESHOLDS, RECORD_FRAMING, Walk, entry_log_classes, walk_ledgers
 
-from .bookie_reads import GC, GC_DETAILS, INFO, BookieReading, read_bookies
+from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
 
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
@@ -155,12 +155,13 @@ def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
     if logs is None:
         if reading.kind is not None and "gc_details" not in doc["unread"]:
             doc["unread"]["entry logs"] = "the bookie's gc_details has no entry-log figures (a Java bookie?)"
+        in_logs = _live_in_entry_logs(reading)  # a Java bookie's /metrics still tells its entry logs' live bytes
         doc.update(
             {
                 "entry_logs": None,
                 "entry_log_bytes": None,
-                "awaiting_gc_bytes": None,
-                "not_in_entry_logs_bytes": None,
+                "awaiting_gc_bytes": None if in_logs is None else max(0, in_logs - live_total),
+                "not_in_entry_logs_bytes": None if in_logs is None else max(0, live_total - in_logs),
                 "compaction": None,
                 # the filesystem's used space is not the bookie's: other data and, on one host, other
                 # bookies share it, and Java's HTTP admin sizes none of the bookie's own files
@@ -188,6 +189,15 @@ def bookie_doc(reading: BookieReading, walk: Walk, by: str) -> dict:
     used = reading.used_bytes
     doc["other_files_bytes"] = None if used is None or logs is None else max(0, used - doc["data_bytes"])
     return doc
+
+
+def _live_in_entry_logs(reading: BookieReading) -> int | None:
+    """The live bytes of the bookie's entry logs from its ``/metrics`` (Java's
+    ``bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES``, one sample per ledger directory), None without it."""
+    from .prometheus import Scrape
+
+    total = Scrape(reading.metrics).total("bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES") if reading.metrics else None
+    return None if total is None else int(total)
 
 
 def _gc_summary(reading: BookieReading) -> dict | None:
@@ -235,7 +245,7 @@ def disk_report(
             raise CommandError(f"no such bookie: {bookie} (neither registered nor with a cookie)", NOT_FOUND)
     level = by if by != "bookie" else "namespace"
     walk = walk_ledgers(store, bk, base, older_than, now_ms, progress=progress, level=level)
-    readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS), timeout)
+    readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS, METRICS), timeout)
     bookies = [bookie_doc(r, walk, level) for r in readings]
     groups: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for owner, logical in walk.tally.logical.items():

@@ -181,6 +181,15 @@ def test_a_java_bookie_says_what_it_cannot_break_down():
     )
     both = summary_line({"bookies": [doc, sized], "totals": totals([doc, sized])})
     assert both.startswith("1.0 KiB of 19.5 KiB used is live data; ") and "4.9 KiB is live data on 1 bookie" in both
+    # its /metrics tells its entry logs' live bytes: the deleted ledgers not yet collected are known
+    reading.metrics = (
+        "# TYPE bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES gauge\n"
+        'bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES{indexDir="/d1/current",ledgerDir="/d1/current"} 7000\n'
+        'bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES{indexDir="/d2/current",ledgerDir="/d2/current"} 1000.0\n'
+    )
+    measured = bookie_doc(reading, walk, "namespace")
+    assert measured["awaiting_gc_bytes"] == 8000 - 5040 and measured["not_in_entry_logs_bytes"] == 0
+    assert doc["awaiting_gc_bytes"] is None  # without it: not known
     down = bookie_doc(BookieReading(B, "down", unread={"http": "not registered (down)"}), walk, "namespace")
     assert down["kind"] is None and down["live_bytes"] == 0 and down["unread"] == {"http": "not registered (down)"}
 
