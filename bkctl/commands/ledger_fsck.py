@@ -71,6 +71,8 @@ def fsck(
       missing         copies missing on bookies of the ensemble
       misplaced       entries on bookies outside the ensemble (the metadata
                       names bookies that never held them): where they are
+                      (copies on a read-only or decommissioned bookie are a
+                      moved replica's leftovers, never a fix's target)
       corrupt         replicas whose bytes differ (the bad one named)
       data_lost       entries with no good copy on any live bookie (none
                       holds one, or each copy fails its digest): each
@@ -82,7 +84,7 @@ def fsck(
 
     Findings stream in ledger id order (--json: one object per line with
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
-    lost, moves, bad_replicas as they apply); a summary goes to stderr.  Exit 0
+    lost, moves, leftovers, bad_replicas as they apply); a summary goes to stderr.  Exit 0
     when nothing is found, else by the worst finding: 7 only stale marks, 8
     repairable copies, 9 data lost; 3 when a LEDGER named on its own does
     not exist (and is not marked) and nothing else is found.  --fix applies the guarded repairs as

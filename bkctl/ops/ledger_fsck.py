@@ -116,10 +116,14 @@ class FsckRun:
         ensure_reactor()
         started = time.monotonic()
         client = self.bk.client
-        registered = frozenset(registered_bookies(self.store.registration))
+        registration = self.store.registration
+        registered = frozenset(registered_bookies(registration))
+        # what an ensemble may be pointed at: writable (not read-only: draining), with a cookie
+        targets = frozenset(registration.writable_bookies()).difference(registration.readonly_bookies())
+        targets = targets.intersection(registration.all_bookies())
         marks = {m.ledger_id: m.replicas for m in self.store.underreplication.marks() if self._wanted(m.ledger_id)}
         seen_marked: set[int] = set()
-        options = CheckOptions(registered, sample=self.sample, compare_all=self.compare_all)
+        options = CheckOptions(registered, sample=self.sample, compare_all=self.compare_all, targets=targets)
         requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight)
         check = crochet.run_in_reactor(_check_one)
         window: deque = deque()

@@ -182,6 +182,23 @@ def test_a_bad_copy_beside_a_missing_one_is_marked_with_it():
     assert f.bookies_to_mark() == [B, C]
 
 
+def test_copies_on_a_bookie_taking_no_writes_are_leftovers_never_a_move_target():
+    # B (of the ensemble) lost its copies; C, read-only (being drained), still holds the
+    # replica a drain moved off it: the copy to make is B's, not an ensemble pointed back at C
+    pool = holding(A=range(N), C=range(N))
+    f = check(pool, metadata((0, [A, B])), targets=frozenset((A, B, D, E)))
+    assert (f.kind, f.missing, f.moves, f.leftovers) == (Kind.MISSING, {B: [(0, 9)]}, (), {C: [(0, 9)]})
+    assert f.bookies_to_mark() == [B] and "leftover copies" in f.message
+    from bkctl.wire.fsck.fixes import fix_for
+
+    assert fix_for(f) is Fix.MARK
+    # every entry only on bookies taking no writes: misplaced, and no fix points at them
+    pool = holding(C=range(N), D=range(N))
+    f = check(pool, metadata((0, [A, B])), targets=frozenset((A, B, E)))
+    assert (f.kind, f.moves) == (Kind.MISPLACED, ()) and fix_for(f) is None
+    assert "take no writes" in f.message and set(f.leftovers) == {C, D}
+
+
 def test_runs_outside():
     from bkctl.wire.fsck.findings import runs_outside
 
@@ -209,11 +226,20 @@ def test_the_ensemble_fix_points_at_the_holders_by_compare_and_set(store):
     store.ledgers.create(md, ledger_id=LID)
     f = check(holding(C=range(N), D=range(N)), md)
     f = replace(f, version=0)
+    for bookie in (C, D):
+        store.cookies.put(bookie, b"cookie")
+        store.registration.register(bookie)
     assert apply_fix(store, f, Fix.ENSEMBLE, dry_run=True).status == "would_apply"
     assert store.ledgers.read(LID)[0].ensembles == ((0, (A, B)),)
     store.ledgers.update(LID, md, 0)  # changed since the check: left alone
     assert apply_fix(store, f, Fix.ENSEMBLE, dry_run=False).status == "conflict"
     f = replace(f, version=1)
+    store.registration.unregister(D)
+    store.registration.register(D, readonly=True)
+    refused = apply_fix(store, f, Fix.ENSEMBLE, dry_run=False)  # D turned read-only (drained) since
+    assert refused.status == "conflict" and f"{D} takes no writes" in refused.detail
+    store.registration.unregister(D)
+    store.registration.register(D)
     assert apply_fix(store, f, Fix.ENSEMBLE, dry_run=False).status == "applied"
     assert store.ledgers.read(LID)[0].ensembles == ((0, (C, D)),)
 

@@ -6,7 +6,9 @@ sets say each must hold, and name one cause (:mod:`.findings`).
 * Entries a registered bookie of the ensemble lacks, or that have no copy in the
   ensemble at all, are looked for on the other registered bookies: found there, the
   metadata names the wrong bookies (:attr:`~.findings.Kind.MISPLACED`, with where the
-  data is); found nowhere, they are lost (:attr:`~.findings.Kind.DATA_LOST`, or
+  data is, never a bookie that takes no writes: copies on a read-only, draining or
+  decommissioned bookie are a moved replica's leftovers, ``leftovers``); found nowhere,
+  they are lost (:attr:`~.findings.Kind.DATA_LOST`, or
   :attr:`~.findings.Kind.METADATA_ONLY` when every bookie of the ensemble is registered and
   none, nor any other, holds any entry of the ledger).
   A bookie that is not registered is not asked: its entries count as missing, and the
@@ -122,11 +124,14 @@ class BookieRequests:
 @dataclass(frozen=True)
 class CheckOptions:
     """``registered``: the bookies alive (writable or read-only); ``sample``: entries compared
-    across replicas besides each segment's first and last; ``compare_all``: every entry."""
+    across replicas besides each segment's first and last; ``compare_all``: every entry;
+    ``targets``: the bookies an ensemble may be pointed at (writable, not read-only or
+    draining, with a cookie: not decommissioned; None: every registered one)."""
 
     registered: frozenset[str]
     sample: int = 8
     compare_all: bool = False
+    targets: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +248,12 @@ async def check_ledger(
     missing_runs = {b: runs_of(es) for b, es in missing.items()}
     if lost_runs:
         return _lost_finding(ledger_id, version, lost_runs, bad, missing_runs)
-    moves = _moves(md, segments, missing, outside)
+    # an ensemble is pointed only at a bookie that takes writes: copies on a read-only (draining)
+    # or decommissioned bookie are a moved replica's leftovers, waiting for the over-replicated GC
+    targets = registered if options.targets is None else options.targets
+    moves = _moves(md, segments, missing, {h: got for h, got in outside.items() if h in targets})
+    leftovers = {h: list(got.runs) for h, got in outside.items() if h not in {m.holder for m in moves}}
+    idle = sorted(h for h in outside if h not in targets)
     if moves:
         return Finding(
             ledger_id,
@@ -253,6 +263,20 @@ async def check_ledger(
             moves=tuple(moves),
             bad=tuple(bad),
             version=version,
+            leftovers=leftovers,
+        )
+    only_outside = [e for e in no_copy if e not in nowhere]
+    if only_outside:  # no copy in the ensemble, and those outside are on bookies taking no writes
+        return Finding(
+            ledger_id,
+            Kind.MISPLACED,
+            f"{len(only_outside)} entries are only on bookies outside the ensemble that take no writes "
+            f"({', '.join(idle)}): no fix points an ensemble at them; make one writable again, or copy "
+            "them off with `bkctl recover`",
+            missing=missing_runs,
+            bad=tuple(bad),
+            version=version,
+            leftovers=leftovers,
         )
     gone = sorted(b for b in missing if b not in registered) + [f"{b} (unreachable)" for b in silent]
     why = f"not live: {', '.join(gone)}" if gone else "registered bookies lack entries"
@@ -260,10 +284,12 @@ async def check_ledger(
         ledger_id,
         Kind.MISSING,
         f"{sum(len(es) for es in missing.values())} copies missing ({why})"
-        + (f"; {len(bad)} surviving copies bad (another copy of each is good)" if bad else ""),
+        + (f"; {len(bad)} surviving copies bad (another copy of each is good)" if bad else "")
+        + (f"; leftover copies outside the ensemble on {', '.join(sorted(leftovers))}" if leftovers else ""),
         missing=missing_runs,
         bad=tuple(bad),
         version=version,
+        leftovers=leftovers,
     )
 
 

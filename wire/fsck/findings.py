@@ -27,7 +27,8 @@ class Kind(str, enum.Enum):
     #: or one that answers without them); another copy of each lives
     MISSING = "missing"
     #: entries missing on bookies of the ensemble are on bookies outside it (metadata
-    #: names bookies that never held them: apache/bookkeeper#4651)
+    #: names bookies that never held them: apache/bookkeeper#4651); copies outside on a
+    #: bookie that takes no writes are leftovers, never a move's target
     MISPLACED = "misplaced"
     #: replicas of an entry whose bytes differ (a digest that does not verify names the bad one)
     CORRUPT = "corrupt"
@@ -160,6 +161,9 @@ class Finding:
     marked: tuple[str, ...] | None = None
     version: int = -1
     lost_runs: tuple[LostRun, ...] = ()
+    #: bookie outside the ensemble -> entry runs it holds that no move uses: over-replicated
+    #: copies (a drained or rebalanced replica's, waiting for the over-replicated GC)
+    leftovers: dict[str, list[Run]] = field(default_factory=dict)
 
     @property
     def severity(self) -> Severity:
@@ -198,6 +202,8 @@ class Finding:
             doc["lost_entries"] = [list(r) for r in self.lost]
         if self.lost_runs:
             doc["lost"] = [r.to_json() for r in self.lost_runs]
+        if self.leftovers:
+            doc["leftovers"] = {b: [list(r) for r in runs] for b, runs in sorted(self.leftovers.items())}
         if self.moves:
             doc["moves"] = [
                 {"first_entry_id": m.first_entry_id, "position": m.position, "bookie": m.bookie, "holder": m.holder}
@@ -222,6 +228,8 @@ class Finding:
             parts.append(f"no copy of {_runs_text(self.lost)}")
         for m in self.moves:
             parts.append(f"segment {m.first_entry_id} position {m.position}: {m.bookie} -> data on {m.holder}")
+        for bookie, runs in sorted(self.leftovers.items()):
+            parts.append(f"leftover copies of {_runs_text(runs)} on {bookie}")
         for b in self.bad[:5]:
             parts.append(f"entry {b.entry_id} on {b.bookie}: {b.reason}")
         if len(self.bad) > 5:

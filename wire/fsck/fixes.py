@@ -8,7 +8,9 @@ compare-and-set, so a ledger that changed since is left alone and said so.
   bookies of :meth:`~.findings.Finding.bookies_to_mark`, never one only a lost entry
   is missing on; a ledger already marked so is left as it is).
 * ``ensemble``: a misplaced ledger's segments are pointed at the bookies that hold
-  the data (:attr:`Kind.MISPLACED`), by compare-and-set on the version the check read.
+  the data (:attr:`Kind.MISPLACED`), by compare-and-set on the version the check read;
+  never at a bookie that takes no writes (read-only, draining, or without a cookie:
+  decommissioned), checked again when the fix is written.
 * ``unmark``: a deleted ledger's mark is removed (:attr:`Kind.MARKED_DELETED`), by
   compare-and-set on the mark's version, once the metadata is checked gone again.
 """
@@ -46,7 +48,7 @@ def fix_for(finding: Finding) -> Fix | None:
     """The guarded fix that repairs ``finding`` (None: none does; data lost stays lost, the
     copies of a data_lost ledger's other entries are marked to be made)."""
     fix = _FIX_OF.get(finding.kind)
-    if fix is Fix.MARK and not finding.bookies_to_mark():
+    if (fix is Fix.MARK and not finding.bookies_to_mark()) or (fix is Fix.ENSEMBLE and not finding.moves):
         return None
     return fix
 
@@ -93,6 +95,11 @@ def _ensemble(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutco
     md, version = store.ledgers.read(finding.ledger_id)
     if version != finding.version:
         return FixOutcome(Fix.ENSEMBLE, "conflict", f"metadata changed since the check (version {version})")
+    registration = store.registration
+    takes_writes = set(registration.writable_bookies()).difference(registration.readonly_bookies())
+    refused = sorted({m.holder for m in finding.moves} - (takes_writes & set(registration.all_bookies())))
+    if refused:  # read-only (draining) or decommissioned since the check: never a target
+        return FixOutcome(Fix.ENSEMBLE, "conflict", f"{', '.join(refused)} takes no writes now: nothing written")
     segments = dict(md.ensembles)
     new = md
     for move in finding.moves:
