@@ -305,19 +305,31 @@ class Bkctl:
             self.timeouts += 1
             os.kill(proc.pid, signal.SIGKILL)
 
-    def kill_one(self, rng: random.Random) -> bool:
-        """SIGKILL one running bkctl (a mover's: never the autorecovery daemon)."""
+    def kill_one(self, rng: random.Random, prefer: tuple[str, ...] = ()) -> str | None:
+        """SIGKILL one running bkctl (a mover's: never the autorecovery daemon), one whose command is
+        one of ``prefer`` when there is one; the command killed, or None."""
         with self.lock:
             running = [p for p in self.running.values() if p.poll() is None]
-        if not running:
-            return False
-        victim = rng.choice(running)
+        preferred = [p for p in running if _command(p.args) in prefer]
+        if not (preferred or running):
+            return None
+        victim = rng.choice(preferred or running)
         try:
             os.kill(victim.pid, signal.SIGKILL)
         except ProcessLookupError:
-            return False
+            return None
         self.kills += 1
-        return True
+        return _command(victim.args)
+
+    def running_commands(self) -> set[str]:
+        with self.lock:
+            return {_command(p.args) for p in self.running.values() if p.poll() is None}
+
+
+def _command(argv) -> str:
+    """The bkctl command an argv runs (``rebalance``, ``drain``, ``restore``...)."""
+    words = [a for a in argv[len(bkctl_argv("")) :] if not a.startswith("-")]
+    return words[0] if words else "?"
 
 
 # -- the movers, as an operator runs them ---------------------------------------------------------

@@ -71,10 +71,18 @@ class Faults:
             os.kill(daemon.pid, signal.SIGKILL)
             self.daemon_kills += 1
             return "autorecovery daemon"
+        # mid-move: a command that moves or writes ledgers (a restore's comes after its backup),
+        # some time after it started; else whatever runs
+        prefer = ("rebalance", "drain", "restore")
+        deadline = time.monotonic() + 12
+        while time.monotonic() < deadline and not (self.bkctl.running_commands() & set(prefer)):
+            time.sleep(0.1)
+        time.sleep(rng.uniform(0.0, 2.5))
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            if self.bkctl.kill_one(rng):
-                return "bkctl"
+            killed = self.bkctl.kill_one(rng, prefer)
+            if killed:
+                return f"bkctl {killed}"
             time.sleep(0.1)
         return "bkctl (none running)"
 
