@@ -54,6 +54,32 @@ def test_ctrl_c_cancels_the_call_in_the_reactor():
     wait_for(cancelled.is_set, timeout=10)
 
 
+def test_a_call_given_up_on_leaves_no_unhandled_cancellation():
+    """The CancelledError of a call whose caller gave up (and was told: OperationTimedOut) is no
+    one's to handle: crochet logged it as CRITICAL "Unhandled error in EventualResult" once the
+    result was collected -- in the shell after each timeout, in the suite in the next test's log."""
+    import gc
+
+    from twisted.logger import globalLogPublisher
+
+    from bkctl.wire.client.blocking import OperationTimedOut, run_in_reactor
+
+    logged: list[dict] = []
+    globalLogPublisher.addObserver(logged.append)
+    try:
+        with pytest.raises(OperationTimedOut):
+            run_in_reactor(defer.Deferred, timeout=0.01)
+        with pytest.raises(ValueError):  # a call that fails, waited for: its failure is the caller's
+            run_in_reactor(defer.fail, ValueError("taken"))
+        for _ in range(2):  # the reactor ran the cancel, then let go of what it held
+            run_in_reactor(lambda: None)
+        gc.collect()
+    finally:
+        globalLogPublisher.removeObserver(logged.append)
+    unhandled = [e for e in logged if e.get("failure") is not None or e.get("log_failure") is not None]
+    assert unhandled == []
+
+
 class _Handle:
     """A ledger handle whose adds complete when the test says so."""
 

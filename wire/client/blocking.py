@@ -89,20 +89,51 @@ def run_in_reactor(
     the reactor, shared by the session's later commands, does not go on with it.
     The result is crochet's, untyped: each caller names the type its call gives."""
     crochet = _ensure_reactor()
-    eventual = crochet.run_in_reactor(fn)(*args, **kwargs)
+    call = _Call(crochet, fn, args, kwargs)
     watch = SigintWatch.start()
     try:
-        return _wait(crochet, eventual, timeout, watch)
+        return _wait(crochet, call.eventual, timeout, watch)
     except crochet.TimeoutError:
-        eventual.cancel()
+        call.give_up()
         name = getattr(fn, "__name__", repr(fn))
         raise OperationTimedOut(f"{name} did not finish within {timeout:g}s") from None
     except BaseException:
-        eventual.cancel()
+        call.give_up()
         raise
     finally:
         if watch is not None:
             watch.stop()
+
+
+class _Call:
+    """``fn(*args, **kwargs)`` started in the reactor thread (:attr:`eventual`, crochet's
+    EventualResult), which its caller may give up on (a timeout, Ctrl-C): then it is cancelled.
+
+    crochet logs a failure that no wait took ("Unhandled error in EventualResult", CRITICAL) once
+    the EventualResult is collected; the CancelledError of a call whose caller gave up, and was
+    told so, is no one's to handle, and is dropped (any other failure is still logged)."""
+
+    def __init__(
+        self, crochet: ModuleType, fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]
+    ):
+        self._gave_up = threading.Event()
+        self.eventual = crochet.run_in_reactor(self._run)(fn, args, kwargs)
+
+    def _run(self, fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object]) -> object:
+        from twisted.internet import defer
+
+        return defer.maybeDeferred(fn, *args, **kwargs).addErrback(self._unless_given_up)
+
+    def _unless_given_up(self, failure: Failure) -> Failure | None:
+        from twisted.internet.defer import CancelledError
+
+        if self._gave_up.is_set() and failure.check(CancelledError):
+            return None
+        return failure
+
+    def give_up(self) -> None:
+        self._gave_up.set()
+        self.eventual.cancel()
 
 
 class SigintWatch:
@@ -245,8 +276,8 @@ class _BatchHandoff:
 class PendingCall:
     """A call started in the reactor thread and not waited for yet."""
 
-    def __init__(self, eventual: Any, timeout: float):
-        self._eventual = eventual
+    def __init__(self, call: _Call, timeout: float):
+        self._call = call
         self._timeout = timeout
 
     def result(self) -> Any:
@@ -255,18 +286,18 @@ class PendingCall:
         cancels the call and returns :class:`OperationTimedOut`; Ctrl-C cancels it too."""
         crochet = _ensure_reactor()
         try:
-            return self._eventual.wait(self._timeout)
+            return self._call.eventual.wait(self._timeout)
         except crochet.TimeoutError:
-            self._eventual.cancel()
+            self._call.give_up()
             return OperationTimedOut(f"the call did not finish within {self._timeout:g}s")
         except Exception as exc:  # noqa: BLE001 - returned to the caller, as documented
             return exc
         except BaseException:
-            self._eventual.cancel()
+            self._call.give_up()
             raise
 
     def cancel(self) -> None:
-        self._eventual.cancel()
+        self._call.give_up()
 
 
 class BlockingLedger:
@@ -482,7 +513,7 @@ class BlockingBookKeeper:
         (``BookKeeperClient.read_lac_of``) and return at once: a walk over thousands of
         open ledgers keeps many in flight and takes each :meth:`PendingCall.result` in turn."""
         crochet = _ensure_reactor()
-        return PendingCall(crochet.run_in_reactor(self.client.read_lac_of)(ledger_id, md, version), self.timeout)
+        return PendingCall(_Call(crochet, self.client.read_lac_of, (ledger_id, md, version), {}), self.timeout)
 
     def open(
         self,
