@@ -2,7 +2,7 @@
 
 ``bkctl.wire.pulsar._packed`` is the fast path of ``bkctl export --topic``
 (a batch's messages, and whole stored entries of plain messages, straight into Arrow
-buffers; its reader of a message's metadata in ``_packed_single.c``, of a stored entry in
+buffers, ``_packed_arrow.c``'s; its reader of a message's metadata in ``_packed_single.c``, of a stored entry in
 ``_packed_entry.c``, with the CRC32C of ``wire/codecs/_crc32c.h``); ``bkctl.wire.codecs._fastcodec``
 that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
 requests and READ answers, its answer loop); ``bkctl.wire.codecs._records`` the
@@ -26,8 +26,13 @@ setup(
     ext_modules=[
         Extension(
             "bkctl.wire.pulsar._packed",
-            ["wire/pulsar/_packed.c", "wire/pulsar/_packed_single.c", "wire/pulsar/_packed_entry.c"],
-            depends=["wire/pulsar/_packed_single.h", "wire/codecs/_crc32c.h"],
+            [
+                "wire/pulsar/_packed.c",
+                "wire/pulsar/_packed_arrow.c",
+                "wire/pulsar/_packed_single.c",
+                "wire/pulsar/_packed_entry.c",
+            ],
+            depends=["wire/pulsar/_packed_arrow.h", "wire/pulsar/_packed_single.h", "wire/codecs/_crc32c.h"],
             optional=True,
             extra_compile_args=["-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

@@ -25,6 +25,32 @@ def extensions() -> dict[str, str]:
     return found
 
 
+def extension_files() -> set[str]:
+    """Every file setup.py's extensions are built from: their sources and what they depend on."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    return {
+        node.value
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Extension"
+        for node in ast.walk(call)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith((".c", ".h"))
+    }
+
+
+def test_setup_and_the_dev_stamp_name_every_c_file():
+    """A C file setup.py does not name is not built (or not rebuilt when it changes), and one the
+    stamp of ``./dev setup`` leaves out does not reinstall the extensions when it changes."""
+    on_disk = {
+        str(path.relative_to(ROOT))
+        for folder in ("wire", "bookied", "bkctl", "shell")
+        for path in (ROOT / folder).rglob("*.[ch]")
+    }
+    assert extension_files() == on_disk
+    stamp = re.search(r"want=\$\(cat ([^|]*)\|", (ROOT / "dev").read_text())
+    assert stamp, "./dev setup stamps the install with the sha256 of its sources: want=$(cat ... | sha256sum ...)"
+    assert set(stamp.group(1).split()) == on_disk | {"pyproject.toml", "setup.py"}
+
+
 def test_setup_builds_the_extensions_we_know():
     assert len(extensions()) == 8
 

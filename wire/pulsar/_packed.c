@@ -25,7 +25,9 @@
  *
  * The columns are ROW_COLUMNS below, one line each; the rules for a
  * message's own values are message_values(), once.  Reading a message's
- * SingleMessageMetadata, and the UTF-8 check, are _packed_single.c's.
+ * SingleMessageMetadata, and the UTF-8 check, are _packed_single.c's; a
+ * whole stored entry, and add_entries' limits, _packed_entry.c's; the column
+ * buffers in Arrow's layout _packed_arrow.c's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,6 +40,7 @@
 #error "_packed writes Arrow's little-endian buffers with native stores: not built on a big-endian machine"
 #endif
 
+#include "_packed_arrow.h"
 #include "_packed_single.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -97,115 +100,6 @@ typedef struct {
 
 #define AS_SPEC(name, kind, made_by) {#name, kind, made_by},
 static const ColumnSpec COLUMN_SPECS[NCOLUMNS] = {ROW_COLUMNS(AS_SPEC)};
-
-/* ------------------------------------------------------------ buffers */
-
-typedef struct {
-    char *data;
-    Py_ssize_t len;
-    Py_ssize_t cap;
-} Buf;
-
-static int buf_reserve(Buf *b, Py_ssize_t extra)
-{
-    Py_ssize_t want = b->len + extra;
-    if (want <= b->cap)
-        return 0;
-    Py_ssize_t cap = b->cap ? b->cap : 256;
-    while (cap < want)
-        cap *= 2;
-    char *data = PyMem_Realloc(b->data, (size_t)cap);
-    if (data == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->data = data;
-    b->cap = cap;
-    return 0;
-}
-
-static void buf_free(Buf *b)
-{
-    PyMem_Free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-/* Appends that the caller has reserved room for. */
-static inline void put(Buf *b, const void *src, Py_ssize_t n)
-{
-    if (n)
-        memcpy(b->data + b->len, src, (size_t)n);
-    b->len += n;
-}
-
-static inline void put_i32(Buf *b, int32_t v) { put(b, &v, 4); }
-static inline void put_i64(Buf *b, int64_t v) { put(b, &v, 8); }
-
-/* One column in Arrow's layout: ``values`` holds the values of a fixed-width
- * column (a bitmap for BOOL), or the int32 offsets (rows + 1) of a variable-width or map column;
- * ``data`` the bytes of a variable-width one; ``valid`` the validity bitmap
- * (bit set = value present), handed over as None when no row is null. */
-typedef struct {
-    Buf values;
-    Buf data;
-    Buf valid;
-    Py_ssize_t nulls;
-} Column;
-
-/* Room in a bitmap for ``rows`` rows, the new bytes zeroed. */
-static int reserve_bits(Buf *b, Py_ssize_t rows)
-{
-    Py_ssize_t need = (rows + 7) / 8;
-    if (need > b->len) {
-        Py_ssize_t grow = need - b->len;
-        if (buf_reserve(b, grow) < 0)
-            return -1;
-        memset(b->data + b->len, 0, (size_t)grow);
-        b->len = need;
-    }
-    return 0;
-}
-
-static int reserve_validity(Column *c, Py_ssize_t rows) { return reserve_bits(&c->valid, rows); }
-
-/* Bits past ``rows`` cleared (a bitmap rewound), so that setting bits with "or" starts from zero again. */
-static void clear_bits_after(Buf *b, Py_ssize_t rows)
-{
-    if (rows % 8 && rows / 8 < b->len)
-        ((uint8_t *)b->data)[rows / 8] &= (uint8_t)((1u << (rows % 8)) - 1);
-}
-
-static inline void mark_valid(Column *c, Py_ssize_t row, int present)
-{
-    if (present)
-        ((uint8_t *)c->valid.data)[row / 8] |= (uint8_t)(1u << (row % 8));
-    else
-        c->nulls++;
-}
-
-/* A value of a variable-width column, room not reserved (the map's keys and values). */
-static int column_add_var(Column *c, Py_ssize_t row, const void *p, Py_ssize_t n)
-{
-    if (buf_reserve(&c->data, n) < 0 || buf_reserve(&c->values, 4) < 0 || reserve_validity(c, row + 1) < 0)
-        return -1;
-    if (c->data.len + n > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "more than 2 GiB in one column of a set of rows");
-        return -1;
-    }
-    put(&c->data, p, n);
-    put_i32(&c->values, (int32_t)c->data.len);
-    mark_valid(c, row, 1);
-    return 0;
-}
-
-static void column_free(Column *c)
-{
-    buf_free(&c->values);
-    buf_free(&c->data);
-    buf_free(&c->valid);
-    c->nulls = 0;
-}
 
 /* ------------------------------------------------------------ PackedRows */
 
@@ -632,50 +526,6 @@ done:
 
 /* ------------------------------------------------------------ whole entries */
 
-/* add_entries' limits (rows.PlainLimits): the checksum checked, the publish-time window, and
- * when to stop (rows and payload bytes appended by the call). */
-typedef struct {
-    int verify, has_from, has_to;
-    long long from_ms, to_ms, rows, payload_bytes;
-} Limits;
-
-/* An optional time; one past what an int64 holds stands for its side's end (as Python compares). */
-static int optional_ms(PyObject *obj, int *has, long long *out)
-{
-    int overflow = 0;
-    *has = obj != Py_None;
-    if (!*has)
-        return 0;
-    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
-    if (*out == -1 && PyErr_Occurred())
-        return -1;
-    if (overflow)
-        *out = overflow > 0 ? LLONG_MAX : LLONG_MIN;
-    return 0;
-}
-
-static int limits_of(PyObject *t, Limits *l)
-{
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) {
-        PyErr_SetString(PyExc_TypeError, "limits must be a rows.PlainLimits");
-        return -1;
-    }
-    l->verify = PyObject_IsTrue(PyTuple_GET_ITEM(t, 0));
-    if (l->verify < 0 || optional_ms(PyTuple_GET_ITEM(t, 1), &l->has_from, &l->from_ms) < 0 ||
-        optional_ms(PyTuple_GET_ITEM(t, 2), &l->has_to, &l->to_ms) < 0)
-        return -1;
-    l->rows = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
-    l->payload_bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 4));
-    return PyErr_Occurred() ? -1 : 0;
-}
-
-/* Whether an entry's rows are in the publish-time window (its time fits an int64: checked). */
-static int in_window(const Limits *l, uint64_t publish_ms)
-{
-    long long t = (long long)publish_ms;
-    return !((l->has_from && t < l->from_ms) || (l->has_to && t >= l->to_ms));
-}
-
 _Static_assert(NENTRY == 11, "entry_row sets every entry column of ROW_COLUMNS");
 
 /* The entry columns' values of a plain entry (columns.entry_values' rules). */
@@ -797,17 +647,6 @@ static PyObject *PackedRows_takes(PackedRows *self, PyObject *args)
     int takes = ok == 0 && parse_plain_entry(buf.buf, buf.len, 0, &e) == 0 && in_window(&l, e.publish_time);
     PyBuffer_Release(&buf);
     return ok < 0 ? NULL : PyBool_FromLong(takes);
-}
-
-static PyObject *bytes_of(Buf *b) { return PyBytes_FromStringAndSize(b->data ? b->data : "", b->len); }
-
-/* ``(validity | None, null_count, values[, data])`` of a stored column. */
-static PyObject *buffers_of(Column *c, int with_data)
-{
-    PyObject *validity = c->nulls ? bytes_of(&c->valid) : Py_NewRef(Py_None);
-    if (with_data)
-        return Py_BuildValue("(NnNN)", validity, c->nulls, bytes_of(&c->values), bytes_of(&c->data));
-    return Py_BuildValue("(NnN)", validity, c->nulls, bytes_of(&c->values));
 }
 
 PyDoc_STRVAR(take_doc,

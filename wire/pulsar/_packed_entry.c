@@ -7,13 +7,15 @@
  * encryption, no compression.  Anything else, and anything protobuf or
  * decode_entry would read otherwise (a wrong wire type, text that is not
  * UTF-8, a number no column holds, a bad checksum), is refused: the Python
- * twin then decodes the entry and says what is wrong.
+ * twin then decodes the entry and says what is wrong.  Also add_entries' limits
+ * (rows.PlainLimits) read from Python: which entries' rows are wanted.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
+#include <limits.h>
 
 #include "_packed_single.h"
 #include "../codecs/_crc32c.h"
@@ -208,4 +210,34 @@ int parse_plain_entry(const unsigned char *p, Py_ssize_t n, int verify, PlainEnt
     e->message.has_payload_size = 1;
     e->message.payload_size = (uint64_t)e->payload_n;
     return 0;
+}
+
+/* An optional time; one past what an int64 holds stands for its side's end (as Python compares). */
+static int optional_ms(PyObject *obj, int *has, long long *out)
+{
+    int overflow = 0;
+    *has = obj != Py_None;
+    if (!*has)
+        return 0;
+    *out = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow)
+        *out = overflow > 0 ? LLONG_MAX : LLONG_MIN;
+    return 0;
+}
+
+int limits_of(PyObject *t, Limits *l)
+{
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) {
+        PyErr_SetString(PyExc_TypeError, "limits must be a rows.PlainLimits");
+        return -1;
+    }
+    l->verify = PyObject_IsTrue(PyTuple_GET_ITEM(t, 0));
+    if (l->verify < 0 || optional_ms(PyTuple_GET_ITEM(t, 1), &l->has_from, &l->from_ms) < 0 ||
+        optional_ms(PyTuple_GET_ITEM(t, 2), &l->has_to, &l->to_ms) < 0)
+        return -1;
+    l->rows = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 3));
+    l->payload_bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(t, 4));
+    return PyErr_Occurred() ? -1 : 0;
 }

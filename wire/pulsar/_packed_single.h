@@ -1,7 +1,8 @@
 /*
  * What the sources of bkctl.wire.pulsar._packed share: _packed_single.c reads a
  * SingleMessageMetadata (and checks UTF-8), _packed_entry.c a whole stored entry of a plain
- * message or batch (framing, checksum, MessageMetadata), for _packed.c, which appends the rows.
+ * message or batch (framing, checksum, MessageMetadata) and add_entries' limits, for _packed.c,
+ * which appends the rows (into _packed_arrow.h's column buffers).
  */
 #ifndef BKCTL_PACKED_SINGLE_H
 #define BKCTL_PACKED_SINGLE_H
@@ -78,6 +79,23 @@ void plain_entry_init(void);
 /* The entry p[0:n] into *e: 0 when it is a plain message or batch whose metadata and
  * checksum (when ``verify``) are good; -1 for anything else (the Python twin takes it). */
 int parse_plain_entry(const unsigned char *p, Py_ssize_t n, int verify, PlainEntry *e);
+
+/* add_entries' limits (rows.PlainLimits): the checksum checked, the publish-time window, and
+ * when to stop (rows and payload bytes appended by the call). */
+typedef struct {
+    int verify, has_from, has_to;
+    long long from_ms, to_ms, rows, payload_bytes;
+} Limits;
+
+/* A rows.PlainLimits tuple into *l: 0, or -1 with an exception set. */
+int limits_of(PyObject *t, Limits *l);
+
+/* Whether an entry's rows are in the publish-time window (its time fits an int64: checked). */
+static inline int in_window(const Limits *l, uint64_t publish_ms)
+{
+    long long t = (long long)publish_ms;
+    return !((l->has_from && t < l->from_ms) || (l->has_to && t >= l->to_ms));
+}
 
 /* Strict UTF-8, as Python's decoder and Arrow's string type want it: 1 or 0. */
 int utf8_valid(const unsigned char *s, Py_ssize_t n);
