@@ -15,7 +15,7 @@ import pytest
 from twisted.internet import defer
 
 from bkctl.wire import fastpath
-from bkctl.wire.client.blocking import BlockingBookKeeper
+from bkctl.wire.client.blocking import BlockingBookKeeper, run_in_reactor
 from bkctl.wire.client.errors import (
     ClientClosed,
     EntryNotConfirmed,
@@ -33,6 +33,7 @@ from bkctl.wire.metadata.errors import NoSuchLedger
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.bookieproc import WireClient
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -287,30 +288,44 @@ def test_a_stalled_bookie_with_qa_below_qw_slows_the_writer_down_but_is_not_repl
     bounded (the writer waits) and it catches up: no ensemble change, which
     with three bookies would have nowhere to go."""
     import threading
-    import time
 
     procs = by_id(bookie_cluster(3))
     bk = clients(add_timeout=15.0)  # far above the stall, however late a loaded machine wakes the test
     lh = bk.create(3, 3, 2)
+    assert lh.add(payload(0)) == 0  # every bookie connected and answering
+    bound = lh.handle.max_inflight  # writes a bookie may owe before the writer waits for it
+    total = 5 * bound
     stalled = procs[lh.metadata.last_ensemble[2]]
     outcome = {}
-    writer = threading.Thread(target=lambda: outcome.update(last=lh.add_many(payload(i) for i in range(40000))))
-    writer.start()
-    time.sleep(0.3)
     os.kill(stalled.proc.pid, signal.SIGSTOP)
     try:
-        time.sleep(1.0)  # below the add timeout: slow, not dead
-        assert writer.is_alive()
+        writer = threading.Thread(target=lambda: outcome.update(last=lh.add_many(payload(i) for i in range(1, total))))
+        writer.start()
+
+        def held(handle) -> tuple[int, int] | None:
+            """(entries sent, LAC) once every entry sent is confirmed and no more may go
+            out: the writer waits for the stalled bookie (read in the reactor thread, at once)."""
+            if handle.writable() or handle.pending_adds or handle.next_entry_id == 1:
+                return None
+            return handle.next_entry_id, handle.last_add_confirmed
+
+        sent, confirmed = wait_for(
+            lambda: run_in_reactor(held, lh.handle), what="the writer to wait for the stalled bookie"
+        )
+        # every entry goes to the stalled bookie (Qw = E): it owes at most `bound` of them (entry 0's
+        # answer may be one of them), and the other two confirmed every entry sent
+        assert bound <= sent <= 1 + bound and confirmed == sent - 1
+        assert writer.is_alive() and "last" not in outcome
     finally:
         os.kill(stalled.proc.pid, signal.SIGCONT)
     writer.join(120)
-    assert outcome.get("last") == 39999
+    assert outcome.get("last") == total - 1
     assert lh.metadata.last_ensemble == bk.open(lh.ledger_id).metadata.last_ensemble
     assert len(lh.metadata.ensembles) == 1
     lh.close()
     # the stalled bookie has every entry too
     wire_client = WireClient(stalled.port)
-    assert wire_client.v2(v2.ReadRequest(2, 0, lh.ledger_id, 39999)).rc == RC.EOK
+    assert wire_client.v2(v2.ReadRequest(2, 0, lh.ledger_id, total - 1)).rc == RC.EOK
     wire_client.close()
 
 
