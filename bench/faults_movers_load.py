@@ -71,6 +71,7 @@ class Load:
         self.threads: list[threading.Thread] = []
         self.errors: list[str] = []
         self.deleted = 0
+        self.unclosed: list[int] = []  # ledgers whose writer's close failed
 
     def start(self) -> None:
         self.stop.clear()
@@ -116,8 +117,9 @@ class Load:
                 try:
                     await lh.close()
                     expect.closed = True
-                except Exception:  # noqa: BLE001 - the check recovers it
-                    pass
+                except Exception:  # noqa: BLE001 - recovered by the deleter's thread, as a broker would
+                    with book.lock:
+                        self.unclosed.append(lh.ledger_id)
 
         try:
             with BlockingBookKeeper(self.uri, **dict(CLIENT_OPTIONS, timeout=24 * 3600)) as bk:  # writes all round
@@ -125,8 +127,24 @@ class Load:
         except Exception as e:  # noqa: BLE001 - said, the round goes on
             self.errors.append(f"writer: {type(e).__name__}: {e}")
 
+    def _recover_unclosed(self, bk) -> None:
+        """Recover (fence and close) the ledgers whose writer gave up on them, as a Pulsar broker
+        recovers a ledger it no longer writes: else it stays open, and a drain waits for it for ever."""
+        with self.book.lock:
+            pending, self.unclosed = self.unclosed, []
+        for lid in pending:
+            try:
+                bk.recover(lid, PASSWORD)
+                with self.book.lock:
+                    if lid in self.book.ledgers:
+                        self.book.ledgers[lid].closed = True
+            except Exception:  # noqa: BLE001 - a bookie or ZooKeeper away: next time
+                with self.book.lock:
+                    self.unclosed.append(lid)
+
     def _deleter(self) -> None:
-        """Delete the oldest closed ledgers past LIVE_LEDGERS (restored copies too), as retention does."""
+        """Delete the oldest closed ledgers past LIVE_LEDGERS (restored copies too), as retention does;
+        recover the ledgers their writers left open."""
         try:
             bk = BlockingBookKeeper(self.uri, **CLIENT_OPTIONS)
         except Exception as e:  # noqa: BLE001
@@ -134,6 +152,7 @@ class Load:
             return
         try:
             while not self.stop.wait(self.rng.uniform(0.5, 1.5)):
+                self._recover_unclosed(bk)
                 with self.book.lock:
                     closed = sorted(
                         lid for lid, e in self.book.ledgers.items() if e.closed and lid not in self.book.pinned
