@@ -193,8 +193,9 @@ class BookieStatus(Protocol):
 
     def is_running(self) -> bool: ...
 
-    def metrics_page(self, accept: str | None = None) -> MetricsPage:
-        """The page a scrape gets (:func:`~bkctl.wire.process.exposition.render`), collected on the reactor thread."""
+    def metrics_page(self, accept: str | None = None) -> MetricsPage | defer.Deferred:
+        """The page a scrape gets (:mod:`bkctl.wire.process.exposition`): collected on the
+        reactor thread, encoded there or (a Deferred) in a thread."""
 
     def info(self) -> Mapping[str, Any]: ...
 
@@ -335,11 +336,22 @@ class AdminResource(resource.Resource):
         request.setHeader(b"Content-Type", TEXT_CONTENT_TYPE)
         return b"OK\n"
 
-    def get_metrics(self, request) -> bytes:
+    def get_metrics(self, request):
         accept = request.getHeader(b"accept")
         page = self.status.metrics_page(accept.decode("latin-1") if accept else None)
+        if isinstance(page, defer.Deferred):  # encoded in a thread (bookied's)
+            return self._finish_later(request, page, answer=self._metrics_body, refusal=self._metrics_refusal)
+        return self._metrics_body(request, page)
+
+    @staticmethod
+    def _metrics_body(request, page: MetricsPage) -> bytes:
         request.setHeader(b"Content-Type", page.content_type.encode("ascii"))
         return page.body
+
+    @staticmethod
+    def _metrics_refusal(exc: BaseException) -> HTTPError:
+        log.error("HTTP admin: /metrics failed: %r", exc)
+        return HTTPError(http.INTERNAL_SERVER_ERROR, "internal error")
 
     def get_info(self, request) -> bytes:
         info = dict(self.status.info())

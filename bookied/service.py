@@ -565,19 +565,28 @@ class BookieService:
     def is_running(self) -> bool:
         return self.running and not self.stopping
 
-    def metrics_page(self, accept: str | None = None):
-        """bookied's names, Java's, the process's: :func:`~bkctl.wire.process.exposition.render`, on the reactor thread."""
-        from bkctl.wire.process.exposition import daemon_registry, render
+    def metrics_page(self, accept: str | None = None) -> defer.Deferred:
+        """bookied's names, Java's, the process's: collected now, on the reactor thread where
+        every figure is kept (one instant); encoded in the thread pool (it reads only the
+        collection)."""
+        from bkctl.wire.process.exposition import encode
+
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), encode, self._collect(), accept)
+
+    def _collect(self):
+        from bkctl.wire.process.exposition import daemon_registry, snapshot
 
         from .exposition import OwnCollector
         from .java_names import JavaCollector
 
         if self.registry is None:
             self.registry = daemon_registry(OwnCollector(self.metrics), JavaCollector(self))
-        return render(self.registry, accept)
+        return snapshot(self.registry)
 
     def metrics_text(self) -> str:
-        return self.metrics_page().body.decode("utf-8")
+        from bkctl.wire.process.exposition import encode
+
+        return encode(self._collect()).body.decode("utf-8")
 
     def info(self) -> dict:
         """Java's freeSpace and totalSpace; then bookied's: what its journal and index directories

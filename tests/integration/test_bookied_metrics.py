@@ -222,6 +222,16 @@ def test_prometheus_stats_http_port_serves_metrics_without_the_admin(bookies):
     b = bookies(prometheusStatsHttpPort=port, prometheusStatsHttpAddress="127.0.0.1").start()
     page = Page(b, port=port)
     assert page.value("bookie_SERVER_STATUS") == 1
+    # what Prometheus asks for first: OpenMetrics, which the OpenMetrics parser reads whole
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+    accept = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4"
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={"Accept": accept})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+        om = {f.name: f for f in parse_openmetrics(resp.read().decode())}
+    assert om["bookie_SERVER_STATUS"].samples[0].value == 1
+    assert om["bookkeeper_server_ADD_ENTRY"].type == "summary" and om["bookie_WRITE_BYTES"].type == "unknown"
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/bookie/state", timeout=10)
     assert refused.value.code == 404

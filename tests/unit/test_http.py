@@ -496,3 +496,25 @@ def test_real_socket_in_subprocess():
         "availableForHighPriorityWrites": True,
     }
     assert result["/nope"][0] == 404
+
+
+def test_metrics_encoded_later_are_answered_then(caplog):
+    """bookied encodes a collection in a thread: /metrics waits for it, and a failure is a 500."""
+    from bkctl.wire.process.exposition import MetricsPage
+
+    class Later(FakeStatus):
+        def metrics_page(self, accept=None):
+            self.accepts.append(accept)
+            self.pending = defer.Deferred()
+            return self.pending
+
+    status = Later()
+    req = render(status, "/metrics")
+    assert not req.finished
+    status.pending.callback(MetricsPage(b"up 1\n", "application/openmetrics-text; version=1.0.0; charset=utf-8"))
+    assert code(req) == 200 and body(req) == b"up 1\n"
+    assert header(req, "content-type").startswith("application/openmetrics-text")
+    failing = render(status, "/metrics")
+    status.pending.errback(RuntimeError("encoder broke"))
+    assert code(failing) == 500 and as_json(failing) == {"error": "internal error"}
+    assert "encoder broke" in caplog.text

@@ -5,11 +5,12 @@ Java's shapes, and the page a scrape gets.
 Custom collectors read the daemon's own lock-free figures (:mod:`.opstats`) at
 collection time; nothing on a hot path knows about ``prometheus_client``.
 
-Collection runs on the reactor thread (:func:`render` is called by the HTTP resource
-in the reactor, not deferred to a thread as ``prometheus_client.twisted.MetricsResource``
-does): every figure is mutated by the reactor thread without a lock, so reading them
-there gives one consistent instant -- a window never rotates halfway through a scrape,
-a count is never newer than its sum -- and keeps the hot path free of locks.
+Collection (:func:`snapshot`) runs on the reactor thread, not in a thread as
+``prometheus_client.twisted.MetricsResource`` collects: every figure is mutated by the
+reactor thread without a lock, so reading them there gives one consistent instant -- a
+window never rotates halfway through a scrape, a count is never newer than its sum --
+and keeps the hot path free of locks.  Encoding the collection (:func:`encode`, about
+half a scrape's CPU) reads only the snapshot, so bookied runs it in its thread pool.
 
 The text format 0.0.4 is the default (what Java's bookie always writes); an ``Accept``
 header asking for ``application/openmetrics-text`` gets OpenMetrics.  Counters named
@@ -35,11 +36,14 @@ __all__ = [
     "OPENMETRICS_CONTENT_TYPE",
     "TEXT_CONTENT_TYPE",
     "MetricsPage",
+    "Collected",
     "PlainCounter",
     "daemon_registry",
     "java_summary",
     "merged",
+    "encode",
     "render",
+    "snapshot",
 ]
 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -60,8 +64,8 @@ class PlainCounter(Metric):
             self.add_sample(name, {}, value)
 
 
-class _Collected:
-    """What one collection gathered, handed to an encoder as a registry."""
+class Collected:
+    """What one collection gathered (:func:`snapshot`), handed to an encoder as a registry."""
 
     def __init__(self, metrics: list[Metric]):
         self.metrics = metrics
@@ -74,9 +78,14 @@ def wants_openmetrics(accept: str | None) -> bool:
     return any(part.split(";")[0].strip() == "application/openmetrics-text" for part in (accept or "").split(","))
 
 
-def render(registry: CollectorRegistry, accept: str | None = None) -> MetricsPage:
-    """The page of one scrape: OpenMetrics if ``accept`` asks for it, else text 0.0.4."""
-    collected = _Collected(list(registry.collect()))
+def snapshot(registry: CollectorRegistry) -> Collected:
+    """One collection: every collector read now (on the thread that owns the figures)."""
+    return Collected(list(registry.collect()))
+
+
+def encode(collected: Collected, accept: str | None = None) -> MetricsPage:
+    """The page of a collection: OpenMetrics if ``accept`` asks for it, else text 0.0.4.
+    Reads nothing but ``collected``: it may run on any thread."""
     if wants_openmetrics(accept):
         from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
@@ -90,6 +99,11 @@ def render(registry: CollectorRegistry, accept: str | None = None) -> MetricsPag
                 b"# TYPE %s untyped\n" % metric.name.encode(), b"# TYPE %s counter\n" % metric.name.encode(), 1
             )
     return MetricsPage(text, TEXT_CONTENT_TYPE)
+
+
+def render(registry: CollectorRegistry, accept: str | None = None) -> MetricsPage:
+    """:func:`snapshot` and :func:`encode` in one call."""
+    return encode(snapshot(registry), accept)
 
 
 def daemon_registry(*collectors: Any) -> CollectorRegistry:
@@ -140,9 +154,9 @@ def java_summary(
     metric = Metric(name, documentation, "summary")
     extra = dict(labels or {})
     for flag, stat in (("false", failure), ("true", success)):
-        for q in JAVA_QUANTILES:
-            value = stat.quantile(q) * scale if stat is not None else math.nan
-            metric.add_sample(name, {"success": flag, "quantile": repr(q), **extra}, value)
+        values = stat.quantiles(JAVA_QUANTILES) if stat is not None else [math.nan] * len(JAVA_QUANTILES)
+        for q, value in zip(JAVA_QUANTILES, values):
+            metric.add_sample(name, {"success": flag, "quantile": repr(q), **extra}, value * scale)
         metric.add_sample(name + "_count", {"success": flag, **extra}, stat.count if stat is not None else 0)
         metric.add_sample(name + "_sum", {"success": flag, **extra}, stat.sum * scale if stat is not None else 0.0)
     return metric

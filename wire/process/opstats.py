@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Sequence
 from typing import NamedTuple
 
 __all__ = [
@@ -157,28 +158,31 @@ class OpStat:
     def quantile(self, q: float) -> float:
         """The ``q`` quantile (0..1) of the last closed window; NaN without one or when it
         held no event.  1.0 is the window's true maximum."""
+        return self.quantiles((q,))[0]
+
+    def quantiles(self, qs: Sequence[float]) -> list[float]:
+        """:meth:`quantile` of each of ``qs`` (ascending), in one pass over the window."""
         counts = self.closed
-        if counts is None:
-            return math.nan
-        total = sum(counts)
-        if not total:
-            return math.nan
+        total = sum(counts) if counts is not None else 0
+        if counts is None or not total:
+            return [math.nan] * len(qs)
         top = self.closed_max
-        if q >= 1.0:
-            return top
-        rank = max(1, math.ceil(q * total))
-        seen = 0
-        fine = self.fine
+        ranks = [max(1, math.ceil(q * total)) for q in qs]
+        out = [top] * len(qs)
+        fine, whole = self.fine, self.bounds.whole
+        k, seen = 0, 0
+        while k < len(qs) and qs[k] >= 1.0:
+            k += 1
         for i, c in enumerate(counts):
+            if not c:
+                continue
             seen += c
-            if seen >= rank:
-                if i >= len(fine):
-                    return top
-                hi = fine[i]
-                if self.bounds.whole:
-                    estimate = hi
-                else:
-                    lo = fine[i - 1] if i else hi / 2
-                    estimate = math.sqrt(lo * hi)
-                return min(estimate, top)
-        return top
+            while k < len(qs) and ranks[k] <= seen and qs[k] < 1.0:
+                if i < len(fine):
+                    hi = fine[i]
+                    estimate = hi if whole else math.sqrt((fine[i - 1] if i else hi / 2) * hi)
+                    out[k] = min(estimate, top)
+                k += 1
+            if k >= len(qs):
+                break
+        return out
