@@ -13,6 +13,29 @@ from . import pass_app
 _EXIT_BY_SEVERITY = {1: FSCK_STALE_MARKS, 2: FSCK_REPAIRABLE, 3: FSCK_DATA_LOST}
 
 
+def _line(finding, outcome) -> str:
+    line = finding.text()
+    if outcome is not None:
+        line += f" [{outcome.fix.value}: {outcome.status}: {outcome.detail}]"
+    return line
+
+
+def _grouped(held, registered, say) -> None:
+    """The findings all about one bookie holding none of its entries: one line per bookie (with
+    how their fixes went), the ledgers left alone in a group of one each on their own line."""
+    from collections import Counter
+
+    from bkctl.wire.fsck.findings import group
+
+    outcomes = {f.ledger_id: o for f, o in held}
+    groups, alone = group((f for f, _o in held), registered)
+    for g in groups:
+        fixed = Counter(f"{o.fix.value}: {o.status}" for lid in g.ledgers if (o := outcomes[lid]) is not None)
+        say(g.text() + (f" [{', '.join(f'{n} {what}' for what, n in sorted(fixed.items()))}]" if fixed else ""))
+    for f in alone:
+        say(_line(f, outcomes[f.ledger_id]))
+
+
 @click.command("fsck")
 @click.argument("ledgers", nargs=-1, metavar="[LEDGER...]")
 @click.option(
@@ -82,7 +105,10 @@ def fsck(
       marked_healthy  marked under-replicated, every copy in place
       marked_deleted  marked under-replicated, the ledger deleted
 
-    Findings stream in ledger id order (--json: one object per line with
+    Findings stream in ledger id order; for people, the ledgers whose only
+    finding is that one bookie holds none of their entries are grouped in
+    one line per bookie at the end ("bookie X holds none of its 125
+    ledgers' entries: disk lost?") (--json: one object per line, per ledger, with
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
     lost, moves, leftovers, bad_replicas as they apply); a summary goes to stderr.  Exit 0
     when nothing is found, else by the worst finding: 7 only stale marks, 8
@@ -118,20 +144,26 @@ def fsck(
             requests_in_flight=in_flight,
             progress=progress,
         )
+        held = []  # findings all about one bookie holding none of its entries: one line per bookie at the end
+
+        def say(line: str) -> None:
+            if getattr(progress, "shown", False):
+                progress.note(line)
+            else:
+                click.echo(line)
+
         for finding, outcome in fix_all(app.store, run.findings(), set(fixes), dry_run):
             if app.json:
                 doc = finding.to_json()
                 if outcome is not None:
                     doc["fix"] = outcome.to_json()
                 app.emit_json(doc)
+            elif finding.whole_bookie() is not None:
+                held.append((finding, outcome))
             else:
-                line = finding.text()
-                if outcome is not None:
-                    line += f" [{outcome.fix.value}: {outcome.status}: {outcome.detail}]"
-                if getattr(progress, "shown", False):
-                    progress.note(line)
-                else:
-                    click.echo(line)
+                say(_line(finding, outcome))
+        if held:
+            _grouped(held, run.registered, say)
     totals = run.totals
     if not app.quiet:
         app.err_console.print(

@@ -79,6 +79,8 @@ class FsckRun:
         self.totals = FsckTotals()
         #: ledgers named one by one (not in a range) that have no metadata and no mark
         self.not_found: list[int] = []
+        #: the bookies registered when the run started
+        self.registered: frozenset[str] = frozenset()
 
     # -- which ledgers ---------------------------------------------------------
     def _filtered(self) -> bool:
@@ -117,7 +119,7 @@ class FsckRun:
         started = time.monotonic()
         client = self.bk.client
         registration = self.store.registration
-        registered = frozenset(registered_bookies(registration))
+        registered = self.registered = frozenset(registered_bookies(registration))
         # what an ensemble may be pointed at: writable (not read-only: draining), with a cookie
         targets = frozenset(registration.writable_bookies()).difference(registration.readonly_bookies())
         targets = targets.intersection(registration.all_bookies())

@@ -32,6 +32,10 @@ def test_a_lost_entry_is_named_and_the_rest_of_its_ledger_repaired(bookie_cluste
     zkstore.ledgers.create(closed_metadata(LEDGER, [(0, [a, b])], N - 1, 2), ledger_id=LEDGER)
     put(by_id[a].port, LEDGER, range(N), flipped=[5])
     put(by_id[b].port, LEDGER, range(N))
+    for other in (2002, 2003):  # two healthy ledgers on the same bookies
+        zkstore.ledgers.create(closed_metadata(other, [(0, [a, b])], 3, 2), ledger_id=other)
+        for bookie in (a, b):
+            put(by_id[bookie].port, other, range(4))
     by_id[b].stop()  # B's disk is gone: it never comes back
     wait_for(what=f"{b} unregistered", predicate=lambda: b not in registered_bookies(zkstore.registration))
 
@@ -48,8 +52,10 @@ def test_a_lost_entry_is_named_and_the_rest_of_its_ledger_repaired(bookie_cluste
                 "cause": f"its only copy, on {a}, fails its digest; {b} is not live",
             }
         ]
-    human = bkctl(uri, "ledger", "fsck", str(LEDGER))
+    human = bkctl(uri, "ledger", "fsck")  # for people: the two ledgers that only miss B's copies in one line
     assert human.returncode == 9 and f"entry 5 ({a}, {b}): its only copy, on {a}, fails its digest" in human.stdout
+    assert f"bookie {b} holds none of its 2 ledgers' entries: it is not live" in human.stdout, human.stdout
+    assert len(human.stdout.splitlines()) == 2 and "checked 3 ledgers" in human.stderr
 
     fixed = bkctl(uri, "--json", "ledger", "fsck", "--fix", "mark", "--force", str(LEDGER))
     assert fixed.returncode == 9 and one(fixed.stdout)["fix"]["status"] == "applied", fixed.stdout

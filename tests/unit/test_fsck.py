@@ -199,6 +199,26 @@ def test_copies_on_a_bookie_taking_no_writes_are_leftovers_never_a_move_target()
     assert "take no writes" in f.message and set(f.leftovers) == {C, D}
 
 
+def test_findings_all_about_one_empty_bookie_are_grouped_by_it():
+    from bkctl.wire.fsck.findings import group
+
+    wiped = check(holding(A=range(N)), metadata((0, [A, B])))  # B answers and holds nothing
+    assert wiped.empty == (B,) and wiped.whole_bookie() == B
+    partly = check(holding(A=range(N), B=range(5)), metadata((0, [A, B])))
+    assert partly.whole_bookie() is None
+    down = check(holding(A=range(N), B=range(N)), metadata((0, [A, B])), registered=(A, C))
+    assert down.whole_bookie() == B
+    findings = [replace(wiped, ledger_id=i) for i in (1, 2, 3, 7)] + [replace(partly, ledger_id=5)]
+    groups, alone = group(findings, registered=(A, B))
+    assert [(g.bookie, g.live, g.ledgers) for g in groups] == [(B, True, (1, 2, 3, 7))]
+    assert groups[0].text().startswith(f"bookie {B} holds none of its 4 ledgers' entries: disk lost? ")
+    assert "ledgers 1-3, 7;" in groups[0].text() and [f.ledger_id for f in alone] == [5]
+    groups, alone = group([replace(down, ledger_id=1), replace(down, ledger_id=2)], registered=(A,))
+    assert "not live" in groups[0].text() and alone == []
+    groups, alone = group([wiped], registered=(A, B))  # one ledger: its own line
+    assert groups == [] and alone == [wiped]
+
+
 def test_runs_outside():
     from bkctl.wire.fsck.findings import runs_outside
 

@@ -280,6 +280,7 @@ async def check_ledger(
         )
     gone = sorted(b for b in missing if b not in registered) + [f"{b} (unreachable)" for b in silent]
     why = f"not live: {', '.join(gone)}" if gone else "registered bookies lack entries"
+    empty = tuple(sorted(b for b in missing if not held[b]))  # hold none of what they should
     return Finding(
         ledger_id,
         Kind.MISSING,
@@ -290,6 +291,7 @@ async def check_ledger(
         bad=tuple(bad),
         version=version,
         leftovers=leftovers,
+        empty=empty,
     )
 
 

@@ -9,7 +9,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Finding", "Kind", "LostRun", "Move", "Severity", "BadReplica", "runs_of", "runs_outside", "SEVERITY"]
+__all__ = [
+    "BadReplica",
+    "Finding",
+    "Kind",
+    "LostRun",
+    "Move",
+    "SEVERITY",
+    "Severity",
+    "WholeBookie",
+    "group",
+    "runs_of",
+    "runs_outside",
+]
 
 
 class Severity(enum.IntEnum):
@@ -164,6 +176,15 @@ class Finding:
     #: bookie outside the ensemble -> entry runs it holds that no move uses: over-replicated
     #: copies (a drained or rebalanced replica's, waiting for the over-replicated GC)
     leftovers: dict[str, list[Run]] = field(default_factory=dict)
+    #: bookies of the ensemble holding none of the entries they should (a lost disk, a bookie down)
+    empty: tuple[str, ...] = ()
+
+    def whole_bookie(self) -> str | None:
+        """The one bookie this finding is all about when it lacks every entry it should hold
+        and nothing else is wrong: such findings are grouped by that bookie (:func:`group`)."""
+        if self.kind is not Kind.MISSING or len(self.empty) != 1 or self.bad or self.leftovers:
+            return None
+        return self.empty[0] if set(self.missing) == set(self.empty) else None
 
     @property
     def severity(self) -> Severity:
@@ -237,3 +258,44 @@ class Finding:
         if self.kind in (Kind.MISSING, Kind.CORRUPT, Kind.DATA_LOST, Kind.MISPLACED):
             parts.append("marked under-replicated" if self.marked is not None else "not marked")
         return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class WholeBookie:
+    """The findings that are all one bookie's: it holds none of the entries of ``ledgers`` it
+    should (a disk lost, or it is down); ``live``: it is registered and answers."""
+
+    bookie: str
+    live: bool
+    ledgers: tuple[int, ...]
+
+    def text(self) -> str:
+        n = len(self.ledgers)
+        shown = ", ".join(_runs_text(runs_of(self.ledgers)).split(",")[:10])
+        more = "" if len(runs_of(self.ledgers)) <= 10 else ", ..."
+        why = "disk lost?" if self.live else "it is not live (down, or gone for good?)"
+        return (
+            f"bookie {self.bookie} holds none of its {n} ledger{'s' if n != 1 else ''}' entries: {why} "
+            f"(missing; ledgers {shown}{more}; another copy of each lives: --fix mark, or `bkctl recover`)"
+        )
+
+
+def group(findings: Iterable[Finding], registered: Iterable[str]) -> tuple[list[WholeBookie], list[Finding]]:
+    """Findings grouped by cause for people: those that are all about one bookie holding none of
+    its entries, by bookie (two ledgers or more), and the others, each on its own."""
+    live = set(registered)
+    by_bookie: dict[str, list[Finding]] = {}
+    alone: list[Finding] = []
+    for f in findings:
+        bookie = f.whole_bookie()
+        if bookie is None:
+            alone.append(f)
+        else:
+            by_bookie.setdefault(bookie, []).append(f)
+    groups: list[WholeBookie] = []
+    for bookie, fs in sorted(by_bookie.items()):
+        if len(fs) < 2:
+            alone.extend(fs)
+        else:
+            groups.append(WholeBookie(bookie, bookie in live, tuple(sorted(f.ledger_id for f in fs))))
+    return groups, sorted(alone, key=lambda f: f.ledger_id)
