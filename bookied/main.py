@@ -25,6 +25,7 @@ EXIT_OK = 0
 EXIT_CANNOT_START = 1
 EXIT_CONFIG = 2
 EXIT_REFUSED = 3
+EXIT_INDEX = 4
 #: Every exit status: (code, in short for --help, in full for bookied(8)).
 EXIT_STATUSES = (
     (EXIT_OK, "clean shutdown", "Clean shutdown."),
@@ -47,6 +48,13 @@ EXIT_STATUSES = (
         "The bookie refuses to start as the bookie its directories belong to: cookie mismatch, directories "
         "without a cookie or with an old layout, or a decommissioned bookie (cookie gone from ZooKeeper); "
         "a restart cannot help.",
+    ),
+    (
+        EXIT_INDEX,
+        "a ledger directory's index does not open: see --rebuild-index",
+        "A ledger directory's index does not open (damaged), or is missing while the directory holds entry "
+        "logs; a restart cannot help: `bookied --conf FILE --rebuild-index` rebuilds it from the entry logs, "
+        "`bookied --conf FILE --salvage DIR` serves what the directories hold read-only meanwhile.",
     ),
 )
 
@@ -96,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a stopped bookie's directories (DIR: its journal, ledger or index directories, or one "
         "holding them; repeatable) read-only under that bookie's id, for re-replication to copy what only it "
         "held: Java's Interleaved and DbLedgerStorage and bookied's own; see bookied(8)",
+    )
+    parser.add_argument(
+        "--rebuild-index",
+        action="store_true",
+        help="rebuild every ledger directory's index from its entry logs (Java's rebuild-db-ledger-locations-"
+        "index), then exit; the bookie must be stopped (refused while it runs); see bookied(8)",
     )
     parser.add_argument(
         "--log-level",
@@ -152,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bookied: {e}", file=sys.stderr)
         return EXIT_CONFIG
 
+    if args.rebuild_index:
+        return _rebuild_index(cfg)
+
     with _frozen_when_loaded():
         with twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
             reactor = main_reactor()
@@ -162,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         from bkctl.wire.errors import BKError
 
         from .service import BookieService
+        from .storage.errors import IndexUnavailable
 
     try:
         from bkctl.wire.metadata import zksecurity
@@ -181,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bookied: {e}", file=sys.stderr)
         _cleanup(locals().get("service"))
         return EXIT_CONFIG
+    except IndexUnavailable as e:
+        # one line (under systemd the unit fails with it: RestartPreventExitStatus holds the code)
+        log.error("cannot start: %s; %s", e, REBUILD_HINT)
+        _cleanup(locals().get("service"))
+        return EXIT_INDEX
     except (IdentityError, LayoutError) as e:
         log.error("refusing to start: %s", e)
         _cleanup(locals().get("service"))
@@ -194,6 +217,55 @@ def main(argv: list[str] | None = None) -> int:
 
     ignore_late_signals()
     return service.exit_code
+
+
+#: what to do about a ledger directory whose index does not open
+REBUILD_HINT = (
+    "rebuild it from the entry logs with `bookied --conf FILE --rebuild-index` (the bookie stopped), "
+    "or serve what the directories hold read-only meanwhile with `bookied --conf FILE --salvage DIR`"
+)
+
+
+def _rebuild_index(cfg) -> int:
+    """``--rebuild-index``: every ledger directory's index, one line each (see :mod:`.storage.rebuild`)."""
+    from bkctl.wire import fastpath
+    from bkctl.wire.errors import BKError
+
+    from .storage.errors import DirectoryInUse
+    from .storage.rebuild import rebuild_index
+
+    zk = None
+    if cfg.metadata_service_uri:
+        from bkctl.wire.metadata.zk import ZKMetadataStore
+
+        try:
+            zk = ZKMetadataStore(cfg.metadata_service_uri, timeout=cfg.zk_timeout / 1000.0, twins=fastpath.selected())
+            zk.start()
+        except (BKError, OSError) as e:
+            log.warning(
+                "rebuild: the metadata store is unreachable (%s): a ledger found in the entry logs is kept "
+                "even if deleted, until garbage collection's next pass",
+                e,
+            )
+            zk = None
+    try:
+        for d in cfg.ledger_directories:
+            report = rebuild_index(
+                d,
+                cfg.journal_directories,
+                metadata_exists=zk.ledgers.exists if zk is not None else None,
+            )
+            print(f"bookied: rebuilt the index of {report.line()}")
+    except DirectoryInUse as e:
+        print(f"bookied: not rebuilding: {e}; stop it first", file=sys.stderr)
+        return EXIT_CANNOT_START
+    except OSError as e:
+        print(f"bookied: cannot rebuild the index: {e}", file=sys.stderr)
+        return EXIT_CANNOT_START
+    finally:
+        if zk is not None:
+            zk.close()
+    return EXIT_OK
 
 
 def _cleanup(service) -> None:

@@ -510,7 +510,7 @@ def bookied_page(version: str) -> str:
     lines += [
         ".PP",
         esc(
-            "The shipped bookied.service does not restart the bookie after statuses 2 and 3 "
+            "The shipped bookied.service does not restart the bookie after statuses 2, 3 and 4 "
             "(RestartPreventExitStatus=)."
         ),
         ".SH SEE ALSO",

@@ -211,11 +211,16 @@ class EntryLogger:
 
     def on_disk(self) -> dict[int, str]:
         """log id -> path of every entry log file in the directory."""
+        return self.logs_in(self.directory)
+
+    @staticmethod
+    def logs_in(directory: str) -> dict[int, str]:
+        """log id -> path of every entry log file in ``directory`` (a ``current/``)."""
         found = {}
-        for name in os.listdir(self.directory):
+        for name in os.listdir(directory):
             m = _LOG_NAME_RE.match(name)
             if m:
-                found[int(m.group(1), 16)] = os.path.join(self.directory, name)
+                found[int(m.group(1), 16)] = os.path.join(directory, name)
         return found
 
     def create(self) -> tuple[int, int]:

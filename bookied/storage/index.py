@@ -43,6 +43,7 @@ import lmdb
 # a row's key and location, as the entry log's record twins make them
 from bkctl.wire.bookie_disk.records import KEY, LOC
 
+from .errors import IndexUnavailable
 from .ledger_state import LedgerState
 
 FORMAT_VERSION = 2
@@ -215,13 +216,46 @@ def legacy_rows(cur, ledger_id: int | None = None) -> Iterator[tuple[int, Entry]
         ok = cur.next()
 
 
-class EntryLocationIndex:
-    """The index of one ledger directory, opened for writing (one per process)."""
+class FlushCommit(NamedTuple):
+    """A flush's index transaction: the log rows committed, the logs it left without a live entry
+    and their bytes, and per ledger the highest entry id flushed."""
 
-    def __init__(self, directory: str, map_size: int):
+    logs: dict
+    emptied: list[int]
+    emptied_bytes: int
+    last_flushed: dict[int, int]
+
+
+def open_index(directory: str, map_size: int, has_logs: bool) -> tuple[EntryLocationIndex, int, dict[int, LedgerState]]:
+    """The index of ``directory`` (a ``current/``), loaded: (index, next log id, ledger states).
+    IndexUnavailable when it does not open, or is missing while the directory holds entry logs
+    (``has_logs``): a new, empty index there would have the store delete every log at open."""
+    path = os.path.join(directory, INDEX_DIR)
+    if has_logs and not os.path.exists(os.path.join(path, "data.mdb")):
+        raise IndexUnavailable(directory, f"{INDEX_DIR} is missing and the directory holds entry logs")
+    try:
+        index = EntryLocationIndex(directory, map_size)
+    except lmdb.Error as e:
+        raise IndexUnavailable(directory, f"{INDEX_DIR}: {e}") from None
+    try:
+        next_log, ledgers = index.load()
+    except (lmdb.Error, struct.error) as e:
+        index.close()
+        raise IndexUnavailable(directory, f"{INDEX_DIR}: {e}") from None
+    except BaseException:
+        index.close()
+        raise
+    return index, next_log, ledgers
+
+
+class EntryLocationIndex:
+    """The index of one ledger directory, opened for writing (one per process); ``name``: its
+    folder in ``directory`` (another one than :data:`INDEX_DIR` for an index being rebuilt)."""
+
+    def __init__(self, directory: str, map_size: int, name: str = INDEX_DIR):
         self.directory = directory
         self.env = lmdb.open(
-            os.path.join(directory, INDEX_DIR),
+            os.path.join(directory, name),
             map_size=int(map_size),
             max_dbs=5,
             subdir=True,

@@ -30,9 +30,9 @@ class OfflineIndex:
     """The index of a stopped store: unlike the entry store it repairs nothing (no
     truncation, no deletion) and takes no lock."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, name: str = INDEX_DIR):
         self.directory = layout.current_dir(directory)
-        path = os.path.join(self.directory, INDEX_DIR)
+        path = os.path.join(self.directory, name)
         if not os.path.isdir(path):
             raise FileNotFoundError(f"{path}: no index")
         self._env = lmdb.open(path, readonly=True, lock=False, max_dbs=5, subdir=True)

@@ -89,9 +89,10 @@ from bkctl.wire.fastpath import Twins
 
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord, Record
 from .compactor import CompactionWriter, LiveRecord, LogsDeleted, LogUsage
+from .dir_lock import DirectoryLock
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
-from .index import KEY, LOC, EntryLocationIndex, IndexRow, Location, LogDeltas, Move, apply_log_deltas
+from .index import KEY, LOC, FlushCommit, IndexRow, Location, LogDeltas, Move, apply_log_deltas, open_index
 from .ledger_state import LedgerState
 from .pacing import FLUSH_SLICE, FlushPace, let_go, sorted_in_slices
 from .write_cache import WriteCache
@@ -101,16 +102,6 @@ log = logging.getLogger("bookied.entrystore")
 #: :meth:`EntryStore.delete_ledgers` deletes at most this many ledgers per index transaction
 #: (one fsync each; the flush lock is held meanwhile)
 DELETE_BATCH = 1000
-
-
-class FlushCommit(NamedTuple):
-    """A flush's index transaction: the log rows committed, the logs it left without a live entry
-    and their bytes, and per ledger the highest entry id flushed."""
-
-    logs: dict
-    emptied: list[int]
-    emptied_bytes: int
-    last_flushed: dict[int, int]
 
 
 class FlushResult(NamedTuple):
@@ -160,15 +151,21 @@ class EntryStore:
         #: moves whenever a ledger is added to or deleted from the store: the garbage collector
         #: sends its ledger ids to the metadata listing again only then
         self.ledgers_version = 0
-        self.index = EntryLocationIndex(self.directory, index_map_size)
+        self._dir_lock = DirectoryLock(self.directory)  # (DirectoryInUse: another bookied writes here)
         try:
-            next_log, self._ledgers = self.index.load()
+            has_logs = bool(EntryLogger.logs_in(self.directory))
+            self.index, next_log, self._ledgers = open_index(self.directory, index_map_size, has_logs)
+        except BaseException:
+            self._dir_lock.release()
+            raise
+        try:
             self.entry_log = EntryLogger(self.directory, log_size_limit, next_log, on_grow, twins=twins)
             self._writer = LogWriter(self.entry_log)  # the checkpoint's appends
             self._compaction_writers: list[LogWriter] = []
             self._repair_logs()
         except BaseException:
             self.index.close()
+            self._dir_lock.release()
             raise
 
     @property
@@ -792,6 +789,7 @@ class EntryStore:
                     writer.close()
                 self.entry_log.close()
                 self.index.close()
+                self._dir_lock.release()
 
     def __enter__(self):
         return self

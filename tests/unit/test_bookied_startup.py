@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bkctl.bookied.config import ConfigError, load_config
-from bkctl.bookied.main import EXIT_CONFIG, EXIT_REFUSED
+from bkctl.bookied.main import EXIT_CONFIG, EXIT_INDEX, EXIT_REFUSED
 from bkctl.bookied.service import BookieService
 from bkctl.wire.bookie_disk import identity, layout
 from bkctl.wire.metadata.errors import ZKUnavailable
@@ -78,10 +78,10 @@ def _directives(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if re.match(r"^[A-Z]\w+=", line))
 
 
-def test_unit_does_not_restart_after_configuration_errors_or_refusals():
+def test_unit_does_not_restart_after_configuration_errors_refusals_or_an_index_that_does_not_open():
     directives = _directives(UNIT.read_text())
     codes = {int(c) for c in directives["RestartPreventExitStatus"].split()}
-    assert codes == {EXIT_CONFIG, EXIT_REFUSED}
+    assert codes == {EXIT_CONFIG, EXIT_REFUSED, EXIT_INDEX}
 
 
 def test_unit_comments_say_what_protect_system_does():
