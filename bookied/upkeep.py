@@ -208,11 +208,12 @@ class StorageUpkeep:
         # filled the disk is trimmed only once it rolls: see Journal.reclaim), before
         # the collector hears how full the disk is: a disk the journal alone takes back
         # under the threshold needs no forced pass
-        if (
-            usage >= cfg.disk_usage_threshold
-            and not self.service.stopping
-            and sum(j.reclaim() for j in self.service.journals) > 0
-        ):
+        # (and while the disk keeps the bookie read-only, above the LWM: between the two the journal
+        # that filled the disk would otherwise keep it read-only for good)
+        full = usage >= cfg.disk_usage_threshold or (
+            "disk" in bookie.readonly_causes and usage >= cfg.disk_usage_lwm_threshold
+        )
+        if full and not self.service.stopping and sum(j.reclaim() for j in self.service.journals) > 0:
             try:
                 usage, free = self.disk_stats()
             except OSError as e:

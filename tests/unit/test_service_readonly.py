@@ -362,3 +362,25 @@ def test_a_disk_over_the_threshold_frees_what_the_journal_no_longer_needs(tmp_pa
     assert check(svc, 0.5) is False and j.file_ids() == before  # below the threshold: left alone
     assert check(svc, 0.96) is True and j.file_ids() == [before[-1] + 1]
     j.close()
+
+
+def test_between_the_low_water_mark_and_the_threshold_a_read_only_bookie_frees_its_journal(tmp_path, monkeypatch):
+    """Issue 73, point 9: a journal that met ENOSPC turned the bookie read-only ("disk"); once the disk
+    was back between the LWM and the threshold, what the journal held and no replay needed was
+    freed only over the threshold, so the bookie stayed read-only for good."""
+    from bkctl.bookied.journal import EntryRecord, Journal
+
+    svc = make_service(tmp_path, monkeypatch, "diskUsageLwmThreshold=0.85\n")
+    j = Journal(str(tmp_path / "j"), max_group_wait_ms=0, preallocate_mb=1, twins=fastpath.selected())
+    j.start()
+    done = threading.Event()
+    j.append(EntryRecord(1, 0, b"x" * 5000), lambda err: done.set())
+    assert done.wait(10)
+    j.checkpoint(j.mark())
+    before = j.file_ids()
+    svc.journals = [j]
+    assert check(svc, 0.90) is False and j.file_ids() == before  # writable: left alone
+    svc.bookie.mark_readonly("disk", "journal: no space left for the journal's preallocation")
+    check(svc, 0.90)
+    assert j.file_ids() == [before[-1] + 1]
+    j.close()
