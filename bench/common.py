@@ -74,8 +74,22 @@ def bookie_metrics(*http_ports: int) -> dict[str, float]:
         for line in text.splitlines():
             if line and not line.startswith("#"):
                 series, value = line.rsplit(" ", 1)
+                series = _le_last(series)
                 total[series] = total.get(series, 0.0) + float(value)
     return total
+
+
+def _le_last(series: str) -> str:
+    """A histogram bucket's series with ``le`` as its last label (prometheus_client writes
+    labels sorted, ``le`` before ``op``; :func:`histogram_quantile` reads ``op`` first)."""
+    import re
+
+    name, brace, rest = series.partition("{")
+    if not brace or 'le="' not in rest:
+        return series
+    labels = re.findall(r'\w+="(?:[^"\\]|\\.)*"', rest)
+    labels.sort(key=lambda label: label.startswith("le="))
+    return name + "{" + ",".join(labels) + "}"
 
 
 def histogram_quantile(
