@@ -18,7 +18,12 @@ from hypothesis import settings
 # SIGTERM stops the suite as Ctrl-C does, and Ctrl-C works in background runs too; the
 # integration marker comes from the folder, and only integration tests start ZooKeeper; the
 # longest work units are handed out first
-pytest_plugins = ["tests.support.interrupts", "tests.support.folders", "tests.support.scheduling"]
+pytest_plugins = [
+    "tests.support.interrupts",
+    "tests.support.folders",
+    "tests.support.scheduling",
+    "tests.support.leaks",
+]
 
 # Hypothesis's per-example deadline (200 ms) is a wall-clock assertion: on a loaded
 # 2-core machine (parallel workers, bookieds, ZooKeeper) slow examples fail for no

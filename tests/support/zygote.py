@@ -33,7 +33,7 @@ from pathlib import Path
 
 from tests.support.interrupts import die_with_parent
 
-__all__ = ["ForkedProcess", "run", "spawn"]
+__all__ = ["ForkedProcess", "run", "spawn", "zygote_pid"]
 
 #: what the zygote imports: a bookied's modules and its reactor's, not the reactor itself
 PRELOAD = (
@@ -258,6 +258,12 @@ def run(
 
 _zygote: _Zygote | None = None
 _lock = threading.Lock()
+
+
+def zygote_pid() -> int | None:
+    """The pid of this process's zygote, if it started one."""
+    zygote = _zygote
+    return None if zygote is None else zygote.proc.pid
 
 
 def spawn(

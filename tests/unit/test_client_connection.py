@@ -503,6 +503,7 @@ def test_resolver_may_return_a_deferred():
     assert r.tcpClients[0][:2] == ("h", 1)
     assertNoResult(d)
     conn.close()
+    failureResultOf(d, E.BookieUnavailable)  # the read outstanding when its connection closed
 
 
 def test_resolver_failure_fails_requests():
