@@ -159,6 +159,13 @@ def _damaged(view, pos: int, size: int) -> DamagedRecord:
     return DamagedRecord(pos, length, ledger_id if plausible else None, entry_id if plausible else None, why)
 
 
+def record_at(view, offset: int) -> bytes:
+    """The whole record at ``offset`` of a mapped entry log, as its length field gives it (unchecked:
+    :func:`check_record` checks it)."""
+    _crc, ln = _CRC_LEN.unpack_from(view, offset)
+    return bytes(view[offset : offset + 8 + ln])
+
+
 def scan_log(path: str, limit: int | None = None):
     """Yield ``(offset, length, ledger_id, entry_id, data)`` for each good record of an entry
     log (:func:`scan_records` without the damaged ones)."""

@@ -34,7 +34,7 @@ log = logging.getLogger("bookied.salvage")
 
 __all__ = ["Damage", "ReadOnlyStore", "SalvageStore", "current_dirs"]
 
-_JAVA, _BOOKIED, _MEMORY = 0, 1, 2
+_JAVA, _BOOKIED, _MEMORY, _BOOKIED_LOG = 0, 1, 2, 3
 
 
 class ReadOnlyStore(OSError):
@@ -142,6 +142,7 @@ class SalvageStore:
         self.damaged: list[Damage] = []
         self._ledgers: dict[int, _Ledger] = {}
         self._java_logs: dict[int, str] = {}
+        self._bookied_logs: dict[int, str] = {}  # bookied's entry logs read without their index
         self._maps: dict[str, tuple] = {}
         self._bookied: list = []
         self._kept: list[bytes] = []
@@ -240,7 +241,8 @@ class SalvageStore:
         try:
             index = OfflineIndex(os.path.dirname(current))
         except Exception as exc:  # noqa: BLE001
-            self._damage(os.path.join(current, "index.lmdb"), str(exc))
+            self._damage(os.path.join(current, "index.lmdb"), str(exc), outcome="entries found in the entry logs")
+            self._load_bookied_logs(current)
             return
         n = len(self._bookied)
         self._bookied.append(index)
@@ -254,6 +256,21 @@ class SalvageStore:
                 self._ledger(ledger_id).entries.add(entry_id, _BOOKIED, n)
         except Exception as exc:  # noqa: BLE001
             self._damage(os.path.join(current, "index.lmdb"), str(exc))
+
+    def _load_bookied_logs(self, current: str) -> None:
+        """An index that does not open: every good record of bookied's entry logs, found by the
+        entry log's own scan (the one ``bookied --rebuild-index`` reads them with), the later copy
+        of an entry winning; damaged bytes are reported and skipped."""
+        from .entry_log import DamagedRecord, EntryLogger, scan_records
+
+        for log_id, path in sorted(EntryLogger.logs_in(current).items()):
+            self._bookied_logs[log_id] = path
+            for rec in scan_records(path):
+                if isinstance(rec, DamagedRecord):
+                    self._damage(path, f"{rec.reason} at offset {rec.offset}", rec.ledger_id, rec.entry_id)
+                    continue
+                offset, _length, ledger_id, entry_id, _data = rec
+                self._ledger(ledger_id).entries.add(entry_id, _BOOKIED_LOG, log_id << 32 | offset)
 
     def _keep(self, ledger_id: int, entry_id: int, data: bytes, where: tuple[str, str, int]) -> None:
         led = self._ledger(ledger_id)
@@ -412,6 +429,8 @@ class SalvageStore:
             return self._java_logs.get(value >> 32, f"entry log {value >> 32:x}.log (missing)")
         if kind == _BOOKIED:
             return self._bookied[value].directory
+        if kind == _BOOKIED_LOG:
+            return self._bookied_logs.get(value >> 32, "a bookied entry log")
         return "a journal"
 
     def _read(self, ledger_id: int, entry_id: int, where: tuple[int, int]) -> bytes:
@@ -420,6 +439,12 @@ class SalvageStore:
         kind, value = where
         if kind == _MEMORY:
             data = self._kept[value]
+        elif kind == _BOOKIED_LOG:
+            from .entry_log import check_record, record_at
+
+            log_id, offset = value >> 32, value & 0xFFFFFFFF
+            record = record_at(self._map(self._bookied_logs[log_id]), offset)
+            return bytes(check_record(record, ledger_id, entry_id, log_id, offset, len(record)))
         elif kind == _BOOKIED:
             index = self._bookied[value]
             loc = index.location(ledger_id, entry_id)
@@ -439,6 +464,9 @@ class SalvageStore:
         path = self._java_logs.get(log_id)
         if path is None:
             raise FileNotFoundError(f"entry log {log_id:x}.log is missing")
+        return self._map(path)
+
+    def _map(self, path: str):
         got = self._maps.get(path)
         if got is None:
             f = open(path, "rb")

@@ -67,3 +67,38 @@ def test_a_record_that_does_not_read_is_dropped_when_read(bk1):
         assert entry_header(store.get_entry(5, 1))[:2] == (5, 1)
     finally:
         store.close()
+
+
+def test_a_bookied_directory_whose_index_does_not_open_is_served_from_its_entry_logs(tmp_path):
+    """Issue 73, point 10: bookied points a bookie whose index does not open at --salvage, which
+    served only what the journals still held; it reads the entry logs then (the scan
+    --rebuild-index reads them with), a damaged record reported and left out."""
+    import os
+
+    from bkctl.bookied.storage import EntryStore
+    from bkctl.wire import fastpath
+
+    s = EntryStore(str(tmp_path), log_size_limit=4096, twins=fastpath.selected())
+    for e in range(40):
+        s.put_entry(5, e, b"entry %d " % e * 30)
+    s.flush()
+    s.put_entry(5, 7, b"re-put")  # the later copy wins
+    s.flush()
+    s.close()
+    current = tmp_path / "current"
+    with open(current / "index.lmdb" / "data.mdb", "r+b") as f:
+        f.write(b"\xa5" * 16384)
+    (log,) = [n for n in sorted(os.listdir(current)) if n.endswith(".bel")][:1]
+    data = bytearray((current / log).read_bytes())
+    at = data.index(b"entry 2 ")  # entry 2's body
+    data[at] ^= 0xFF
+    (current / log).write_bytes(bytes(data))
+    store = SalvageStore([str(tmp_path)])
+    try:
+        assert store.entry_ids(5) == [e for e in range(40) if e != 2]
+        assert store.get_entry(5, 7) == b"re-put"
+        assert all(store.get_entry(5, e) == b"entry %d " % e * 30 for e in range(40) if e not in (2, 7))
+        assert any("index.lmdb" in d.where for d in store.damaged)
+        assert any(d.entry_id == 2 for d in store.damaged)
+    finally:
+        store.close()
