@@ -110,7 +110,8 @@ def fsck(
     one line per bookie at the end ("bookie X holds none of its 125
     ledgers' entries: disk lost?") (--json: one object per line, per ledger, with
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
-    lost, moves, leftovers, bad_replicas as they apply); a summary goes to stderr.  Exit 0
+    lost, moves, leftovers, bad_replicas as they apply, and owner: the topic,
+    cursor or schema a damaged ledger of Pulsar's belongs to); a summary goes to stderr.  Exit 0
     when nothing is found, else by the worst finding: 7 only stale marks, 8
     repairable copies, 9 data lost; 3 when a LEDGER named on its own does
     not exist (and is not marked) and nothing else is found.  --fix applies the guarded repairs as

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FsckRun", "FsckTotals"]
+__all__ = ["FsckRun", "FsckTotals", "OwnerNames"]
 
 
 @dataclass
@@ -112,7 +112,7 @@ class FsckRun:
 
         from bkctl.wire.client.blocking import ensure_reactor, run_in_reactor
         from bkctl.wire.fsck.check import BookieRequests, CheckOptions
-        from bkctl.wire.fsck.findings import Finding, Kind
+        from bkctl.wire.fsck.findings import Finding, Kind, Severity
         from bkctl.wire.metadata.store import registered_bookies
 
         ensure_reactor()
@@ -130,9 +130,13 @@ class FsckRun:
         check = crochet.run_in_reactor(_check_one)
         window: deque = deque()
 
+        owners = OwnerNames(self.store)
+
         def settle(item) -> Iterator[Finding]:
-            ledger_id, pending = item
+            ledger_id, pending, md = item
             finding = pending.wait(None) if not isinstance(pending, Finding) else pending
+            if finding is not None and md is not None and finding.severity >= Severity.REPAIRABLE:
+                finding = finding.with_owner(owners.name(ledger_id, md))
             self.totals.ledgers += 1
             if self.progress is not None:
                 self.progress.advance(1)
@@ -162,12 +166,19 @@ class FsckRun:
                     (
                         read.ledger_id,
                         Finding(read.ledger_id, Kind.BAD_METADATA, f"metadata does not decode: {read.metadata}"),
+                        None,
                     )
                 )
             else:
                 if self.bookie and self.bookie not in read.metadata.bookies:  # named only in its custom metadata
                     continue
-                window.append((read.ledger_id, check(requests, read.ledger_id, read.metadata, read.version, options)))
+                window.append(
+                    (
+                        read.ledger_id,
+                        check(requests, read.ledger_id, read.metadata, read.version, options),
+                        read.metadata,
+                    )
+                )
             while len(window) >= self.window:
                 yield from settle(window.popleft())
         while window:
@@ -188,6 +199,36 @@ class FsckRun:
         self.totals.bookie_requests = dict(requests.sent)
         self.totals.unlisted = sorted(requests.unlisted)
         self.totals.seconds = time.monotonic() - started
+
+
+class OwnerNames:
+    """Who uses a damaged ledger, in a few words (:mod:`bkctl.wire.domain.ownership`'s rule: the
+    topic whose data it holds, a cursor's, a schema's...), the managed ledgers read once a run;
+    None for a ledger nothing of Pulsar's owns, or when Pulsar's metadata cannot be read."""
+
+    def __init__(self, store):
+        self.store = store
+        self._owners = None
+
+    def name(self, ledger_id: int, md) -> str | None:
+        from bkctl.wire.domain.ownership import Owners
+
+        try:
+            if self._owners is None:
+                self._owners = Owners(self.store)
+            o = self._owners.owner_of(ledger_id, md)
+        except Exception:  # noqa: BLE001 - naming the owner is a courtesy: the finding stands without it
+            return None
+        topic = o.topic or o.managed_ledger
+        if o.owner == "topic":
+            return f"topic {topic}"
+        if o.owner == "cursor":
+            return f"cursor {o.cursor} of topic {topic}"
+        if o.owner == "orphan":
+            return "a Pulsar ledger no topic lists (orphan)"
+        if o.owner in (None, "not-pulsar"):
+            return None
+        return f"{o.owner}{f' of topic {topic}' if topic else ''}"
 
 
 def _check_one(requests, ledger_id: int, md, version: int, options):

@@ -299,3 +299,25 @@ def test_the_mark_fix_of_a_data_lost_ledger_names_only_the_bookies_it_can_fill(s
 
     f = check(pool, md)
     assert f.kind is Kind.DATA_LOST and f.missing == {B: [(5, 5)]} and fix_for(f) is None
+
+
+def test_a_damaged_ledgers_owner_is_named():
+    from bkctl.ops.ledger_fsck import OwnerNames
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+
+    s = FakeMetadataStore().start()
+    info = ml.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=LID, entries=N)
+    cursor = ml.ManagedCursorInfo(cursorsLedgerId=43, markDeleteLedgerId=LID, markDeleteEntryId=0)
+    s.pulsar.put_managed_ledger(
+        "public/default/persistent/orders", info.SerializeToString(), {"billing": cursor.SerializeToString()}
+    )
+    pulsar = {"component": b"managed-ledger", "pulsar/managed-ledger": b"public/default/persistent/orders"}
+    md = replace(metadata((0, [A, B])), custom_metadata=pulsar)
+    names = OwnerNames(s)
+    assert names.name(LID, md) == "topic persistent://public/default/orders"
+    assert names.name(43, md) == "cursor billing of topic persistent://public/default/orders"
+    assert names.name(44, md) == "a Pulsar ledger no topic lists (orphan)"
+    assert names.name(45, metadata((0, [A, B]))) is None  # not Pulsar's, listed by none
+    f = check(holding(A=range(N)), md).with_owner(names.name(LID, md))
+    assert f.to_json()["owner"] == "topic persistent://public/default/orders" and "owner: topic" in f.text()

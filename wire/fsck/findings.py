@@ -178,6 +178,14 @@ class Finding:
     leftovers: dict[str, list[Run]] = field(default_factory=dict)
     #: bookies of the ensemble holding none of the entries they should (a lost disk, a bookie down)
     empty: tuple[str, ...] = ()
+    #: who uses the ledger, for people ("topic persistent://t/n/x", "cursor c of topic ..."):
+    #: what the damage reaches; None when nothing of Pulsar's owns it
+    owner: str | None = None
+
+    def with_owner(self, owner: str | None) -> Finding:
+        from dataclasses import replace
+
+        return replace(self, owner=owner)
 
     def whole_bookie(self) -> str | None:
         """The one bookie this finding is all about when it lacks every entry it should hold
@@ -234,6 +242,8 @@ class Finding:
             doc["bad_replicas"] = [{"entry_id": b.entry_id, "bookie": b.bookie, "reason": b.reason} for b in self.bad]
         if self.version >= 0:
             doc["metadata_version"] = self.version
+        if self.owner is not None:
+            doc["owner"] = self.owner
         return doc
 
     def text(self) -> str:
@@ -257,6 +267,8 @@ class Finding:
             parts.append(f"... {len(self.bad) - 5} more bad copies")
         if self.kind in (Kind.MISSING, Kind.CORRUPT, Kind.DATA_LOST, Kind.MISPLACED):
             parts.append("marked under-replicated" if self.marked is not None else "not marked")
+        if self.owner is not None:
+            parts.append(f"owner: {self.owner}")
         return "; ".join(parts)
 
 
