@@ -110,6 +110,7 @@ class FsckRun:
         """Every finding, in ledger id order (marks of deleted ledgers last)."""
         import crochet
 
+        from bkctl.wire.autorecovery.lostentries import read_records
         from bkctl.wire.client.blocking import ensure_reactor, run_in_reactor
         from bkctl.wire.fsck.check import BookieRequests, CheckOptions
         from bkctl.wire.fsck.findings import Finding, Kind, Severity
@@ -124,6 +125,8 @@ class FsckRun:
         targets = frozenset(registration.writable_bookies()).difference(registration.readonly_bookies())
         targets = targets.intersection(registration.all_bookies())
         marks = {m.ledger_id: m.replicas for m in self.store.underreplication.marks() if self._wanted(m.ledger_id)}
+        # the entries autorecovery found no good copy of (bkctl.wire.autorecovery.lostentries): named
+        recorded = {lid: r for lid, r in read_records(self.store).items() if self._wanted(lid)}
         seen_marked: set[int] = set()
         options = CheckOptions(registered, sample=self.sample, compare_all=self.compare_all, targets=targets)
         requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight)
@@ -149,6 +152,11 @@ class FsckRun:
                 )
             elif finding is not None and marked is not None:
                 finding = finding.with_marked(marked)
+            record = recorded.get(ledger_id)
+            if finding is not None and record is not None and finding.kind is Kind.DATA_LOST:
+                finding = finding.with_recorded(
+                    f"autorecovery ({record.by}) recorded {record.count()} of them lost, the rest repaired"
+                )
             if finding is not None:
                 self.totals.add(finding)
                 yield finding

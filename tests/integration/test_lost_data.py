@@ -81,4 +81,5 @@ def test_a_lost_entry_is_named_and_the_rest_of_its_ledger_repaired(bookie_cluste
     again = bkctl(uri, "--json", "ledger", "fsck", "--all", "--fix", "mark", "--force", str(LEDGER))
     doc = one(again.stdout)
     assert again.returncode == 9 and doc["kind"] == "data_lost" and doc["lost_entries"] == [[5, 5]]
+    assert doc["recorded"] == "autorecovery (ar-lost:3181) recorded 1 of them lost, the rest repaired"
     assert "fix" not in doc and zkstore.underreplication.get(LEDGER) is None  # nothing left to copy: no mark

@@ -182,6 +182,14 @@ class Finding:
     #: what the damage reaches; None when nothing of Pulsar's owns it
     owner: str | None = None
 
+    #: what autorecovery recorded of the ledger's lost entries (:mod:`bkctl.wire.autorecovery.lostentries`)
+    recorded: str | None = None
+
+    def with_recorded(self, recorded: str) -> Finding:
+        from dataclasses import replace
+
+        return replace(self, recorded=recorded)
+
     def with_owner(self, owner: str | None) -> Finding:
         from dataclasses import replace
 
@@ -244,6 +252,8 @@ class Finding:
             doc["metadata_version"] = self.version
         if self.owner is not None:
             doc["owner"] = self.owner
+        if self.recorded is not None:
+            doc["recorded"] = self.recorded
         return doc
 
     def text(self) -> str:
@@ -267,6 +277,8 @@ class Finding:
             parts.append(f"... {len(self.bad) - 5} more bad copies")
         if self.kind in (Kind.MISSING, Kind.CORRUPT, Kind.DATA_LOST, Kind.MISPLACED):
             parts.append("marked under-replicated" if self.marked is not None else "not marked")
+        if self.recorded is not None:
+            parts.append(self.recorded)
         if self.owner is not None:
             parts.append(f"owner: {self.owner}")
         return "; ".join(parts)
