@@ -285,7 +285,7 @@ def test_the_auditors_full_check_streams_and_its_session_outlives_a_slow_check(s
     admin.underreplication.set_lost_bookie_recovery_delay(0)
     checked: list[int] = []
 
-    async def slow_check(_client, ledger_id, _md, _registered):
+    async def slow_check(_client, ledger_id, _md, _registered, _known_lost=()):
         checked.append(ledger_id)
         if len(checked) == 1:  # longer than the session timeout, with no ZooKeeper request of the walk's
             await task.deferLater(reactor, 5, lambda: None)
