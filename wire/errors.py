@@ -61,6 +61,15 @@ class Unreachable(BKError):
     """ZooKeeper or the bookies needed cannot be reached."""
 
 
+class RunInProgress(Conflict):
+    """A rebalance or a drain runs already on this cluster (one at a time): ``record`` is its
+    :class:`~bkctl.wire.rebalance.executor.RunRecord` (None: one whose record does not read)."""
+
+    def __init__(self, message: str, record: object | None = None):
+        super().__init__(message)
+        self.record = record
+
+
 class AutorecoveryDisabled(Conflict):
     """An operation that needs autorecovery enabled (``underreplication/disable`` exists)."""
 

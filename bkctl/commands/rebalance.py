@@ -31,12 +31,25 @@ def _throttle_options(fn):
         show_default=True,
         help="Ledgers moved at once (small ledgers move at the pace of ZooKeeper's round trips: many at once pay).",
     )(fn)
+    fn = click.option(
+        "--per-bookie",
+        type=click.IntRange(1, 64),
+        default=8,
+        show_default=True,
+        help="Moves at once into any one target bookie (the others go on meanwhile).",
+    )(fn)
     return click.option(
         "--max-rate",
         metavar="BYTES_PER_S",
         callback=_max_rate,
         help="At most this many bytes per second written to the targets (10M, 512k; default: no limit).",
     )(fn)
+
+
+def _throttle(concurrency: int, per_bookie: int, max_rate: float):
+    from bkctl.wire.rebalance.executor import Throttle
+
+    return Throttle(concurrency, per_bookie, max_rate)
 
 
 class _Events:
@@ -163,6 +176,11 @@ def _show_plan(app: App, plan, dry_run: bool) -> None:
     is_flag=True,
     help="Forget the kept plan of a rebalance that did not end, and plan again from what the cluster holds.",
 )
+@click.option(
+    "--cancel",
+    is_flag=True,
+    help="Stop the rebalance or drain running on this cluster (from another terminal) and wait for it to end.",
+)
 @_throttle_options
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
@@ -173,7 +191,9 @@ def rebalance(
     max_moves: int | None,
     dry_run: bool,
     replan: bool,
+    cancel: bool,
     concurrency: int,
+    per_bookie: int,
     max_rate: float,
     force: bool,
 ):
@@ -205,13 +225,30 @@ def rebalance(
     the plan: the moves, the bytes and each bookie's live bytes before and after.  On a
     terminal a bar shows what is left and the ETA; nothing on a pipe.  --json prints one
     event per line: plan (bookies before/after, unmovable, notes), planned (each move), move
-    (each outcome: moved, skipped, abandoned, failed with its reason), summary.  Exit 1 when
-    a move failed (the others go on); a ledger skipped or abandoned is said, with why, and a
-    rerun takes it up.
+    (each outcome: moved, skipped, abandoned, failed with its reason), summary (with stopped:
+    why a cancelled run stopped).  Exit 1 when a move failed (the others go on); a ledger
+    skipped or abandoned is said, with why, and a rerun takes it up.
+
+    One rebalance or drain at a time per cluster: a run records itself beside the cluster
+    root (<root>-bkctl-running, ephemeral: who, since when, its throttle) and a second one
+    is refused, exit 4, naming it.  --cancel, from any terminal, asks the running one to
+    stop and waits (up to 60 s) for it to end: it starts no further move, those under way
+    end whole, and the stopped run exits 1 (a cancelled rebalance forgets its plan); exit 3
+    when none runs.  Moves go --concurrency at a time and at most --per-bookie into any one
+    target bookie.
     """
     from ..exitcodes import FAILED, CommandError
     from ..ops.rebalance import rebalance as run
 
+    if cancel:
+        from ..ops.rebalance import cancel as stop
+
+        line = stop(app.store)
+        if app.json:
+            app.emit_json({"event": "cancelled", "text": line})
+        else:
+            app.console.print(line, markup=False)
+        return
     events = _Events(app, "rebalancing", dry_run)
 
     def confirm(plan) -> None:
@@ -231,8 +268,7 @@ def rebalance(
             fix_placement=fix_placement,
             max_moves=max_moves,
             dry_run=dry_run,
-            concurrency=concurrency,
-            rate=max_rate,
+            throttle=_throttle(concurrency, per_bookie, max_rate),
             confirm=confirm,
             listener=events,
             progress=lambda: app.walk_progress("reading every ledger's metadata"),
@@ -250,6 +286,11 @@ def rebalance(
             + (f"; {tally.skipped} skipped" if tally.skipped else "")
             + (f"; {tally.abandoned} abandoned" if tally.abandoned else "")
             + (f"; {tally.failed} FAILED" if tally.failed else "")
+            + (
+                f"; stopped ({tally.stopped}) with {len(plan.moves) - tally.moved - len(tally.left)} not started"
+                if tally.stopped
+                else ""
+            )
         )
     elif not plan.moves and not dry_run:
         app.console.print(
@@ -259,6 +300,8 @@ def rebalance(
         )
     if tally.failed:
         raise CommandError(f"{plural(tally.failed, 'move')} failed; the ledgers stay where they were", FAILED)
+    if tally.stopped:
+        raise CommandError(f"rebalance stopped: {tally.stopped}; no move was left half done", FAILED)
 
 
 @click.command()
@@ -289,6 +332,7 @@ def drain(
     http: str | None,
     dry_run: bool,
     concurrency: int,
+    per_bookie: int,
     max_rate: float,
     force: bool,
 ):
@@ -304,14 +348,21 @@ def drain(
     it rolls the ledger, and drain looks again until --wait runs out.  It ends when no
     ledger names the bookie (exit 0), ready for `decommission` -- or, with
     --decommission, it waits for the bookie to be stopped and deletes its cookie.
-    Ledgers still on it after --wait are listed, each with why (exit 1).  A bookie not
-    running is exit 4 (use `decommission`), an unknown one exit 3.  Killed or
-    interrupted, nothing is half moved; run it again.  --json: one event per line (plan,
-    planned, move, note, summary: bookie_id, drained, passes, moved, skipped, abandoned,
-    failed, bytes, entries_copied, left[] {ledger_id, reason}, read_only_set,
-    cookie_deleted, dry_run).
+    Ledgers still on it after --wait are listed, each with why (exit 1), and the last line
+    says what moved, that the bookie is left read-only and the command that undoes it
+    (`bkctl bookie readonly BOOKIE off`); so do --cancel from another terminal (exit 1) and
+    Ctrl-C (exit 130).  A bookie not running is exit 4 (use `decommission`), an unknown
+    one exit 3, a rebalance or drain running already exit 4.  Killed or interrupted,
+    nothing is half moved; run it again.  --dry-run lists every ledger that cannot move,
+    with why, and those with entries no other bookie holds a readable copy of (data lost
+    if the bookie left before they are repaired), and exits 1 when there is any (an open
+    ledger whose writer may yet leave the bookie is listed as waiting, not counted).  --json:
+    one event per line (plan, planned, move, note, summary: bookie_id, drained, passes,
+    moved, skipped, abandoned, failed, bytes, entries_copied, stopped, left[] {ledger_id,
+    reason}, lost[] and waiting[] {ledger_id, reason}, read_only_set, left_read_only, cookie_deleted,
+    dry_run).
     """
-    from ..exitcodes import FAILED, CommandError
+    from ..exitcodes import FAILED, INTERRUPTED, CommandError
     from ..ops.rebalance import drain as run
 
     events = _Events(app, f"draining {bookie}", dry_run)
@@ -327,8 +378,7 @@ def drain(
             placement=app.placement_policy(),
             dry_run=dry_run,
             wait=wait,
-            concurrency=concurrency,
-            rate=max_rate,
+            throttle=_throttle(concurrency, per_bookie, max_rate),
             http=http,
             decommission=decommission,
             confirm=confirm,
@@ -339,7 +389,15 @@ def drain(
         events.stop()
     if app.json:
         events.event("summary", report.as_json())
-    elif not dry_run:
+    elif dry_run:
+        for lid, why in sorted(report.lost.items()):
+            app.console.print(f"  {lid}: LOST if {bookie} leaves: {why}", markup=False)
+        for lid, why in sorted(report.left.items()):
+            if lid not in report.lost:
+                app.console.print(f"  {lid}: cannot move: {why}", markup=False)
+        for lid, why in sorted(report.waiting.items()):
+            app.console.print(f"  {lid}: waits ({why}); the run looks again until --wait", markup=False)
+    else:
         events.say_reasons()
         t = report.tally
         if report.drained:
@@ -355,7 +413,13 @@ def drain(
         else:
             for lid, why in sorted(report.left.items()):
                 app.console.print(f"  {lid}: {why}", markup=False)
-    if not dry_run and not report.drained:
+    if dry_run and (report.left or report.lost):
+        n = len(set(report.left) | set(report.lost))
         raise CommandError(
-            f"{plural(len(report.left), 'ledger')} still on {bookie} after {wait:g} s (listed above)", FAILED
+            f"dry run: {plural(n, 'ledger')} of {bookie} cannot move now"
+            + (f", {len(report.lost)} of them would lose data" if report.lost else "")
+            + " (listed above); nothing changed",
+            FAILED,
         )
+    if not dry_run and not report.drained:
+        raise CommandError(report.ending(wait), INTERRUPTED if report.interrupted else FAILED)

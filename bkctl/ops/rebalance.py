@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
-from ..humanize import plural
+from bkctl.wire.rebalance.executor import MoveTally
+
+from ..exitcodes import CONFLICT, FAILED, NOT_FOUND, USAGE, CommandError
+from ..humanize import human_size, plural
 
 
 class MoveListener(Protocol):
@@ -50,50 +53,6 @@ class Unheard:
         pass
 
 
-@dataclass
-class MoveTally:
-    """What the moves came to: counts by outcome, bytes and entries copied, and each result
-    that did not move (the ledger, why)."""
-
-    moved: int = 0
-    skipped: int = 0
-    abandoned: int = 0
-    failed: int = 0
-    nbytes: int = 0
-    entries: int = 0
-    left: list[Any] = field(default_factory=list)  # MoveResult of each move not carried out
-
-    def add(self, result) -> None:
-        from bkctl.wire.rebalance.mover import MoveOutcome
-
-        setattr(self, result.outcome.value, getattr(self, result.outcome.value) + 1)
-        self.entries += result.entries_copied
-        if result.outcome is MoveOutcome.MOVED:
-            self.nbytes += result.move.nbytes
-        else:
-            self.left.append(result)
-
-    def merge(self, other: MoveTally) -> None:
-        """Add another pass's counts; its moves left are the ones left now."""
-        self.moved += other.moved
-        self.skipped += other.skipped
-        self.abandoned += other.abandoned
-        self.failed += other.failed
-        self.nbytes += other.nbytes
-        self.entries += other.entries
-        self.left = other.left
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "moved": self.moved,
-            "skipped": self.skipped,
-            "abandoned": self.abandoned,
-            "failed": self.failed,
-            "bytes": self.nbytes,
-            "entries_copied": self.entries,
-        }
-
-
 def read_cluster(store, *, keep=None, placement=None, progress=None):
     """One walk of every ledger's metadata into a :class:`~bkctl.wire.rebalance.survey.ClusterSurvey`
     (``placement``: also note the ledgers whose segments break it; ``progress``: a context
@@ -110,8 +69,9 @@ def read_cluster(store, *, keep=None, placement=None, progress=None):
 
 
 def writable_bookies(store) -> list[str]:
-    readonly = set(store.registration.readonly_bookies())
-    return sorted(b for b in store.registration.writable_bookies() if b not in readonly)
+    from bkctl.wire.rebalance.executor import writable_bookies as writable
+
+    return writable(store)
 
 
 def plan_json(plan) -> dict[str, Any]:
@@ -147,38 +107,68 @@ def move_json(move) -> dict[str, Any]:
     }
 
 
-def carry_out(bk, moves, listener: MoveListener, *, concurrency: int = 16, rate: float = 0) -> MoveTally:
-    """Every move, at most ``concurrency`` at a time and ``rate`` bytes/s (0: no limit) written
-    to the targets; ``listener`` hears the bytes copied and each result."""
-    from bkctl.wire.client.blocking import run_in_reactor
-    from bkctl.wire.rebalance.mover import move_ledgers
+def carry_out(bk, moves, listener: MoveListener, *, throttle, run=None):
+    """Every move at ``throttle`` (:class:`~bkctl.wire.rebalance.executor.Throttle`), no new one
+    once ``run`` is cancelled; ``listener`` hears the bytes copied and each result."""
+    from bkctl.wire.rebalance.executor import carry_out as execute
 
-    tally = MoveTally()
-    if not moves:
-        return tally
-    throttle = None
-    if rate:
-        from twisted.internet import reactor
+    return execute(bk.client, moves, throttle, on_result=listener.result, on_bytes=listener.copied, run=run)
 
-        from bkctl.wire.autorecovery.worker import RateLimiter
 
-        throttle = RateLimiter(rate, reactor, cork=bk.client.pool.cork)
+def running_line(record) -> str:
+    """``a drain of B (pid 123 on host, since 2026-11-28 06:00:00 UTC, at most 10.0 MiB/s, 16 moves
+    at once, 8 into one bookie)``: the running run, for a refusal and for ``--cancel``."""
+    from ..render import human_size
 
-    def heard(result) -> None:
-        tally.add(result)
-        listener.result(result)
-
-    run_in_reactor(
-        move_ledgers,
-        bk.client,
-        moves,
-        concurrency=concurrency,
-        on_result=heard,
-        on_bytes=listener.copied,
-        throttle=throttle,
-        timeout=None,
+    if record is None:
+        return "a rebalance or drain (its record does not read)"
+    what = f"a drain of {record.bookie}" if record.kind == "drain" else f"a {record.kind}"
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.since))
+    t = record.throttle
+    rate = f"at most {human_size(int(t.rate))}/s" if t.rate else "no rate limit"
+    return (
+        f"{what} (pid {record.pid} on {record.host}, since {when}, {rate}, "
+        f"{plural(t.concurrency, 'move')} at once, {t.per_bookie} into one bookie)"
     )
-    return tally
+
+
+def begin_run(store, kind: str, throttle, bookie: str | None = None, *, poll: float = 1.0):
+    """Record this run as the cluster's one running rebalance or drain; exit 4 naming the one
+    that runs already."""
+    from bkctl.wire.errors import RunInProgress
+    from bkctl.wire.rebalance.executor import RunRecord, begin
+
+    try:
+        return begin(store, RunRecord.mine(kind, throttle, bookie), poll=poll)
+    except RunInProgress as e:
+        raise CommandError(
+            f"{running_line(e.record)} is running: one rebalance or drain at a time per cluster; "
+            "wait for it to end, or stop it with bkctl rebalance --cancel",
+            CONFLICT,
+        ) from None
+
+
+def cancel(store, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep) -> str:
+    """Ask the running rebalance or drain to stop and wait (up to ``wait`` s) for it to end; the
+    line to print.  Exit 3 when none runs, 1 when it did not end in time."""
+    import os
+    import socket
+
+    from bkctl.wire.rebalance.executor import request_cancel, wait_ended
+
+    asked = request_cancel(store, f"pid {os.getpid()} on {socket.gethostname()}")
+    if asked.record is None:
+        if asked.was_gone:
+            return "no rebalance or drain was running (a record whose run is gone was removed)"
+        raise CommandError("no rebalance or drain is running: nothing to cancel", NOT_FOUND)
+    line = running_line(asked.record)
+    if asked.was_gone:
+        return f"{line} is gone (its process ended): its record removed; nothing was moving"
+    if not wait_ended(store, asked.record, wait, clock=clock, sleep=sleep):
+        raise CommandError(
+            f"asked {line} to stop; it has not ended after {wait:g} s (its moves under way finish whole)", FAILED
+        )
+    return f"stopped {line}: no move was left half done"
 
 
 def rebalance(
@@ -190,99 +180,68 @@ def rebalance(
     fix_placement: bool = False,
     max_moves: int | None = None,
     dry_run: bool = False,
-    concurrency: int = 16,
-    rate: float = 0,
+    throttle=None,
     confirm: Callable[[Any], Any] | None = None,
     listener: MoveListener | None = None,
     progress=None,
     replan: bool = False,
     wall_clock: Callable[[], float] = time.time,
-) -> tuple[Any, MoveTally]:
+    poll: float = 1.0,
+):
     """Plan (one walk) and, unless ``dry_run``, carry out: ``(plan, tally)``.
 
-    A balance goes on with the kept plan of a run that did not end, if there is one
+    A run records itself as the cluster's one running rebalance or drain (exit 4 while another
+    runs), goes on with the kept plan of a run that did not end, if there is one
     (:mod:`bkctl.wire.rebalance.saved`; ``replan``: forget it and plan again), and keeps its
-    own plan while its moves are carried out."""
+    own plan while its moves are carried out (:mod:`bkctl.wire.rebalance.executor`)."""
+    from bkctl.wire.rebalance.executor import Throttle, forget_plan, keep_plan
     from bkctl.wire.rebalance.plan import plan_balance, plan_fix_placement
-    from bkctl.wire.rebalance.saved import SavedPlan
 
-    bookies = writable_bookies(store)
-    placement.refresh(store.registration.all_bookies())  # the racks as they are now
-    plan = None
-    if not fix_placement:
-        if replan and not dry_run:
-            store.rebalance.clear()
-        elif not replan:
-            plan = kept_plan(store, tolerance=tolerance, max_moves=max_moves)
-    if plan is None:
-        if len(bookies) < 2 and not fix_placement:
-            raise CommandError(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between", CONFLICT)
-        survey = read_cluster(store, placement=placement if fix_placement else None, progress=progress)
-        if fix_placement:
-            plan = plan_fix_placement(survey, bookies, placement)
-        else:
-            plan = plan_balance(survey, bookies, placement, tolerance, max_moves=max_moves)
-    heard = listener or Unheard()
-    heard.plan(plan)
-    if dry_run or not plan.moves:
-        if plan.resumed is not None and not dry_run:
-            store.rebalance.clear()  # every kept move is done
-        return plan, MoveTally()
-    if confirm is not None:
-        confirm(plan)
-    heard.start(plan)
-    if not fix_placement and plan.resumed is None:
-        store.rebalance.write(SavedPlan(plan, wall_clock()).encode())
-    tally = carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
-    if not fix_placement:
-        store.rebalance.clear()  # the run ended: a rerun plans from what the cluster holds
-    return plan, tally
+    throttle = throttle or Throttle()
+    with nullcontext() if dry_run else begin_run(store, "rebalance", throttle, poll=poll) as run:
+        bookies = writable_bookies(store)
+        placement.refresh(store.registration.all_bookies())  # the racks as they are now
+        plan = None
+        if not fix_placement:
+            if replan and not dry_run:
+                forget_plan(store)
+            elif not replan:
+                plan = kept_plan(store, tolerance=tolerance, max_moves=max_moves)
+        if plan is None:
+            if len(bookies) < 2 and not fix_placement:
+                raise CommandError(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between", CONFLICT)
+            survey = read_cluster(store, placement=placement if fix_placement else None, progress=progress)
+            if fix_placement:
+                plan = plan_fix_placement(survey, bookies, placement)
+            else:
+                plan = plan_balance(survey, bookies, placement, tolerance, max_moves=max_moves)
+        heard = listener or Unheard()
+        heard.plan(plan)
+        if dry_run or not plan.moves:
+            if plan.resumed is not None and not dry_run:
+                forget_plan(store)  # every kept move is done
+            return plan, MoveTally()
+        if confirm is not None:
+            confirm(plan)
+        heard.start(plan)
+        if not fix_placement:
+            keep_plan(store, plan, wall_clock())
+        tally = carry_out(bk, plan.moves, heard, throttle=throttle, run=run)
+        if not fix_placement:
+            forget_plan(store)  # the run ended (or was cancelled): a rerun plans from what the cluster holds
+        return plan, tally
 
 
 def kept_plan(store, *, tolerance: float, max_moves: int | None):
-    """The rest of the kept plan of a rebalance that did not end (its moves the ledgers do not
-    show done, and whose targets are still writable), or None when none is kept."""
+    """The rest of the kept plan of a rebalance that did not end
+    (:func:`bkctl.wire.rebalance.executor.kept_plan`); exit 4 for one that does not read."""
     from bkctl.wire.errors import SavedPlanError
-    from bkctl.wire.rebalance.plan import Plan, Resumed
-    from bkctl.wire.rebalance.saved import SavedPlan
+    from bkctl.wire.rebalance.executor import kept_plan as kept
 
-    data = store.rebalance.read()
-    if data is None:
-        return None
     try:
-        kept = SavedPlan.decode(data)
+        return kept(store, tolerance=tolerance, max_moves=max_moves)
     except SavedPlanError as e:
         raise CommandError(f"{e}: bkctl rebalance --replan forgets it and plans again", CONFLICT) from None
-    old = kept.plan
-    left = kept.left(store.ledgers.read_many([m.ledger_id for m in old.moves]))
-    writable = set(writable_bookies(store))
-    gone = sorted({t for m in left for _s, t in m.pairs if t not in writable})
-    if gone:  # drained, turned read-only or stopped since: no copy goes there
-        left = [m for m in left if all(t in writable for _s, t in m.pairs)]
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(kept.planned_at))
-    notes = [
-        f"going on with the rebalance planned at {when}, which did not end (killed or interrupted): "
-        f"{len(left)} of its {plural(len(old.moves), 'move')} left; --replan forgets it and plans again"
-    ]
-    if gone:
-        notes.append(
-            f"its moves to {', '.join(gone)} are dropped: no longer writable; a rerun after this one plans again"
-        )
-    if old.tolerance is not None and (tolerance != old.tolerance or max_moves is not None):
-        notes.append(
-            f"its tolerance is ±{old.tolerance:.0%}; --tolerance and --max-moves apply to a new plan (--replan)"
-        )
-    return Plan(
-        left,
-        [],
-        old.before,
-        old.after,
-        old.mean,
-        old.tolerance,
-        old.ledgers_walked,
-        notes,
-        resumed=Resumed(kept.planned_at, len(old.moves)),
-    )
 
 
 @dataclass
@@ -290,15 +249,46 @@ class DrainReport:
     bookie: str
     passes: int = 0
     tally: MoveTally = field(default_factory=MoveTally)
-    #: ledgers still naming the bookie at the end: ledger id -> why
+    #: ledgers still naming the bookie at the end (a dry run: those that cannot move): ledger id -> why
     left: dict[int, str] = field(default_factory=dict)
+    #: ledgers some entry of which has no readable copy but the bookie's: ledger id -> why
+    lost: dict[int, str] = field(default_factory=dict)
+    #: a dry run's ledgers that cannot move yet but may in the run (an open ledger's writer, a repair): id -> why
+    waiting: dict[int, str] = field(default_factory=dict)
     read_only_set: bool = False
+    #: the bookie is read-only at the end (turned so by this drain, or before it)
+    read_only: bool = False
     cookie_deleted: bool = False
     dry_run: bool = False
+    #: why it stopped before the end: cancelled, interrupted (Ctrl-C); None when it did not
+    stopped: str | None = None
+    interrupted: bool = False
+    #: some ledger left is open: its writer may yet leave the bookie
+    waiting_for_writers: bool = False
 
     @property
     def drained(self) -> bool:
-        return not self.left
+        return not self.left and self.stopped is None
+
+    def ending(self, wait: float) -> str:
+        """The one line a drain that did not end says: what moved, what is left, that the bookie
+        is left read-only and the one command that undoes it."""
+        t = self.tally
+        why = self.stopped or f"after {wait:g} s"
+        line = (
+            f"drain of {self.bookie} stopped {why}: {plural(t.moved, 'ledger')} moved"
+            + (f" ({human_size(t.nbytes)})" if t.moved else "")
+            + f", {plural(len(self.left), 'ledger')} still on it"
+            + (" (listed above)" if self.left else "")
+        )
+        if self.read_only:
+            undo = (
+                f"bkctl bookie readonly {self.bookie} off makes it writable again"
+                if self.read_only_set
+                else "it was read-only before the drain"
+            )
+            line += f"; {self.bookie} is left read-only ({undo}; bkctl drain {self.bookie} goes on)"
+        return line
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -307,10 +297,18 @@ class DrainReport:
             "passes": self.passes,
             **self.tally.as_json(),
             "left": [{"ledger_id": lid, "reason": why} for lid, why in sorted(self.left.items())],
+            "lost": [{"ledger_id": lid, "reason": why} for lid, why in sorted(self.lost.items())],
+            "waiting": [{"ledger_id": lid, "reason": why} for lid, why in sorted(self.waiting.items())],
             "read_only_set": self.read_only_set,
+            "left_read_only": self.read_only and not self.drained,
             "cookie_deleted": self.cookie_deleted,
             "dry_run": self.dry_run,
+            "stopped": self.stopped,
         }
+
+
+#: what a replica waits for that may end by itself (a writer rolls its ledger, a repair ends)
+_WAITING_KINDS = ("open-tail", "in-recovery", "locked", "under-replicated")
 
 
 def drain(
@@ -322,8 +320,7 @@ def drain(
     dry_run: bool = False,
     wait: float = 600.0,
     poll: float = 5.0,
-    concurrency: int = 16,
-    rate: float = 0,
+    throttle=None,
     http: str | None = None,
     decommission: bool = False,
     confirm: Callable[[str], Any] | None = None,
@@ -331,16 +328,22 @@ def drain(
     progress=None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Any] = time.sleep,
+    run_poll: float = 1.0,
 ) -> tuple[DrainReport, Any]:
     """Turn ``bookie`` read-only, then move every replica it holds, pass after pass (an open
     ledger's last segment waits for its writer to roll or close it, up to ``wait`` seconds),
     until no ledger names it.  ``decommission``: then, once the bookie is stopped (waited for
-    up to ``wait``), delete its cookie.  Returns the report and the first pass's plan."""
-    from .bookie_http import registration, set_readonly
-    from .recovery import check_bookie_ids, ledgers_on
+    up to ``wait``), delete its cookie.  Returns the report and the first pass's plan: one
+    that did not drain (``--wait`` out, cancelled, Ctrl-C) says so (:meth:`DrainReport.ending`).
+    A dry run lists in ``left`` every ledger that cannot move, in ``waiting`` those that may
+    once their writer or repair is done, and in ``lost`` those whose entries have no readable
+    copy but the bookie's."""
+    from bkctl.wire.rebalance.executor import Throttle
 
-    heard = listener or Unheard()
-    note = heard.note
+    from .bookie_http import registration
+    from .recovery import check_bookie_ids, ledgers_on, lost_with
+
+    throttle = throttle or Throttle()
     [bookie] = check_bookie_ids([bookie])
     state = registration(store, bookie)
     if state == "not registered":
@@ -356,55 +359,109 @@ def drain(
     if not targets:
         raise CommandError(f"no writable bookie but {bookie}: nowhere to move its replicas", CONFLICT)
     placement.refresh(store.registration.all_bookies())
-    report = DrainReport(bookie, dry_run=dry_run)
-    first_plan = None
-    deadline = clock() + wait
-    while True:
+    report = DrainReport(bookie, dry_run=dry_run, read_only=state == "read-only")
+    if dry_run:
         from bkctl.wire.rebalance.plan import plan_drain
 
-        survey = read_cluster(store, keep=[bookie], progress=progress if report.passes == 0 else None)
-        plan = plan_drain(survey, bookie, [b for b in writable_bookies(store) if b != bookie], placement)
-        if first_plan is None:
-            first_plan = plan
-            heard.plan(plan)
-            if dry_run:
-                report.left = {u.ledger_id: u.reason for u in plan.unmovable}
-                return report, plan
-            if confirm is not None:
-                confirm(f"turn {bookie} read-only and move its {plural(len(plan.moves), 'replica')} to other bookies")
-            if state != "read-only":
-                set_readonly(store, bookie, True, http)
-                report.read_only_set = True
-                note(f"{bookie} is read-only: new ledgers go elsewhere, it still serves reads")
-            heard.start(plan)
-        report.passes += 1
-        pass_tally = carry_out(bk, plan.moves, heard, concurrency=concurrency, rate=rate)
-        report.tally.merge(pass_tally)
-        remaining = ledgers_on(store, [bookie])
-        if not remaining:
-            report.left = {}
-            break
-        why = {u.ledger_id: u.reason for u in plan.unmovable}
-        why.update({r.move.ledger_id: r.reason or r.outcome.value for r in pass_tally.left})
-        report.left = {lid: why.get(lid, "it names the bookie again: run drain again") for lid in remaining}
-        waiting_only = (
-            all(
-                u.kind.value in ("open-tail", "in-recovery", "locked", "under-replicated")
-                for u in plan.unmovable
-                if u.ledger_id in report.left
-            )
-            and not pass_tally.failed
+        survey = read_cluster(store, keep=[bookie], progress=progress)
+        plan = plan_drain(survey, bookie, targets, placement)
+        (listener or Unheard()).plan(plan)
+        report.left = {u.ledger_id: u.reason for u in plan.unmovable if u.kind.value not in _WAITING_KINDS}
+        report.waiting = {u.ledger_id: u.reason for u in plan.unmovable if u.kind.value in _WAITING_KINDS}
+        report.lost = {
+            lid: f"{why}: data would be lost if {bookie} left before those copies are repaired"
+            for lid, why in lost_with(store, ledgers_on(store, [bookie]), bookie).items()
+        }
+        return report, plan
+    with begin_run(store, "drain", throttle, bookie, poll=run_poll) as run:
+        plan = _drain_passes(
+            bk,
+            store,
+            report,
+            state,
+            run,
+            placement,
+            wait,
+            poll,
+            throttle,
+            http,
+            confirm,
+            listener,
+            progress,
+            clock,
+            sleep,
         )
-        if clock() >= deadline or (not pass_tally.moved and not waiting_only):
-            break
-        note(
-            f"{plural(len(remaining), 'ledger')} still on {bookie} (open ledgers wait for their writers "
-            "to roll or close them); looking again"
-        )
-        sleep(min(poll, max(0.0, deadline - clock())))
     if report.drained and decommission:
-        report.cookie_deleted = _decommission_when_stopped(store, bookie, deadline, clock, sleep, note)
-    return report, first_plan
+        report.cookie_deleted = _decommission_when_stopped(
+            store, bookie, clock() + wait, clock, sleep, (listener or Unheard()).note
+        )
+    return report, plan
+
+
+def _drain_passes(
+    bk, store, report, state, run, placement, wait, poll, throttle, http, confirm, listener, progress, clock, sleep
+):
+    """The passes of a drain, until no ledger names the bookie, ``wait`` runs out, it is
+    cancelled or interrupted (Ctrl-C): ``report`` says which.  Returns the first pass's plan."""
+    from bkctl.wire.rebalance.plan import plan_drain
+
+    from .bookie_http import set_readonly
+    from .recovery import ledgers_on
+
+    bookie = report.bookie
+    heard = listener or Unheard()
+    note = heard.note
+    first_plan = None
+    deadline = clock() + wait
+    try:
+        while True:
+            survey = read_cluster(store, keep=[bookie], progress=progress if report.passes == 0 else None)
+            plan = plan_drain(survey, bookie, [b for b in writable_bookies(store) if b != bookie], placement)
+            if first_plan is None:
+                first_plan = plan
+                heard.plan(plan)
+                if confirm is not None:
+                    confirm(
+                        f"turn {bookie} read-only and move its {plural(len(plan.moves), 'replica')} to other bookies"
+                    )
+                if state != "read-only":
+                    set_readonly(store, bookie, True, http)
+                    report.read_only_set = report.read_only = True
+                    note(f"{bookie} is read-only: new ledgers go elsewhere, it still serves reads")
+                heard.start(plan)
+            report.passes += 1
+            pass_tally = carry_out(bk, plan.moves, heard, throttle=throttle, run=run)
+            report.tally.merge(pass_tally)
+            remaining = ledgers_on(store, [bookie])
+            if not remaining:
+                report.left = {}
+                break
+            why = {u.ledger_id: u.reason for u in plan.unmovable}
+            why.update({r.move.ledger_id: r.reason or r.outcome.value for r in pass_tally.left})
+            report.left = {lid: why.get(lid, "it names the bookie again: run drain again") for lid in remaining}
+            kinds = {u.ledger_id: u.kind.value for u in plan.unmovable}
+            report.waiting_for_writers = any(kinds.get(lid) == "open-tail" for lid in report.left)
+            waiting_only = not pass_tally.failed and all(
+                kind in _WAITING_KINDS for lid, kind in kinds.items() if lid in report.left
+            )
+            if pass_tally.stopped is not None:
+                report.stopped = pass_tally.stopped
+                break
+            if clock() >= deadline or (not pass_tally.moved and not waiting_only):
+                break
+            note(
+                f"{plural(len(remaining), 'ledger')} still on {bookie}"
+                + (" (open ledgers wait for their writers to roll or close them)" if report.waiting_for_writers else "")
+                + "; looking again"
+            )
+            sleep(min(poll, max(0.0, deadline - clock())))
+    except KeyboardInterrupt:
+        report.stopped, report.interrupted = "interrupted (Ctrl-C)", True
+        try:
+            report.left = {lid: "interrupted before it moved" for lid in ledgers_on(store, [bookie])}
+        except KeyboardInterrupt:
+            pass
+    return first_plan
 
 
 def _decommission_when_stopped(store, bookie: str, deadline: float, clock, sleep, note) -> bool:

@@ -261,6 +261,7 @@ def rereplicate_stream(
     not kept: a caller that prints them as they come holds one chunk.
     """
     from bkctl.wire.client.blocking import run_in_reactor
+    from bkctl.wire.client.replica_swap import default_holder
     from bkctl.wire.client.rereplication import CachedBookieLists, rereplicate_ledgers
 
     bookies = check_bookie_ids(bookies)
@@ -285,7 +286,7 @@ def rereplicate_stream(
     if rate:
         from twisted.internet import reactor
 
-        from bkctl.wire.autorecovery.worker import RateLimiter
+        from bkctl.wire.client.throttle import RateLimiter
 
         throttle = RateLimiter(rate, reactor, cork=bk.client.pool.cork)
     lists = CachedBookieLists(bk.client)
@@ -305,6 +306,7 @@ def rereplicate_stream(
             on_entry=on_entry,
             throttle=throttle,
             bookie_lists=lists,
+            lock_as=None if dry_run else default_holder(),
             timeout=None,
         )
 

@@ -2,8 +2,9 @@
 ``updateBookieInLedger`` and ``bookieid searchreplace``).
 
 Every segment that names FROM gets TO in its place, one ledger at a time,
-by compare-and-set on the version just read: a concurrent change (a writer's
-ensemble change, a close) makes the update re-read and try again.  A ledger
+by the one compare-and-set every replica move makes
+(:func:`~bkctl.wire.client.replica_swap.swap_bookies`): a concurrent change that
+leaves those segments as they were (a close, a writer's new segment) is retried.  A ledger
 that no longer names FROM is left alone, so the run is idempotent and an
 interrupted run is finished by running it again.  A segment that already
 names TO as well cannot take TO twice: that ledger is reported as a
@@ -18,8 +19,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..exitcodes import CONFLICT, USAGE, CommandError
-
-MAX_ATTEMPTS = 10
 
 
 class _Pace:
@@ -41,46 +40,38 @@ class _Pace:
             time.sleep(at - now)
 
 
-def _segments_naming(md, bookie: str) -> list[int]:
-    return [first for first, ens in md.ensembles if bookie in ens]
-
-
-def _replace_all(md, old: str, new: str):
-    for first in _segments_naming(md, old):
-        md = md.replace_bookie(first, old, new)
-    return md
-
-
 def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
-    """Rewrite one ledger, starting from the metadata the scan read (re-read on a conflict)."""
-    from bkctl.wire.errors import MetadataError, NotFound
-    from bkctl.wire.metadata.errors import MetadataVersionConflict
+    """Rewrite one ledger from the metadata the scan read, by the one compare-and-set every
+    replica move makes (:func:`~bkctl.wire.client.replica_swap.swap_bookies`: a concurrent
+    write that leaves those segments as they were is retried); a segment naming FROM that a
+    writer added meanwhile is swapped in turn."""
+    from bkctl.wire.client.replica_swap import Swap, SwapOutcome, swap_bookies
 
-    row = {"ledger_id": ledger_id, "status": "unchanged", "segments": 0}
-    for _ in range(MAX_ATTEMPTS):
-        firsts = _segments_naming(md, old)
+    row: dict = {"ledger_id": ledger_id, "status": "unchanged", "segments": 0}
+    for _round in range(3):
+        firsts = [first for first, ensemble in md.ensembles if old in ensemble]
         if not firsts:
             return row
-        row["segments"] = len(firsts)
-        try:
-            updated = _replace_all(md, old, new)
-        except MetadataError as e:
-            row.update(status="conflict", error=str(e))
+        joined = [first for first in firsts if new in dict(md.ensembles)[first]]
+        if joined:
+            row.update(status="conflict", error=f"its segment from entry {joined[0]} names {new} already")
             return row
         if dry_run:
-            row["status"] = "planned"
+            row.update(status="planned", segments=len(firsts))
             return row
-        try:
-            store.ledgers.update(ledger_id, updated, version)
-        except MetadataVersionConflict as e:
-            md, version = e.metadata, e.current_version
-            continue
-        except NotFound:
+        done = swap_bookies(store, ledger_id, [Swap(first, old, new) for first in firsts], known=(md, version))
+        if done.outcome is SwapOutcome.GONE:
             row.update(status="deleted", segments=0)
             return row
-        row["status"] = "updated"
-        return row
-    row.update(status="failed", error=f"the metadata kept changing ({MAX_ATTEMPTS} attempts)")
+        if done.outcome is SwapOutcome.CONFLICT:
+            row.update(status="conflict", error=done.reason)
+            return row
+        if done.outcome is SwapOutcome.SWAPPED:
+            row["status"] = "updated"
+            row["segments"] += len(firsts)
+        assert done.metadata is not None
+        md, version = done.metadata, done.version
+    row.update(status="failed", error="a writer keeps adding segments that name it")
     return row
 
 

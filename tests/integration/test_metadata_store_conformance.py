@@ -774,6 +774,29 @@ def test_records_of_lost_entries_are_kept_per_ledger_beside_the_cluster(sessions
     assert not store.ledgers.exists(12)  # nothing of them inside the cluster
 
 
+def test_one_running_record_at_a_time_cancel_rewrites_it_and_it_goes_with_its_session(sessions, store):
+    assert store.rebalance.running() is None
+    assert store.rebalance.claim(b"first") is None
+    assert store.rebalance.claim(b"second") == (b"first", 0)  # one at a time, whoever asks
+    other = sessions.open()
+    data, version = other.rebalance.running()
+    assert data == b"first"
+    assert other.rebalance.update_running(b"first, cancel", version) is True  # a cancel, from elsewhere
+    assert other.rebalance.update_running(b"stale", version) is False
+    assert store.rebalance.running() == (b"first, cancel", version + 1)
+    if sessions.kind == "zk":
+        assert other.rebalance.drop_running() is False  # not that session's
+    assert store.rebalance.drop_running() is True
+    assert store.rebalance.running() is None
+    assert store.rebalance.claim(b"third") is None
+    sessions.expire(store)
+    assert other.rebalance.running() is None  # a run killed leaves none once its session went
+    assert other.rebalance.claim(b"fourth") is None
+    _data, version = other.rebalance.running()
+    assert other.rebalance.drop_running(version + 1) is False
+    assert other.rebalance.drop_running(version) is True  # a run found dead, removed by another
+
+
 def test_a_saved_rebalance_whose_writing_was_cut_short_is_not_read(metadata_uri, zk_client):
     """ZooKeeper's layout of it: the parts, and their count written last."""
     from bkctl.wire.metadata.errors import MetadataStoreError

@@ -14,6 +14,7 @@ from bkctl.wire.codecs import v2
 from bkctl.wire.codecs.protocol import RC
 from tests.support.bookieproc import WireClient, start_bookies
 from tests.support.cli import BKCTL, env_for, json_lines, ok, one_line_error
+from tests.support.cli import bkctl as bkctl_text
 from tests.support.cli import bkctl_bytes as bkctl
 from tests.support.ledgers import assert_fully_replicated, make_ledger
 
@@ -49,6 +50,28 @@ def launch(uri, *args) -> subprocess.Popen:
     return subprocess.Popen(
         [*BKCTL, *args], env=env_for(uri), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
     )
+
+
+def slow_rebalance(bookies, uri, zkstore, writer):
+    """Three bookies with 18 ledgers, two new ones, and a rebalance onto them at 20 kB/s (its
+    process: ``--json``): ``(old bookies, ids, entries each, every bookie, the run)``."""
+    old = cluster(bookies, uri, 3)
+    ids = fill(writer, 18, sizes=(300, 300))
+    counts = all_whole(zkstore, old, ids)
+    procs = old + cluster(bookies, uri, 2, first=3)
+    run = launch(uri, "--json", "rebalance", "--force", "--max-rate", "20k", "--concurrency", "2")
+    return old, ids, counts, procs, run
+
+
+def until_a_move(run: subprocess.Popen) -> list[dict]:
+    """The events of a ``--json`` run read as they come, up to its first move's."""
+    seen: list[dict] = []
+    assert run.stdout is not None
+    for line in run.stdout:
+        seen.append(json.loads(line))
+        if seen[-1]["event"] == "move":
+            break
+    return seen
 
 
 def events(text):
@@ -178,19 +201,9 @@ def test_drain_refuses_a_stopped_or_unknown_bookie(bookies, metadata_uri, zkstor
 
 def test_kill_9_of_bkctl_mid_rebalance_loses_no_copy_and_a_rerun_finishes(bookies, metadata_uri, zkstore, writer):
     uri = metadata_uri
-    old = cluster(bookies, uri, 3)
-    ids = fill(writer, 18, sizes=(300, 300))
-    counts = all_whole(zkstore, old, ids)
-    procs = old + cluster(bookies, uri, 2, first=3)
-    run = launch(uri, "--json", "rebalance", "--force", "--max-rate", "20k", "--concurrency", "2")
-    first_moves: list[dict] = []
+    old, ids, counts, procs, run = slow_rebalance(bookies, uri, zkstore, writer)
     try:
-        assert run.stdout is not None
-        for line in run.stdout:
-            doc = json.loads(line)
-            if doc["event"] == "move":
-                first_moves.append(doc)
-                break  # one move done, the next ones copying: kill -9 now
+        first_moves = [until_a_move(run)[-1]]  # one move done, the next ones copying: kill -9 now
     finally:
         run.kill()
         run.wait()
@@ -371,3 +384,53 @@ def test_a_ledger_deleted_or_marked_while_its_copy_runs_is_left_and_ctrl_c_leave
     ensembles_sane(zkstore, alive)
     assert all_whole(zkstore, procs, alive) == dict.fromkeys(alive, 200)  # nothing half moved
     assert zkstore.underreplication.locks() == {}  # no lock left behind
+
+
+def test_a_second_run_is_refused_and_cancel_stops_the_first_with_no_half_move(bookies, metadata_uri, zkstore, writer):
+    uri = metadata_uri
+    old, ids, counts, procs, run = slow_rebalance(bookies, uri, zkstore, writer)
+    try:
+        seen = until_a_move(run)  # moving, at 20 kB/s: it runs for a while yet
+        second = bkctl(uri, "rebalance", "--force", "--max-rate", "1G")
+        err = one_line_error(second, 4)
+        assert "a rebalance (pid" in err and "is running" in err and "--cancel" in err and "20.0 KiB/s" in err
+        assert "is running" in one_line_error(bkctl(uri, "drain", old[0].bookie_id, "--force"), 4)
+        assert "stopped a rebalance" in ok(bkctl(uri, "rebalance", "--cancel"))
+        out, err_bytes = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 1 and b"rebalance stopped: cancelled by" in err_bytes
+    after = events(out.decode())
+    assert after[-1]["event"] == "summary" and after[-1]["stopped"].startswith("cancelled by")
+    moved = [e for e in [*seen, *after] if e["event"] == "move"]
+    assert len(moved) < after[-1]["planned"]  # it stopped short
+    ensembles_sane(zkstore, ids)
+    assert all_whole(zkstore, procs, ids) == counts  # every ledger whole: no half move
+    assert zkstore.rebalance.running() is None and zkstore.rebalance.read() is None
+    assert zkstore.underreplication.locks() == {}
+    assert "nothing to cancel" in one_line_error(bkctl(uri, "rebalance", "--cancel"), 3)
+
+
+def test_a_drain_that_cannot_finish_says_the_bookie_is_left_read_only(bookies, metadata_uri, zkstore, writer):
+    uri = metadata_uri
+    procs = cluster(bookies, uri, 3)
+    stuck = [make_ledger(writer, 3, 3, entries=10) for _ in range(2)]  # every bookie in each: nowhere to go
+    victim = procs[1].bookie_id
+    dry = bkctl_text(uri, "drain", victim, "--dry-run")
+    assert dry.returncode == 1, dry.stderr
+    for lid in stuck:
+        assert f"{lid}: cannot move: no writable bookie outside its ensemble" in dry.stdout
+    assert "2 ledgers of" in dry.stderr and "cannot move now" in dry.stderr
+    assert victim not in zkstore.registration.readonly_bookies()  # a dry run changes nothing
+
+    done = bkctl_text(uri, "drain", victim, "--force", "--wait", "5")
+    assert done.returncode == 1, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"{victim} is left read-only" in last and f"bkctl bookie readonly {victim} off" in last
+    assert "0 ledgers moved, 2 ledgers still on it" in last
+    assert "open ledgers wait" not in done.stderr  # closed ledgers: no writer to wait for
+    assert victim in zkstore.registration.readonly_bookies()
+    ok(bkctl(uri, "bookie", "readonly", victim, "off"))  # the one command that undoes it
+    assert victim not in zkstore.registration.readonly_bookies()
+    assert all_whole(zkstore, procs, stuck)

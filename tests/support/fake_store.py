@@ -965,6 +965,8 @@ class FakeSavedRebalance(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._data: bytes | None = None
+        #: the running run's record: (data, version, the session that made it)
+        self._run: tuple[bytes, int, int | None] | None = None
 
     @_call
     def read(self) -> bytes | None:
@@ -977,6 +979,36 @@ class FakeSavedRebalance(_Manager):
     @_call
     def clear(self) -> None:
         self._data = None
+
+    @_call
+    def claim(self, data: bytes) -> tuple[bytes, int] | None:
+        if self._run is not None:
+            return self._run[0], self._run[1]
+        self._run = (bytes(data), 0, self._store.session_id)
+        return None
+
+    @_call
+    def running(self) -> tuple[bytes, int] | None:
+        return None if self._run is None else (self._run[0], self._run[1])
+
+    @_call
+    def update_running(self, data: bytes, version: int) -> bool:
+        if self._run is None or self._run[1] != version:
+            return False
+        self._run = (bytes(data), version + 1, self._run[2])
+        return True
+
+    @_call
+    def drop_running(self, version: int | None = None) -> bool:
+        run = self._run
+        if run is None or (run[2] != self._store.session_id if version is None else run[1] != version):
+            return False
+        self._run = None
+        return True
+
+    def _end_session(self) -> None:
+        if self._run is not None and self._run[2] == self._store.session_id:
+            self._run = None
 
 
 class FakeRestoreJournals(_Manager):
@@ -1090,6 +1122,7 @@ class FakeMetadataStore:
         self.registration._end_session()
         self.underreplication._end_session()
         self.auditor._end_session()
+        self.rebalance._end_session()
 
     def __enter__(self) -> FakeMetadataStore:
         return self.start()

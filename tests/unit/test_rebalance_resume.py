@@ -31,7 +31,7 @@ class Mover:
         self.store, self.until = store, until
         self.carried: list[LedgerMove] = []
 
-    def __call__(self, _bk, moves, listener, *, concurrency, rate):
+    def __call__(self, _bk, moves, listener, *, throttle, run=None):
         for n, move in enumerate(moves):
             if self.until is not None and n == self.until:
                 raise Killed
@@ -108,7 +108,7 @@ def test_a_dry_run_shows_what_is_left_of_the_kept_plan_and_keeps_it(store, monke
 def test_a_kept_plan_all_done_is_forgotten(store, monkeypatch):
     plan, _ = run(store, monkeypatch, Mover(store), dry_run=True)
     store.rebalance.write(SavedPlan(plan, 1.0).encode())  # killed after its last move, before forgetting
-    Mover(store)(None, plan.moves, None, concurrency=1, rate=0)
+    Mover(store)(None, plan.moves, None, throttle=None)
     again, tally = run(store, monkeypatch, Mover(store))
     assert again.resumed is not None and not again.moves and tally.moved == 0
     assert store.rebalance.read() is None

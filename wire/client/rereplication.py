@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from twisted.internet import defer
@@ -53,13 +53,23 @@ from .credentials import ledger_credentials
 from .errors import (
     MISSING_ON_BOOKIE,
     EntryUnrecoverable,
-    LedgerMetadataConflict,
     ReplicationError,
-    TargetUnusable,
     Unauthorized,
 )
 from .fragments import Fragment, bytes_held, choose_replacements, fragments_to_rereplicate
 from .placement import RandomPlacement
+from .replication_causes import (  # noqa: F401 - re-exported: why a ledger is left
+    CAUSES,
+    COPIES_DOWN,
+    GRACE,
+    LOCKED,
+    METADATA_GONE,
+    NO_BOOKIE,
+    OPEN,
+    OTHER,
+    UNREADABLE,
+    failure_cause,
+)
 
 if TYPE_CHECKING:
     from .bookkeeper import BookKeeperClient
@@ -425,38 +435,23 @@ async def replace_in_metadata(
     replacements: dict[str, str],
     known: tuple[LedgerMetadata, int] | None = None,
 ) -> tuple[LedgerMetadata, int]:
-    """Swap ``old -> new`` in the segment starting at ``first_entry_id``, by
-    compare-and-set (re-reading on conflict).  A lost bookie no longer in the
-    segment (replaced by an earlier run or by someone else) is skipped.
-    ``known``: the metadata and version as last read (tried first, not read
-    again).  Returns the metadata and version now stored."""
-    from bkctl.wire.metadata.errors import MetadataVersionConflict
+    """Swap ``old -> new`` in the segment starting at ``first_entry_id`` with the one
+    compare-and-set every replica move makes (:func:`~.replica_swap.swap_bookies`, whose
+    docstring states the rule).  A lost bookie no longer in the segment (replaced by an
+    earlier run) is skipped.  ``known``: the metadata and version the copy was made from.
+    Returns the metadata and version now stored; a segment changed otherwise meanwhile is a
+    :class:`ReplicationError` (nothing written), a deleted ledger ``NoSuchLedger``."""
+    from bkctl.wire.metadata.errors import NoSuchLedger
 
-    store = client.store
-    md, version = known if known is not None else await client.run_blocking(store.ledgers.read, ledger_id)
-    for _attempt in range(100):
-        segments = dict(md.ensembles)
-        if first_entry_id not in segments:
-            raise ReplicationError(f"ledger {ledger_id}: no segment starts at entry {first_entry_id} any more")
-        new_md = md
-        for old, new in replacements.items():
-            members = dict(new_md.ensembles)[first_entry_id]
-            if old not in members or old == new:  # gone meanwhile, or refilled in place
-                continue
-            if new in members:
-                raise ReplicationError(
-                    f"ledger {ledger_id}: {new} joined the segment from entry {first_entry_id} "
-                    f"meanwhile; run the recovery again"
-                )
-            new_md = new_md.replace_bookie(first_entry_id, old, new)
-        if new_md is md:
-            return md, version
-        try:
-            version = await client.run_blocking(store.ledgers.update, ledger_id, new_md, version)
-            return new_md, version
-        except MetadataVersionConflict as conflict:
-            md, version = conflict.metadata, conflict.current_version
-    raise LedgerMetadataConflict(f"ledger {ledger_id}: metadata keeps changing")
+    from .replica_swap import Swap, SwapOutcome, swap_bookies
+
+    swaps = [Swap(first_entry_id, old, new) for old, new in replacements.items()]
+    done = await client.run_blocking(swap_bookies, client.store, ledger_id, swaps, known=known)
+    if done.outcome is SwapOutcome.GONE or done.metadata is None:
+        raise NoSuchLedger(ledger_id)
+    if done.outcome is SwapOutcome.CONFLICT:
+        raise ReplicationError(f"ledger {ledger_id}: {done.reason}; run the recovery again")
+    return done.metadata, done.version
 
 
 def _replacements(
@@ -499,58 +494,6 @@ def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> Le
         "entries": fragment.entry_count(),
         "entries_copied": 0,
     }
-
-
-# ----------------------------------------------------------------- why a ledger is left
-
-#: why a ledger could not be re-replicated (a result's ``cause``), each with its label
-NO_BOOKIE = "no-bookie"
-COPIES_DOWN = "copies-down"
-GRACE = "grace"
-METADATA_GONE = "metadata-gone"
-UNREADABLE = "unreadable"
-OPEN = "open"
-OTHER = "other"
-CAUSES = {
-    NO_BOOKIE: "no bookie to copy to",
-    COPIES_DOWN: "every copy down",
-    GRACE: "writer's grace period",
-    METADATA_GONE: "metadata gone",
-    UNREADABLE: "an entry unreadable",
-    OPEN: "open, left alone (--skip-open-ledgers)",
-    OTHER: "other",
-}
-
-
-def failure_cause(exc: BaseException) -> tuple[str, str]:
-    """``(cause, reason)`` of a failed re-replication: one of :data:`CAUSES` and one
-    short line for people (the exception's whole text stays the result's ``error``)."""
-    from bkctl.wire.metadata.errors import MetadataStoreError, NoSuchLedger
-
-    from .errors import NotEnoughBookies
-
-    if isinstance(exc, NotEnoughBookies):
-        return NO_BOOKIE, (
-            f"needs {exc.needed} writable bookie{'s' if exc.needed != 1 else ''} outside the "
-            f"ensemble, {exc.available} available"
-        )
-    if isinstance(exc, TargetUnusable):
-        return NO_BOOKIE, str(exc)
-    if isinstance(exc, EntryUnrecoverable):
-        entry = f"entry {exc.entry_id}" if exc.entry_id is not None else "an entry"
-        if exc.down:
-            return COPIES_DOWN, f"{entry}: no bookie holding a copy answers"
-        return UNREADABLE, f"{entry}: no good copy ({_first_line(str(exc).rpartition('): ')[2])})"
-    if isinstance(exc, NoSuchLedger):
-        return METADATA_GONE, "its metadata is gone"
-    if isinstance(exc, MetadataStoreError):
-        return METADATA_GONE, _first_line(str(exc))
-    return OTHER, _first_line(str(exc) or type(exc).__name__)
-
-
-def _first_line(text: str, width: int = 100) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else text
-    return line if len(line) <= width else line[: width - 3] + "..."
 
 
 class CachedBookieLists:
@@ -733,11 +676,14 @@ async def rereplicate_ledgers(
     :class:`~bkctl.wire.metadata.store.LedgerRead` as a walk read it (its metadata
     is not read again; one deleted meanwhile is ``deleted``, metadata that does not
     decode ``failed``).  The bookie lists are read once for a while
-    (:class:`CachedBookieLists`), not once a ledger.  Returns the results in ledger
-    order."""
+    (:class:`CachedBookieLists`), not once a ledger.  ``lock_as``: each ledger under its
+    replication lock, taken as that holder (``recover``, ``decommission``; a worker holds its
+    ledger's already).  Returns the results in ledger order."""
     if parallel < 1:
         raise ValueError("parallel must be >= 1")
     lost = tuple(lost)
+    lock_as = options.pop("lock_as", None)
+    lock_as = None if options.get("dry_run") else lock_as
     options.setdefault("bookie_lists", CachedBookieLists(client))
     results: list[LedgerReport] = []
 
@@ -760,11 +706,40 @@ async def rereplicate_ledgers(
             )
         else:
             run = rereplicate_ledger(client, item, lost, **options)
+        if lock_as is not None:
+            run = _under_lock(client, item if isinstance(item, int) else item.ledger_id, lock_as, run)
         pending.append(defer.ensureDeferred(run).addCallback(done))
     while pending:
         await pending.popleft()
     results.sort(key=lambda r: r["ledger_id"])
     return results
+
+
+async def _under_lock(
+    client: BookKeeperClient, ledger_id: int, holder: str, run: Coroutine[Any, Any, LedgerReport]
+) -> LedgerReport:
+    """``run`` under the ledger's replication lock, taken as ``holder`` (:mod:`.replica_swap`); a
+    ledger whose lock someone holds (a worker, a move) is ``skipped``, cause ``locked``, untouched."""
+    from .replica_swap import lock_replica, release_replica
+
+    try:
+        who = await client.run_blocking(lock_replica, client.store, ledger_id, holder)
+    except Exception as exc:  # noqa: BLE001 - ZooKeeper away: reported, the others go on
+        who = f"? (taking it failed: {exc})"
+    if who is not None:
+        run.close()
+        why = f"its replication lock is held by {who}: a worker or a move is on it"
+        return {
+            **_unread(LedgerRead(ledger_id, None, -1)),
+            "status": "skipped",
+            "error": why,
+            "cause": LOCKED,
+            "reason": why,
+        }
+    try:
+        return await run
+    finally:
+        await client.run_blocking(release_replica, client.store, ledger_id)
 
 
 def _unread(read: LedgerRead) -> LedgerReport:

@@ -8,7 +8,8 @@ compare-and-set, so a ledger that changed since is left alone and said so.
   bookies of :meth:`~.findings.Finding.bookies_to_mark`, never one only a lost entry
   is missing on; a ledger already marked so is left as it is).
 * ``ensemble``: a misplaced ledger's segments are pointed at the bookies that hold
-  the data (:attr:`Kind.MISPLACED`), by compare-and-set on the version the check read;
+  the data (:attr:`Kind.MISPLACED`), from the version the check read, by the one
+  compare-and-set every replica move makes (:func:`~bkctl.wire.client.replica_swap.swap_bookies`);
   never at a bookie that takes no writes (read-only, draining, or without a cookie:
   decommissioned), checked again when the fix is written.
 * ``unmark``: a deleted ledger's mark is removed (:attr:`Kind.MARKED_DELETED`), by
@@ -92,6 +93,8 @@ def _mark(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:
 
 
 def _ensemble(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:
+    from bkctl.wire.client.replica_swap import Swap, SwapOutcome, swap_bookies
+
     md, version = store.ledgers.read(finding.ledger_id)
     if version != finding.version:
         return FixOutcome(Fix.ENSEMBLE, "conflict", f"metadata changed since the check (version {version})")
@@ -101,22 +104,22 @@ def _ensemble(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutco
     if refused:  # read-only (draining) or decommissioned since the check: never a target
         return FixOutcome(Fix.ENSEMBLE, "conflict", f"{', '.join(refused)} takes no writes now: nothing written")
     segments = dict(md.ensembles)
-    new = md
     for move in finding.moves:
         ensemble = segments.get(move.first_entry_id)
         if ensemble is None or ensemble[move.position] != move.bookie:
             return FixOutcome(Fix.ENSEMBLE, "conflict", f"segment {move.first_entry_id} is not as checked")
-        new = new.replace_bookie(move.first_entry_id, move.bookie, move.holder)
     said = "; ".join(f"segment {m.first_entry_id}: {m.bookie} -> {m.holder}" for m in finding.moves)
     if dry_run:
         return FixOutcome(Fix.ENSEMBLE, "would_apply", f"would point {said}")
-    from bkctl.wire.metadata.errors import MetadataVersionConflict
-
-    try:
-        store.ledgers.update(finding.ledger_id, new, version)
-    except MetadataVersionConflict:
-        return FixOutcome(Fix.ENSEMBLE, "conflict", "metadata changed while it was written: nothing written")
-    return FixOutcome(Fix.ENSEMBLE, "applied", f"pointed {said}")
+    swaps = [Swap(m.first_entry_id, m.bookie, m.holder) for m in finding.moves]
+    done = swap_bookies(store, finding.ledger_id, swaps, known=(md, version))
+    if done.outcome is SwapOutcome.SWAPPED:
+        return FixOutcome(Fix.ENSEMBLE, "applied", f"pointed {said}")
+    if done.outcome is SwapOutcome.DONE:
+        return FixOutcome(Fix.ENSEMBLE, "skipped", f"already points {said}")
+    if done.outcome is SwapOutcome.GONE:
+        return FixOutcome(Fix.ENSEMBLE, "conflict", "the ledger was deleted meanwhile: nothing written")
+    return FixOutcome(Fix.ENSEMBLE, "conflict", f"{done.reason}: nothing written")
 
 
 def _unmark(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:

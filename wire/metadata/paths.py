@@ -70,6 +70,7 @@ __all__ = [
     "partitioned_topic_path",
     "parse_urL_name",
     "readonly_path",
+    "rebalance_run_path",
     "restore_journals_path",
     "saved_rebalance_path",
     "lost_entries_path",
@@ -410,6 +411,13 @@ def lost_entries_path(root: str = DEFAULT_ROOT) -> str:
     (``L<id>``; :mod:`bkctl.wire.autorecovery.lostentries`), a sibling of the cluster root
     (``/ledgers`` -> ``/ledgers-bkctl-lost``) so that Java's auditor and workers never see it."""
     return f"{root.rstrip('/')}-bkctl-lost"
+
+
+def rebalance_run_path(root: str = DEFAULT_ROOT) -> str:
+    """bkctl's own: the record of the rebalance or drain running now
+    (:mod:`bkctl.wire.rebalance.executor`), an ephemeral sibling of the cluster root
+    (``/ledgers`` -> ``/ledgers-bkctl-running``): it goes with its run's session."""
+    return f"{root.rstrip('/')}-bkctl-running"
 
 
 def underreplication_lock_path(ledger_id: int, root: str = DEFAULT_ROOT) -> str:

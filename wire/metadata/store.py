@@ -528,6 +528,21 @@ class SavedRebalance(Protocol):
     def clear(self) -> None:
         """Forget what was kept (nothing kept: nothing to do)."""
 
+    def claim(self, data: bytes) -> tuple[bytes, int] | None:
+        """Record a run as running, ``data`` its record, in a node of this session's (it goes
+        with the session: a run killed leaves none once its session expires): None once
+        recorded, else the record already there and its version (this session's too)."""
+
+    def running(self) -> tuple[bytes, int] | None:
+        """The running run's record and its version; None when none runs."""
+
+    def update_running(self, data: bytes, version: int) -> bool:
+        """Rewrite the record if still at ``version`` (a cancel asked): False when it changed or went."""
+
+    def drop_running(self, version: int | None = None) -> bool:
+        """Remove the record: this session's (``version`` None), or whoever's at ``version``
+        (a run found dead): False when there was none to remove."""
+
 
 @runtime_checkable
 class RestoreJournals(Protocol):

@@ -11,10 +11,12 @@ ledger, as bookied's do), a move:
    read from the live copies (the source's first, in write-set order; digest verified, the
    next copy on any failure): :func:`~bkctl.wire.client.rereplication.replicate_fragment`,
    the copying ``recover`` and the autorecovery workers share;
-3. swaps the bookies in the metadata with one version-checked write.  A conflict is read
-   again: a ledger deleted, fenced (its state moved) or marked under-replicated meanwhile,
-   or a moved segment changed, is left alone and the move abandoned (the target's copies
-   are garbage its bookie collects); anything else (a writer's new segment) is merged.
+3. swaps the bookies in the metadata with the one compare-and-set every replica move makes
+   (:func:`~bkctl.wire.client.replica_swap.swap_bookies`, releasing the lock in the same
+   write): a ledger deleted or marked under-replicated meanwhile, or a moved segment
+   changed, is left alone and the move abandoned (the target's copies are garbage its
+   bookie collects); a concurrent write that leaves the moved segments as they were (a
+   writer's new segment) is retried.
 
 Until step 3 the ledger's metadata is what it was, so a move stopped anywhere (Ctrl-C, a
 kill -9 of bkctl, a dead target) leaves the ledger as fully replicated as before, and a
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-import socket
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,9 +36,17 @@ from twisted.internet import defer
 
 from bkctl.wire.client.credentials import ledger_credentials
 from bkctl.wire.client.fragments import Fragment
+from bkctl.wire.client.replica_swap import (
+    Swap,
+    SwapOutcome,
+    default_holder,
+    lock_replica,
+    release_replica,
+    swap_bookies,
+)
 from bkctl.wire.client.rereplication import failure_cause, replicate_fragment
 from bkctl.wire.codecs.digest import DigestManager, master_key
-from bkctl.wire.metadata.errors import MetadataStoreError, MetadataVersionConflict, NoSuchLedger
+from bkctl.wire.metadata.errors import NoSuchLedger
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.store import LedgerRead
 
@@ -80,11 +90,6 @@ class MoveResult:
         }
 
 
-def default_holder() -> str:
-    """The name a move's lock shows (``autorecovery status`` lists lock holders)."""
-    return f"bkctl-move@{socket.gethostname()}"
-
-
 def problem_with(md: LedgerMetadata, move: LedgerMove) -> str | None:
     """Why ``move`` no longer fits ``md`` (None: it does)."""
     if md.is_in_recovery:
@@ -104,17 +109,6 @@ def problem_with(md: LedgerMetadata, move: LedgerMove) -> str | None:
     return None
 
 
-def _moved(md: LedgerMetadata, move: LedgerMove) -> LedgerMetadata:
-    for seg in move.segments:
-        md = md.replace_bookie(seg.first_entry_id, seg.source, seg.target)
-    return md
-
-
-def _segments_of(md: LedgerMetadata, move: LedgerMove) -> dict[int, tuple[str, ...]]:
-    firsts = {s.first_entry_id for s in move.segments}
-    return {first: tuple(ensemble) for first, ensemble in md.ensembles if first in firsts}
-
-
 async def move_ledger(
     client: BookKeeperClient,
     move: LedgerMove,
@@ -132,15 +126,14 @@ async def move_ledger(
     run = client.run_blocking
     holder = holder or default_holder()
     try:
-        locked = await run(store.underreplication.lock, move.ledger_id, holder)
+        who = await run(lock_replica, store, move.ledger_id, holder)
     except Exception as exc:  # noqa: BLE001 - ZooKeeper gone: reported, the caller decides
         return MoveResult(move, MoveOutcome.FAILED, f"taking its replication lock: {exc}", cause="other")
-    if not locked:
-        who = await run(store.underreplication.lock_holder, move.ledger_id)
+    if who is not None:
         return MoveResult(
             move,
             MoveOutcome.SKIPPED,
-            f"its replication lock is held by {who or 'another process'}: a repair or another move is on it",
+            f"its replication lock is held by {who}: a repair or another move is on it",
         )
     result = None
     try:
@@ -148,10 +141,7 @@ async def move_ledger(
         return result
     finally:
         if result is None or result.outcome is not MoveOutcome.MOVED:  # a move's write let go of it
-            try:
-                await run(store.underreplication.release, move.ledger_id)
-            except Exception:  # noqa: BLE001 - the lock is ephemeral: it goes with the session
-                pass
+            await run(release_replica, store, move.ledger_id)
 
 
 async def _locked_move(
@@ -179,7 +169,6 @@ async def _locked_move(
     problem = problem_with(md, move)
     if problem is not None:
         return MoveResult(move, MoveOutcome.SKIPPED, f"changed since the plan: {problem}")
-    copied_from = _segments_of(md, move)
     copied = 0
     try:
         password, digest_type = ledger_credentials(ledger_id, md)
@@ -209,35 +198,20 @@ async def _locked_move(
             return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
         cause, reason = failure_cause(exc)
         return MoveResult(move, MoveOutcome.FAILED, f"copying: {reason}", copied, cause)
-    for _attempt in range(50):
-        mark = await run(store.underreplication.get, ledger_id)
-        if mark is not None:
-            return MoveResult(
-                move,
-                MoveOutcome.ABANDONED,
-                "marked under-replicated during the move: left to the repair",
-                copied,
-            )
-        try:
-            await run(store.ledgers.update, ledger_id, _moved(md, move), version, unlock=True)
-            return MoveResult(move, MoveOutcome.MOVED, None, copied)
-        except NoSuchLedger:
-            return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
-        except MetadataVersionConflict as conflict:
-            now, version = conflict.metadata, conflict.current_version
-            if now.state is not md.state:
-                return MoveResult(
-                    move,
-                    MoveOutcome.ABANDONED,
-                    f"{now.state.name.lower().replace('_', ' ')} during the move (it was {md.state.name.lower()})",
-                    copied,
-                )
-            if _segments_of(now, move) != copied_from or problem_with(now, move) is not None:
-                return MoveResult(move, MoveOutcome.ABANDONED, "its ensemble changed during the move", copied)
-            md = now  # a writer's new segment, say: the move still holds
-        except MetadataStoreError as exc:  # its lock gone (a lost session): nothing written
-            return MoveResult(move, MoveOutcome.ABANDONED, str(exc), copied)
-    return MoveResult(move, MoveOutcome.FAILED, "its metadata keeps changing", copied, "other")
+    mark = await run(store.underreplication.get, ledger_id)
+    if mark is not None:
+        return MoveResult(
+            move, MoveOutcome.ABANDONED, "marked under-replicated during the move: left to the repair", copied
+        )
+    swaps = [Swap(seg.first_entry_id, seg.source, seg.target) for seg in move.segments]
+    done = await run(swap_bookies, store, ledger_id, swaps, known=(md, version), unlock=True)
+    if done.outcome is SwapOutcome.SWAPPED:
+        return MoveResult(move, MoveOutcome.MOVED, None, copied)
+    if done.outcome is SwapOutcome.GONE:
+        return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
+    if done.outcome is SwapOutcome.DONE:
+        return MoveResult(move, MoveOutcome.SKIPPED, "moved meanwhile by another run", copied)
+    return MoveResult(move, MoveOutcome.ABANDONED, f"{done.reason} (during the move)", copied)
 
 
 #: moves whose metadata is read at once (one multiRead), ahead of their copies
@@ -259,21 +233,25 @@ async def move_ledgers(
     moves: Iterable[LedgerMove],
     *,
     concurrency: int = 4,
+    per_bookie: int | None = None,
     on_result: Callable[[MoveResult], Any] | None = None,
     on_bytes: Callable[[int], Any] | None = None,
     stopping: Callable[[], bool] | None = None,
     **options: Any,
 ) -> list[MoveResult]:
-    """:func:`move_ledger` for each of ``moves``, at most ``concurrency`` at a time, in order;
-    ``on_result`` hears each, ``on_bytes(n)`` about how many bytes each entry copied was (both
-    in the reactor thread).  Once ``stopping()`` says so no further move starts (those
-    running finish: a move is all or nothing)."""
-    if concurrency < 1:
-        raise ValueError("concurrency must be >= 1")
+    """:func:`move_ledger` for each of ``moves``, at most ``concurrency`` at a time and at most
+    ``per_bookie`` (None: no such bound) into any one target bookie -- a move whose target is
+    that busy waits and the next one that fits goes first; otherwise in order.  ``on_result``
+    hears each, ``on_bytes(n)`` about how many bytes each entry copied was (both in the
+    reactor thread).  Once ``stopping()`` says so no further move starts (those running
+    finish: a move is all or nothing)."""
+    if concurrency < 1 or (per_bookie is not None and per_bookie < 1):
+        raise ValueError("concurrency and per_bookie must be >= 1")
     store = client.store
     run = client.run_blocking
     results: list[MoveResult] = []
     running: set[defer.Deferred[MoveResult]] = set()
+    busy: Counter[str] = Counter()
 
     def done(result: MoveResult) -> MoveResult:
         results.append(result)
@@ -284,32 +262,56 @@ async def move_ledgers(
     def read_chunk(chunk: list[LedgerMove]) -> list[LedgerRead]:
         return list(store.ledgers.read_many([m.ledger_id for m in chunk]))
 
+    def fits(move: LedgerMove) -> bool:
+        return per_bookie is None or all(busy[target] < per_bookie for _source, target in move.pairs)
+
+    def start(move: LedgerMove, read: LedgerRead) -> None:
+        targets = [target for _source, target in move.pairs]
+        busy.update(targets)
+
+        if on_bytes is not None:
+            options["on_entry"] = _bytes_per_entry(move, on_bytes)
+        one = move_ledger(client, move, known=read, **options)
+
+        async def bounded() -> MoveResult:
+            try:
+                return await one
+            finally:
+                busy.subtract(targets)
+
+        d = defer.ensureDeferred(bounded()).addCallback(done)
+        running.add(d)
+        d.addBoth(_forget, running, d)
+
     marked = {mark.ledger_id: mark for mark in await run(lambda: list(store.underreplication.marks()))}
     pending = iter(moves)
+    waiting: deque[tuple[LedgerMove, LedgerRead]] = deque()
     stopped = False
     while not stopped and (chunk := list(itertools.islice(pending, METADATA_READ_AHEAD))):
         reads = await run(read_chunk, chunk)
         for move, read in zip(chunk, reads):
-            while len(running) >= concurrency:
+            mark = marked.get(move.ledger_id)
+            if mark is None:
+                waiting.append((move, read))
+                continue
+            done(
+                MoveResult(
+                    move,
+                    MoveOutcome.SKIPPED,
+                    f"marked under-replicated (missing on {', '.join(mark.replicas) or '?'}): left to the repair",
+                )
+            )
+        while waiting and not stopped:
+            ready = next((i for i, (move, _read) in enumerate(waiting) if fits(move)), None)
+            if len(running) >= concurrency or ready is None:
                 await defer.DeferredList(list(running), fireOnOneCallback=True, consumeErrors=True)
+                continue
             if stopping is not None and stopping():
                 stopped = True
                 break
-            mark = marked.get(move.ledger_id)
-            if mark is not None:
-                done(
-                    MoveResult(
-                        move,
-                        MoveOutcome.SKIPPED,
-                        f"marked under-replicated (missing on {', '.join(mark.replicas) or '?'}): left to the repair",
-                    )
-                )
-                continue
-            if on_bytes is not None:
-                options["on_entry"] = _bytes_per_entry(move, on_bytes)
-            d = defer.ensureDeferred(move_ledger(client, move, known=read, **options)).addCallback(done)
-            running.add(d)
-            d.addBoth(_forget, running, d)
+            move, read = waiting[ready]
+            del waiting[ready]
+            start(move, read)
     while running:
         await defer.DeferredList(list(running), consumeErrors=True)
     return results

@@ -311,5 +311,6 @@ class ZKClusterManager(Manager):
         s.delete_tree(P.saved_rebalance_path(root))  # bkctl's own, beside it: a kept plan of the cluster gone
         s.delete_tree(P.restore_journals_path(root))  # and the journals of restores into it
         s.delete_tree(P.lost_entries_path(root))  # and the records of its lost entries
+        s.delete_quiet(P.rebalance_run_path(root))
         self._forget_cached()
         return True

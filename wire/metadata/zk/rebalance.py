@@ -3,11 +3,14 @@
 ``part-NNNNNN`` the bytes in pieces under ZooKeeper's 1 MiB node limit.
 
 Written in that order (the count empty first, the parts, then the count), a kill at any point
-leaves either the old whole or nothing readable: a reader trusts the count alone."""
+leaves either the old whole or nothing readable: a reader trusts the count alone.
+
+``<root>-bkctl-running``, an ephemeral node of the running run's session, holds its record
+(:mod:`bkctl.wire.rebalance.executor`)."""
 
 from __future__ import annotations
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.errors import MetadataStoreError
@@ -72,3 +75,48 @@ class ZKSavedRebalance(Manager):
         except NoNodeError:
             return
         self._session.delete_tree(path)
+
+    @property
+    def _run_path(self) -> str:
+        return P.rebalance_run_path(self._root)
+
+    @zk_call
+    def claim(self, data: bytes) -> tuple[bytes, int] | None:
+        for _ in range(5):
+            try:
+                self._zk.create(self._run_path, data, ephemeral=True)
+                return None
+            except NodeExistsError:
+                pass
+            try:
+                found, stat = self._session.get(self._run_path)
+            except NoNodeError:
+                continue  # it ended meanwhile: claim again
+            return found, stat.version
+        raise MetadataStoreError(f"{self._run_path} keeps coming and going")
+
+    @zk_call
+    def running(self) -> tuple[bytes, int] | None:
+        try:
+            found, stat = self._session.get(self._run_path)
+        except NoNodeError:
+            return None
+        return found, stat.version
+
+    @zk_call
+    def update_running(self, data: bytes, version: int) -> bool:
+        try:
+            self._zk.set(self._run_path, data, version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
+    @zk_call
+    def drop_running(self, version: int | None = None) -> bool:
+        if version is None:
+            return self._session.delete_own(self._run_path)
+        try:
+            self._zk.delete(self._run_path, version)
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
