@@ -572,7 +572,7 @@ _STATE_LABELS = {
 def cause_label(cause: str) -> str:
     """The words for a ledger's ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`,
     or a repair state)."""
-    from bkctl.wire.client.rereplication import CAUSES
+    from bkctl.wire.client.replication_causes import CAUSES
 
     return CAUSES.get(cause) or _STATE_LABELS.get(cause) or cause
 
@@ -581,7 +581,7 @@ def _daemon_rows(states: dict[int, dict]) -> list[dict]:
     """A decommission's rows of ledgers the daemons left, each with its ``cause`` and ``reason``:
     the last failed attempt's cause, the writer's grace period, or the repair state."""
     from bkctl.wire.autorecovery.repairstate import WAITING_GRACE
-    from bkctl.wire.client.rereplication import GRACE, OTHER
+    from bkctl.wire.client.replication_causes import GRACE, OTHER
 
     rows = []
     for lid, st in sorted(states.items()):
@@ -612,7 +612,7 @@ def left_rows(rows: Iterable[dict], lost: dict[int, str] | None = None) -> list[
         if r["ledger_id"] in lost:
             cause, reason = LOST, lost[r["ledger_id"]]
         elif cause is None:  # no attempt says why: it failed otherwise, or came since
-            from bkctl.wire.client.rereplication import OTHER
+            from bkctl.wire.client.replication_causes import OTHER
 
             cause = OTHER if r.get("error") else "appeared"
             reason = r.get("error") or "its metadata names the bookie; run decommission again"

@@ -11,7 +11,8 @@ from twisted.internet import defer
 
 from bkctl.ops.replace_id import _one_ledger
 from bkctl.wire.client.replica_swap import MAX_ATTEMPTS, Swap, SwapOutcome, swap_bookies
-from bkctl.wire.client.rereplication import LOCKED, replace_in_metadata, rereplicate_ledgers
+from bkctl.wire.client.replication_causes import LOCKED
+from bkctl.wire.client.rereplication import replace_in_metadata, rereplicate_ledgers
 from bkctl.wire.fsck.findings import Finding, Kind, Move
 from bkctl.wire.fsck.fixes import Fix, apply_fix
 from bkctl.wire.metadata.ledger import LedgerMetadata

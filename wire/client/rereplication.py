@@ -58,18 +58,7 @@ from .errors import (
 )
 from .fragments import Fragment, bytes_held, choose_replacements, fragments_to_rereplicate
 from .placement import RandomPlacement
-from .replication_causes import (  # noqa: F401 - re-exported: why a ledger is left
-    CAUSES,
-    COPIES_DOWN,
-    GRACE,
-    LOCKED,
-    METADATA_GONE,
-    NO_BOOKIE,
-    OPEN,
-    OTHER,
-    UNREADABLE,
-    failure_cause,
-)
+from .replication_causes import CAUSES, LOCKED, OPEN, failure_cause
 
 if TYPE_CHECKING:
     from .bookkeeper import BookKeeperClient

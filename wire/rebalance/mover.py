@@ -44,7 +44,8 @@ from bkctl.wire.client.replica_swap import (
     release_replica,
     swap_bookies,
 )
-from bkctl.wire.client.rereplication import failure_cause, replicate_fragment
+from bkctl.wire.client.replication_causes import failure_cause
+from bkctl.wire.client.rereplication import replicate_fragment
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.metadata.errors import NoSuchLedger
 from bkctl.wire.metadata.ledger import LedgerMetadata
