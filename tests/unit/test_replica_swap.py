@@ -35,6 +35,9 @@ class Client:
 @pytest.fixture
 def store():
     s = FakeMetadataStore().start()
+    for bookie in (A, B, C, D, E):  # writable, each with a cookie: fsck points ensembles at no other
+        s.registration.register(bookie)
+        s.cookies.put(bookie, b"cookie")
     md = LedgerMetadata.new([A, B, C], write_quorum=2, ack_quorum=2, password=b"pw")
     md = md.with_ensemble_change(50, [A, D, C])  # two segments: 0..49 on A B C, then A D C
     s.ledgers.create(md, LEDGER)
