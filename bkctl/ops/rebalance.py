@@ -118,7 +118,7 @@ def carry_out(bk, moves, listener: MoveListener, *, throttle, run=None):
 def running_line(record) -> str:
     """``a drain of B (pid 123 on host, since 2026-11-28 06:00:00 UTC, at most 10.0 MiB/s, 16 moves
     at once, 8 into one bookie)``: the running run, for a refusal and for ``--cancel``."""
-    from ..render import human_size
+    from ..humanize import human_size
 
     if record is None:
         return "a rebalance or drain (its record does not read)"
