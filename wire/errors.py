@@ -70,6 +70,18 @@ class RunInProgress(Conflict):
         self.record = record
 
 
+class ObjectMissing(NotFound):
+    """An object store's object, bucket or folder that is not there (:mod:`bkctl.wire.objects`)."""
+
+
+class ObjectDenied(AccessDenied):
+    """An object store that refused the credentials or their permissions (:mod:`bkctl.wire.objects`)."""
+
+
+class ObjectUnreachable(Unreachable):
+    """An object store that did not answer in time, or at all (:mod:`bkctl.wire.objects`)."""
+
+
 class AutorecoveryDisabled(Conflict):
     """An operation that needs autorecovery enabled (``underreplication/disable`` exists)."""
 

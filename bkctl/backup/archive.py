@@ -26,9 +26,11 @@ import json
 import struct
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, BinaryIO
+from typing import IO, Any
 
 from crc32c import crc32c
+
+from bkctl.wire.objects import ByteStream
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -121,7 +123,7 @@ class DataWriter:
         self.payload_bytes += len(payload)
 
 
-def read_data(f: BinaryIO, ledger_id: int, expect_sha256: str | None = None) -> Iterator[tuple[int, bytes]]:
+def read_data(f: ByteStream, ledger_id: int, expect_sha256: str | None = None) -> Iterator[tuple[int, bytes]]:
     """The entries of a data object, each checked against its CRC32C; at the end the SHA-256
     of the object's index (:class:`DataWriter`) against ``expect_sha256``
     (:class:`ArchiveDamaged` on any mismatch)."""

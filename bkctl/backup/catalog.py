@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from bkctl.wire.errors import ObjectMissing
+
 from ..exitcodes import FAILED, NOT_FOUND, USAGE, CommandError
 from .archive import ARCHIVE_FORMAT, ArchiveDamaged, Manifest
 from .storage import ArchiveStorage
@@ -31,7 +33,7 @@ def require_archive(storage: ArchiveStorage) -> None:
     """Exit 3 when there is no archive at ``storage``, 2 when something else is there."""
     try:
         doc = json.loads(storage.get(MARKER))
-    except FileNotFoundError:
+    except ObjectMissing:
         raise CommandError(f"{storage.url}: no backup archive there ({MARKER} missing)", NOT_FOUND) from None
     except ValueError as exc:
         raise CommandError(f"{storage.url}: {MARKER} is not an archive marker ({exc})", USAGE) from None
@@ -65,7 +67,7 @@ def read_manifest(storage: ArchiveStorage, backup_id: str) -> Manifest:
     name = f"backups/{backup_id}.json"
     try:
         return Manifest.decode(storage.get(name), name)
-    except FileNotFoundError:
+    except ObjectMissing:
         raise ArchiveDamaged(f"{name}: gone while the archive was read") from None
 
 

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from bkctl.wire.errors import ObjectMissing
+
 from .archive import ArchiveDamaged, LedgerRecord, Manifest, read_data, unb64
 from .catalog import load_manifest, manifest_ids, read_manifest, require_archive
 from .storage import ArchiveStorage
@@ -134,9 +136,9 @@ def verify_archive(
             with lock:
                 checked["bytes"] += got
                 checked["entries"] += n
-        except FileNotFoundError as exc:
+        except ObjectMissing as exc:
             with lock:
-                problems.append(f"ledger {ledger_id}: {exc.filename or exc} is missing")
+                problems.append(f"ledger {ledger_id}: {exc}")
         except ArchiveDamaged as exc:
             with lock:
                 problems.append(str(exc))

@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any, Protocol
 
+from bkctl.wire.errors import ObjectMissing
+
 from .storage import ArchiveStorage
 
 __all__ = ["ClusterPlace", "FilePlace", "Journal", "JournalPlace"]
@@ -90,7 +92,7 @@ class Journal:
         if data is None:
             try:
                 data = archive.get(f"restores/{key}.json")
-            except FileNotFoundError:
+            except ObjectMissing:
                 data = None
         if data is None:
             return cls(place, fresh)

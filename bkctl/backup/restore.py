@@ -34,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from bkctl.wire.errors import ObjectMissing
+
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
 from .archive import ArchiveDamaged, LedgerRecord, Manifest, read_data, unb64
 from .catalog import load_manifest, require_archive
@@ -64,7 +66,7 @@ def _records(storage: ArchiveStorage, manifest: Manifest) -> tuple[dict[int, Led
     for x in manifest.ledgers:
         try:
             records[x.ledger_id] = LedgerRecord.decode(storage.get(x.record), x.record)
-        except FileNotFoundError:
+        except ObjectMissing:
             damaged[x.ledger_id] = f"its record {x.record} is missing from the archive"
         except ArchiveDamaged as exc:
             damaged[x.ledger_id] = str(exc)
@@ -347,7 +349,7 @@ def _restore_ledgers(
                 size += sum(map(len, chunk))
                 progress.advance(sum(map(len, chunk)))
             lh.close()
-        except (ArchiveDamaged, FileNotFoundError) as exc:
+        except (ArchiveDamaged, ObjectMissing) as exc:
             _drop(store, new)
             why = str(exc) if isinstance(exc, ArchiveDamaged) else f"{record.data_object} is missing from the archive"
             with lock:

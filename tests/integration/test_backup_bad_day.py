@@ -205,3 +205,25 @@ def test_restore_topic_restores_that_topic_alone_into_a_live_cluster(
     assert {p: zk.get(p)[0] for p in znodes} == znodes
     assert {lid: entries_of(writer, lid) for lid in rows} == rows
     assert zkstore.ledgers.exists(t1_after[0])  # the rest of the cluster untouched
+
+
+def test_s3_errors_are_one_line_with_the_object_stores_exit_codes(metadata_uri, s3_server, s3_bucket):
+    """As ``pulsar offload`` gives them (exit 6 refused, 5 unreachable, 3 missing), through the one
+    object store (bkctl.wire.objects), never boto's raw text."""
+    from tests.support.ports import free_port
+
+    archive = f"s3://{s3_bucket.name}/bk"
+    denied = s3_server.env(s3_server.denied)
+    nobody = s3_server.env(endpoint_url=f"http://127.0.0.1:{free_port()}")
+    for env, code, words in ((denied, 6, "access denied"), (nobody, 5, "cannot reach the object store")):
+        for args in (
+            ("backup", "--to", archive),
+            ("backup", "list", archive),
+            ("restore", "--from", archive, "--force"),
+        ):
+            r = bkctl(metadata_uri, *args, env=env)
+            assert r.returncode == code, (args, r.stderr)
+            assert r.stderr.count("\n") == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+            assert "botocore" not in r.stderr and denied["AWS_SECRET_ACCESS_KEY"] not in r.stderr
+    r = bkctl(metadata_uri, "backup", "list", archive, env=s3_server.env())
+    assert r.returncode == 3 and "no backup archive there" in r.stderr

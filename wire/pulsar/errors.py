@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import AccessDenied, CodecError, NotFound, Unreachable
+from ..errors import CodecError, NotFound, ObjectDenied, ObjectMissing, ObjectUnreachable
 
 __all__ = [
     "CorruptEntry",
@@ -82,13 +82,9 @@ class OffloadUnlocated(NotFound):
     a driver this reader does not know)."""
 
 
-class OffloadMissing(NotFound):
-    """An object (or MapFile) an offload context names is not in the store (exit code 3)."""
-
-
-class OffloadDenied(AccessDenied):
-    """The object store refused the credentials (exit code 6)."""
-
-
-class OffloadUnreachable(Unreachable):
-    """The object store did not answer in time, or not at all (exit code 5)."""
+#: an object (or MapFile) an offload context names that is not in the store (exit code 3), the
+#: object store refusing the credentials (6) or not answering (5): the one object store's errors
+#: (:mod:`bkctl.wire.objects`), under the names the offload readers have always used
+OffloadMissing = ObjectMissing
+OffloadDenied = ObjectDenied
+OffloadUnreachable = ObjectUnreachable

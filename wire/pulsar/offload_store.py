@@ -8,30 +8,32 @@
   with no uuid of its own but an ``offloadSegment`` is streaming offload's (FACTS #1, #26): its
   objects are the segment's ``<uuid>`` and ``<uuid>-index`` (one segment is read; a ledger
   spread over several is refused by the reader).
-* :class:`ObjectStore` -- the little a reader needs of a bucket: ``head``, ranged ``get``,
-  ``list``, ``uploads`` (multipart uploads never completed) -- :class:`S3Store` through boto3
-  (the ``s3`` extra: the standard AWS credential chain, the endpoint the ledger's driver
-  metadata names unless :attr:`OffloadSettings.endpoint` overrides it) and :class:`FileStore`
-  (the filesystem offloader's ``file:`` base path, or a local folder standing for it).
+* the stores are :mod:`bkctl.wire.objects`' (one object store for offload reads, ``verify``,
+  ``orphans`` and backups): :class:`S3Store` (its ``S3Objects``: the ``s3`` extra, the standard
+  AWS credential chain, the endpoint the ledger's driver metadata names unless
+  :attr:`OffloadSettings.endpoint` overrides it) and :class:`FileStore` (its
+  ``DirectoryObjects``: the filesystem offloader's ``file:`` base path, or a local folder
+  standing for it);
 * :func:`store_for` -- one store per (driver, bucket, endpoint, region) and process.
 
-Errors are :mod:`.errors`' ``OffloadMissing`` (exit 3), ``OffloadDenied`` (6),
-``OffloadUnreachable`` (5), ``OffloadUnlocated`` (3).  Credentials are never part of a message.
+Errors are the object store's (``OffloadMissing``, exit 3; ``OffloadDenied``, 6;
+``OffloadUnreachable``, 5: :mod:`.errors`' names for them) and ``OffloadUnlocated`` (3).
+Credentials are never part of a message.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from dataclasses import dataclass
+from typing import Any
 
-from .errors import OffloadDenied, OffloadMissing, OffloadUnlocated, OffloadUnreachable
+from ..objects import DEFAULT_TIMEOUT, ByteStream, DirectoryObjects, ObjectInfo, ObjectStore, S3Objects, Upload
+from .errors import OffloadUnlocated
 from .offload_format import data_key, index_key, streaming_data_key, streaming_index_key, uuid_of
 
 __all__ = [
+    "ByteStream",
     "FILESYSTEM",
     "FileStore",
     "JCLOUDS_S3",
@@ -64,7 +66,7 @@ class OffloadSettings:
     #: a local folder standing for the filesystem offloader's storage base path
     filesystem_root: str | None = None
     #: seconds a request to the object store may take (connect, and each read)
-    timeout: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT
     #: bytes per ranged GET of a data block (the broker's readBufferSizeInBytes is 1 MiB)
     read_buffer: int = 4 << 20
 
@@ -179,244 +181,10 @@ def location_of(ledger_info: Any, managed_ledger: str) -> OffloadLocation | None
 
 # ---------------------------------------------------------------- stores
 
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    key: str
-    size: int
-    #: seconds since the epoch
-    modified: float
-    metadata: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Upload:
-    """A multipart upload begun and never completed (its parts are stored, and paid for)."""
-
-    key: str
-    upload_id: str
-    initiated: float
-    size: int
-
-
-class ObjectStore(Protocol):
-    name: str
-
-    def head(self, key: str) -> ObjectInfo: ...
-
-    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        """Bytes ``start`` up to (not including) ``end`` (None: to the end)."""
-        ...
-
-    def open(self, key: str, start: int, end: int) -> ByteStream:
-        """Bytes ``start`` up to ``end`` as one stream (one request, read as it is consumed)."""
-        ...
-
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]: ...
-
-    def uploads(self) -> Iterator[Upload]: ...
-
-
-class ByteStream(Protocol):
-    def read(self, n: int) -> bytes:
-        """Up to ``n`` bytes (fewer only at the end)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class _S3Body:
-    """A GET's body read as a stream; a read that fails mid-way says so as the store's errors do."""
-
-    def __init__(self, body: Any, fail: Any):
-        self._body = body
-        self._fail = fail
-
-    def read(self, n: int) -> bytes:
-        from botocore.exceptions import BotoCoreError
-
-        try:
-            return bytes(self._body.read(n))
-        except BotoCoreError as exc:
-            raise self._fail(exc) from None
-
-    def close(self) -> None:
-        self._body.close()
-
-
-class _FileSpan:
-    def __init__(self, path: Path, start: int, end: int):
-        self._fh: BinaryIO = open(path, "rb")
-        self._fh.seek(start)
-        self._left = end - start
-
-    def read(self, n: int) -> bytes:
-        data = self._fh.read(min(n, self._left))
-        self._left -= len(data)
-        return data
-
-    def close(self) -> None:
-        self._fh.close()
-
-
-class S3Store:
-    """A bucket through boto3 (see the module documentation)."""
-
-    def __init__(self, bucket: str, endpoint: str | None, region: str | None, timeout: float = 30.0):
-        try:
-            import boto3
-            from botocore.config import Config
-        except ImportError:
-            raise OffloadUnlocated("reading offloaded ledgers from S3 needs boto3: pip install 'bkctl[s3]'") from None
-        self.bucket = bucket
-        self.endpoint = endpoint
-        self.name = f"s3://{bucket}" + (f" at {endpoint}" if endpoint else "")
-        config = Config(
-            connect_timeout=timeout,
-            read_timeout=timeout,
-            retries={"max_attempts": 2, "mode": "standard"},
-            max_pool_connections=32,
-        )
-        self._client: Any = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint, region_name=region or None, config=config
-        )
-
-    def _fail(self, exc: Exception, key: str | None) -> Exception:
-        from botocore.exceptions import (
-            ClientError,
-            ConnectionClosedError,
-            EndpointConnectionError,
-            NoCredentialsError,
-            ReadTimeoutError,
-        )
-        from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeout
-
-        what = f"{self.name}: {key}" if key else self.name
-        if isinstance(exc, ClientError):
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code", ""))
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("NoSuchKey", "404", "NotFound") or (status == 404 and code != "NoSuchBucket"):
-                return OffloadMissing(f"{what}: no such object")
-            if code == "NoSuchBucket":
-                return OffloadMissing(f"{self.name}: no such bucket")
-            if code in ("AccessDenied", "403", "Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId") or (
-                status == 403
-            ):
-                return OffloadDenied(f"{what}: access denied ({code or status}); check the AWS credentials")
-            return OffloadUnreachable(f"{what}: the object store answered {code or status}: {error.get('Message', '')}")
-        if isinstance(exc, NoCredentialsError):
-            return OffloadDenied(f"{self.name}: no AWS credentials found (AWS_ACCESS_KEY_ID..., a profile, a role)")
-        if isinstance(exc, (ReadTimeoutError, BotoConnectTimeout)):
-            return OffloadUnreachable(f"{what}: the object store did not answer in time")
-        if isinstance(exc, (EndpointConnectionError, ConnectionClosedError)):
-            return OffloadUnreachable(f"{what}: cannot reach the object store ({exc})")
-        return OffloadUnreachable(f"{what}: {type(exc).__name__}: {exc}")
-
-    def _call(self, key: str | None, fn: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return fn(Bucket=self.bucket, **kwargs)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._fail(exc, key) from None
-
-    def head(self, key: str) -> ObjectInfo:
-        doc = self._call(key, self._client.head_object, Key=key)
-        return ObjectInfo(
-            key, int(doc["ContentLength"]), doc["LastModified"].timestamp(), dict(doc.get("Metadata") or {})
-        )
-
-    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        from botocore.exceptions import BotoCoreError
-
-        if end is not None and end <= start:
-            return b""
-        span = f"bytes={start}-" + ("" if end is None else str(end - 1))
-        kwargs = {"Range": span} if start or end is not None else {}
-        answer = self._call(key, self._client.get_object, Key=key, **kwargs)
-        try:
-            return bytes(answer["Body"].read())
-        except BotoCoreError as exc:
-            raise self._fail(exc, key) from None
-
-    def open(self, key: str, start: int, end: int) -> ByteStream:
-        answer = self._call(key, self._client.get_object, Key=key, Range=f"bytes={start}-{end - 1}")
-        return _S3Body(answer["Body"], lambda exc: self._fail(exc, key))
-
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        token: dict[str, str] = {}
-        while True:
-            page = self._call(None, self._client.list_objects_v2, Prefix=prefix, **token)
-            for o in page.get("Contents", []):
-                yield ObjectInfo(o["Key"], int(o["Size"]), o["LastModified"].timestamp())
-            if not page.get("IsTruncated"):
-                return
-            token = {"ContinuationToken": page["NextContinuationToken"]}
-
-    def uploads(self) -> Iterator[Upload]:
-        marker: dict[str, str] = {}
-        while True:
-            page = self._call(None, self._client.list_multipart_uploads, **marker)
-            for u in page.get("Uploads", []):
-                parts = self._call(u["Key"], self._client.list_parts, Key=u["Key"], UploadId=u["UploadId"])
-                size = sum(int(p.get("Size", 0)) for p in parts.get("Parts", []))
-                yield Upload(u["Key"], u["UploadId"], u["Initiated"].timestamp(), size)
-            if not page.get("IsTruncated"):
-                return
-            marker = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
-
-
-class FileStore:
-    """A folder standing for the filesystem offloader's storage base path; keys are paths below it."""
-
-    def __init__(self, root: str | os.PathLike[str]):
-        self.root = Path(root)
-        self.name = str(self.root)
-
-    def _path(self, key: str) -> Path:
-        return self.root / key
-
-    def head(self, key: str) -> ObjectInfo:
-        try:
-            st = self._path(key).stat()
-        except FileNotFoundError:
-            raise OffloadMissing(f"{self._path(key)}: no such file") from None
-        except PermissionError:
-            raise OffloadDenied(f"{self._path(key)}: permission denied") from None
-        return ObjectInfo(key, st.st_size, st.st_mtime)
-
-    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        try:
-            with open(self._path(key), "rb") as fh:
-                fh.seek(start)
-                return fh.read() if end is None else fh.read(max(0, end - start))
-        except FileNotFoundError:
-            raise OffloadMissing(f"{self._path(key)}: no such file") from None
-        except PermissionError:
-            raise OffloadDenied(f"{self._path(key)}: permission denied") from None
-
-    def open(self, key: str, start: int, end: int) -> ByteStream:
-        try:
-            return _FileSpan(self._path(key), start, end)
-        except FileNotFoundError:
-            raise OffloadMissing(f"{self._path(key)}: no such file") from None
-        except PermissionError:
-            raise OffloadDenied(f"{self._path(key)}: permission denied") from None
-
-    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
-        if not self.root.is_dir():
-            raise OffloadMissing(f"{self.root}: no such folder")
-        for dirpath, _dirs, files in os.walk(self.root):
-            for name in files:
-                path = Path(dirpath) / name
-                key = str(path.relative_to(self.root))
-                if key.startswith(prefix):
-                    st = path.stat()
-                    yield ObjectInfo(key, st.st_size, st.st_mtime)
-
-    def uploads(self) -> Iterator[Upload]:
-        return iter(())
+#: the stores are the one object store's (:mod:`bkctl.wire.objects`), under the names this module
+#: has always given them
+S3Store = S3Objects
+FileStore = DirectoryObjects
 
 
 _stores: dict[tuple[Any, ...], ObjectStore] = {}

@@ -1,0 +1,408 @@
+"""One object store: a flat space of keyed objects, read and written, on S3 or in a local
+directory -- with one error map and one timeout policy -- for every reader and writer of
+objects: Pulsar's offloaded ledgers (:mod:`bkctl.wire.pulsar.offload_store`: reads, ``verify``,
+``orphans``) and ``bkctl backup``/``restore``'s archives (:mod:`bkctl.backup.storage`).
+
+* :class:`S3Objects` -- a bucket through boto3 (the ``s3`` extra): the standard AWS credential
+  chain, an endpoint for a server that is not AWS; :class:`DirectoryObjects` -- a local folder,
+  keys being paths below it.  Both implement :class:`ObjectStore`.
+* **Errors**, whatever the store: an object (or bucket, or folder) that is not there is
+  :class:`~bkctl.wire.errors.ObjectMissing` (exit 3), refused credentials or permissions
+  :class:`~bkctl.wire.errors.ObjectDenied` (6), a store that does not answer in time or at all
+  :class:`~bkctl.wire.errors.ObjectUnreachable` (5); each one line, naming store and key, never
+  credentials.
+* **Timeouts**: ``timeout`` seconds to connect and for each read (:data:`DEFAULT_TIMEOUT`), two
+  attempts per request (botocore's standard retry mode), then :class:`ObjectUnreachable`.
+* **Writes** are whole or nothing: a local file is written under a temporary name beside it
+  (``<key>.part-<pid>-<n>``), fsynced and renamed; an S3 object appears when its upload completes.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, BinaryIO, Protocol
+
+from .errors import ObjectDenied, ObjectMissing, ObjectUnreachable
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "PART_MARK",
+    "ByteStream",
+    "DirectoryObjects",
+    "ObjectInfo",
+    "ObjectStore",
+    "S3Objects",
+    "Upload",
+]
+
+#: seconds a request to an object store may take (connecting, and each read), by default
+DEFAULT_TIMEOUT = 30.0
+#: what a local temporary file's name holds (``<key>.part-<pid>-<n>``) until it is renamed into place
+PART_MARK = ".part-"
+_parts = itertools.count()
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    #: seconds since the epoch
+    modified: float
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A multipart upload begun and never completed (its parts are stored, and paid for)."""
+
+    key: str
+    upload_id: str
+    initiated: float
+    size: int
+
+
+class ByteStream(Protocol):
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (fewer only at the end; -1: all that is left)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ObjectStore(Protocol):
+    """Keyed objects (see the module documentation): ``name`` says where, for people."""
+
+    name: str
+
+    def head(self, key: str) -> ObjectInfo: ...
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        """Bytes ``start`` up to (not including) ``end`` (None: to the end)."""
+        ...
+
+    def open(self, key: str, start: int = 0, end: int | None = None) -> ByteStream:
+        """Bytes ``start`` up to ``end`` as one stream (one request, read as it is consumed)."""
+        ...
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]: ...
+
+    def uploads(self) -> Iterator[Upload]: ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write object ``key`` (replacing it), whole or not at all."""
+        ...
+
+    def put_file(self, key: str, path: str) -> None:
+        """Write object ``key`` from the local file ``path``, whole or not at all."""
+        ...
+
+    def writing(self, key: str) -> AbstractContextManager[IO[bytes]]:
+        """A file to write object ``key`` into: stored when the block ends without an error,
+        whole or not at all."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove object ``key`` (a missing one is fine)."""
+        ...
+
+
+# ---------------------------------------------------------------- S3
+
+
+class _S3Body:
+    """A GET's body read as a stream; a read that fails midway says so as the store's errors do."""
+
+    def __init__(self, body: Any, fail: Any):
+        self._body = body
+        self._fail = fail
+
+    def read(self, n: int = -1) -> bytes:
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            return bytes(self._body.read(None if n < 0 else n))
+        except BotoCoreError as exc:
+            raise self._fail(exc) from None
+
+    def close(self) -> None:
+        self._body.close()
+
+    def __enter__(self) -> _S3Body:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class S3Objects:
+    """A bucket through boto3 (see the module documentation)."""
+
+    def __init__(self, bucket: str, endpoint: str | None, region: str | None, timeout: float = DEFAULT_TIMEOUT):
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError:
+            raise ObjectMissing("an S3 object store needs boto3: pip install 'bkctl[s3]'") from None
+        self.bucket = bucket
+        self.endpoint = endpoint
+        self.name = f"s3://{bucket}" + (f" at {endpoint}" if endpoint else "")
+        config = Config(
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            retries={"max_attempts": 2, "mode": "standard"},
+            max_pool_connections=32,
+        )
+        self._client: Any = boto3.session.Session().client(
+            "s3", endpoint_url=endpoint, region_name=region or None, config=config
+        )
+
+    def fail(self, exc: Exception, key: str | None) -> Exception:
+        """The one error map: botocore's exception as :class:`ObjectMissing`, :class:`ObjectDenied`
+        or :class:`ObjectUnreachable`."""
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
+        from botocore.exceptions import ConnectTimeoutError as BotoConnectTimeout
+
+        what = f"{self.name}: {key}" if key else self.name
+        if isinstance(exc, ClientError):
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == "NoSuchBucket":
+                return ObjectMissing(f"{self.name}: no such bucket")
+            if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+                return ObjectMissing(f"{what}: no such object")
+            if code in ("AccessDenied", "403", "Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId") or (
+                status == 403
+            ):
+                return ObjectDenied(f"{what}: access denied ({code or status}); check the AWS credentials")
+            return ObjectUnreachable(f"{what}: the object store answered {code or status}: {error.get('Message', '')}")
+        if isinstance(exc, NoCredentialsError):
+            return ObjectDenied(f"{self.name}: no AWS credentials found (AWS_ACCESS_KEY_ID..., a profile, a role)")
+        if isinstance(exc, (ReadTimeoutError, BotoConnectTimeout)):
+            return ObjectUnreachable(f"{what}: the object store did not answer in time")
+        if isinstance(exc, (EndpointConnectionError, ConnectionClosedError)):
+            return ObjectUnreachable(f"{what}: cannot reach the object store ({exc})")
+        return ObjectUnreachable(f"{what}: {type(exc).__name__}: {exc}")
+
+    def _call(self, key: str | None, fn: Any, **kwargs: Any) -> Any:
+        from boto3.exceptions import S3UploadFailedError
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(Bucket=self.bucket, **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise self.fail(exc, key) from None
+        except S3UploadFailedError as exc:  # upload_file's wrapper of a ClientError
+            cause = exc.__context__
+            if isinstance(cause, (ClientError, BotoCoreError)):
+                raise self.fail(cause, key) from None
+            raise ObjectUnreachable(f"{self.name}: {key}: {exc}") from None
+
+    def head(self, key: str) -> ObjectInfo:
+        doc = self._call(key, self._client.head_object, Key=key)
+        return ObjectInfo(
+            key, int(doc["ContentLength"]), doc["LastModified"].timestamp(), dict(doc.get("Metadata") or {})
+        )
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        if end is not None and end <= start:
+            return b""
+        body = self.open(key, start, end)
+        try:
+            return body.read()
+        finally:
+            body.close()
+
+    def open(self, key: str, start: int = 0, end: int | None = None) -> ByteStream:
+        kwargs = {}
+        if start or end is not None:
+            kwargs["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
+        answer = self._call(key, self._client.get_object, Key=key, **kwargs)
+        return _S3Body(answer["Body"], lambda exc: self.fail(exc, key))
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        token: dict[str, str] = {}
+        while True:
+            page = self._call(None, self._client.list_objects_v2, Prefix=prefix, **token)
+            for o in page.get("Contents", []):
+                yield ObjectInfo(o["Key"], int(o["Size"]), o["LastModified"].timestamp())
+            if not page.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    def uploads(self) -> Iterator[Upload]:
+        marker: dict[str, str] = {}
+        while True:
+            page = self._call(None, self._client.list_multipart_uploads, **marker)
+            for u in page.get("Uploads", []):
+                parts = self._call(u["Key"], self._client.list_parts, Key=u["Key"], UploadId=u["UploadId"])
+                size = sum(int(p.get("Size", 0)) for p in parts.get("Parts", []))
+                yield Upload(u["Key"], u["UploadId"], u["Initiated"].timestamp(), size)
+            if not page.get("IsTruncated"):
+                return
+            marker = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+    def put(self, key: str, data: bytes) -> None:
+        self._call(key, self._client.put_object, Key=key, Body=data)
+
+    def put_file(self, key: str, path: str) -> None:
+        self._call(key, lambda Bucket: self._client.upload_file(path, Bucket, key))
+
+    @contextmanager
+    def writing(self, key: str) -> Iterator[IO[bytes]]:
+        with tempfile.NamedTemporaryFile(prefix="bkctl-object-") as f:
+            yield f
+            f.flush()
+            self.put_file(key, f.name)
+
+    def delete(self, key: str) -> None:
+        self._call(key, self._client.delete_object, Key=key)
+
+
+# ---------------------------------------------------------------- a local directory
+
+
+class _FileSpan:
+    def __init__(self, path: Path, start: int, end: int | None):
+        self._fh: BinaryIO = open(path, "rb")
+        self._fh.seek(start)
+        self._left = -1 if end is None else end - start
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left < 0:
+            return self._fh.read(n)
+        data = self._fh.read(self._left if n < 0 else min(n, self._left))
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> _FileSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class DirectoryObjects:
+    """A local folder; keys are ``/``-separated paths below it (see the module documentation)."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root)
+        self.name = str(self.root)
+
+    def path(self, key: str) -> Path:
+        """The file of ``key`` (a key that would leave the folder is refused)."""
+        parts = key.split("/")
+        if not key or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"bad object key {key!r}")
+        return self.root.joinpath(*parts)
+
+    def fail(self, exc: OSError, key: str) -> Exception:
+        """The one error map, for files."""
+        where = exc.filename or self.path(key)
+        if isinstance(exc, FileNotFoundError):
+            return ObjectMissing(f"{where}: no such file")
+        if isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return ObjectDenied(f"{where}: {exc.strerror or 'permission denied'}")
+        return exc
+
+    def head(self, key: str) -> ObjectInfo:
+        try:
+            st = self.path(key).stat()
+        except OSError as exc:
+            raise self.fail(exc, key) from None
+        return ObjectInfo(key, st.st_size, st.st_mtime)
+
+    def get(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        with self.open(key, start, end) as f:
+            return f.read()
+
+    def open(self, key: str, start: int = 0, end: int | None = None) -> _FileSpan:
+        try:
+            return _FileSpan(self.path(key), start, end)
+        except OSError as exc:
+            raise self.fail(exc, key) from None
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        if not self.root.is_dir():
+            raise ObjectMissing(f"{self.root}: no such folder")
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                path = Path(dirpath) / name
+                key = path.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    try:
+                        st = path.stat()
+                    except FileNotFoundError:
+                        continue  # gone meanwhile
+                    yield ObjectInfo(key, st.st_size, st.st_mtime)
+
+    def uploads(self) -> Iterator[Upload]:
+        return iter(())
+
+    @contextmanager
+    def writing(self, key: str) -> Iterator[IO[bytes]]:
+        path = self.path(key)
+        part = path.with_name(f"{path.name}{PART_MARK}{os.getpid()}-{next(_parts)}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(part, "wb") as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(part, path)
+            dir_fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except BaseException as exc:
+            try:
+                part.unlink()
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise self.fail(exc, key) from None
+            raise
+
+    def put(self, key: str, data: bytes) -> None:
+        with self.writing(key) as f:
+            f.write(data)
+
+    def put_file(self, key: str, path: str) -> None:
+        with self.writing(key) as f, open(path, "rb") as src:
+            shutil.copyfileobj(src, f, 1 << 20)
+
+    def clean_partial(self) -> int:
+        """Remove the temporary files writers that were stopped left behind; how many."""
+        gone = 0
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                if PART_MARK in name:
+                    os.unlink(os.path.join(dirpath, name))
+                    gone += 1
+        return gone
+
+    def delete(self, key: str) -> None:
+        try:
+            self.path(key).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise self.fail(exc, key) from None
