@@ -284,6 +284,16 @@ def test_the_mark_and_unmark_fixes(store):
     assert apply_fix(store, stale, Fix.UNMARK, dry_run=False).status == "skipped"
 
 
+@pytest.mark.parametrize("fix", [Fix.MARK, Fix.ENSEMBLE])
+def test_a_ledger_deleted_after_the_check_is_one_conflict_not_the_end_of_the_run(store, fix):
+    md = metadata((0, [A, B]))
+    pool = holding(A=range(N), B=range(4)) if fix is Fix.MARK else holding(C=range(N), D=range(N))
+    f = replace(check(pool, md), version=0)  # checked, then deleted by its writer before the fix
+    outcome = apply_fix(store, f, fix, dry_run=False)
+    assert outcome.status == "conflict" and "deleted meanwhile" in outcome.detail
+    assert store.underreplication.get(LID) is None
+
+
 def test_the_mark_fix_of_a_data_lost_ledger_names_only_the_bookies_it_can_fill(store):
     md = metadata((0, [A, B]))
     store.ledgers.create(md, ledger_id=LID)

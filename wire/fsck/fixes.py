@@ -71,11 +71,14 @@ def apply_fix(store: MetadataStore, finding: Finding, fix: Fix, dry_run: bool) -
     """Apply ``fix`` to ``finding``'s ledger (blocking: the store's calls)."""
     if fix_for(finding) is not fix:
         raise ValueError(f"{fix.value} does not repair a {finding.kind.value} finding")
-    if fix is Fix.MARK:
-        return _mark(store, finding, dry_run)
-    if fix is Fix.ENSEMBLE:
-        return _ensemble(store, finding, dry_run)
-    return _unmark(store, finding, dry_run)
+    if fix is Fix.UNMARK:
+        return _unmark(store, finding, dry_run)
+    from bkctl.wire.metadata.errors import NoSuchLedger
+
+    try:
+        return _mark(store, finding, dry_run) if fix is Fix.MARK else _ensemble(store, finding, dry_run)
+    except NoSuchLedger:  # deleted since the check (its writer's retention): one finding, not the run
+        return FixOutcome(fix, "conflict", "the ledger was deleted meanwhile: nothing written")
 
 
 def _mark(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:
