@@ -193,9 +193,12 @@ def entries_by_bookie(md: LedgerMetadata, last_entry_id: int) -> dict[str, int]:
 
 
 def bytes_held(ledger_id: int, md: LedgerMetadata, lost: Iterable[str]) -> int:
-    """About how many bytes of a closed ledger the ``lost`` bookies held (its length
-    spread evenly over its entries); 0 for a ledger that is not closed (not known)."""
-    if not md.is_closed or md.last_entry_id < 0 or not md.length:
+    """About how many bytes of a closed ledger the ``lost`` bookies held, by the one rule
+    ``disk`` counts with (:func:`~bkctl.wire.domain.replica_size.replica_bytes`); 0 for a
+    ledger that is not closed (not known)."""
+    from bkctl.wire.domain.replica_size import replica_bytes
+
+    if not md.is_closed or md.last_entry_id < 0:
         return 0
     entries = sum(f.entry_count() or 0 for f in fragments_to_rereplicate(ledger_id, md, lost))
-    return md.length * entries // (md.last_entry_id + 1)
+    return replica_bytes(md, entries)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .orphans import OrphanSweep
+from .replica_size import LedgerEnd, packed_entry_bytes, replica_bytes
 
 if TYPE_CHECKING:
     from ..client.blocking import BlockingBookKeeper
@@ -53,6 +54,7 @@ __all__ = [
     "managed_ledger_owner",
     "owner_by_metadata",
     "packed_entry_bytes",
+    "replica_bytes",
     "walk_ledgers",
 ]
 
@@ -196,31 +198,15 @@ class Copy(NamedTuple):
     nbytes: int
 
 
-class LedgerEnd(NamedTuple):
-    """An open ledger's end as its bookies tell it: its last entry (-1: none) and its length so far."""
-
-    last_entry_id: int
-    length: int
-
-
-def packed_entry_bytes(md: LedgerMetadata) -> int:
-    """What the client packs around each payload: the entry header and the digest."""
-    from ..codecs.digest import DIGEST_LENGTH, DigestType
-    from ..codecs.protocol import ENTRY_HEADER_LENGTH
-
-    return ENTRY_HEADER_LENGTH + DIGEST_LENGTH[md.digest_type or DigestType.CRC32]
-
-
 def copies_by_bookie(md: LedgerMetadata, last_entry_id: int, length: int) -> dict[str, Copy]:
-    """bookie -> its :class:`Copy`: payloads at the mean of ``length`` over 0..``last_entry_id``, headers."""
+    """bookie -> its :class:`Copy`: its entries up to ``last_entry_id`` and their bytes (:func:`replica_bytes`)."""
     from ..client.fragments import entries_by_bookie
 
-    count = last_entry_id + 1
-    if count <= 0:
+    if last_entry_id < 0:
         return {}
-    per_entry = length / count + packed_entry_bytes(md)
+    end = LedgerEnd(last_entry_id, length)
     return {
-        bookie: Copy(held, int(round(held * per_entry)))
+        bookie: Copy(held, replica_bytes(md, held, end))
         for bookie, held in entries_by_bookie(md, last_entry_id).items()
     }
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from bkctl.wire.client.placement import FAIL, RandomPlacement
 from bkctl.wire.client.quorum import QuorumSchedule
+from bkctl.wire.domain.replica_size import replica_bytes
 
 from .survey import ClusterSurvey, Replica, Shape, Unmovable, UnmovableKind
 
@@ -282,7 +283,6 @@ def plan_fix_placement(survey: ClusterSurvey, targets: Sequence[str], placement:
     moves: list[LedgerMove] = []
     unmovable: list[Unmovable] = []
     for ledger_id, md, failing in survey.not_adhering:
-        per_entry = md.length // (md.last_entry_id + 1) if md.is_closed and md.last_entry_id >= 0 else 0
         schedule = QuorumSchedule(md.ensemble_size, md.write_quorum)
         segments: list[SegmentMove] = []
         nbytes = entries = 0
@@ -312,10 +312,11 @@ def plan_fix_placement(survey: ClusterSurvey, targets: Sequence[str], placement:
             for position, (old, new) in enumerate(zip(ensemble, fixed)):
                 if old != new:
                     segments.append(SegmentMove(first, old, new))
+                    held = replica_bytes(md, counts[position])
                     entries += counts[position]
-                    nbytes += counts[position] * per_entry
-                    used[new] = used.get(new, 0) + counts[position] * per_entry
-                    used[old] = used.get(old, 0) - counts[position] * per_entry
+                    nbytes += held
+                    used[new] = used.get(new, 0) + held
+                    used[old] = used.get(old, 0) - held
         if segments:
             moves.append(LedgerMove(ledger_id, tuple(segments), nbytes, entries, MoveReason.PLACEMENT))
         if stuck is not None:

@@ -4,8 +4,8 @@ many live bytes each bookie holds, and every replica that could move.
 A *replica* here is what one bookie holds of one ledger: its copies in every segment whose
 ensemble names it.  A closed ledger's replica moves whole (one metadata write swaps the
 bookie in each of those segments); an open ledger's replica moves only its closed segments,
-since a writer may still add to the last one.  Bytes are the ledger's length spread evenly
-over its entries (what ``bkctl disk`` attributes as live data); an open ledger has no length
+since a writer may still add to the last one.  Bytes are the one rule ``bkctl disk`` counts
+with too (:func:`~bkctl.wire.domain.replica_size.replica_bytes`); an open ledger has no length
 in its metadata, so its replicas count as 0 bytes: a rebalance leaves them, a drain moves
 them all the same.
 
@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from bkctl.wire.client.quorum import QuorumSchedule
+from bkctl.wire.domain.replica_size import replica_bytes
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.store import LedgerRead
 
@@ -130,9 +131,7 @@ class ClusterSurvey:
             self.unmovable.append(Unmovable(read.ledger_id, "", UnmovableKind.UNREADABLE, str(md)))
             return
         ledger_id = read.ledger_id
-        closed = md.is_closed
         schedule = self._schedule(md.ensemble_size, md.write_quorum)
-        per_entry = md.length // (md.last_entry_id + 1) if closed and md.last_entry_id >= 0 else 0
         segments = md.segment_ranges()
         spans: dict[str, list[tuple[int, tuple[str, ...]]]] = {}
         held: dict[str, int] = {}
@@ -156,7 +155,7 @@ class ClusterSurvey:
         for bookie in md.bookies:
             self.ledgers[bookie] = self.ledgers.get(bookie, 0) + 1
         for bookie, count in held.items():
-            nbytes = count * per_entry
+            nbytes = replica_bytes(md, count)
             self.used[bookie] = self.used.get(bookie, 0) + nbytes
             if self.keep is not None and bookie not in self.keep:
                 continue
