@@ -17,8 +17,12 @@ which fails the test that leaked, naming what it left:
   few seconds to end), but the process's one reactor thread and its pool (crochet's, which
   live until the process exits by design);
 * **processes**: a descendant of this process started during the test and still running after
-  it (given a few seconds to exit): a bookied, a ZooKeeper, a ``bkctl`` -- the zygote, this
-  worker's fork server for bookieds (``tests/support/zygote.py``), excepted.
+  it (given a few seconds to exit): a bookied, a ``bkctl``, a sandbox's ZooKeeper -- but the
+  processes that serve every later test of the worker, which the first test that needs them
+  starts (:data:`SHARED`): the zygote, this worker's fork server for bookieds
+  (``tests/support/zygote.py``), the worker's own ZooKeeper, and the Python workers Spark
+  keeps for its session's next job.  (A ZooKeeper is told by its main class alone, so one a
+  sandbox test leaves behind goes unseen here too.)
 
 What a module- or session-scoped fixture starts is set up before the check's baseline and torn
 down after it, so it is not counted.
@@ -154,6 +158,14 @@ def _running(pid: int) -> str | None:
         return None
 
 
+#: Command-line marks of the processes a worker keeps for all its tests (see the module doc).
+SHARED = ("-m tests.support.zygote", "-m pyspark.daemon", "org.apache.zookeeper.server.ZooKeeperServerMain")
+
+
+def _shared(command: str) -> bool:
+    return any(mark in command for mark in SHARED)
+
+
 def descendants() -> dict[int, str]:
     """This process's running descendants (pid → command line), the zygote's included but not
     the zygote itself."""
@@ -167,7 +179,7 @@ def descendants() -> dict[int, str]:
         command = _running(pid)
         if command is None:
             continue
-        if pid != zygote:
+        if pid != zygote and not _shared(command):
             found[pid] = command
         todo.extend(_children(pid))
     return found
@@ -180,10 +192,13 @@ def _wait_for(done, timeout: float) -> None:
 
 
 @pytest.fixture(autouse=True)
-def no_leaks() -> Iterator[None]:
-    """Fail the test that leaves an unhandled failure, a thread or a process behind."""
+def no_leaks(request) -> Iterator[None]:
+    """Fail the test that leaves an unhandled failure, a thread or a process behind (a process:
+    outside ``tests/integration``, whose daemons' own children -- a bookied's GC listing child,
+    Spark's workers -- outlive a test by design for a while after it)."""
     threads_before = set(threading.enumerate())
-    processes_before = set(descendants())
+    count_processes = "integration" not in request.node.path.parts
+    processes_before = set(descendants()) if count_processes else set()
     _failures.take()  # logged between tests (a module's fixtures): no test's to answer for
     yield
     _settle_reactor()
@@ -192,7 +207,10 @@ def no_leaks() -> Iterator[None]:
     new_threads = [t for t in threading.enumerate() if t not in threads_before]
     _wait_for(lambda: not any(_lingering(t) for t in new_threads), GRACE)
     leaks += [f"a thread: {t!r}" for t in new_threads if _lingering(t)]
-    _wait_for(lambda: not (set(descendants()) - processes_before), GRACE)
-    leaks += [f"a process: {pid} {command}" for pid, command in descendants().items() if pid not in processes_before]
+    if count_processes:
+        _wait_for(lambda: not (set(descendants()) - processes_before), GRACE)
+        leaks += [
+            f"a process: {pid} {command}" for pid, command in descendants().items() if pid not in processes_before
+        ]
     if leaks:
         pytest.fail("the test left behind\n  " + "\n  ".join(leaks), pytrace=False)
