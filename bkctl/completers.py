@@ -212,20 +212,27 @@ def topic_forms(names: Iterable[str], incomplete: str) -> list[str]:
 
 
 def complete_subscription(ctx, param, incomplete: str) -> list[CompletionItem]:
-    """``shell_complete=`` for ``--subscription``: the cursors of the topic the command line names."""
-    topic = None
+    """``shell_complete=`` for ``--subscription``: the cursors of the topic the command line names
+    (of every topic it names, when ``export --topic`` is given more than once: the subscription
+    is each topic's)."""
+    topics: tuple[str, ...] = ()
     c = ctx
-    while c is not None and not topic:
-        topic = (c.params or {}).get("topic") or (c.params or {}).get("name")
+    while c is not None and not topics:
+        params = c.params or {}
+        named = params.get("topics") or params.get("topic") or params.get("name")
+        topics = tuple(named) if isinstance(named, (tuple, list)) else (named,) if named else ()
         c = c.parent
-    if not topic:
+    if not topics:
         return []
     try:
         source = _session_source if _session_source is not None else _one_shot(ctx)
-        names = source.pulsar_subscriptions(topic, _managed_ledgers(ctx))
+        base = _managed_ledgers(ctx)
+        shared = set(source.pulsar_subscriptions(topics[0], base))
+        for topic in topics[1:]:
+            shared &= set(source.pulsar_subscriptions(topic, base))
     except Exception:
         return []
-    return [CompletionItem(n) for n in names if n.startswith(incomplete)][:MAX_CANDIDATES]
+    return [CompletionItem(n) for n in sorted(shared) if n.startswith(incomplete)][:MAX_CANDIDATES]
 
 
 def _managed_ledgers(ctx) -> str | None:

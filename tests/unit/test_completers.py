@@ -131,17 +131,21 @@ def test_topic_and_subscription_parameters_complete_from_the_stores_pulsar_manag
     export = cli.commands["export"]
     params = {p.name: p for p in export.params}
     ctx = click.Context(export, info_name="export")
-    assert [i.value for i in params["topic"].shell_complete(ctx, "public/default/pa")] == [
+    assert [i.value for i in params["topics"].shell_complete(ctx, "public/default/pa")] == [
         "public/default/parts",
         "public/default/parts-partition-0",
         "public/default/parts-partition-1",
     ]
     assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == []  # no topic typed yet
-    ctx.params["topic"] = "orders"
+    ctx.params["topics"] = ("orders",)
     assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == ["audit/x", "billing"]
-    ctx.params["topic"] = "parts"  # a partitioned topic: every partition's cursors
+    ctx.params["topics"] = ("parts",)  # a partitioned topic: every partition's cursors
     assert [i.value for i in params["subscription"].shell_complete(ctx, "p")] == ["p0", "p1"]
-    ctx.params["topic"] = "nothing"
+    ctx.params["topics"] = ("orders", "parts-partition-0")  # several: the cursors each of them has
+    assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == []
+    ctx.params["topics"] = ("parts", "parts-partition-1")
+    assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == ["p1"]
+    ctx.params["topics"] = ("nothing",)
     assert [i.value for i in params["subscription"].shell_complete(ctx, "")] == []
 
 
