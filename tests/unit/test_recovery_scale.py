@@ -11,8 +11,10 @@ from twisted.internet import defer
 from bkctl.exitcodes import CommandError
 from bkctl.ops.recovery import cause_label, describe_left, left_rows
 from bkctl.wire import fastpath
-from bkctl.wire.client import rereplication as R
+from bkctl.wire.client import replication_causes as R
+from bkctl.wire.client import rereplication
 from bkctl.wire.codecs.digest import DigestManager, DigestType
+from bkctl.wire.domain.replica_size import packed_entry_bytes
 from bkctl.wire.metadata.errors import MetadataStoreError
 from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
 from bkctl.wire.metadata.store import LedgerRead
@@ -61,7 +63,9 @@ def run(client, items, **options):
 
     return successResultOf(
         defer.ensureDeferred(
-            R.rereplicate_ledgers(client, items, [B], placement=RandomPlacement(random.Random(3)), **options)
+            rereplication.rereplicate_ledgers(
+                client, items, [B], placement=RandomPlacement(random.Random(3)), **options
+            )
         )
     )
 
@@ -79,8 +83,10 @@ def test_a_plan_from_the_walk_reads_no_metadata_and_the_bookies_once():
         by_status.setdefault(r["status"], []).append(r["ledger_id"])
     assert by_status == {"planned": list(range(1, 301)), "deleted": [400], "failed": [401]}
     planned = results[0]
-    # B held 2 of every 3 entries of a 1000-byte, 10-entry E3/Qw2 ledger: 7 of 10 entries
-    assert planned["fragments"][0]["entries"] == 7 and planned["bytes"] == 700
+    # B held 2 of every 3 entries of a 1000-byte, 10-entry E3/Qw2 ledger: 7 of 10 entries, their
+    # payload and what the client packed around each (the one rule disk and rebalance count with)
+    assert planned["fragments"][0]["entries"] == 7
+    assert planned["bytes"] == 700 + 7 * packed_entry_bytes(closed())
     assert results[-1]["cause"] == R.METADATA_GONE and "corrupt" in results[-1]["reason"]
 
 
