@@ -302,7 +302,7 @@ def test_on_a_terminal_a_restore_asks_first_and_shows_its_progress(cluster, caps
 
     import pexpect
 
-    from tests.support.terminal import Terminal, bkctl_env
+    from tests.support.terminal import Terminal, bkctl_env, ended
 
     archive = tmp_path / "archive"
     code, docs, err = run(capsys, cluster.uri, "backup", "--to", archive, "--topic", f"persistent://{NS}/t2")
@@ -321,8 +321,7 @@ def test_on_a_terminal_a_restore_asks_first_and_shows_its_progress(cluster, caps
         term.expect(r"restoring\s.*\d+/\d+")  # the bar (bytes done of all, elapsed, time left), gone once done
         term.expect(r"restored backup \S+: \d+ ledgers")
         term.child.expect(pexpect.EOF)
-        term.child.close()
-        assert term.child.exitstatus == 0
+        assert ended(term.child).exitstatus == 0
     finally:
         target.stop()
 

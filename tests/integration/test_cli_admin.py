@@ -6,6 +6,7 @@ import sys
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import REPO, bkctl, json_lines
+from tests.support.terminal import ended
 
 
 def make_ledger(zkstore, bookies=("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"), closed_at=None):
@@ -197,8 +198,7 @@ def test_metaformat_prompts_on_a_terminal(metadata_uri, zkstore):
     child.expect("Are you sure to format bookkeeper metadata")
     child.sendline("n")
     child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 1
+    assert ended(child).exitstatus == 1
     assert list(zkstore.ledgers.ids())
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import REPO
+from tests.support.terminal import ended
 
 pytestmark = pytest.mark.integration
 
@@ -19,8 +20,7 @@ def _ask(uri, args, question, answer):
     child.expect(question)
     child.sendline(answer)
     child.expect(pexpect.EOF)
-    child.close()
-    return child.exitstatus
+    return ended(child).exitstatus
 
 
 def test_cookie_delete_and_replace_id_ask(metadata_uri, zkstore):

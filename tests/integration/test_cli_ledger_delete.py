@@ -27,7 +27,7 @@ from bkctl.wire.pulsar.managed_ledger import (
 )
 from tests.support.cli import bkctl
 from tests.support.ledgers import ENSEMBLE
-from tests.support.terminal import Terminal, bkctl_env
+from tests.support.terminal import Terminal, bkctl_env, ended
 
 NAME = "acme/prod/persistent/events"
 TOPIC = "persistent://acme/prod/events"
@@ -230,8 +230,7 @@ def test_the_guard_asks_on_a_terminal_and_lets_others_pass(cluster, zkstore, tmp
         term.line("n")
         term.expect("declined: did not close ledger 10")
         term.child.expect(pexpect.EOF)
-        term.child.close()
-        assert term.child.exitstatus == 1
+        assert ended(term.child).exitstatus == 1
     finally:
         term.close()
     assert not zkstore.ledgers.read(10)[0].is_closed

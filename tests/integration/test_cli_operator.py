@@ -24,7 +24,7 @@ from tests.support.cli import REPO as ROOT
 from tests.support.cli import one_line_error as failed
 from tests.support.cli import run_bkctl as run
 from tests.support.ledgers import ENSEMBLE, make_ledgers
-from tests.support.terminal import Terminal, bkctl_env, complete
+from tests.support.terminal import Terminal, bkctl_env, complete, ended
 
 
 @pytest.fixture
@@ -161,8 +161,7 @@ def test_ctrl_c_while_zookeeper_connects_exits_130(tmp_path):
     child.expect(pexpect.TIMEOUT, timeout=2)  # connecting
     child.sendintr()
     child.expect(pexpect.EOF, timeout=8)  # before the 10 s connection timeout
-    child.close()
-    assert child.exitstatus == 130, (child.exitstatus, child.before)
+    assert ended(child).exitstatus == 130, (child.exitstatus, child.before)
     assert b"aborted" in child.before
 
 

@@ -10,6 +10,7 @@ import time
 from tests.support.cli import BKCTL, REPO, env_for, json_lines, ok, one_line_error
 from tests.support.cli import bkctl_bytes as bkctl
 from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
+from tests.support.terminal import ended
 
 
 def destroy(proc) -> None:
@@ -108,8 +109,7 @@ def test_recover_prompts_on_a_terminal_and_skips_open_ledgers(bookie_cluster, me
     child.expect(r"Re-replicate 2 ledgers off")
     child.sendline("n")
     child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 1
+    assert ended(child).exitstatus == 1
     assert snapshot(zkstore, [open_lid, closed_lid]) == before
 
     doc = json.loads(

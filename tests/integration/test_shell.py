@@ -22,7 +22,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import REPO
 from tests.support.ledgers import ENSEMBLE, make_ledgers
-from tests.support.terminal import Terminal, bkctl_env, complete
+from tests.support.terminal import Terminal, bkctl_env, complete, ended
 
 pytestmark = pytest.mark.integration
 
@@ -156,8 +156,7 @@ def test_failing_commands_leave_the_shell_running(start_shell, metadata_uri):
     assert term.child.isalive()
     term.send("\x04")  # Ctrl-D leaves
     term.child.expect(pexpect.EOF, timeout=10)
-    term.child.close()
-    assert term.child.exitstatus == 0
+    assert ended(term.child).exitstatus == 0
 
 
 def test_json_format_switch(start_shell, metadata_uri):

@@ -19,7 +19,7 @@ import pexpect
 import pytest
 
 from tests.support.ledgers import ENSEMBLE, make_ledgers
-from tests.support.terminal import Terminal, bkctl_env
+from tests.support.terminal import Terminal, bkctl_env, ended
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -90,8 +90,7 @@ def test_ctrl_c_stops_autorecovery_run_and_the_shell_goes_on(start_shell, metada
     term.send("\x04")
     term.child.expect(pexpect.EOF, timeout=30)
     assert modes(term) == cooked  # the shell gone, the terminal as it was
-    term.child.close()
-    assert term.child.exitstatus == 0
+    assert ended(term.child).exitstatus == 0
 
 
 def test_status_line_says_whether_an_auditor_runs(start_shell, metadata_uri, zkstore):

@@ -16,7 +16,7 @@ from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl
 from tests.support.ports import free_port
-from tests.support.terminal import Screen, Terminal, bkctl_env
+from tests.support.terminal import Screen, Terminal, bkctl_env, ended
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("top")]  # one cluster for the module
 
@@ -136,8 +136,7 @@ def test_live_view_in_a_terminal(cluster, tmp_path):
         term.child.expect(pexpect.EOF, timeout=30)
     finally:
         term.close()
-    term.child.close()
-    assert term.child.exitstatus == 0, term.text[-2000:]
+    assert ended(term.child).exitstatus == 0, term.text[-2000:]
     before, after = (modes(tmp_path / "before"), modes(tmp_path / "after"))
     assert before == after and "icanon" in after and "-icanon" not in after and "echo" in after
 
@@ -151,8 +150,7 @@ def test_ctrl_c_quits_and_restores_the_terminal(cluster, tmp_path):
         term.child.expect(pexpect.EOF, timeout=30)
     finally:
         term.close()
-    term.child.close()
-    assert term.child.exitstatus == 0
+    assert ended(term.child).exitstatus == 0
     assert modes(tmp_path / "before") == modes(tmp_path / "after")
 
 
@@ -175,6 +173,5 @@ def test_sigterm_ends_the_live_view_with_exit_143_and_restores_the_terminal(clus
         term.child.expect(pexpect.EOF, timeout=30)  # a hang guard, not a speed claim
     finally:
         term.close()
-    term.child.close()
-    assert term.child.exitstatus == 143, term.text[-2000:]
+    assert ended(term.child).exitstatus == 143, term.text[-2000:]
     assert modes(tmp_path / "before") == modes(tmp_path / "after")

@@ -218,6 +218,13 @@ class Terminal:
         self.child.send("\r")
 
     def close(self) -> None:
+        """Kill the process if it still runs; one that has reached its EOF is given time to exit
+        first (:func:`ended`), so that a test can read how it ended."""
+        if self.child.eof() and self.child.isalive():
+            try:
+                ended(self.child)
+            except AssertionError:
+                pass
         if self.child.isalive():
             self.child.terminate(force=True)
 
@@ -250,3 +257,18 @@ def complete(term: Terminal, typed: str, want: str, tries: int = 6) -> str:
         if re.search(want, seen):
             return seen
     raise AssertionError(f"Tab after {typed!r} did not offer {want!r}; the terminal shows:\n{seen[-2000:]}")
+
+
+def ended(child: pexpect.spawn, timeout: float = 30.0) -> pexpect.spawn:
+    """``child`` once its process has exited (after its EOF), closed: its ``exitstatus`` or
+    ``signalstatus`` then say how it ended.
+
+    ``child.close()`` alone gives a process a tenth of a second past its EOF before it kills it
+    (and reports no exit status): on a loaded machine an interpreter still finishing -- its
+    threads joined, its reactor stopped -- is killed there, and a test of its exit code fails
+    for the machine's load."""
+    from tests.support.waiting import wait_for
+
+    wait_for(lambda: not child.isalive(), timeout=timeout, what=f"pid {child.pid} to exit")
+    child.close()
+    return child
