@@ -249,9 +249,8 @@ class BookieService:
             tls=self._server_tls(),
             twins=self.twins,
         )
-        host = resolve_listen_host(cfg)
-        self.port = port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
-        log.info("listening on %s:%d", host, port.getHost().port)
+        # the HTTP listeners first (Java starts its stats provider before the bookie server): once
+        # the bookie port answers, so do /metrics and the admin API
         if cfg.http_server_enabled:
             from .http import listen_http
 
@@ -262,6 +261,9 @@ class BookieService:
 
             port_ = cfg.prometheus_stats_http_port
             self.metrics_port = listen_metrics(self.reactor, port_, self, cfg.prometheus_stats_http_address)
+        host = resolve_listen_host(cfg)
+        self.port = port = self.reactor.listenTCP(cfg.bookie_port, factory, interface=host)
+        log.info("listening on %s:%d", host, port.getHost().port)
 
         bookie.on_readonly_change = self._readonly_changed
         self._every(cfg.flush_interval / 1000.0, self.upkeep.checkpoint)
