@@ -303,12 +303,26 @@ def recover(
     type=click.IntRange(1, 64),
     default=8,
     show_default=True,
-    help="Without the daemons: ledgers re-replicated at once.",
+    help="Without the daemons: ledgers moved at once.",
+)
+@click.option(
+    "--max-rate",
+    metavar="BYTES_PER_S",
+    default="0",
+    help="Without the daemons: at most this many bytes per second written to the targets (10M, 512k; "
+    "default: no limit).",
 )
 @click.option("-f", "--force", is_flag=True, help="Do not ask.")
 @pass_app
 def decommission(
-    app: App, bookie: str, daemons: bool | None, wait: float, dry_run: bool, force: bool, parallel: int = 8
+    app: App,
+    bookie: str,
+    daemons: bool | None,
+    wait: float,
+    dry_run: bool,
+    force: bool,
+    parallel: int = 8,
+    max_rate: str = "0",
 ):
     """Retire a stopped bookie: move its data off, then delete its cookie.
 
@@ -332,28 +346,39 @@ def decommission(
     are listed, every one, in one short line each, grouped by cause: no
     bookie to copy to, every copy down, writer's grace period, metadata
     gone, an entry unreadable, or the repair state they wait in.  Otherwise (or --no-daemons)
-    every fragment on it is re-replicated from this process as `recover`
-    does (open ledgers using it in their last segment are recovered: fenced
-    and closed), then the metadata is scanned until no ledger names it (up
-    to 3 passes; no more once a pass moved none).  Ledgers with entries whose
+    this process moves every replica on it as `drain` moves a running bookie's, through the
+    same executor (the ledger's replication lock, the copy from the other copies, digests
+    verified, one version-checked metadata write; --parallel moves at once, --max-rate):
+    open ledgers using it in their last segment are recovered (fenced and closed) first,
+    then the plan is carried out and the metadata scanned until no ledger names it (up to
+    3 passes; no more once a pass moved none).  A decommission is the cluster's one
+    running mover while it lasts: refused (exit 4, naming it) while a rebalance, a drain
+    or another decommission runs; `bkctl rebalance --cancel` stops it (exit 1, cookie
+    kept).  Ledgers with entries whose
     every copy is on the bookie (or on bookies down too) are said first, plan
     and failure alike: lost unless the bookie returns, with the way out (bring
     it back, or delete them and decommission again); the daemons are not
     waited for once only those are left.  Only then is its cookie deleted.  --dry-run makes the
-    same checks and shows the ledgers that would move (locally: the plan of
-    `recover --dry-run`); nothing changes.  --json (printed on failure too,
+    same checks and shows the ledgers that would move (locally: each move, the
+    replacement and the entries it copies, the ledgers to close first); nothing changes.  --json (printed on failure too,
     before the exit 1): bookie_id, mode (autorecovery or local), passes,
     ledgers[] (as `recover`; with the daemons ledger_id, status, and for a
     ledger left repair {state, text, worker, since, until, attempts, reason} -- the repair
     model of `autorecovery status` -- and error),
-    entries_copied (null with the daemons), remaining_ledgers, left[]
+    entries_copied and lost_entries (null with the daemons), remaining_ledgers, left[]
     (ledger_id, cause, reason: each ledger left, grouped by cause, the lost
     ones first), lost[] (ledger_id, reason), registered (a dry run of a
-    running bookie), cookie_deleted, dry_run, error (null, or the failure's
-    message, starting with the lost ledgers).
+    running bookie), cookie_deleted, dry_run, stopped (null, or why it stopped
+    before the end: cancelled), error (null, or the failure's message, starting
+    with the lost ledgers).
     """
+    from bkctl.wire.rebalance.executor import Throttle
+
     from ..exitcodes import FAILED, CommandError
-    from ..ops.recovery import decommission as run
+    from ..ops.decommission import decommission as run
+    from ..ops.rebalance import parse_rate
+
+    rate = parse_rate(max_rate)
 
     def confirm(ids: list[int]) -> None:
         confirm_destructive(
@@ -371,13 +396,14 @@ def decommission(
             bookie,
             confirm=confirm,
             on_start=reporter.start,
-            on_ledger=reporter.ledger,
-            on_entry=reporter.entry,
+            on_ledger=lambda row: reporter.ledger({**row, "bytes": 0}),  # its bytes were heard as copied
+            on_bytes=reporter.copied,
             on_note=reporter.note,
             use_daemons=daemons,
             timeout=wait,
             dry_run=dry_run,
-            parallel=parallel,
+            placement=app.placement_policy(),
+            throttle=Throttle(parallel, parallel, rate),
             progress=lambda: app.walk_progress(f"finding the ledgers on {bookie}"),
         )
     finally:

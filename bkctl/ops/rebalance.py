@@ -122,7 +122,7 @@ def running_line(record) -> str:
 
     if record is None:
         return "a rebalance or drain (its record does not read)"
-    what = f"a drain of {record.bookie}" if record.kind == "drain" else f"a {record.kind}"
+    what = f"a {record.kind} of {record.bookie}" if record.bookie else f"a {record.kind}"
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record.since))
     t = record.throttle
     rate = f"at most {human_size(int(t.rate))}/s" if t.rate else "no rate limit"
@@ -142,7 +142,7 @@ def begin_run(store, kind: str, throttle, bookie: str | None = None, *, poll: fl
         return begin(store, RunRecord.mine(kind, throttle, bookie), poll=poll)
     except RunInProgress as e:
         raise CommandError(
-            f"{running_line(e.record)} is running: one rebalance or drain at a time per cluster; "
+            f"{running_line(e.record)} is running: one rebalance, drain or decommission at a time per cluster; "
             "wait for it to end, or stop it with bkctl rebalance --cancel",
             CONFLICT,
         ) from None
@@ -465,10 +465,9 @@ def _drain_passes(
 
 
 def _decommission_when_stopped(store, bookie: str, deadline: float, clock, sleep, note) -> bool:
-    """Once the drained bookie is stopped (waited for until ``deadline``), delete its cookie."""
-    from bkctl.wire.metadata.errors import NoSuchCookie
-
-    from .recovery import ledgers_on
+    """Once the drained bookie is stopped (waited for until ``deadline``), delete its cookie by
+    the one rule a decommission follows (:func:`~.decommission.retire_cookie`)."""
+    from .recovery import retire_cookie
 
     if store.registration.is_registered(bookie):
         note(f"{bookie} holds nothing live: stop it, and its cookie is deleted (decommission)")
@@ -478,16 +477,10 @@ def _decommission_when_stopped(store, bookie: str, deadline: float, clock, sleep
                 f"{bookie} is drained but still running: stop it, then bkctl decommission {bookie}", CONFLICT
             )
         sleep(1.0)
-    if ledgers_on(store, [bookie]):
-        raise CommandError(f"a ledger names {bookie} again: run bkctl decommission {bookie}", CONFLICT)
-    found = store.cookies.get(bookie)
-    if found is None:
-        return False
-    try:
-        store.cookies.delete(bookie, found[1])
-    except NoSuchCookie:
-        return False
-    return True
+    outcome = retire_cookie(store, bookie)
+    if outcome.startswith("kept: named"):
+        raise CommandError(f"a ledger names {bookie} again ({outcome}): run bkctl decommission {bookie}", CONFLICT)
+    return outcome == "deleted"
 
 
 def parse_rate(text: str) -> float:

@@ -1,10 +1,10 @@
 """Re-replicating lost bookies' data and decommissioning bookies (BookKeeper's
 ``recover`` and ``decommissionbookie``), over :mod:`bkctl.wire.client.rereplication`.
 
-``rereplicate_bookies`` copies every fragment the given bookies held;
-``decommission`` does the same for one stopped bookie, checks by scanning
-that no ledger's metadata names it any more, and deletes its cookie.  Both
-return JSON-ready summaries (keys documented on :func:`summary`).
+``rereplicate_bookies`` copies every fragment the given bookies held and returns a
+JSON-ready summary (keys documented on :func:`summary`); the checks and words a
+decommission (:mod:`.decommission`, a planner over the executor of replica moves)
+shares with it live here too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
+from ..exitcodes import NOT_FOUND, USAGE, CommandError
 from ..humanize import plural as _plural
 
 
@@ -124,7 +124,7 @@ def survey(store, bookies: Iterable[str], progress=None) -> Survey:
     return Survey(found, total, frozenset(named))
 
 
-def _surveyed(store, bookies: list[str], progress: Callable[[], Any] | None) -> Survey:
+def surveyed(store, bookies: list[str], progress: Callable[[], Any] | None) -> Survey:
     """:func:`survey` with the walk's progress shown (``progress()``: a context
     manager, :meth:`bkctl.app.App.walk_progress`) until the walk ends."""
     if progress is None:
@@ -273,7 +273,7 @@ def rereplicate_stream(
             raise CommandError(f"the target {target} is not a writable bookie", USAGE)
     total_bytes = expected_bytes
     if ledger_ids is None:
-        found = _surveyed(store, bookies, progress)
+        found = surveyed(store, bookies, progress)
         check_known(store, bookies, found.named)
         ids, total_bytes = found.ledger_ids, found.bytes
     else:
@@ -314,197 +314,6 @@ def rereplicate_stream(
 def autorecovery_available(store) -> bool:
     """Whether autorecovery daemons can do the copying: enabled, with an auditor elected."""
     return store.underreplication.is_enabled() and store.auditor.current() is not None
-
-
-def decommission(
-    bk,
-    store,
-    bookie: str,
-    *,
-    passes: int = 3,
-    confirm: Callable[[list[int]], Any] | None = None,
-    on_start: Callable[[int, int | None], Any] | None = None,
-    on_ledger=None,
-    on_entry=None,
-    on_note: Callable[[str], Any] | None = None,
-    parallel: int = 4,
-    use_daemons: bool | None = None,
-    timeout: float = 3600.0,
-    poll: float = 1.0,
-    heartbeat: float = 15.0,
-    dry_run: bool = False,
-    progress=None,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], Any] | None = None,
-) -> dict:
-    """Move every fragment off a stopped bookie, verify, delete its cookie.
-
-    The bookie must not be registered (exit 4 otherwise; registered but not
-    answering: its ZooKeeper session has not expired yet, and the message
-    says so).  One walk finds its ledgers (:func:`survey`; ``progress()`` makes
-    what hears it, as for :func:`rereplicate_bookies`).  When autorecovery is enabled and an auditor is elected
-    (``use_daemons`` None: decided so; True/False force it), the daemons do
-    the copying, as Java's ``decommissionbookie`` lets them: the audit is
-    triggered (the bookie, unregistered, is lost and its ledgers are marked
-    at once) and the ledgers' metadata is read again (those ledgers only,
-    pipelined) until none names the bookie, for at most ``timeout`` seconds;
-    ``on_note(text)`` hears what is going on: the start, and every
-    ``heartbeat`` seconds what the ledgers left wait for
-    (:func:`repair_states`).  Otherwise this process re-replicates the
-    ledgers itself (open ones whose last segment uses the bookie are
-    recovered and closed first), then walks again; ledgers still naming it
-    get another pass, up to ``passes``, unless the last pass moved none.  ``on_start(count, bytes)`` hears
-    how many ledgers and about how many bytes are to move.  Returns
-    ``bookie_id``, ``mode`` (``autorecovery`` or ``local``), ``passes``,
-    ``ledgers`` (per-ledger results; with the daemons ``ledger_id``,
-    ``status`` and, for one left, ``repair`` {state, worker, reason} and
-    ``error``), ``entries_copied`` (null with the daemons: they count it in
-    their metrics), ``remaining_ledgers``, ``left`` (for each ledger left:
-    ``ledger_id``, ``cause`` and ``reason``, :func:`left_rows`),
-    ``cookie_deleted``, ``dry_run`` and ``error``: None, or -- ledgers left,
-    cookie kept -- the one line saying how many and why, for the caller to
-    print the document and then fail (exit 1).
-
-    ``dry_run`` makes every check and changes nothing: with the daemons
-    each ledger is ``planned``; locally the rows are the re-replication plan
-    (as ``recover --dry-run``: replacements, entries, ledgers to close first).
-    """
-    import time
-
-    clock = clock or time.monotonic
-    sleep = sleep or time.sleep
-    note = on_note or (lambda _text: None)
-    [bookie] = check_bookie_ids([bookie])
-    registered = store.registration.is_registered(bookie)
-    if registered and not dry_run:
-        raise CommandError(_registered_message(store, bookie), CONFLICT)
-    by_ledger: dict[int, dict] = {}
-    copied: int | None = 0
-    found = _surveyed(store, [bookie], progress)
-    check_known(store, [bookie], found.named)
-    ids = found.ledger_ids
-    done_passes = 0
-    if use_daemons is None:
-        use_daemons = bool(ids) and autorecovery_available(store)
-    if use_daemons and ids and not autorecovery_available(store):
-        raise CommandError(
-            "autorecovery is disabled or no auditor is elected: decommission without the daemons (--no-daemons)",
-            CONFLICT,
-        )
-    if dry_run:
-        if use_daemons:
-            rows = [{"ledger_id": lid, "status": "planned"} for lid in ids]
-        else:
-            rows = (
-                rereplicate_bookies(bk, store, [bookie], dry_run=True, parallel=parallel, ledger_ids=ids)["ledgers"]
-                if ids
-                else []
-            )
-        return {
-            "bookie_id": bookie,
-            "mode": "autorecovery" if use_daemons else "local",
-            "passes": 0,
-            "ledgers": rows,
-            "entries_copied": None if use_daemons else 0,
-            "remaining_ledgers": ids,
-            "left": [],
-            "lost": [{"ledger_id": lid, "reason": why} for lid, why in lost_with(store, ids, bookie).items()],
-            "registered": registered,
-            "cookie_deleted": False,
-            "dry_run": True,
-            "error": None,
-        }
-    if confirm is not None:  # even with no data: the cookie goes
-        confirm(ids)
-    if use_daemons and ids:
-        from bkctl.wire.autorecovery.control import trigger_audit
-
-        copied = None
-        if on_start is not None:
-            on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
-        auditor, _delay = trigger_audit(store)
-        lost_first = lost_with(store, ids, bookie)
-        if lost_first:
-            note(lost_line(list(lost_first), bookie))
-        note(
-            f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
-            f"to move {_plural(len(ids), 'ledger')} off {bookie}"
-        )
-        waiting = list(ids)
-        deadline = clock() + timeout
-        told = clock()
-        while True:
-            left = still_on(store, waiting, bookie)
-            for lid in sorted(set(waiting) - set(left)):
-                by_ledger[lid] = {"ledger_id": lid, "status": "replicated"}
-                if on_ledger is not None:
-                    on_ledger(by_ledger[lid])
-            waiting = left
-            if not waiting or clock() >= deadline or set(waiting) <= set(lost_first):
-                break  # (no worker can copy what has no copy left: waiting longer changes nothing)
-            if clock() - told >= heartbeat:
-                told = clock()
-                note(
-                    f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
-                    f"{describe_left(_daemon_rows(repair_states(store, waiting, bookie)))}"
-                )
-            sleep(poll)
-        ids = ledgers_on(store, [bookie])
-        by_ledger.update({row["ledger_id"]: row for row in _daemon_rows(repair_states(store, ids, bookie))})
-    while ids and done_passes < passes and not use_daemons:
-        done_passes += 1
-        doc = rereplicate_bookies(
-            bk,
-            store,
-            [bookie],
-            on_start=on_start,
-            on_ledger=on_ledger,
-            on_entry=on_entry,
-            parallel=parallel,
-            ledger_ids=ids,
-            expected_bytes=found.bytes if done_passes == 1 else None,
-        )
-        for r in doc["ledgers"]:
-            by_ledger[r["ledger_id"]] = r
-        copied += doc["totals"]["entries_copied"]
-        ids = ledgers_on(store, [bookie])
-        if not doc["totals"]["recovered"]:
-            break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
-    lost = lost_with(store, ids, bookie)
-    left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
-    result = {
-        "bookie_id": bookie,
-        "mode": "autorecovery" if use_daemons else "local",
-        "passes": done_passes,
-        "ledgers": [by_ledger[k] for k in sorted(by_ledger)],
-        "entries_copied": copied,
-        "remaining_ledgers": ids,
-        "left": left_now,
-        "lost": [{"ledger_id": lid, "reason": why} for lid, why in lost.items()],
-        "registered": False,
-        "cookie_deleted": False,
-        "dry_run": False,
-        "error": None,
-    }
-    if ids:
-        waited = f" after {timeout:g} s" if use_daemons else ""
-        result["error"] = (
-            f"{_plural(len(ids), 'ledger')} still {'uses' if len(ids) == 1 else 'use'} bookie {bookie}{waited}; "
-            f"cookie kept: {describe_left(left_now)}"
-        )
-        if lost:
-            result["error"] = f"{lost_line(list(lost), bookie)}; {result['error']}"
-        return result
-    found_cookie = store.cookies.get(bookie)
-    if found_cookie is not None:
-        from bkctl.wire.metadata.errors import NoSuchCookie
-
-        try:
-            store.cookies.delete(bookie, found_cookie[1])
-            result["cookie_deleted"] = True
-        except NoSuchCookie:
-            pass
-    return result
 
 
 #: the cause of a ledger left whose only copy of some entries is on the leaving bookie
@@ -577,7 +386,7 @@ def cause_label(cause: str) -> str:
     return CAUSES.get(cause) or _STATE_LABELS.get(cause) or cause
 
 
-def _daemon_rows(states: dict[int, dict]) -> list[dict]:
+def daemon_rows(states: dict[int, dict]) -> list[dict]:
     """A decommission's rows of ledgers the daemons left, each with its ``cause`` and ``reason``:
     the last failed attempt's cause, the writer's grace period, or the repair state."""
     from bkctl.wire.autorecovery.repairstate import WAITING_GRACE
@@ -631,7 +440,7 @@ def describe_left(left: list[dict]) -> str:
     return "; ".join(f"{n} {cause_label(cause)}" for cause, n in ordered)
 
 
-def _registered_message(store, bookie: str) -> str:
+def registered_message(store, bookie: str) -> str:
     """Why a registered bookie cannot be decommissioned -- and, when it does not answer,
     that a bookie just killed stays registered until its ZooKeeper session expires."""
     message = f"bookie {bookie} is registered (running); stop it before decommissioning it"
@@ -665,18 +474,28 @@ def repair_states(store, ledger_ids: Iterable[int], bookie: str | None = None) -
     return states
 
 
+def retire_cookie(store, bookie: str) -> str:
+    """The one rule for deleting a retired bookie's cookie (``decommission``, ``drain
+    --decommission``, ``recover --delete-cookie``): only once the bookie is not registered and
+    no ledger's metadata names it.  Returns ``deleted``, ``none`` (it had none), ``kept:
+    registered`` or ``kept: named by ledger N``."""
+    from bkctl.wire.metadata.errors import NoSuchCookie
+
+    if store.registration.is_registered(bookie):
+        return "kept: registered"
+    named = ledgers_on(store, [bookie])
+    if named:
+        return f"kept: named by ledger {named[0]}" + (f" and {len(named) - 1} more" if len(named) > 1 else "")
+    found = store.cookies.get(bookie)
+    if found is None:
+        return "none"
+    try:
+        store.cookies.delete(bookie, found[1])
+    except NoSuchCookie:
+        return "none"
+    return "deleted"
+
+
 def delete_cookies(store, bookies: Iterable[str]) -> dict[str, str]:
-    """After a recovery (``recover --delete-cookie``): delete each bookie's cookie.
-    Returns bookie -> ``deleted``, ``none`` (it had none) or ``kept: registered``."""
-    out = {}
-    for b in bookies:
-        if store.registration.is_registered(b):
-            out[b] = "kept: registered"
-            continue
-        found = store.cookies.get(b)
-        if found is None:
-            out[b] = "none"
-            continue
-        store.cookies.delete(b, found[1])
-        out[b] = "deleted"
-    return out
+    """:func:`retire_cookie` of each bookie: bookie -> what became of its cookie."""
+    return {b: retire_cookie(store, b) for b in bookies}

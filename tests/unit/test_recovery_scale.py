@@ -5,10 +5,8 @@ rate, the ETA) on a fake clock -- and off on a pipe."""
 
 from __future__ import annotations
 
-import pytest
 from twisted.internet import defer
 
-from bkctl.exitcodes import CommandError
 from bkctl.ops.recovery import cause_label, describe_left, left_rows
 from bkctl.wire import fastpath
 from bkctl.wire.client import replication_causes as R
@@ -235,92 +233,3 @@ def test_the_streamed_document_is_the_one_emit_writes(capsys):
         lambda: {"skip_open_ledgers": False, "target": None, "totals": count_results(totals, rows)},
     )
     assert capsys.readouterr().out == whole
-
-
-def test_a_decommission_that_moved_nothing_stops_and_says_why_for_each_ledger(monkeypatch):
-    from bkctl.ops import recovery as ops
-
-    store = FakeMetadataStore().start()
-    for b in (A, C):
-        store.registration.register(b)
-    for lid in (4, 5):
-        store.ledgers.create(closed((A, B, C)), lid)
-    passes = []
-
-    def stuck(_bk, _store, bookies, *, ledger_ids, **_options):
-        passes.append(list(ledger_ids))
-        rows = [
-            {
-                "ledger_id": lid,
-                "status": "failed",
-                "error": "NotEnoughBookies: ...",
-                "cause": R.NO_BOOKIE,
-                "reason": "needs 1 writable bookie outside the ensemble, 0 available",
-            }
-            for lid in ledger_ids
-        ]
-        return {"ledgers": rows, "totals": {"recovered": 0, "entries_copied": 0}}
-
-    monkeypatch.setattr(ops, "rereplicate_bookies", stuck)
-    doc = ops.decommission(None, store, B, use_daemons=False)
-    assert passes == [[4, 5]]  # a second pass would fail alike
-    assert doc["remaining_ledgers"] == [4, 5] and doc["cookie_deleted"] is False
-    assert [(r["ledger_id"], r["cause"]) for r in doc["left"]] == [(4, R.NO_BOOKIE), (5, R.NO_BOOKIE)]
-    assert doc["error"] == f"2 ledgers still use bookie {B}; cookie kept: 2 no bookie to copy to"
-
-
-def test_a_decommission_says_first_which_ledgers_are_lost_unless_the_bookie_returns(monkeypatch):
-    """Ledger 6's only copy (write quorum 1) and ledger 7's entries whose other copy is on a
-    bookie down are on B: lost unless B returns, said before the ledgers merely waiting, in
-    the plan and in the failure, with the way out."""
-    from bkctl.ops import recovery as ops
-
-    store = FakeMetadataStore().start()
-    for b in (A, C):
-        store.registration.register(b)
-    store.ledgers.create(closed((A, B, C)), 4)  # every entry has a copy on A or C
-    store.ledgers.create(LedgerMetadata.new([A, B, C], 1, 1).closed(9, 1000), 6)
-    store.ledgers.create(LedgerMetadata.new([B, D], 2, 2).closed(9, 1000), 7)  # D is down too
-    for lid in range(10, 13):
-        store.ledgers.create(closed((A, B, C)), lid)
-
-    def stuck(_bk, _store, bookies, *, ledger_ids, **_options):
-        rows = [
-            {"ledger_id": lid, "status": "failed", "error": "x", "cause": R.COPIES_DOWN, "reason": "r"}
-            for lid in ledger_ids
-        ]
-        if _options.get("dry_run"):
-            rows = [{"ledger_id": lid, "status": "planned"} for lid in ledger_ids]
-        return {"ledgers": rows, "totals": {"recovered": 0, "entries_copied": 0}}
-
-    monkeypatch.setattr(ops, "rereplicate_bookies", stuck)
-    plan = ops.decommission(None, store, B, use_daemons=False, dry_run=True)
-    assert [r["ledger_id"] for r in plan["lost"]] == [6, 7]
-    assert plan["lost"][1]["reason"] == f"entries from 0 have no copy but on {B} and bookies down ({D})"
-    doc = ops.decommission(None, store, B, use_daemons=False)
-    assert doc["error"].startswith(f"2 ledgers LOST unless bookie {B} returns (no other copy: 6, 7); bring it back")
-    assert [(r["ledger_id"], r["cause"]) for r in doc["left"]][:2] == [(6, ops.LOST), (7, ops.LOST)]
-    assert {r["cause"] for r in doc["left"][2:]} == {R.COPIES_DOWN}
-    assert "6 ledgers still use" in doc["error"] and doc["error"].endswith(
-        "cookie kept: 2 lost unless the bookie returns (no other copy); 4 every copy down"
-    )
-
-
-def test_a_dry_run_decommission_of_a_running_bookie_shows_the_plan(monkeypatch):
-    from bkctl.ops import recovery as ops
-
-    store = FakeMetadataStore().start()
-    for b in (A, B, C):
-        store.registration.register(b)
-    store.ledgers.create(closed((A, B, C)), 4)
-    monkeypatch.setattr(
-        ops,
-        "rereplicate_bookies",
-        lambda _bk, _store, _b, *, ledger_ids, **_o: {
-            "ledgers": [{"ledger_id": i, "status": "planned"} for i in ledger_ids]
-        },
-    )
-    plan = ops.decommission(None, store, B, use_daemons=False, dry_run=True)
-    assert plan["registered"] and plan["remaining_ledgers"] == [4] and plan["lost"] == []
-    with pytest.raises(CommandError, match="stop it before decommissioning it"):
-        ops.decommission(None, store, B, use_daemons=False)

@@ -71,8 +71,8 @@ class Throttle:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """The running run, as recorded beside the cluster: ``kind`` (``rebalance`` or ``drain``),
-    the drained ``bookie``, its process (``host``, ``pid``), since when (seconds since the
+    """The running run, as recorded beside the cluster: ``kind`` (``rebalance``, ``drain`` or
+    ``decommission``), the drained or decommissioned ``bookie``, its process (``host``, ``pid``), since when (seconds since the
     epoch), its throttle, and who asked it to stop (None: nobody)."""
 
     kind: str
@@ -261,6 +261,8 @@ class MoveTally:
     failed: int = 0
     nbytes: int = 0
     entries: int = 0
+    #: entries with no good copy anywhere, recorded lost by the moves that met them
+    lost_entries: int = 0
     #: each move not carried out
     left: list[MoveResult] = field(default_factory=list)
     #: why the run stopped before its last move (a cancel), None when it did not
@@ -269,6 +271,7 @@ class MoveTally:
     def add(self, result: MoveResult) -> None:
         setattr(self, result.outcome.value, getattr(self, result.outcome.value) + 1)
         self.entries += result.entries_copied
+        self.lost_entries += result.lost_entries
         if result.outcome is MoveOutcome.MOVED:
             self.nbytes += result.move.nbytes
         else:
@@ -282,6 +285,7 @@ class MoveTally:
         self.failed += other.failed
         self.nbytes += other.nbytes
         self.entries += other.entries
+        self.lost_entries += other.lost_entries
         self.left = other.left
         self.stopped = other.stopped or self.stopped
 
@@ -293,6 +297,7 @@ class MoveTally:
             "failed": self.failed,
             "bytes": self.nbytes,
             "entries_copied": self.entries,
+            "lost_entries": self.lost_entries,
             "stopped": self.stopped,
         }
 
@@ -305,10 +310,14 @@ def carry_out(
     on_result: Callable[[MoveResult], Any] | None = None,
     on_bytes: Callable[[int], Any] | None = None,
     run: Run | None = None,
+    read_sources: bool = True,
+    past_marks: bool = False,
 ) -> MoveTally:
     """Every move (blocking: in the reactor's thread, waited for here) at ``throttle``;
     ``on_result`` and ``on_bytes`` hear each result and the bytes copied (from the reactor
-    thread).  With ``run``, no move starts once it is cancelled."""
+    thread).  With ``run``, no move starts once it is cancelled.  ``read_sources``: False
+    when the sources are stopped, ``past_marks`` True to move marked ledgers too (a
+    decommission: :func:`~.mover.move_ledger`)."""
     from bkctl.wire.client.blocking import run_in_reactor
     from bkctl.wire.client.throttle import RateLimiter
 
@@ -338,6 +347,8 @@ def carry_out(
         on_bytes=on_bytes,
         throttle=limiter,
         stopping=None if run is None else run.cancelled,
+        read_sources=read_sources,
+        past_marks=past_marks,
         timeout=None,
     )
     if run is not None and run.cancelled():

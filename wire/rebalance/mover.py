@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
+from bkctl.wire.autorecovery.lostentries import record_lost
 from bkctl.wire.client.credentials import ledger_credentials
 from bkctl.wire.client.fragments import Fragment
 from bkctl.wire.client.replica_swap import (
@@ -45,7 +47,7 @@ from bkctl.wire.client.replica_swap import (
     swap_bookies,
 )
 from bkctl.wire.client.replication_causes import failure_cause
-from bkctl.wire.client.rereplication import replicate_fragment
+from bkctl.wire.client.rereplication import UnreadableEntry, replicate_fragment
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.metadata.errors import NoSuchLedger
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -77,6 +79,9 @@ class MoveResult:
     entries_copied: int = 0
     #: for a failure, one of :data:`~bkctl.wire.client.rereplication.CAUSES`
     cause: str | None = None
+    #: entries no copy of which was good (every replica answered without one): not copied,
+    #: recorded (:mod:`bkctl.wire.autorecovery.lostentries`) and the swap made all the same
+    lost_entries: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +92,7 @@ class MoveResult:
             "moves": [{"source": s, "target": t} for s, t in self.move.pairs],
             "bytes": self.move.nbytes if self.outcome is MoveOutcome.MOVED else 0,
             "entries_copied": self.entries_copied,
+            "lost_entries": self.lost_entries,
             "why": self.move.reason.value,
         }
 
@@ -119,10 +125,18 @@ async def move_ledger(
     throttle: Callable[..., Any] | None = None,
     on_entry: Callable[[int], Any] | None = None,
     known: LedgerRead | None = None,
+    read_sources: bool = True,
+    past_marks: bool = False,
 ) -> MoveResult:
     """Carry out ``move`` (see the module doc); never raises for the ledger's own problems.
     ``known``: the ledger's metadata as just read (many at once: :func:`move_ledgers`), not
-    read again; the version-checked write catches any change since."""
+    read again; the version-checked write catches any change since.  ``read_sources``: the
+    sources are live and read from first (a rebalance, a drain); False for a stopped bookie's
+    replicas (a decommission), read from the other copies only.  An entry none of whose
+    copies is good does not stop the move: the others are copied, the swap made, and the
+    lost ones recorded (:func:`~bkctl.wire.autorecovery.lostentries.record_lost`), as a
+    replication worker does.  ``past_marks``: a ledger marked under-replicated is moved all
+    the same (a decommission: the mark is the stopped bookie's, and this move is its repair)."""
     store = client.store
     run = client.run_blocking
     holder = holder or default_holder()
@@ -138,7 +152,7 @@ async def move_ledger(
         )
     result = None
     try:
-        result = await _locked_move(client, move, window, throttle, on_entry, known)
+        result = await _locked_move(client, move, window, throttle, on_entry, known, read_sources, past_marks, holder)
         return result
     finally:
         if result is None or result.outcome is not MoveOutcome.MOVED:  # a move's write let go of it
@@ -152,6 +166,9 @@ async def _locked_move(
     throttle: Callable[..., Any] | None,
     on_entry: Callable[[int], Any] | None,
     known: LedgerRead | None,
+    read_sources: bool,
+    past_marks: bool,
+    holder: str,
 ) -> MoveResult:
     store = client.store
     run = client.run_blocking
@@ -171,6 +188,7 @@ async def _locked_move(
     if problem is not None:
         return MoveResult(move, MoveOutcome.SKIPPED, f"changed since the plan: {problem}")
     copied = 0
+    unreadable: list[UnreadableEntry] = []
     try:
         password, digest_type = ledger_credentials(ledger_id, md)
         digest = DigestManager(ledger_id, digest_type, password)
@@ -192,22 +210,25 @@ async def _locked_move(
                 window=window,
                 on_entry=on_entry,
                 throttle=throttle,
-                read_replaced=True,
+                read_replaced=read_sources,
+                on_unreadable=unreadable.append,
             )
     except Exception as exc:  # noqa: BLE001 - reported; the metadata was not touched
         if not await run(store.ledgers.exists, ledger_id):
             return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
         cause, reason = failure_cause(exc)
         return MoveResult(move, MoveOutcome.FAILED, f"copying: {reason}", copied, cause)
-    mark = await run(store.underreplication.get, ledger_id)
+    mark = None if past_marks else await run(store.underreplication.get, ledger_id)
     if mark is not None:
         return MoveResult(
             move, MoveOutcome.ABANDONED, "marked under-replicated during the move: left to the repair", copied
         )
     swaps = [Swap(seg.first_entry_id, seg.source, seg.target) for seg in move.segments]
+    if unreadable:  # recorded before the swap lets go of the lock: never a swap without its record
+        await run(record_lost, store, ledger_id, unreadable, holder, int(time.time() * 1000))
     done = await run(swap_bookies, store, ledger_id, swaps, known=(md, version), unlock=True)
     if done.outcome is SwapOutcome.SWAPPED:
-        return MoveResult(move, MoveOutcome.MOVED, None, copied)
+        return MoveResult(move, MoveOutcome.MOVED, None, copied, lost_entries=len(unreadable))
     if done.outcome is SwapOutcome.GONE:
         return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
     if done.outcome is SwapOutcome.DONE:
@@ -284,7 +305,11 @@ async def move_ledgers(
         running.add(d)
         d.addBoth(_forget, running, d)
 
-    marked = {mark.ledger_id: mark for mark in await run(lambda: list(store.underreplication.marks()))}
+    marked = (
+        {}
+        if options.get("past_marks")
+        else {mark.ledger_id: mark for mark in await run(lambda: list(store.underreplication.marks()))}
+    )
     pending = iter(moves)
     waiting: deque[tuple[LedgerMove, LedgerRead]] = deque()
     stopped = False

@@ -1,0 +1,419 @@
+"""``bkctl decommission``: a planner over the one executor of replica moves, and the one rule
+for deleting a retired bookie's cookie.
+
+Apart from :mod:`.recovery` (re-replicating what lost bookies held, ``bkctl recover``) because
+a decommission is not a re-replication of its own any more: it plans the moves of a stopped
+bookie's replicas as ``drain`` plans a running one's (:func:`~bkctl.wire.rebalance.plan.plan_drain`)
+and hands them to the executor ``rebalance`` and ``drain`` use
+(:func:`~bkctl.wire.rebalance.executor.carry_out`: the replication lock, the copy, one
+compare-and-set swap; its throttle; its running record, so that one mover runs at a time per
+cluster and ``bkctl rebalance --cancel`` stops it).  What differs from a drain: the sources are
+stopped (read from the other copies only), a ledger marked under-replicated is moved all the same
+(the mark is the stopped bookie's), and an open ledger whose last segment names the bookie is
+recovered (fenced and closed) first, its writer being unable to leave a bookie that is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..exitcodes import CONFLICT, CommandError
+from ..humanize import plural as _plural
+from .recovery import (
+    autorecovery_available,
+    check_bookie_ids,
+    check_known,
+    daemon_rows,
+    describe_left,
+    ledgers_on,
+    left_rows,
+    lost_line,
+    lost_with,
+    registered_message,
+    repair_states,
+    retire_cookie,
+    still_on,
+    surveyed,
+)
+
+__all__ = ["decommission"]
+
+
+def _segment_ends(md) -> dict[int, tuple[int | None, tuple[str, ...]]]:
+    return {first: (last, tuple(ensemble)) for first, last, ensemble in md.segment_ranges()}
+
+
+def _row(ledger_id: int, md, move, *, status: str, copied: int = 0, closed_first: bool = False, **more) -> dict:
+    """A ledger's row, as ``recover`` has them (its fragments the move's segments)."""
+    from bkctl.wire.client.quorum import QuorumSchedule
+
+    ends = _segment_ends(md) if md is not None and not isinstance(md, Exception) else {}
+    fragments = []
+    for seg in move.segments if move is not None else ():
+        last, ensemble = ends.get(seg.first_entry_id, (None, ()))
+        entries = None
+        if last is not None and seg.source in ensemble:
+            counts = QuorumSchedule(len(ensemble), md.write_quorum).held_by_position(seg.first_entry_id, last)
+            entries = counts[ensemble.index(seg.source)]
+        fragments.append(
+            {
+                "first_entry_id": seg.first_entry_id,
+                "last_entry_id": last,
+                "lost": [seg.source],
+                "replacements": {seg.source: seg.target},
+                "entries": entries,
+                "entries_copied": 0,
+            }
+        )
+    row = {
+        "ledger_id": ledger_id,
+        "state": None if md is None or isinstance(md, Exception) else md.state.name,
+        "status": status,
+        "closed_first": closed_first,
+        "fragments": fragments,
+        "entries_copied": copied,
+        "bytes": 0 if move is None else move.nbytes,
+        "error": None,
+        "cause": None,
+        "reason": None,
+        "lost_entries": 0,
+    }
+    row.update(more)
+    return row
+
+
+def _result_row(result, md, closed_first: bool) -> dict:
+    from bkctl.wire.client.replication_causes import LOCKED, OTHER
+    from bkctl.wire.rebalance.mover import MoveOutcome
+
+    if result.outcome is MoveOutcome.MOVED:
+        return _row(
+            result.move.ledger_id,
+            md,
+            result.move,
+            status="recovered",
+            copied=result.entries_copied,
+            closed_first=closed_first,
+            lost_entries=result.lost_entries,
+        )
+    status = "failed" if result.outcome is MoveOutcome.FAILED else "skipped"
+    cause = result.cause or (LOCKED if "replication lock" in (result.reason or "") else OTHER)
+    return _row(
+        result.move.ledger_id,
+        md,
+        result.move,
+        status=status,
+        copied=result.entries_copied,
+        closed_first=closed_first,
+        error=result.reason or result.outcome.value,
+        cause=cause,
+        reason=result.reason or result.outcome.value,
+    )
+
+
+def _close_open(bk, store, ids: list[int], bookie: str, dry_run: bool) -> tuple[set[int], dict[int, dict]]:
+    """Recover (fence and close) each open ledger whose last segment names ``bookie``: its writer
+    cannot leave a bookie that is gone.  Returns the ledgers closed (a dry run: to close) and
+    the rows of those that could not be."""
+    from bkctl.wire.client.replication_causes import failure_cause
+
+    closed: set[int] = set()
+    failed: dict[int, dict] = {}
+    for lid, md, _version in store.ledgers.read_many(ids, naming=[bookie]):
+        if md is None or isinstance(md, Exception) or md.is_closed or bookie not in md.last_ensemble:
+            continue
+        if not dry_run:
+            try:
+                bk.recover(lid).close()
+            except Exception as exc:  # noqa: BLE001 - reported with its cause, the others go on
+                cause, reason = failure_cause(exc)
+                failed[lid] = _row(
+                    lid, md, None, status="failed", error=str(exc) or type(exc).__name__, cause=cause, reason=reason
+                )
+                continue
+        closed.add(lid)
+    return closed, failed
+
+
+def _plan(store, bookie: str, placement):
+    from bkctl.wire.rebalance.plan import plan_drain
+
+    from .rebalance import read_cluster, writable_bookies
+
+    survey = read_cluster(store, keep=[bookie])
+    return plan_drain(survey, bookie, [b for b in writable_bookies(store) if b != bookie], placement)
+
+
+def decommission(
+    bk,
+    store,
+    bookie: str,
+    *,
+    placement=None,
+    throttle=None,
+    passes: int = 3,
+    confirm: Callable[[list[int]], Any] | None = None,
+    on_start: Callable[[int, int | None], Any] | None = None,
+    on_ledger: Callable[[dict], Any] | None = None,
+    on_bytes: Callable[[int], Any] | None = None,
+    on_note: Callable[[str], Any] | None = None,
+    use_daemons: bool | None = None,
+    timeout: float = 3600.0,
+    poll: float = 1.0,
+    heartbeat: float = 15.0,
+    dry_run: bool = False,
+    progress=None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Any] | None = None,
+    run_poll: float = 1.0,
+) -> dict:
+    """Move every replica off a stopped bookie, verify, delete its cookie.
+
+    The bookie must not be registered (exit 4 otherwise; registered but not answering: its
+    ZooKeeper session has not expired yet, and the message says so).  One walk finds its
+    ledgers (``progress()`` makes what hears it, :meth:`bkctl.app.App.walk_progress`).  A
+    decommission is the cluster's one running mover while it lasts (the running record of
+    :mod:`bkctl.wire.rebalance.executor`): refused (exit 4) while a rebalance, a drain or
+    another decommission runs, naming it; ``bkctl rebalance --cancel`` stops it (no further
+    move starts; the cookie is kept).
+
+    When autorecovery is enabled and an auditor is elected (``use_daemons`` None: decided so;
+    True/False force it), the daemons do the copying, as Java's ``decommissionbookie`` lets
+    them: the audit is triggered and the ledgers' metadata read again until none names the
+    bookie, for at most ``timeout`` seconds; ``on_note(text)`` hears the start and, every
+    ``heartbeat`` seconds, what the ledgers left wait for (:func:`~.recovery.repair_states`).
+    Otherwise this process plans the moves of the bookie's replicas (``drain``'s plan:
+    :func:`~bkctl.wire.rebalance.plan.plan_drain`, over ``placement``) and the executor carries
+    them out at ``throttle`` (:class:`~bkctl.wire.rebalance.executor.Throttle`), copying from
+    the other copies; open ledgers whose last segment names it are recovered and closed
+    first; pass after pass (up to ``passes``, none once a pass moved nothing) until no ledger
+    names it.  An entry with no good copy does not stop its ledger: the others are copied,
+    the swap made, the lost entries recorded (``lost_entries``, as the autorecovery workers
+    do).  ``on_start(count, bytes)``, ``on_ledger(row)`` and ``on_bytes(n)`` hear the
+    progress.
+
+    Returns ``bookie_id``, ``mode`` (``autorecovery`` or ``local``), ``passes``, ``ledgers``
+    (per-ledger rows as ``recover``'s; with the daemons ``ledger_id``, ``status`` and, for
+    one left, ``repair`` and ``error``), ``entries_copied`` (null with the daemons),
+    ``lost_entries`` (entries recorded lost; null with the daemons), ``remaining_ledgers``,
+    ``left`` (:func:`~.recovery.left_rows`), ``lost``, ``registered``, ``cookie_deleted``,
+    ``dry_run``, ``stopped`` (why it stopped before the end: cancelled; else None) and
+    ``error``: None, or -- ledgers left, cookie kept -- the one line saying how many and why.
+    ``dry_run`` makes every check and changes nothing: the rows are the plan."""
+    import time
+
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    note = on_note or (lambda _text: None)
+    [bookie] = check_bookie_ids([bookie])
+    registered = store.registration.is_registered(bookie)
+    if registered and not dry_run:
+        raise CommandError(registered_message(store, bookie), CONFLICT)
+    found = surveyed(store, [bookie], progress)
+    check_known(store, [bookie], found.named)
+    ids = found.ledger_ids
+    if use_daemons is None:
+        use_daemons = bool(ids) and autorecovery_available(store)
+    if use_daemons and ids and not autorecovery_available(store):
+        raise CommandError(
+            "autorecovery is disabled or no auditor is elected: decommission without the daemons (--no-daemons)",
+            CONFLICT,
+        )
+    if placement is None and bk is not None:
+        placement = bk.client.placement
+    result: dict[str, Any] = {
+        "bookie_id": bookie,
+        "mode": "autorecovery" if use_daemons else "local",
+        "passes": 0,
+        "ledgers": [],
+        "entries_copied": None if use_daemons else 0,
+        "lost_entries": None if use_daemons else 0,
+        "remaining_ledgers": ids,
+        "left": [],
+        "lost": [],
+        "registered": registered,
+        "cookie_deleted": False,
+        "dry_run": dry_run,
+        "stopped": None,
+        "error": None,
+    }
+    if dry_run:
+        if use_daemons:
+            result["ledgers"] = [{"ledger_id": lid, "status": "planned"} for lid in ids]
+        elif ids:
+            result["ledgers"] = _planned_rows(bk, store, bookie, ids, placement)
+        result["lost"] = [{"ledger_id": lid, "reason": why} for lid, why in lost_with(store, ids, bookie).items()]
+        return result
+    from bkctl.wire.rebalance.executor import Throttle
+
+    from .rebalance import begin_run
+
+    throttle = throttle or Throttle()
+    with begin_run(store, "decommission", throttle, bookie, poll=run_poll) as run:
+        if confirm is not None:  # even with no data: the cookie goes
+            confirm(ids)
+        if use_daemons and ids:
+            by_ledger = _by_the_daemons(
+                store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
+            )
+        elif ids:
+            by_ledger = _locally(
+                bk,
+                store,
+                bookie,
+                ids,
+                found.bytes,
+                run,
+                result,
+                placement,
+                throttle,
+                passes,
+                on_start,
+                on_ledger,
+                on_bytes,
+            )
+        else:
+            by_ledger = {}
+        result["stopped"] = run.stop_reason
+    ids = ledgers_on(store, [bookie])
+    if use_daemons:
+        by_ledger.update({row["ledger_id"]: row for row in daemon_rows(repair_states(store, ids, bookie))})
+    lost = lost_with(store, ids, bookie)
+    left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
+    result.update(
+        ledgers=[by_ledger[k] for k in sorted(by_ledger)],
+        remaining_ledgers=ids,
+        left=left_now,
+        lost=[{"ledger_id": lid, "reason": why} for lid, why in lost.items()],
+    )
+    if ids or result["stopped"]:
+        waited = f" after {timeout:g} s" if use_daemons else ""
+        stopped = f"stopped ({result['stopped']}): " if result["stopped"] else ""
+        result["error"] = (
+            f"{stopped}{_plural(len(ids), 'ledger')} still {'uses' if len(ids) == 1 else 'use'} bookie {bookie}"
+            f"{waited}; cookie kept" + (f": {describe_left(left_now)}" if left_now else "")
+        )
+        if lost:
+            result["error"] = f"{lost_line(list(lost), bookie)}; {result['error']}"
+        return result
+    result["cookie_deleted"] = retire_cookie(store, bookie) == "deleted"
+    return result
+
+
+def _planned_rows(bk, store, bookie: str, ids: list[int], placement) -> list[dict]:
+    """A dry run's rows: the open ledgers to close first, then the plan's moves and what cannot move."""
+    closing, _ = _close_open(bk, store, ids, bookie, dry_run=True)
+    plan = _plan(store, bookie, placement)
+    moves = {m.ledger_id: m for m in plan.moves}
+    reads = {lid: md for lid, md, _v in store.ledgers.read_many(ids, naming=[bookie])}
+    rows = []
+    why = {u.ledger_id: u for u in plan.unmovable}
+    for lid in ids:
+        md = reads.get(lid)
+        if lid in moves or lid in closing:
+            rows.append(_row(lid, md, moves.get(lid), status="planned", closed_first=lid in closing))
+        elif lid in why:
+            rows.append(
+                _row(
+                    lid,
+                    md,
+                    None,
+                    status="skipped",
+                    error=why[lid].reason,
+                    cause=why[lid].kind.value,
+                    reason=why[lid].reason,
+                )
+            )
+    return rows
+
+
+def _locally(
+    bk, store, bookie, ids, nbytes, run, result, placement, throttle, passes, on_start, on_ledger, on_bytes
+) -> dict[int, dict]:
+    """The passes of a local decommission: close, plan, carry out, until no ledger names the bookie."""
+    from bkctl.wire.rebalance.executor import carry_out
+
+    by_ledger: dict[int, dict] = {}
+    if on_start is not None:
+        on_start(len(ids), nbytes)
+    while ids and result["passes"] < passes and not run.cancelled():
+        result["passes"] += 1
+        closed, failed = _close_open(bk, store, ids, bookie, dry_run=False)
+        by_ledger.update(failed)
+        plan = _plan(store, bookie, placement)
+        reads = {lid: md for lid, md, _v in store.ledgers.read_many([m.ledger_id for m in plan.moves])}
+        for u in plan.unmovable:
+            if u.ledger_id not in failed:
+                by_ledger[u.ledger_id] = _row(
+                    u.ledger_id, None, None, status="skipped", error=u.reason, cause=u.kind.value, reason=u.reason
+                )
+
+        def heard(move_result, _reads=reads, _closed=closed) -> None:
+            row = _result_row(
+                move_result, _reads.get(move_result.move.ledger_id), move_result.move.ledger_id in _closed
+            )
+            by_ledger[row["ledger_id"]] = row
+            if on_ledger is not None:
+                on_ledger(row)
+
+        tally = carry_out(
+            bk.client,
+            plan.moves,
+            throttle,
+            on_result=heard,
+            on_bytes=on_bytes,
+            run=run,
+            read_sources=False,
+            past_marks=True,
+        )
+        for lid in sorted(closed - set(by_ledger)):  # its recovery left the bookie (an ensemble change)
+            by_ledger[lid] = _row(lid, None, None, status="recovered", closed_first=True)
+            if on_ledger is not None:
+                on_ledger(by_ledger[lid])
+        result["entries_copied"] += tally.entries
+        result["lost_entries"] += tally.lost_entries
+        ids = ledgers_on(store, [bookie])
+        if not tally.moved:
+            break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
+    return by_ledger
+
+
+def _by_the_daemons(
+    store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
+) -> dict[int, dict]:
+    """Trigger the audit and wait (up to ``timeout``) for the autorecovery daemons to move every
+    ledger off the bookie, saying every ``heartbeat`` seconds what those left wait for."""
+    from bkctl.wire.autorecovery.control import trigger_audit
+
+    by_ledger: dict[int, dict] = {}
+    if on_start is not None:
+        on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
+    auditor, _delay = trigger_audit(store)
+    lost_first = lost_with(store, ids, bookie)
+    if lost_first:
+        note(lost_line(list(lost_first), bookie))
+    note(
+        f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
+        f"to move {_plural(len(ids), 'ledger')} off {bookie}"
+    )
+    waiting = list(ids)
+    deadline = clock() + timeout
+    told = clock()
+    while True:
+        left = still_on(store, waiting, bookie)
+        for lid in sorted(set(waiting) - set(left)):
+            by_ledger[lid] = {"ledger_id": lid, "status": "replicated"}
+            if on_ledger is not None:
+                on_ledger(by_ledger[lid])
+        waiting = left
+        if not waiting or clock() >= deadline or set(waiting) <= set(lost_first) or run.cancelled():
+            break  # (no worker can copy what has no copy left: waiting longer changes nothing)
+        if clock() - told >= heartbeat:
+            told = clock()
+            note(
+                f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
+                f"{describe_left(daemon_rows(repair_states(store, waiting, bookie)))}"
+            )
+        sleep(poll)
+    return by_ledger
