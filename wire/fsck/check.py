@@ -151,10 +151,58 @@ def _segments(md: LedgerMetadata) -> list[_Segment]:
     return out
 
 
-def _indices(entry_id: int, size: int, quorum: int) -> list[int]:
-    from bkctl.wire.metadata.ledger import write_set_indices
+class _Stripes:
+    """Which positions of a segment's ensemble hold each of its entries (round-robin write
+    sets), worked out once a segment rather than once an entry."""
 
-    return write_set_indices(entry_id, size, quorum)
+    def __init__(self, seg: _Segment, size: int, quorum: int):
+        from bkctl.wire.metadata.ledger import write_set_indices
+
+        self.seg = seg
+        self.size = size
+        self.quorum = quorum
+        # below 2**31 an entry's write set depends on its id modulo the ensemble size only
+        self.table = [write_set_indices(r, size, quorum) for r in range(size)] if seg.last + quorum < 2**31 else None
+
+    def positions(self, entry_id: int) -> list[int]:
+        if self.table is not None:
+            return self.table[entry_id % self.size]
+        from bkctl.wire.metadata.ledger import write_set_indices
+
+        return write_set_indices(entry_id, self.size, self.quorum)
+
+    def bookies(self, entry_id: int) -> list[str]:
+        return [self.seg.ensemble[i] for i in self.positions(entry_id)]
+
+    def entries_of(self, position: int) -> list[int]:
+        """The segment's entries the bookie at ``position`` holds, ascending."""
+        first, last = self.seg.first, self.seg.last
+        if self.table is None:
+            return [e for e in range(first, last + 1) if position in self.positions(e)]
+        if self.quorum >= self.size:
+            return list(range(first, last + 1))
+        starts = [first + (r - first) % self.size for r in range(self.size) if position in self.table[r]]
+        return sorted(e for start in starts for e in range(start, last + 1, self.size))
+
+
+class _Layout:
+    """A ledger's closed segments and their write sets, looked up by entry id."""
+
+    def __init__(self, md: LedgerMetadata, segments: list[_Segment]):
+        self.segments = [_Stripes(seg, md.ensemble_size, md.write_quorum) for seg in segments]
+        self.starts = [seg.first for seg in segments]
+        self._sets = [
+            [tuple(st.seg.ensemble[i] for i in row) for row in st.table] if st.table is not None else None
+            for st in self.segments
+        ]
+
+    def write_set(self, entry_id: int) -> tuple[str, ...]:
+        """The bookies of ``entry_id``'s write set (an entry of a closed segment)."""
+        i = 0 if len(self.starts) == 1 else max(bisect.bisect_right(self.starts, entry_id) - 1, 0)
+        sets = self._sets[i]
+        if sets is not None:
+            return sets[entry_id % len(sets)]
+        return tuple(self.segments[i].bookies(entry_id))
 
 
 async def held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iterable[int]) -> tuple[Held, bool]:
@@ -177,24 +225,101 @@ async def held_by(req: BookieRequests, bookie: str, ledger_id: int, wanted: Iter
     return Held(runs_of(got)), answered or not reads
 
 
+#: a copy read: its bytes, or why there are none ("absent when read", "unreadable: ...")
+Copy = bytes | str
+
+
+async def _read_held(
+    req: BookieRequests, bookie: str, ledger_id: int, wanted: list[int], copies: dict[int, dict[str, Copy]]
+) -> tuple[Held, bool]:
+    """What a registered bookie holds of ``wanted``, found by reading each (every one is to be
+    compared anyway): the copies read go into ``copies`` for the comparison, so that nothing is
+    read twice.  A read the bookie answers with an error is a copy it holds and cannot give
+    (as its entry list would have named it); one it does not answer at all, when it answers
+    none, says nothing is known of it."""
+    from bkctl.wire.errors import Unreachable
+
+    reads = [(e, defer.ensureDeferred(req.read(bookie, ledger_id, e))) for e in wanted]
+    got: list[int] = []
+    unanswered: list[tuple[int, Exception]] = []
+    for entry_id, d in reads:
+        try:
+            body = await d
+        except Unreachable as exc:
+            unanswered.append((entry_id, exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - held, and unreadable: judged with the others
+            copies.setdefault(entry_id, {})[bookie] = f"unreadable: {exc}"
+            got.append(entry_id)
+            continue
+        if body is not None:
+            copies.setdefault(entry_id, {})[bookie] = body
+            got.append(entry_id)
+    if unanswered and len(unanswered) == len(reads):
+        return NOTHING, False
+    for entry_id, why in unanswered:  # it answers, but not these: not good copies
+        copies.setdefault(entry_id, {})[bookie] = f"unreadable: {why}"
+        got.append(entry_id)
+    return Held(runs_of(got)), True
+
+
+def _lacking(entries: list[int], held: Held) -> list[int]:
+    """The ``entries`` (ascending) that ``held`` does not hold: one walk of both, or none at all
+    when a single run holds them all."""
+    runs = held.runs
+    if not runs:
+        return entries
+    if len(runs) == 1 and runs[0][0] <= entries[0] and entries[-1] <= runs[0][1]:
+        return []
+    out: list[int] = []
+    i, count = 0, len(runs)
+    for e in entries:
+        while i < count and runs[i][1] < e:
+            i += 1
+        if i == count or runs[i][0] > e:
+            out.append(e)
+    return out
+
+
+def _read_first(wanted: list[int], sampled: set[int]) -> bool:
+    """Whether reading every entry a bookie should hold takes no more requests than its entry
+    list and the reads of its sampled entries (a ledger of a few entries, or ``compare_all``)."""
+    return bool(wanted) and sum(1 for e in wanted if e not in sampled) <= 1
+
+
 async def check_ledger(
     req: BookieRequests, ledger_id: int, md: LedgerMetadata, version: int, options: CheckOptions
 ) -> Finding | None:
-    """The ledger's one cause, or None when every copy is where the metadata says."""
+    """The ledger's one cause, or None when every copy is where the metadata says.
+
+    Requests: per bookie of the ensembles, its entry list and then the reads of the entries
+    compared, or, when those reads cover every entry it should hold (:func:`_read_first`),
+    the reads alone; each copy is read once (:func:`_judge_copies` takes what was read)."""
     segments = _segments(md)
     if not segments:
         return None
     registered = options.registered
-    size, quorum = md.ensemble_size, md.write_quorum
+    stripes = _Layout(md, segments)
     # what each bookie should hold, as the write sets say
     expected: dict[str, list[int]] = {}
-    for seg in segments:
-        for e in range(seg.first, seg.last + 1):
-            for i in _indices(e, size, quorum):
-                expected.setdefault(seg.ensemble[i], []).append(e)
+    for st in stripes.segments:
+        for position, bookie in enumerate(st.seg.ensemble):
+            entries = st.entries_of(position)
+            if entries:
+                expected.setdefault(bookie, []).extend(entries)
+    sample = _sample(segments, ledger_id, options)
+    sampled = set(sample)
+    copies: dict[int, dict[str, Copy]] = {}
     inside = list(expected)
     asked = [b for b in inside if b in registered]
-    answers = [defer.ensureDeferred(held_by(req, b, ledger_id, expected[b])) for b in asked]
+    answers = [
+        defer.ensureDeferred(
+            _read_held(req, b, ledger_id, expected[b], copies)
+            if _read_first(expected[b], sampled)
+            else held_by(req, b, ledger_id, expected[b])
+        )
+        for b in asked
+    ]
     held: dict[str, Held] = {b: NOTHING for b in inside}
     silent: list[str] = []  # registered and not answering: nothing is known of what they hold
     for bookie, answer in zip(asked, answers):
@@ -202,20 +327,18 @@ async def check_ledger(
         if not answered:
             silent.append(bookie)
     missing: dict[str, list[int]] = {}
-    no_copy: list[int] = []
-    for seg in segments:
-        for e in range(seg.first, seg.last + 1):
-            copies = 0
-            for i in _indices(e, size, quorum):
-                b = seg.ensemble[i]
-                if e in held[b]:
-                    copies += 1
-                else:
-                    missing.setdefault(b, []).append(e)
-            if copies == 0:
-                no_copy.append(e)
+    for bookie, entries in expected.items():
+        lacks = _lacking(entries, held[bookie])
+        if lacks:
+            missing[bookie] = lacks
     if not missing:
-        return await _compare(req, ledger_id, md, version, segments, options)
+        return await _compare(req, ledger_id, md, version, stripes, sample, options, copies)
+    lacking = {b: set(es) for b, es in missing.items()}
+    no_copy = [
+        e
+        for e in sorted({e for es in missing.values() for e in es})
+        if all(e in lacking.get(b, ()) for b in stripes.write_set(e))
+    ]
     # look elsewhere when a live bookie of the ensemble lacks entries, or some have no copy left
     outside: dict[str, Held] = {}
     if no_copy or any(b in registered for b in missing):
@@ -239,19 +362,19 @@ async def check_ledger(
     # that fails its digest is as lost as no copy at all
     short = sorted({e for es in missing.values() for e in es})
     holders = {
-        e: [b for b in md.write_set(e) if b in registered and e in held[b]]
+        e: [b for b in stripes.write_set(e) if b in registered and e in held[b]]
         + sorted(h for h, got in outside.items() if e in got)
         for e in short
     }
-    bad, no_good = await _judge_copies(req, ledger_id, md, holders)
-    lost_runs = _lost_runs(md, sorted(set(nowhere) | set(no_good)), holders, bad, registered, silent)
+    bad, no_good = await _judge_copies(req, ledger_id, md, holders, copies)
+    lost_runs = _lost_runs(stripes, sorted(set(nowhere) | set(no_good)), holders, bad, registered, silent)
     missing_runs = {b: runs_of(es) for b, es in missing.items()}
     if lost_runs:
         return _lost_finding(ledger_id, version, lost_runs, bad, missing_runs)
     # an ensemble is pointed only at a bookie that takes writes: copies on a read-only (draining)
     # or decommissioned bookie are a moved replica's leftovers, waiting for the over-replicated GC
     targets = registered if options.targets is None else options.targets
-    moves = _moves(md, segments, missing, {h: got for h, got in outside.items() if h in targets})
+    moves = _moves(stripes, missing, {h: got for h, got in outside.items() if h in targets})
     leftovers = {h: list(got.runs) for h, got in outside.items() if h not in {m.holder for m in moves}}
     idle = sorted(h for h in outside if h not in targets)
     if moves:
@@ -331,28 +454,37 @@ def _lost_finding(
 
 
 async def _judge_copies(
-    req: BookieRequests, ledger_id: int, md: LedgerMetadata, holders: dict[int, list[str]]
+    req: BookieRequests,
+    ledger_id: int,
+    md: LedgerMetadata,
+    holders: dict[int, list[str]],
+    known: dict[int, dict[str, Copy]],
 ) -> tuple[list[BadReplica], list[int]]:
-    """Read every copy ``holders`` names (entry -> the live bookies holding it) and judge it:
-    the bad copies, and the entries none of whose copies is good."""
+    """Read every copy ``holders`` names (entry -> the live bookies holding it) that ``known``
+    (the copies read already) lacks, and judge it: the bad copies, and the entries none of whose
+    copies is good."""
     digest = _digest_of(ledger_id, md)
     bad: list[BadReplica] = []
     no_good: list[int] = []
     entries = [e for e, where in holders.items() if where]
     window = 32
     for start in range(0, len(entries), window):
+        chunk = entries[start : start + window]
         reads = [
             (e, b, defer.ensureDeferred(req.read(b, ledger_id, e)))
-            for e in entries[start : start + window]
+            for e in chunk
             for b in holders[e]
+            if b not in known.get(e, {})
         ]
-        copies: dict[int, dict[str, bytes | str]] = {}
+        copies: dict[int, dict[str, Copy]] = {
+            e: {b: known[e][b] for b in holders[e] if b in known.get(e, {})} for e in chunk
+        }
         for e, bookie, d in reads:
             try:
                 body = await d
-                copies.setdefault(e, {})[bookie] = body if body is not None else "absent when read"
+                copies[e][bookie] = body if body is not None else "absent when read"
             except Exception as exc:  # noqa: BLE001
-                copies.setdefault(e, {})[bookie] = f"unreadable: {exc}"
+                copies[e][bookie] = f"unreadable: {exc}"
         for e, by_bookie in copies.items():
             judged = _judge(e, by_bookie, digest)
             bad.extend(judged)
@@ -372,37 +504,25 @@ def _copy_fault(reason: str) -> str:
 
 
 def _lost_runs(
-    md: LedgerMetadata,
+    stripes: _Layout,
     lost: list[int],
     holders: dict[int, list[str]],
     bad: list[BadReplica],
     registered: frozenset[str],
     silent: list[str],
 ) -> list[LostRun]:
-    """Each lost entry's bookies and cause, consecutive entries of the same ones as one run."""
+    """Each lost entry's bookies and cause, consecutive entries of the same ones as one run
+    (a cause worked out once for each write set, holders and faults met)."""
     faults = {(b.entry_id, b.bookie): _copy_fault(b.reason) for b in bad}
+    causes: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], str]] = {}
     out: list[LostRun] = []
     for e in lost:
-        write_set = sorted(md.write_set(e))
         where = holders.get(e, [])
-        bookies = tuple(write_set + [b for b in where if b not in write_set])
-        said: list[str] = []
-        if not where:
-            said.append("no live bookie holds it")
-        elif len(where) == 1:
-            said.append(f"its only copy, on {where[0]}, {faults.get((e, where[0]), 'is bad')}")
-        else:
-            said.append("every copy is bad: " + ", ".join(f"{b} {faults.get((e, b), 'bad')}" for b in where))
-        down = [b for b in write_set if b not in registered]
-        mute = [b for b in write_set if b in silent]
-        empty = [b for b in write_set if b in registered and b not in silent and b not in where]
-        if down:
-            said.append(f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not live")
-        if mute:
-            said.append(f"{', '.join(mute)} did not answer")
-        if empty and where:
-            said.append(f"{', '.join(empty)} {'does' if len(empty) == 1 else 'do'} not hold it")
-        cause = "; ".join(said)
+        key = (stripes.write_set(e), tuple(where), tuple(faults.get((e, b), "") for b in where))
+        said = causes.get(key)
+        if said is None:
+            said = causes[key] = _lost_cause(key[0], where, key[2], registered, silent)
+        bookies, cause = said
         last = out[-1] if out else None
         if last is not None and last.last == e - 1 and last.cause == cause and last.bookies == bookies:
             out[-1] = LostRun(last.first, e, bookies, cause)
@@ -411,22 +531,50 @@ def _lost_runs(
     return out
 
 
-def _moves(
-    md: LedgerMetadata, segments: list[_Segment], missing: dict[str, list[int]], outside: dict[str, Held]
-) -> list[Move]:
+def _lost_cause(
+    write_set_: tuple[str, ...],
+    where: list[str],
+    faults: tuple[str, ...],
+    registered: frozenset[str],
+    silent: list[str],
+) -> tuple[tuple[str, ...], str]:
+    """A lost entry's bookies (its write set's, then any outside holding a copy) and cause, from
+    its write set, the live bookies holding a copy and each one's fault ("" unknown)."""
+    write_set = sorted(write_set_)
+    bookies = tuple(write_set + [b for b in where if b not in write_set])
+    said: list[str] = []
+    if not where:
+        said.append("no live bookie holds it")
+    elif len(where) == 1:
+        said.append(f"its only copy, on {where[0]}, {faults[0] or 'is bad'}")
+    else:
+        said.append("every copy is bad: " + ", ".join(f"{b} {f or 'bad'}" for b, f in zip(where, faults)))
+    down = [b for b in write_set if b not in registered]
+    mute = [b for b in write_set if b in silent]
+    empty = [b for b in write_set if b in registered and b not in silent and b not in where]
+    if down:
+        said.append(f"{', '.join(down)} {'is' if len(down) == 1 else 'are'} not live")
+    if mute:
+        said.append(f"{', '.join(mute)} did not answer")
+    if empty and where:
+        said.append(f"{', '.join(empty)} {'does' if len(empty) == 1 else 'do'} not hold it")
+    return bookies, "; ".join(said)
+
+
+def _moves(stripes: _Layout, missing: dict[str, list[int]], outside: dict[str, Held]) -> list[Move]:
     """Per segment and ensemble position whose bookie lacks entries: an outside bookie that
     holds every entry of that position.  Positions with the fewest such bookies choose first,
     each the one holding the fewest entries of the segment beyond the position's (with E > Qw
     a bookie holding the next position's entries holds some of this one's too)."""
     moves: list[Move] = []
-    size, quorum = md.ensemble_size, md.write_quorum
-    for seg in segments:
+    for st in stripes.segments:
+        seg = st.seg
         taken: set[str] = set(seg.ensemble)
         wanted: list[tuple[int, str, list[str], list[int]]] = []
         for position, bookie in enumerate(seg.ensemble):
             if not any(seg.first <= e <= seg.last for e in missing.get(bookie, ())):
                 continue
-            should = [e for e in range(seg.first, seg.last + 1) if position in _indices(e, size, quorum)]
+            should = st.entries_of(position)
             holders = sorted(h for h, held in outside.items() if all(e in held for e in should))
             wanted.append((position, bookie, holders, should))
         for position, bookie, holders, should in sorted(wanted, key=lambda w: (len(w[2]), w[0])):
@@ -463,17 +611,19 @@ async def _compare(
     ledger_id: int,
     md: LedgerMetadata,
     version: int,
-    segments: list[_Segment],
+    stripes: _Layout,
+    sample: list[int],
     options: CheckOptions,
+    known: dict[int, dict[str, Copy]],
 ) -> Finding | None:
-    """Read the sampled entries from every replica; differing bytes are the finding (every
-    copy of an entry bad: that entry is lost)."""
-    copies = {e: [b for b in md.write_set(e) if b in options.registered] for e in _sample(segments, ledger_id, options)}
-    bad, no_good = await _judge_copies(req, ledger_id, md, copies)
+    """Read the sampled entries from every replica (but the copies ``known`` holds already);
+    differing bytes are the finding (every copy of an entry bad: that entry is lost)."""
+    copies = {e: [b for b in stripes.write_set(e) if b in options.registered] for e in sample}
+    bad, no_good = await _judge_copies(req, ledger_id, md, copies, known)
     if not bad:
         return None
     if no_good:
-        return _lost_finding(ledger_id, version, _lost_runs(md, no_good, copies, bad, options.registered, []), bad)
+        return _lost_finding(ledger_id, version, _lost_runs(stripes, no_good, copies, bad, options.registered, []), bad)
     return Finding(
         ledger_id,
         Kind.CORRUPT,
