@@ -38,6 +38,8 @@ path                                       method  answer
                                                    each log's size, live bytes and liveRatio)
 ``/api/v1/bookie/list_disk_file``          GET     ``?file_type=journal|entrylog|index`` (else
                                                    all): ``{"journal files": "name\\t...", ...}``
+``/api/v1/bookie/list_ledgers``            GET     bookied's own (Java has none): ``{"ledgers" :
+                                                   [id, ...]}``, every ledger it holds, ascending
 ``/api/v1/bookie/last_log_mark``           GET     ``{"LastLogMark: Journal Id - N(hex.txn)":
                                                    "Pos - P"}`` per journal
 ``/api/v1/bookie/expand_storage``          PUT     checks the configured directories against
@@ -129,6 +131,7 @@ __all__ = [
     "BOOKIE_INFO",
     "BOOKIE_LAST_LOG_MARK",
     "BOOKIE_LIST_DISK_FILE",
+    "BOOKIE_LIST_LEDGERS",
     "BOOKIE_IS_READY",
     "BOOKIE_STATE",
     "BOOKIE_STATE_READONLY",
@@ -162,6 +165,7 @@ BOOKIE_GC = "/api/v1/bookie/gc"
 BOOKIE_GC_DETAILS = "/api/v1/bookie/gc_details"
 BOOKIE_LIST_DISK_FILE = "/api/v1/bookie/list_disk_file"
 BOOKIE_LAST_LOG_MARK = "/api/v1/bookie/last_log_mark"
+BOOKIE_LIST_LEDGERS = "/api/v1/bookie/list_ledgers"
 BOOKIE_EXPAND_STORAGE = "/api/v1/bookie/expand_storage"
 AUTORECOVERY_WHO_IS_AUDITOR = "/api/v1/autorecovery/who_is_auditor"
 AUTORECOVERY_TRIGGER_AUDIT = "/api/v1/autorecovery/trigger_audit"
@@ -218,6 +222,9 @@ class BookieStatus(Protocol):
 
     def last_log_marks(self) -> Mapping[str, str]: ...
 
+    def held_ledgers(self) -> Sequence[int] | defer.Deferred:
+        """Every ledger the bookie holds entries or state of, ascending (may be a Deferred)."""
+
     def expand_storage(self) -> Any:
         """Check the directories against the cookie with expansion allowed; may
         return a Deferred, ValueError (raised or failed with) on a mismatch."""
@@ -269,6 +276,7 @@ class AdminResource(resource.Resource):
             BOOKIE_GC_DETAILS: {b"GET": self.get_gc_details},
             BOOKIE_LIST_DISK_FILE: {b"GET": self.get_list_disk_file},
             BOOKIE_LAST_LOG_MARK: {b"GET": self.get_last_log_mark},
+            BOOKIE_LIST_LEDGERS: {b"GET": self.get_list_ledgers},
             BOOKIE_EXPAND_STORAGE: {b"PUT": self.put_expand_storage},
             AUTORECOVERY_WHO_IS_AUDITOR: {b"GET": self.get_who_is_auditor},
             AUTORECOVERY_TRIGGER_AUDIT: {b"PUT": self.put_trigger_audit},
@@ -490,6 +498,10 @@ class AdminResource(resource.Resource):
 
     def get_last_log_mark(self, request) -> bytes:
         return self.json_body(request, self.status.last_log_marks())
+
+    def get_list_ledgers(self, request):
+        d = defer.maybeDeferred(self.status.held_ledgers)
+        return self._finish_later(request, d, answer=lambda req, ids: self.json_body(req, {"ledgers": list(ids)}))
 
     def put_expand_storage(self, request):
         def refusal(exc):

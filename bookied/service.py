@@ -669,6 +669,12 @@ class BookieService:
     def list_disk_files(self, file_type: str | None) -> dict:
         return day2.list_disk_files(file_type, *self._dirs())
 
+    def held_ledgers(self) -> defer.Deferred:
+        """``/api/v1/bookie/list_ledgers``: every ledger of every store, ascending, sorted in
+        the thread pool (a million ids would hold the reactor for a while)."""
+        ids = [i for s in self.stores for i in s.ledger_ids(ordered=False)]
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), sorted, ids)
+
     def last_log_marks(self) -> dict:
         return day2.last_log_marks(j.mark() for j in self.journals)
 

@@ -102,6 +102,11 @@ def fsck(
                       run named with its bookies and cause
       metadata_only   no bookie holds any entry of the ledger
       bad_metadata    its metadata does not decode
+      bookie_only     bookies hold entries of a ledger no metadata names
+                      (deleted since their last garbage collection, or
+                      its metadata lost): checked in a run over every
+                      ledger, on bookies that list what they hold
+                      (bookied; a Java bookie is "not checked")
       marked_healthy  marked under-replicated, every copy in place
       marked_deleted  marked under-replicated, the ledger deleted
 
@@ -110,7 +115,7 @@ def fsck(
     one line per bookie at the end ("bookie X holds none of its 125
     ledgers' entries: disk lost?") (--json: one object per line, per ledger, with
     ledger_id, kind, severity, message, marked, and missing, lost_entries,
-    lost, moves, leftovers, bad_replicas as they apply, and owner: the topic,
+    lost, moves, leftovers, held, bad_replicas as they apply, and owner: the topic,
     cursor or schema a damaged ledger of Pulsar's belongs to); a summary goes to stderr.  Exit 0
     when nothing is found, else by the worst finding: 7 only stale marks, 8
     repairable copies, 9 data lost; 3 when a LEDGER named on its own does
@@ -179,7 +184,8 @@ def fsck(
                 f"; no entry list from {', '.join(totals.unlisted)}: their entries were read one by one"
                 if totals.unlisted
                 else ""
-            ),
+            )
+            + "".join(f"; bookie_only not checked on {b}: {why}" for b, why in sorted(totals.not_checked.items())),
             markup=False,
             highlight=False,
             soft_wrap=True,

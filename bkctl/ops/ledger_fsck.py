@@ -6,6 +6,11 @@ runs in the reactor (:func:`bkctl.wire.fsck.check.check_ledger`), at most ``ledg
 of them at once and at most ``requests`` bookie requests in flight over all of them.
 What is kept between ledgers is the window of checks under way and the
 under-replication marks (read first: as many as there are marks, not ledgers).
+
+A run over every ledger also asks each registered bookie which ledgers it holds (bookied's
+``/api/v1/bookie/list_ledgers``, before the walk) and reports those no metadata names
+(``bookie_only``, :mod:`bkctl.wire.fsck.bookie_only`): kept meanwhile is one array of ids
+per bookie.  A bookie that cannot answer (a Java bookie, no HTTP server) is "not checked".
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FsckRun", "FsckTotals", "OwnerNames"]
+__all__ = ["FsckRun", "FsckTotals", "LIST_LEDGERS", "OwnerNames"]
+
+#: bookied's listing of the ledgers a bookie holds (Java's bookie has none)
+LIST_LEDGERS = "/api/v1/bookie/list_ledgers"
+#: seconds a bookie may take to list its ledgers (a million ids)
+LIST_TIMEOUT = 120.0
 
 
 @dataclass
@@ -30,6 +40,9 @@ class FsckTotals:
     metadata_reads: int = 0
     #: bookies that did not answer entry lists (their entries were read one by one)
     unlisted: list[str] = field(default_factory=list)
+    #: bookies not asked for the ledgers they hold, or that could not say: why (bookie_only
+    #: not checked there); empty when the run is not over every ledger
+    not_checked: dict[str, str] = field(default_factory=dict)
 
     def add(self, finding) -> None:
         self.findings += 1
@@ -45,6 +58,7 @@ class FsckTotals:
             "bookie_requests": dict(self.bookie_requests),
             "metadata_reads": self.metadata_reads,
             "unlisted": self.unlisted,
+            "bookie_only_not_checked": dict(sorted(self.not_checked.items())),
         }
 
 
@@ -105,6 +119,31 @@ class FsckRun:
             self.progress.update(total=len(merged))
         return ledgers.read_many(merged, naming=naming)
 
+    def _bookie_lists(self, registered: frozenset[str]):
+        """The ledgers each registered bookie holds (a run over every ledger only: None else);
+        the bookies that cannot say go to :attr:`FsckTotals.not_checked`."""
+        from bkctl.wire.fsck.bookie_only import BookieLists
+
+        from ..exitcodes import CommandError
+        from .bookie_http import call, http_address
+
+        if self._filtered() or self.bookie:
+            return None
+        held: dict[str, list[int]] = {}
+        for bookie in sorted(registered):
+            try:
+                doc = call(http_address(self.store, bookie), "GET", LIST_LEDGERS, timeout=LIST_TIMEOUT)
+                ids = doc["ledgers"]
+                if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
+                    raise TypeError(ids)
+            except CommandError as exc:
+                self.totals.not_checked[bookie] = str(exc)
+            except (KeyError, TypeError):
+                self.totals.not_checked[bookie] = f"{LIST_LEDGERS} answered without a list of ledger ids"
+            else:
+                held[bookie] = ids
+        return BookieLists(held)
+
     # -- the run -----------------------------------------------------------------
     def findings(self) -> Iterator:
         """Every finding, in ledger id order (marks of deleted ledgers last)."""
@@ -132,12 +171,28 @@ class FsckRun:
         requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight)
         check = crochet.run_in_reactor(_check_one)
         window: deque = deque()
+        lists = self._bookie_lists(registered)
+        held_only = crochet.run_in_reactor(_bookie_only_one)
+
+        def bookie_only(passed) -> Iterator[Finding]:
+            """Check the ledgers bookies hold that the walk passed without meeting."""
+            for ledger_id, holders in passed:
+                self.totals.metadata_reads += 1
+                if self.store.ledgers.exists(ledger_id):  # created since it was listed: named after all
+                    continue
+                window.append((ledger_id, held_only(requests, ledger_id, holders), None))
+                while len(window) >= self.window:
+                    yield from settle(window.popleft())
 
         owners = OwnerNames(self.store)
 
         def settle(item) -> Iterator[Finding]:
             ledger_id, pending, md = item
             finding = pending.wait(None) if not isinstance(pending, Finding) else pending
+            if finding is not None and finding.kind is Kind.BOOKIE_ONLY:  # not a ledger of the walk's
+                self.totals.add(finding)
+                yield finding
+                return
             if finding is not None and md is not None and finding.severity >= Severity.REPAIRABLE:
                 finding = finding.with_owner(owners.name(ledger_id, md))
             self.totals.ledgers += 1
@@ -162,6 +217,8 @@ class FsckRun:
                 yield finding
 
         for read in self._reads():
+            if lists is not None:
+                yield from bookie_only(lists.passed(read.ledger_id))
             self.totals.metadata_reads += 1
             if read.metadata is None:  # deleted since it was listed, or named and not there
                 if self.progress is not None:
@@ -189,6 +246,8 @@ class FsckRun:
                 )
             while len(window) >= self.window:
                 yield from settle(window.popleft())
+        if lists is not None:
+            yield from bookie_only(lists.rest())
         while window:
             yield from settle(window.popleft())
         for ledger_id, replicas in sorted(marks.items()):
@@ -245,6 +304,14 @@ def _check_one(requests, ledger_id: int, md, version: int, options):
     from bkctl.wire.fsck.check import check_ledger
 
     return defer.ensureDeferred(check_ledger(requests, ledger_id, md, version, options))
+
+
+def _bookie_only_one(requests, ledger_id: int, holders: list[str]):
+    from twisted.internet import defer
+
+    from bkctl.wire.fsck.bookie_only import check_bookie_only
+
+    return defer.ensureDeferred(check_bookie_only(requests, ledger_id, holders))
 
 
 def fix_all(store, findings: Iterable, fixes: set[str], dry_run: bool) -> Iterator[tuple[Any, Any]]:

@@ -51,6 +51,7 @@ class FakeStatus:
         self.pending: defer.Deferred | None = None
         self.forced: list = []  # force_gc's (force_major, force_minor)
         self.accepts: list = []  # metrics_page's Accept headers
+        self.ledgers: set[int] = set()  # held_ledgers' answer
 
     def is_readonly(self):
         return self.readonly
@@ -103,6 +104,9 @@ class FakeStatus:
 
     def expand_storage(self):
         return "Success expand storage"
+
+    def held_ledgers(self):
+        return sorted(self.ledgers)
 
 
 def render(status, path: str, method: bytes = b"GET", body: bytes | None = None, args: dict | None = None):

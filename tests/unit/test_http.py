@@ -374,7 +374,7 @@ def test_the_status_declares_everything_the_site_asks_of_it():
     used = set(re.findall(r"self\.status\.(\w+)", inspect.getsource(bhttp)))
     assert used == set(STATUS_METHODS) | set(STATUS_ATTRIBUTES)
     assert STATUS_ATTRIBUTES == ["bookie_id", "zk"]
-    assert len(STATUS_METHODS) == 12, STATUS_METHODS
+    assert len(STATUS_METHODS) == 13, STATUS_METHODS
 
 
 @pytest.mark.parametrize("impl", [BookieService, FakeStatus], ids=["bookie", "fake"])

@@ -52,6 +52,9 @@ class Kind(str, enum.Enum):
     DATA_LOST = "data_lost"
     #: the ledger's metadata does not decode
     BAD_METADATA = "bad_metadata"
+    #: bookies hold entries of a ledger no metadata names (deleted since their last garbage
+    #: collection, or its metadata lost): :mod:`.bookie_only`
+    BOOKIE_ONLY = "bookie_only"
     #: marked under-replicated, and every copy is where it should be
     MARKED_HEALTHY = "marked_healthy"
     #: marked under-replicated, and the ledger has no metadata (deleted)
@@ -65,6 +68,7 @@ SEVERITY = {
     Kind.MISPLACED: Severity.REPAIRABLE,
     Kind.CORRUPT: Severity.REPAIRABLE,
     Kind.BAD_METADATA: Severity.REPAIRABLE,
+    Kind.BOOKIE_ONLY: Severity.REPAIRABLE,
     Kind.METADATA_ONLY: Severity.LOST,
     Kind.DATA_LOST: Severity.LOST,
 }
@@ -182,6 +186,9 @@ class Finding:
     #: what the damage reaches; None when nothing of Pulsar's owns it
     owner: str | None = None
 
+    #: bookie -> entry runs it holds of a ledger no metadata names (:attr:`Kind.BOOKIE_ONLY`)
+    held: dict[str, list[Run]] = field(default_factory=dict)
+
     #: what autorecovery recorded of the ledger's lost entries (:mod:`bkctl.wire.autorecovery.lostentries`)
     recorded: str | None = None
 
@@ -241,6 +248,8 @@ class Finding:
             doc["lost"] = [r.to_json() for r in self.lost_runs]
         if self.leftovers:
             doc["leftovers"] = {b: [list(r) for r in runs] for b, runs in sorted(self.leftovers.items())}
+        if self.held:
+            doc["held"] = {b: [list(r) for r in runs] for b, runs in sorted(self.held.items())}
         if self.moves:
             doc["moves"] = [
                 {"first_entry_id": m.first_entry_id, "position": m.position, "bookie": m.bookie, "holder": m.holder}

@@ -1,0 +1,52 @@
+"""bookie_only (wire/fsck/bookie_only.py): the ledgers bookies hold walked beside the
+metadata's ids, and bookied's listing of what it holds (``/api/v1/bookie/list_ledgers``)."""
+
+from __future__ import annotations
+
+import json
+
+from twisted.internet import defer
+
+from bkctl.wire.fsck.bookie_only import BookieLists, check_bookie_only
+from bkctl.wire.fsck.check import BookieRequests
+from bkctl.wire.fsck.findings import Kind, Severity
+from tests.support.deferreds import successResultOf
+from tests.support.fake_bookie import FakePool
+from tests.support.http import FakeStatus, body, code, render
+
+A, B, C = (f"10.0.2.{i}:3181" for i in range(1, 4))
+
+
+def test_ids_a_bookie_holds_that_the_walk_passes_without_meeting_are_named_in_order():
+    lists = BookieLists({A: [1, 3, 5, 9], B: [3, 4, 9, 12], C: []})
+    walk = [1, 5, 6, 10]  # the metadata's ids, ascending
+    named = [x for lid in walk for x in lists.passed(lid)] + list(lists.rest())
+    assert named == [(3, [A, B]), (4, [B]), (9, [A, B]), (12, [B])]
+
+
+def test_a_bookie_holding_only_what_the_metadata_names_gives_nothing():
+    lists = BookieLists({A: [2, 7], B: [7]})
+    assert [x for lid in (2, 7, 8) for x in lists.passed(lid)] + list(lists.rest()) == []
+
+
+def test_the_finding_names_the_bookies_and_the_entries_each_holds():
+    pool = FakePool(auto=True)
+    for e in range(4):
+        pool.get(A).stored[(77, e)] = b"x"
+    pool.get(B).stored[(77, 2)] = b"x"
+    found = successResultOf(defer.ensureDeferred(check_bookie_only(BookieRequests(pool), 77, [A, B])))
+    assert (found.kind, found.severity, found.held) == (
+        Kind.BOOKIE_ONLY,
+        Severity.REPAIRABLE,
+        {A: [(0, 3)], B: [(2, 2)]},
+    )
+    assert found.to_json()["held"] == {A: [[0, 3]], B: [[2, 2]]}
+    assert f"{A} (4 entries: 0-3)" in found.text() and f"{B} (1 entry: 2)" in found.text()
+
+
+def test_bookied_lists_the_ledgers_it_holds_ascending():
+    status = FakeStatus()
+    status.ledgers = {9, 2, 40}
+    req = render(status, "/api/v1/bookie/list_ledgers")
+    assert code(req) == 200 and json.loads(body(req)) == {"ledgers": [2, 9, 40]}
+    assert code(render(status, "/api/v1/bookie/list_ledgers", b"PUT")) == 405
