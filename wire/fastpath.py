@@ -72,7 +72,7 @@ AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
 ADDPATH_API = 6
 #: what ``_addentries``'s ``API`` must be
-ADDENTRIES_API = 2
+ADDENTRIES_API = 3
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:

@@ -9,7 +9,8 @@
  *                 its ADD encoded once (add_frames.EncodedAdd), made by Entries;
  *   address_run   pending_add.address_run: a run's write sets and ADDs, by bookie;
  *   Acks          a writer's acknowledgement counter (bkctl.wire.client.acks.Acks),
- *                 the callback the connection calls for each copy answered.
+ *                 the callback the connection calls for each copy answered, which
+ *                 reports to its declared sink (acks.AckSink: the writer).
  *
  * The Python code (bkctl.wire.client.pending_add, .acks) is the reference and the general
  * path; tests/unit/test_client_add_copies.py, test_client_address_run.py and
@@ -25,8 +26,8 @@
 
 #include "../codecs/_twins.h"
 
-static PyObject *str_bookies, *str_acked, *str_acks, *str_finish_at_release, *str_lo, *str_hi, *str_sets,
-    *str_write_set, *str_encoded, *str_entry_id;
+static PyObject *str_bookies, *str_acked, *str_acks, *str_caught_up, *str_copy_failed, *str_quorum_reached, *str_lo,
+    *str_hi, *str_sets, *str_write_set, *str_encoded, *str_entry_id;
 
 /* ------------------------------------------------------------ Entry */
 
@@ -482,19 +483,17 @@ fail:
 /* A writer's acknowledgement counter: the C twin of bkctl.wire.client.acks.Acks (read it for
  * what each step means).  Called by the connections once per copy answered, from take_adds
  * with no Python frame between the bytes and the count; the entries are read and written
- * through their public fields (bookies, acked, acks). */
+ * through their public fields (bookies, acked, acks).  Its state is its own (each bookie's
+ * backlog, the bookies behind); what the writer acts on goes to its sink (acks.AckSink:
+ * copy_failed, caught_up, quorum_reached), which holds the writer's pipeline. */
 typedef struct {
     PyObject_HEAD
-    PyObject *unanswered; /* dict: bookie -> writes unanswered */
-    PyObject *behind;     /* set */
-    PyObject *pending;    /* deque of the pending adds, in entry order */
-    PyObject *ack_quorum;
-    PyObject *cork;
-    PyObject *writer;
-    PyObject *answered;
-    PyObject *add_error;
-    PyObject *complete;
+    PyObject *sink;
+    PyObject *unanswered; /* dict: bookie -> writes unanswered (its own) */
+    PyObject *behind;     /* set of the bookies max_inflight writes behind (its own) */
     long long qa;
+    long long max_inflight;
+    long long resume_at;
     char held;
     vectorcallfunc vectorcall;
 } Acks;
@@ -503,29 +502,17 @@ static PyTypeObject AcksType;
 
 static int acks_traverse(Acks *self, visitproc visit, void *arg)
 {
+    Py_VISIT(self->sink);
     Py_VISIT(self->unanswered);
     Py_VISIT(self->behind);
-    Py_VISIT(self->pending);
-    Py_VISIT(self->ack_quorum);
-    Py_VISIT(self->cork);
-    Py_VISIT(self->writer);
-    Py_VISIT(self->answered);
-    Py_VISIT(self->add_error);
-    Py_VISIT(self->complete);
     return 0;
 }
 
 static int acks_clear(Acks *self)
 {
+    Py_CLEAR(self->sink);
     Py_CLEAR(self->unanswered);
     Py_CLEAR(self->behind);
-    Py_CLEAR(self->pending);
-    Py_CLEAR(self->ack_quorum);
-    Py_CLEAR(self->cork);
-    Py_CLEAR(self->writer);
-    Py_CLEAR(self->answered);
-    Py_CLEAR(self->add_error);
-    Py_CLEAR(self->complete);
     return 0;
 }
 
@@ -536,39 +523,64 @@ static void acks_dealloc(Acks *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* the sink's method name(args...): 0, or -1 with an exception set; *out (when given) its truth */
+static int sink_call(Acks *self, PyObject *name, PyObject *const *args, size_t nargs, int *out)
+{
+    PyObject *call[5] = {self->sink, NULL, NULL, NULL, NULL};
+    for (size_t i = 0; i < nargs; i++)
+        call[i + 1] = args[i];
+    PyObject *r = PyObject_VectorcallMethod(name, call, (nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (r == NULL)
+        return -1;
+    int rc = 0;
+    if (out != NULL) {
+        rc = PyObject_IsTrue(r);
+        if (rc >= 0) {
+            *out = rc;
+            rc = 0;
+        }
+    }
+    Py_DECREF(r);
+    return rc;
+}
+
+/* a bookie's backlog: 0 with *n set, or -1 with an exception set */
+static int acks_backlog_of(Acks *self, PyObject *bookie, long long absent, long long *n)
+{
+    PyObject *had = PyDict_GetItemWithError(self->unanswered, bookie); /* borrowed */
+    if (had == NULL && PyErr_Occurred())
+        return -1;
+    *n = had == NULL ? absent : PyLong_AsLongLong(had);
+    return *n == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int acks_set_backlog(Acks *self, PyObject *bookie, long long n)
+{
+    PyObject *v = PyLong_FromLongLong(n);
+    if (v == NULL)
+        return -1;
+    int rc = PyDict_SetItem(self->unanswered, bookie, v);
+    Py_DECREF(v);
+    return rc;
+}
+
 /* the count of one copy's answer: 0, or -1 with an exception set */
 static int acks_count(Acks *self, PyObject *p, PyObject *slot_obj, PyObject *bookie, PyObject *error)
 {
     /* the bookie's unanswered writes, one fewer */
-    PyObject *had = PyDict_GetItemWithError(self->unanswered, bookie); /* borrowed */
-    if (had == NULL && PyErr_Occurred())
+    long long n;
+    if (acks_backlog_of(self, bookie, 1, &n) < 0 || acks_set_backlog(self, bookie, n - 1) < 0)
         return -1;
-    long long n = had == NULL ? 1 : PyLong_AsLongLong(had);
-    if (n == -1 && PyErr_Occurred())
-        return -1;
-    PyObject *left = PyLong_FromLongLong(n - 1);
-    if (left == NULL)
-        return -1;
-    int rc = PyDict_SetItem(self->unanswered, bookie, left);
-    if (rc == 0 && PySet_GET_SIZE(self->behind) > 0) {
-        int in = PySet_Contains(self->behind, bookie);
-        if (in < 0) {
-            rc = -1;
-        } else if (in) {
-            PyObject *args[2] = {bookie, left};
-            PyObject *r = PyObject_Vectorcall(self->answered, args, 2, NULL);
-            rc = r == NULL ? -1 : 0;
-            Py_XDECREF(r);
-        }
+    if (PySet_GET_SIZE(self->behind) > 0 && n - 1 <= self->resume_at) {
+        int in = PySet_Discard(self->behind, bookie);
+        if (in < 0)
+            return -1;
+        if (in && PySet_GET_SIZE(self->behind) == 0 && sink_call(self, str_caught_up, NULL, 0, NULL) < 0)
+            return -1;
     }
-    Py_DECREF(left);
-    if (rc < 0)
-        return -1;
     if (error != Py_None) {
         PyObject *args[4] = {error, p, slot_obj, bookie};
-        PyObject *r = PyObject_Vectorcall(self->add_error, args, 4, NULL);
-        Py_XDECREF(r);
-        return r == NULL ? -1 : 0;
+        return sink_call(self, str_copy_failed, args, 4, NULL);
     }
     Py_ssize_t slot = PyLong_AsSsize_t(slot_obj);
     if (slot == -1 && PyErr_Occurred())
@@ -612,7 +624,7 @@ static int acks_count(Acks *self, PyObject *p, PyObject *slot_obj, PyObject *boo
             return -1;
         acks += 1;
         PyObject *v = PyLong_FromLongLong(acked | bit);
-        rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acked, v);
+        int rc = v == NULL ? -1 : PyObject_SetAttr(p, str_acked, v);
         Py_XDECREF(v);
         if (rc < 0)
             return -1;
@@ -624,32 +636,12 @@ static int acks_count(Acks *self, PyObject *p, PyObject *slot_obj, PyObject *boo
     }
     if (self->held || acks < self->qa)
         return 0; /* completes at the burst's end, or when more copies are in */
-    /* the head of the pipeline: the ready adds complete, at the burst's end if one is under way */
-    Py_ssize_t waiting = PyObject_Length(self->pending);
-    if (waiting < 0)
+    int later = 0;
+    if (sink_call(self, str_quorum_reached, &p, 1, &later) < 0)
         return -1;
-    if (waiting == 0)
-        return 0;
-    PyObject *head = PySequence_GetItem(self->pending, 0);
-    if (head == NULL)
-        return -1;
-    Py_DECREF(head); /* only its identity is wanted */
-    if (head != p)
-        return 0;
-    PyObject *r = PyObject_CallMethodOneArg(self->cork, str_finish_at_release, self->writer);
-    if (r == NULL)
-        return -1;
-    int later = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    if (later < 0)
-        return -1;
-    if (later) {
+    if (later)
         self->held = 1;
-        return 0;
-    }
-    r = PyObject_CallNoArgs(self->complete);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
+    return 0;
 }
 
 static PyObject *acks_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
@@ -668,46 +660,76 @@ static PyObject *acks_vectorcall(PyObject *callable, PyObject *const *args, size
 
 static PyObject *acks_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *unanswered, *behind, *pending, *ack_quorum, *cork, *writer, *answered, *add_error, *complete;
-    static char *names[] = {"unanswered", "behind", "pending", "ack_quorum", "cork", "writer", "answered",
-                            "add_error", "complete", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!OOOOOOO:Acks", names, &PyDict_Type, &unanswered,
-                                     &PySet_Type, &behind, &pending, &ack_quorum, &cork, &writer, &answered,
-                                     &add_error, &complete))
-        return NULL;
-    long long qa = PyLong_AsLongLong(ack_quorum);
-    if (qa == -1 && PyErr_Occurred())
+    PyObject *sink;
+    long long qa, max_inflight, resume_at;
+    static char *names[] = {"sink", "ack_quorum", "max_inflight", "resume_at", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLLL:Acks", names, &sink, &qa, &max_inflight, &resume_at))
         return NULL;
     Acks *self = (Acks *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-#define TAKE(f) (Py_INCREF(f), self->f = f)
-    TAKE(unanswered);
-    TAKE(behind);
-    TAKE(pending);
-    TAKE(ack_quorum);
-    TAKE(cork);
-    TAKE(writer);
-    TAKE(answered);
-    TAKE(add_error);
-    TAKE(complete);
-#undef TAKE
+    Py_INCREF(sink);
+    self->sink = sink;
+    self->unanswered = PyDict_New();
+    self->behind = PySet_New(NULL);
+    if (self->unanswered == NULL || self->behind == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     self->qa = qa;
+    self->max_inflight = max_inflight;
+    self->resume_at = resume_at;
     self->held = 0;
     self->vectorcall = acks_vectorcall;
     return (PyObject *)self;
 }
 
+/* Acks.sent(bookie, n): n more writes to bookie unanswered; behind at max_inflight */
+static PyObject *acks_sent(Acks *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("sent", nargs, 2))
+        return NULL;
+    long long n, more = PyLong_AsLongLong(args[1]);
+    if (more == -1 && PyErr_Occurred())
+        return NULL;
+    if (acks_backlog_of(self, args[0], 0, &n) < 0 || acks_set_backlog(self, args[0], n + more) < 0)
+        return NULL;
+    if (n + more >= self->max_inflight && PySet_Add(self->behind, args[0]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Acks.backlog(bookie): its writes unanswered */
+static PyObject *acks_backlog(Acks *self, PyObject *bookie)
+{
+    long long n;
+    if (acks_backlog_of(self, bookie, 0, &n) < 0)
+        return NULL;
+    return PyLong_FromLongLong(n);
+}
+
+/* Acks.forget(bookie): it is being replaced; nothing waits for it */
+static PyObject *acks_forget(Acks *self, PyObject *bookie)
+{
+    if (PySet_Discard(self->behind, bookie) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef acks_methods[] = {
+    {"sent", (PyCFunction)(void (*)(void))acks_sent, METH_FASTCALL,
+     "sent(bookie, n): n more writes to bookie unanswered, as Acks.sent."},
+    {"backlog", (PyCFunction)acks_backlog, METH_O, "backlog(bookie): its writes unanswered, as Acks.backlog."},
+    {"forget", (PyCFunction)acks_forget, METH_O, "forget(bookie): nothing waits for it, as Acks.forget."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMemberDef acks_members[] = {
-    {"unanswered", T_OBJECT, offsetof(Acks, unanswered), READONLY, NULL},
-    {"behind", T_OBJECT, offsetof(Acks, behind), READONLY, NULL},
-    {"pending", T_OBJECT, offsetof(Acks, pending), READONLY, NULL},
-    {"ack_quorum", T_OBJECT, offsetof(Acks, ack_quorum), READONLY, NULL},
-    {"cork", T_OBJECT, offsetof(Acks, cork), READONLY, NULL},
-    {"writer", T_OBJECT, offsetof(Acks, writer), READONLY, NULL},
-    {"answered", T_OBJECT, offsetof(Acks, answered), READONLY, NULL},
-    {"add_error", T_OBJECT, offsetof(Acks, add_error), READONLY, NULL},
-    {"complete", T_OBJECT, offsetof(Acks, complete), READONLY, NULL},
+    {"sink", T_OBJECT, offsetof(Acks, sink), READONLY, NULL},
+    {"behind", T_OBJECT, offsetof(Acks, behind), READONLY, "the bookies max_inflight writes behind"},
+    {"ack_quorum", T_LONGLONG, offsetof(Acks, qa), READONLY, NULL},
+    {"max_inflight", T_LONGLONG, offsetof(Acks, max_inflight), READONLY, NULL},
+    {"resume_at", T_LONGLONG, offsetof(Acks, resume_at), READONLY, NULL},
     {"held", T_BOOL, offsetof(Acks, held), 0, "completions are due at the end of the burst under way"},
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(Acks, vectorcall), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
@@ -725,6 +747,7 @@ static PyTypeObject AcksType = {
     .tp_traverse = (traverseproc)acks_traverse,
     .tp_clear = (inquiry)acks_clear,
     .tp_dealloc = (destructor)acks_dealloc,
+    .tp_methods = acks_methods,
     .tp_members = acks_members,
 };
 
@@ -747,7 +770,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__addentries(void)
 {
     if (!INTERN(str_bookies, "bookies") || !INTERN(str_acked, "acked") || !INTERN(str_acks, "acks")
-            || !INTERN(str_finish_at_release, "finish_at_release") || !INTERN(str_lo, "lo")
+            || !INTERN(str_caught_up, "caught_up")
+            || !INTERN(str_copy_failed, "copy_failed") || !INTERN(str_quorum_reached, "quorum_reached") || !INTERN(str_lo, "lo")
             || !INTERN(str_hi, "hi") || !INTERN(str_sets, "sets") || !INTERN(str_write_set, "write_set")
             || !INTERN(str_encoded, "encoded") || !INTERN(str_entry_id, "entry_id"))
         return NULL;
@@ -765,7 +789,7 @@ PyMODINIT_FUNC PyInit__addentries(void)
         }
     }
     /* what bkctl.wire.fastpath's ADDENTRIES_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

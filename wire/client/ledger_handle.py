@@ -121,11 +121,6 @@ class LedgerHandle(ReadHandle):
         self._waiting: deque[tuple[bytes, defer.Deferred[int]]] = deque()
         self._room_waiters: deque[defer.Deferred[None]] = deque()
         self._idle_waiters: list[defer.Deferred[None]] = []
-        # Writes sent to each bookie and not answered yet, completed entries included:
-        # with Qa < Qw a slow bookie falls behind, and adds wait while one of the
-        # ensemble is max_inflight writes behind (its backlog stays bounded).
-        self._unanswered: dict[str, int] = {}
-        self._behind: set[str] = set()
         #: the bursts of the client's connections (:mod:`.cork`): a run of adds is one, and
         #: work is put off to the end of the one under way
         self._cork = client.pool.cork
@@ -180,19 +175,12 @@ class LedgerHandle(ReadHandle):
         #: or its C twin: ``Twins.entries``)
         self._address_run = writer.address_run
         #: counts each copy's acknowledgement; called back by the connections, once per copy
-        #: (:class:`~.acks.Acks`, or its C twin ``_addentries.Acks``: ``Twins.entries``);
-        #: ``held``: the completions it made due at the end of the burst under way (cork)
-        self._acks = writer.acks(
-            self._unanswered,
-            self._behind,
-            self._pending,
-            self.schedule.ack_quorum,
-            self._cork,
-            self,
-            self._answered,
-            self._add_error,
-            self._complete_ready,
-        )
+        #: (:class:`~.acks.Acks`, or its C twin ``_addentries.Acks``: ``Twins.entries``), and
+        #: reports to this handle (its :class:`~.acks.AckSink`).  It keeps each bookie's writes
+        #: sent and not answered, completed entries included: with Qa < Qw a slow bookie falls
+        #: behind, and adds wait while one of the ensemble is max_inflight writes behind (its
+        #: backlog stays bounded: ``behind``); ``held``: completions are due at the burst's end
+        self._acks = writer.acks(self, self.schedule.ack_quorum, self.max_inflight, self.max_inflight - self._refill)
         #: closes the ledger or lets go of it, then runs ``on_close``
         self._ending = LedgerClose(
             self,
@@ -294,7 +282,7 @@ class LedgerHandle(ReadHandle):
                     f"{self._entry_limit} bytes a bookie frame can carry"
                 )
             )
-        if self._waiting or len(self._pending) >= self.max_inflight or self._behind:
+        if self._waiting or len(self._pending) >= self.max_inflight or self._acks.behind:
             if len(self._waiting) >= self.max_waiting:
                 return defer.fail(
                     TooManyRequests(
@@ -312,7 +300,10 @@ class LedgerHandle(ReadHandle):
     def writable(self) -> bool:
         """True when an add would be sent at once."""
         return (
-            self._state == _OPEN and not self._waiting and len(self._pending) < self.max_inflight and not self._behind
+            self._state == _OPEN
+            and not self._waiting
+            and len(self._pending) < self.max_inflight
+            and not self._acks.behind
         )
 
     def wait_writable(self) -> defer.Deferred[None]:
@@ -464,20 +455,13 @@ class LedgerHandle(ReadHandle):
                 return
             self._send_slot(p, slot)
 
-    def _count_sent(self, bookie: str, n: int) -> None:
-        """``n`` more writes to ``bookie`` unanswered: it is behind at ``max_inflight``."""
-        unanswered = self._unanswered.get(bookie, 0) + n
-        self._unanswered[bookie] = unanswered
-        if unanswered >= self.max_inflight:
-            self._behind.add(bookie)
-
     def _run_room(self) -> int:
         """How many entries a run may hold: each puts at most one copy on a
         bookie, so this many keep every bookie of the ensemble under
         ``max_inflight`` unanswered writes, as sending them one by one would."""
-        unanswered = self._unanswered
+        backlog = self._acks.backlog
         failed = self._failed
-        most = max((unanswered.get(b, 0) for b in self.metadata.last_ensemble if b not in failed), default=0)
+        most = max((backlog(b) for b in self.metadata.last_ensemble if b not in failed), default=0)
         return max(1, self.max_inflight - most)
 
     def _send_run(self, run: list[PendingAdd]) -> None:
@@ -499,7 +483,7 @@ class LedgerHandle(ReadHandle):
                 conn = None
             room = 0 if conn is None else conn.room_for_adds(len(adds))
             if room and conn is not None:
-                self._count_sent(bookie, room)
+                self._acks.sent(bookie, room)
                 try:
                     conn.add_run(adds[:room], pendings[:room], slots[:room], self._acks)
                 except Exception as exc:  # noqa: BLE001 - raised before any copy went out
@@ -514,7 +498,7 @@ class LedgerHandle(ReadHandle):
         bookie = p.bookies[slot]  # type: ignore[index]  # addressed: it has its write set
         if bookie in self._failed:
             return  # replaced by the ensemble change under way; sent then
-        self._count_sent(bookie, 1)
+        self._acks.sent(bookie, 1)
         try:
             conn: BookieChannel = self.client.pool.get(bookie)
             # The connection calls _acks back: no Deferred per copy.
@@ -536,12 +520,22 @@ class LedgerHandle(ReadHandle):
         except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
             self._acks(p, slot, bookie, exc)
 
-    def _answered(self, bookie: str, n: int) -> None:
-        """A bookie that was ``max_inflight`` writes behind has ``n`` unanswered now."""
-        if bookie in self._behind and n <= self.max_inflight - self._refill:
-            self._behind.discard(bookie)
-            if not self._behind:
-                self._complete_ready()  # start the adds that waited for it
+    # -- what the acknowledgement counter reports (its :class:`~.acks.AckSink`) -----------
+
+    def caught_up(self) -> None:
+        """The last bookie that was behind caught up: start the adds that waited for it."""
+        self._complete_ready()
+
+    def quorum_reached(self, p: PendingAdd) -> bool:
+        """``p`` has its ack quorum: when it heads the pipeline the ready adds complete, at the
+        end of the burst under way if there is one (True: the counter's ``held``), else now."""
+        pending = self._pending
+        if not pending or pending[0] is not p:
+            return False  # it completes when every earlier entry has
+        if self._cork.finish_at_release(self):
+            return True
+        self._complete_ready()
+        return False
 
     def burst_ended(self) -> None:
         """The burst ended (:class:`~.cork.FinishesBursts`): send the adds it started, then complete
@@ -559,7 +553,8 @@ class LedgerHandle(ReadHandle):
             acks.held = False
             self._complete_ready()
 
-    def _add_error(self, exc: BaseException, p: PendingAdd, slot: int, bookie: str) -> None:
+    def copy_failed(self, exc: BaseException, p: PendingAdd, slot: int, bookie: str) -> None:
+        """``bookie`` failed copy ``slot`` of ``p``: fail the handle, or replace the bookie."""
         if self._state in (_FAILED, _CLOSED):
             return
         if p.bookies is None or p.bookies[slot] != bookie:
@@ -630,7 +625,7 @@ class LedgerHandle(ReadHandle):
                 while (
                     self._waiting
                     and len(self._pending) < self.max_inflight
-                    and not self._behind
+                    and not self._acks.behind
                     and self._state in (_OPEN, _CLOSING)
                 ):
                     payload, d = self._waiting.popleft()
@@ -641,7 +636,7 @@ class LedgerHandle(ReadHandle):
                     self._room_waiters
                     and self._state == _OPEN
                     and not self._waiting
-                    and not self._behind
+                    and not self._acks.behind
                     and len(self._pending) <= self.max_inflight - self._refill
                 ):
                     self._room_waiters.popleft().callback(None)
@@ -672,7 +667,7 @@ class LedgerHandle(ReadHandle):
         self._explicit.stop()
         self._error = error
         pending = list(self._pending)
-        self._pending.clear()  # the deque the acks hold (_acks)
+        self._pending.clear()
         waiting, self._waiting = list(self._waiting), deque()
         rooms, self._room_waiters = list(self._room_waiters), deque()
         idle, self._idle_waiters = self._idle_waiters, []
@@ -689,7 +684,7 @@ class LedgerHandle(ReadHandle):
     def _bookie_failed(self, bookie: str, cause: BaseException | None = None) -> None:
         if bookie not in self.metadata.last_ensemble:
             return
-        self._behind.discard(bookie)  # it is being replaced: nothing to wait for
+        self._acks.forget(bookie)  # it is being replaced: nothing to wait for
         self._ensemble.bookie_failed(bookie, cause)
 
     def _new_ensemble(self, metadata: LedgerMetadata, version: int) -> None:
