@@ -162,7 +162,12 @@ def recover(
     of the metadata is updated by compare-and-set.  Metadata changes only
     after the copy, so an interrupted run leaves the ledger as it was and a
     second run completes it.  A ledger that fails is reported and the others
-    go on; the exit status is 1 if any failed.  An id that is not a bookie id
+    go on; the exit status is 1 if any failed.  An entry none of whose copies
+    is good (every surviving replica answered: none holds it, or each copy
+    fails its digest) does not stop its ledger: the others are copied, the
+    swap made, and the lost entry recorded as the autorecovery workers record
+    theirs (`autorecovery status` and `ledger fsck` name it); the run then
+    exits 9 (data lost), saying how many.  An id that is not a bookie id
     (host:1.2) is exit 2; a bookie with no cookie, no registration and in no
     ledger is exit 3; a running (registered) bookie is exit 4 unless
     --force (or --dry-run), and a warning with it.  One walk over every
@@ -179,19 +184,20 @@ def recover(
     prints one summary: bookies, target, dry_run, skip_open_ledgers,
     ledgers[] (ledger_id, state, status, closed_first, fragments[]
     (first_entry_id, last_entry_id, lost, replacements, entries,
-    entries_copied), entries_copied, bytes (about how many it moves),
+    entries_copied), entries_copied, lost_entries, bytes (about how many it moves),
     error, and for a ledger failed or skipped cause (no-bookie,
     copies-down, grace, metadata-gone, unreadable, open, other) and reason
     (one short line)) and totals (ledgers, recovered,
-    planned, skipped, failed, entries_copied); with --delete-cookie also
+    planned, skipped, failed, entries_copied, lost_entries); with --delete-cookie also
     cookies {bookie: deleted | none | kept: registered}.
     """
-    from ..exitcodes import CONFLICT, FAILED, CommandError
+    from ..exitcodes import CONFLICT, FAILED, FSCK_DATA_LOST, CommandError
     from ..ops.recovery import (
         check_bookie_ids,
         count_results,
         delete_cookies,
         live_bookies,
+        lost_entries_line,
         new_totals,
         rereplicate_stream,
         summary,
@@ -276,8 +282,13 @@ def recover(
 
         emit(app, doc, human)
         totals = doc["totals"]
-    if totals["failed"]:
-        raise CommandError(f"{_plural(totals['failed'], 'ledger')} could not be re-replicated", FAILED)
+    failed = f"{_plural(totals['failed'], 'ledger')} could not be re-replicated" if totals["failed"] else ""
+    if totals["lost_entries"]:
+        raise CommandError(
+            f"{lost_entries_line(totals['lost_entries'])}" + (f"; {failed}" if failed else ""), FSCK_DATA_LOST
+        )
+    if failed:
+        raise CommandError(failed, FAILED)
 
 
 @click.command()
@@ -354,7 +365,9 @@ def decommission(
     3 passes; no more once a pass moved none).  A decommission is the cluster's one
     running mover while it lasts: refused (exit 4, naming it) while a rebalance, a drain
     or another decommission runs; `bkctl rebalance --cancel` stops it (exit 1, cookie
-    kept).  Ledgers with entries whose
+    kept).  An entry with no good copy left does not stop its ledger: the others are
+    copied, the swap made and the entry recorded lost, as `recover` does (exit 9, data
+    lost, once the rest is done).  Ledgers with entries whose
     every copy is on the bookie (or on bookies down too) are said first, plan
     and failure alike: lost unless the bookie returns, with the way out (bring
     it back, or delete them and decommission again); the daemons are not
@@ -374,9 +387,10 @@ def decommission(
     """
     from bkctl.wire.rebalance.executor import Throttle
 
-    from ..exitcodes import FAILED, CommandError
+    from ..exitcodes import FAILED, FSCK_DATA_LOST, CommandError
     from ..ops.decommission import decommission as run
     from ..ops.rebalance import parse_rate
+    from ..ops.recovery import lost_entries_line
 
     rate = parse_rate(max_rate)
 
@@ -411,9 +425,10 @@ def decommission(
     if dry_run:
         _show_decommission_plan(app, doc)
         return
+    lost = lost_entries_line(doc["lost_entries"]) if doc.get("lost_entries") else ""
     if doc["error"]:
         emit(app, doc, lambda: _show_left(app, doc))
-        raise CommandError(doc["error"], FAILED)
+        raise CommandError(f"{lost}; {doc['error']}" if lost else doc["error"], FSCK_DATA_LOST if lost else FAILED)
     copied = (
         "by the autorecovery daemons"
         if doc["mode"] == "autorecovery"
@@ -427,6 +442,8 @@ def decommission(
             f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"
         ),
     )
+    if lost:
+        raise CommandError(lost, FSCK_DATA_LOST)
 
 
 def _show_left(app: App, doc: dict) -> None:

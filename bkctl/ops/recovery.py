@@ -165,10 +165,11 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
     --dry-run), ``fragments`` (``first_entry_id``, ``last_entry_id`` (null:
     open, end unknown), ``lost``, ``replacements`` {lost: new}, ``entries``
     (held by the lost bookies; null if unknown), ``entries_copied``),
-    ``entries_copied``, ``bytes`` (about how many it moves), ``error``, and for one
+    ``entries_copied``, ``lost_entries`` (entries no copy of which was good: not copied,
+    recorded lost, the rest of the ledger repaired), ``bytes`` (about how many it moves), ``error``, and for one
     failed or skipped ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`) and
     ``reason`` (one short line)), and ``totals`` (``ledgers``, ``recovered``,
-    ``planned``, ``skipped``, ``failed``, ``entries_copied``).
+    ``planned``, ``skipped``, ``failed``, ``entries_copied``, ``lost_entries``).
     """
     return {
         "bookies": bookies,
@@ -182,7 +183,15 @@ def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: s
 
 def new_totals() -> dict:
     """The ``totals`` of :func:`summary`, nothing counted yet."""
-    return {"ledgers": 0, "recovered": 0, "planned": 0, "skipped": 0, "failed": 0, "entries_copied": 0}
+    return {
+        "ledgers": 0,
+        "recovered": 0,
+        "planned": 0,
+        "skipped": 0,
+        "failed": 0,
+        "entries_copied": 0,
+        "lost_entries": 0,
+    }
 
 
 def count_results(totals: dict, results: Iterable[dict]) -> dict:
@@ -192,6 +201,7 @@ def count_results(totals: dict, results: Iterable[dict]) -> dict:
         if r["status"] in totals:
             totals[r["status"]] += 1
         totals["entries_copied"] += r.get("entries_copied", 0)
+        totals["lost_entries"] += r.get("lost_entries", 0)
     return totals
 
 
@@ -307,8 +317,20 @@ def rereplicate_stream(
             throttle=throttle,
             bookie_lists=lists,
             lock_as=None if dry_run else default_holder(),
+            on_lost=None if dry_run else _recorder(store, default_holder()),
             timeout=None,
         )
+
+
+def _recorder(store, holder: str) -> Callable[[int, list], Any]:
+    """Records a ledger's entries with no good copy as the replication workers do
+    (:func:`~bkctl.wire.autorecovery.lostentries.record_lost`): ``autorecovery status`` and
+    ``ledger fsck`` name them, and no check marks the ledger again for them."""
+    import time
+
+    from bkctl.wire.autorecovery.lostentries import record_lost
+
+    return lambda ledger_id, entries: record_lost(store, ledger_id, entries, holder, int(time.time() * 1000))
 
 
 def autorecovery_available(store) -> bool:
@@ -350,6 +372,14 @@ def lost_with(store, ledger_ids: Iterable[int], bookie: str) -> dict[int, str]:
                 )
                 break
     return out
+
+
+def lost_entries_line(count: int) -> str:
+    """The line a recover or decommission that went past entries with no good copy ends with."""
+    return (
+        f"{_plural(count, 'entry', 'entries')} had no good copy on any bookie: DATA LOST, recorded "
+        "(bkctl autorecovery status and bkctl ledger fsck name them); the rest of their ledgers was copied"
+    )
 
 
 def lost_line(lost: list[int], bookie: str) -> str:

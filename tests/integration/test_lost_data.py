@@ -83,3 +83,41 @@ def test_a_lost_entry_is_named_and_the_rest_of_its_ledger_repaired(bookie_cluste
     assert again.returncode == 9 and doc["kind"] == "data_lost" and doc["lost_entries"] == [[5, 5]]
     assert doc["recorded"] == "autorecovery (ar-lost:3181) recorded 1 of them lost, the rest repaired"
     assert "fix" not in doc and zkstore.underreplication.get(LEDGER) is None  # nothing left to copy: no mark
+
+
+def test_recover_and_decommission_go_past_a_lost_entry_and_record_it(bookie_cluster, metadata_uri, zkstore):
+    """`recover` and `decommission` as the worker: every readable entry copied, the swap made, the
+    lost entry recorded and reported (exit 9), never a ledger left whole for one entry."""
+    from bkctl.wire.autorecovery.lostentries import read_records
+    from bkctl.wire.metadata.store import registered_bookies
+
+    uri = metadata_uri
+    procs = bookie_cluster(3)
+    by_id = {p.bookie_id: p for p in procs}
+    a, b, c = sorted(by_id)
+    recovered, decommissioned = 3001, 3002
+    for lid in (recovered, decommissioned):
+        zkstore.ledgers.create(closed_metadata(lid, [(0, [a, b])], N - 1, 2), ledger_id=lid)
+        put(by_id[a].port, lid, range(N), flipped=[5])
+        put(by_id[b].port, lid, range(N))
+    by_id[b].stop()  # B's disk is gone: it never comes back
+    wait_for(what=f"{b} unregistered", predicate=lambda: b not in registered_bookies(zkstore.registration))
+
+    r = bkctl(uri, "--json", "recover", b, "--ledger", str(recovered), "--force")
+    assert r.returncode == 9, (r.stdout, r.stderr)
+    doc = json.loads(r.stdout)
+    assert doc["totals"]["lost_entries"] == 1 and doc["totals"]["recovered"] == 1
+    assert doc["ledgers"][0]["entries_copied"] == N - 1 and "1 entry had no good copy" in r.stderr
+    assert zkstore.ledgers.read(recovered)[0].ensembles == ((0, (a, c)),)  # the swap is made
+
+    d = bkctl(uri, "--json", "decommission", b, "--force")
+    assert d.returncode == 9, (d.stdout, d.stderr)
+    doc = json.loads(d.stdout)
+    assert doc["lost_entries"] == 1 and doc["entries_copied"] == N - 1 and doc["cookie_deleted"]
+    assert zkstore.ledgers.read(decommissioned)[0].ensembles == ((0, (a, c)),)
+    records = read_records(zkstore)
+    for lid in (recovered, decommissioned):
+        assert records[lid].entry_ids() == {5}
+        rows = json_lines(bkctl(uri, "--json", "ledger", "read", str(lid), "--bookie", c).stdout)
+        good = {r["entry_id"]: r["payload"] for r in rows if r["status"] == "ok"}
+        assert good == {e: payload(lid, e).decode() for e in range(N) if e != 5}

@@ -667,12 +667,16 @@ async def rereplicate_ledgers(
     decode ``failed``).  The bookie lists are read once for a while
     (:class:`CachedBookieLists`), not once a ledger.  ``lock_as``: each ledger under its
     replication lock, taken as that holder (``recover``, ``decommission``; a worker holds its
-    ledger's already).  Returns the results in ledger order."""
+    ledger's already).  ``on_lost(ledger_id, entries)`` (blocking, run in a thread): a ledger
+    goes on past its entries with no good copy (:class:`UnreadableEntry`), as a replication
+    worker does, and they are handed to it to record; each result's ``lost_entries`` counts
+    them.  Returns the results in ledger order."""
     if parallel < 1:
         raise ValueError("parallel must be >= 1")
     lost = tuple(lost)
     lock_as = options.pop("lock_as", None)
     lock_as = None if options.get("dry_run") else lock_as
+    on_lost = options.pop("on_lost", None)
     options.setdefault("bookie_lists", CachedBookieLists(client))
     results: list[LedgerReport] = []
 
@@ -690,11 +694,11 @@ async def rereplicate_ledgers(
             if item.metadata is None or isinstance(item.metadata, Exception):
                 done(_unread(item))
                 continue
-            run = rereplicate_ledger(
-                client, item.ledger_id, lost, metadata=item.metadata, version=item.version, **options
+            run = _past_lost(
+                client, item.ledger_id, lost, on_lost, metadata=item.metadata, version=item.version, **options
             )
         else:
-            run = rereplicate_ledger(client, item, lost, **options)
+            run = _past_lost(client, item, lost, on_lost, **options)
         if lock_as is not None:
             run = _under_lock(client, item if isinstance(item, int) else item.ledger_id, lock_as, run)
         pending.append(defer.ensureDeferred(run).addCallback(done))
@@ -702,6 +706,25 @@ async def rereplicate_ledgers(
         await pending.popleft()
     results.sort(key=lambda r: r["ledger_id"])
     return results
+
+
+async def _past_lost(
+    client: BookKeeperClient,
+    ledger_id: int,
+    lost: tuple[str, ...],
+    on_lost: Callable[[int, list[UnreadableEntry]], object] | None,
+    **options: Any,
+) -> LedgerReport:
+    """:func:`rereplicate_ledger`; with ``on_lost``, past the entries with no good copy, which
+    it is handed (:func:`rereplicate_ledgers`)."""
+    if on_lost is None:
+        return await rereplicate_ledger(client, ledger_id, lost, **options)
+    unreadable: list[UnreadableEntry] = []
+    result = await rereplicate_ledger(client, ledger_id, lost, on_unreadable=unreadable.append, **options)
+    if unreadable:
+        await client.run_blocking(on_lost, ledger_id, unreadable)
+    result["lost_entries"] = len(unreadable)
+    return result
 
 
 async def _under_lock(
