@@ -1,6 +1,6 @@
 """``bkctl pulsar offload``: Pulsar's offloaded ledgers (tiered storage) listed, verified and swept
 of orphans with no broker -- a group of its own beside ``pulsar.py``'s topics and schemas; the
-work is :mod:`bkctl.ops.pulsar_offload`'s."""
+work is :mod:`bkctl.wire.domain.offloads`' and :mod:`bkctl.ops.pulsar_offload`'s."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def offload_list(app: App, topic):
     uuid, driver, bucket, region, endpoint, base_path, objects, entries,
     size, where, complete, bookkeeper_deleted, offloaded_at.
     """
-    from ..ops.pulsar_offload import offloads
+    from bkctl.wire.domain.offloads import offloads
 
     rows = (r.to_json() for r in offloads(app.store, _base(), _topic(topic)))
 
@@ -170,21 +170,25 @@ def offload_orphans(app: App, older_than, buckets, region, s3_endpoint, offload_
     offload names (left by a failed offload, a deleted topic, a trimmed
     ledger whose objects were never deleted) and multipart uploads begun
     and never completed (a broker that died while uploading), older than
-    --older-than; with the bytes deleting them would free.  Only objects in
-    the offloaders' key form are judged (<uuid>-ledger-<id> and its -index,
-    a streaming segment's <uuid>[-index], a MapFile folder
-    <managed ledger>/<id>-<uuid>): anything else in the bucket (a bkctl
+    --older-than; with the bytes deleting them would free.  Only what is
+    Pulsar's is judged: an object whose key has the offloaders' form
+    (<uuid>-ledger-<id> and its -index, a streaming segment's
+    <uuid>[-index]) or whose user metadata is the offloader's (its format
+    version, software version or ManagedLedgerName: one HEAD request per
+    object not in that form), an upload in that key form, a MapFile folder
+    <managed ledger>/<id>-<uuid>.  Anything else in the bucket (a bkctl
     backup archive, another tool's files) is counted apart and never
     listed.  A bucket shared by several Pulsar clusters holds the others'
     objects too: run this against a bucket only one cluster offloads to.
     Read-only.  Exit 0 whether or not there are orphans.  --json: one line
     each: kind (object, upload, mapfile), store, key, upload_id, size,
-    modified, ledger_id, pulsar_key (always true).
+    modified, ledger_id, pulsar_key (false: judged Pulsar's by its
+    metadata, under a key of another form).
     """
+    from bkctl.wire.domain.offloads import OffloadOrphanScan
     from bkctl.wire.pulsar.offload_store import OffloadLocation
 
     from ..ops.ledger_meta import parse_duration
-    from ..ops.pulsar_offload import OrphanScan
 
     try:
         age = parse_duration(older_than)
@@ -195,7 +199,7 @@ def offload_orphans(app: App, older_than, buckets, region, s3_endpoint, offload_
         for b in buckets
     ]
     settings = offload_settings(s3_endpoint, offload_root, offload_timeout)
-    scan = OrphanScan(app.store, settings, age, _base(), extra)
+    scan = OffloadOrphanScan.of_cluster(app.store, settings, age, _base(), extra)
 
     def human(rows):
         if rows:
@@ -208,8 +212,9 @@ def offload_orphans(app: App, older_than, buckets, region, s3_endpoint, offload_
             f"{plural(scan.orphans, 'orphaned object')} ({human_size(scan.orphan_bytes)}) and "
             f"{plural(scan.uploads, 'abandoned upload')} ({human_size(scan.upload_bytes)}) in "
             f"{plural(len(scan.stores), 'store')}; not judged: {scan.young} younger than {older_than}, "
-            f"{scan.foreign} not in Pulsar's key form ({human_size(scan.foreign_bytes)}: not Pulsar's, left alone)",
+            f"{scan.foreign} not Pulsar's ({human_size(scan.foreign_bytes)}: neither its key form nor its metadata, "
+            "left alone)",
             highlight=False,
         )
 
-    emit_rows(app, scan, human)
+    emit_rows(app, (o.to_json() for o in scan), human)

@@ -273,9 +273,9 @@ def test_orphans_finds_the_planted_orphans_and_an_abandoned_upload_and_nothing_e
                 ("mapfile", "public/default/persistent/gone/9997-0b7c3a10-3333-4222-8333-944455556666", 15),
             ]
         )
-        # what is not in Pulsar's key form (a backup archive in the same bucket) is counted apart
+        # what is not Pulsar's (a backup archive in the same bucket) is counted apart
         human = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "orphans", "--older-than", "0s")
-        assert human.returncode == 0 and "3 not in Pulsar's key form (300 B" in human.stdout, human.stdout
+        assert human.returncode == 0 and "3 not Pulsar's (300 B" in human.stdout, human.stdout
         assert "bkbackup" not in human.stdout
         # young ones are left alone
         young = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "orphans", "--json")
@@ -288,6 +288,33 @@ def test_orphans_finds_the_planted_orphans_and_an_abandoned_upload_and_nothing_e
         import shutil
 
         shutil.rmtree(mapfile.parent)
+
+
+def test_orphans_judges_an_object_by_the_offloader_s_metadata_and_never_a_backup_s(offload_cluster):
+    """An object Pulsar's offloader wrote (its user metadata says so) under a key of another form
+    is judged, and listed; a bkctl backup archive's objects in the same bucket are not Pulsar's."""
+    c = offload_cluster
+    client = c.s3.client()
+    blobs = oc.blob_metadata("s3_a_plain")
+    offloader = next(iter(blobs.values()))["user_metadata_as_set"]
+    moved = "moved-by-hand/7fecb68e-ledger-9996"
+    backup = ["bkbackup/archive.json", "bkbackup/ledgers/9996/none-0-3.data"]
+    client.put_object(Bucket=c.bucket.name, Key=moved, Body=b"m" * 40, Metadata=offloader)
+    for key in backup:
+        client.put_object(Bucket=c.bucket.name, Key=key, Body=b"b" * 10, Metadata={"role": "data"})
+    try:
+        done = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "orphans", "--older-than", "0s",
+                       "--json")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = [json.loads(line) for line in done.stdout.splitlines()]
+        assert [(r["kind"], r["key"], r["size"], r["ledger_id"], r["pulsar_key"]) for r in rows] == [
+            ("object", moved, 40, None, False)
+        ]
+        human = c.bkctl("pulsar", "--managed-ledgers", c.managed_ledgers, "offload", "orphans", "--older-than", "0s")
+        assert human.returncode == 0 and "2 not Pulsar's (20 B" in human.stdout, human.stdout
+        assert "bkbackup" not in human.stdout and moved in human.stdout
+    finally:
+        client.delete_objects(Bucket=c.bucket.name, Delete={"Objects": [{"Key": k} for k in (moved, *backup)]})
 
 
 def test_a_refusing_bucket_a_missing_object_and_a_slow_server_are_one_line_each(offload_cluster, defects, tmp_path):

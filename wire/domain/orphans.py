@@ -2,6 +2,12 @@
 whole cluster, in one walk of the ledger metadata -- ``pulsar orphans``, and ``bkctl disk``'s
 orphans (which hears of every ledger the walk reads, :attr:`OrphanSweep.on_ledger`, to attribute
 the rest in the same walk).
+
+The rule an orphan is judged by, here and in the object store's sweep
+(:mod:`.offload_orphans`, ``pulsar offload orphans``), is :func:`judge`: only what is Pulsar's
+is judged (anything else is counted apart), what a managed ledger names is not an orphan, and
+what is younger than the age asked for (or of no known age) is left alone -- a broker makes a
+ledger, or offloads one, before its managed ledger names it.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ..pulsar.managed_ledger import COMPONENT, CURSOR_KEY, MANAGED_LEDGER_KEY
@@ -19,7 +26,32 @@ if TYPE_CHECKING:
     from ..metadata.ledger import LedgerMetadata
     from ..metadata.store import MetadataStore, WalkProgress
 
-__all__ = ["LedgerSeen", "Orphan", "OrphanSweep"]
+__all__ = ["LedgerSeen", "Orphan", "OrphanSweep", "Verdict", "judge"]
+
+
+class Verdict(Enum):
+    """What :func:`judge` makes of a ledger or an object."""
+
+    #: not Pulsar's: never called an orphan, counted apart
+    FOREIGN = "foreign"
+    #: a managed ledger names it
+    NAMED = "named"
+    #: no one names it, but it is younger than the age asked for (or its age is unknown)
+    YOUNG = "young"
+    ORPHAN = "orphan"
+
+
+def judge(pulsars: bool, named: bool, born: float | None, cutoff: float) -> Verdict:
+    """The one orphan rule (see the module documentation): ``born`` and ``cutoff`` in the same
+    unit (None: of no known age)."""
+    if not pulsars:
+        return Verdict.FOREIGN
+    if named:
+        return Verdict.NAMED
+    if born is None or born > cutoff:
+        return Verdict.YOUNG
+    return Verdict.ORPHAN
+
 
 #: told of each ledger the sweep's walk reads: its id, its metadata (None: deleted meanwhile;
 #: an exception: it does not decode) and its znode version
@@ -143,13 +175,17 @@ class OrphanSweep:
         for ml in self.topics.read_all_named(named):
             listed_now |= ml.listed
         for ledger_id, md, custom in batch:
-            if ledger_id not in there or ledger_id in listed_now:
+            if ledger_id not in there:
+                continue  # deleted meanwhile
+            is_named = ledger_id in listed_now or (
+                # names no managed ledger: every one read again
+                not custom.get(MANAGED_LEDGER_KEY)
+                and any(ledger_id in ml.listed for ml in candidates(self.topics, custom))
+            )
+            verdict = judge(True, is_named, md.ctime, cutoff)
+            if verdict is Verdict.NAMED:
                 continue
-            if not custom.get(MANAGED_LEDGER_KEY) and any(
-                ledger_id in ml.listed for ml in candidates(self.topics, custom)
-            ):
-                continue  # names no managed ledger: every one read again
-            if md.ctime is None or md.ctime > cutoff:
+            if verdict is Verdict.YOUNG:
                 self.young += 1
                 continue
             self.orphans += 1

@@ -15,7 +15,8 @@ A ledger offloaded by a broker is two objects in the bucket, keyed by the offloa
   offload (magic ``0x3D1FB0BC``, keys ``<uuid>`` / ``<uuid>-index``) holds several ledgers
   (``OffloadIndexBlockImpl``, ``OffloadIndexBlockV2Impl``);
 * both carry user metadata: ``role`` (data/index), ``ManagedLedgerName`` and the format version
-  ``s3managedledgeroffloaderformatversion`` = ``1`` (:func:`check_blob_metadata`).
+  ``s3managedledgeroffloaderformatversion`` = ``1`` (:func:`check_blob_metadata`); what makes an
+  object the offloader's whatever its key is :func:`is_offloader_metadata`.
 
 All integers are big-endian.  Nothing here does I/O: :mod:`.offload_store` reads the bytes.
 """
@@ -42,8 +43,10 @@ __all__ = [
     "PADDING",
     "check_blob_metadata",
     "check_padding",
+    "OFFLOADER_METADATA_KEYS",
     "data_key",
     "index_key",
+    "is_offloader_metadata",
     "iter_block_entries",
     "parse_block_header",
     "parse_index",
@@ -67,6 +70,20 @@ VERSION_KEY = "s3managedledgeroffloaderformatversion"
 CURRENT_VERSION = "1"
 ROLE_KEY = "role"
 MANAGED_LEDGER_KEY = "managedledgername"
+#: user-metadata keys (lower-cased, as S3 returns them) only Pulsar's offloaders write: the format
+#: version every blob gets from ``DataBlockUtils.addVersionInfo`` (data, index, and a streaming
+#: segment's both), the broker's software version and git sha (``LedgerOffloader``'s
+#: ``METADATA_SOFTWARE_VERSION_KEY``/``METADATA_SOFTWARE_GITSHA_KEY``, which the broker hands the
+#: offloader as its user metadata) and the ``ManagedLedgerName`` the broker passes as extra
+#: metadata (tests/vectors/offload/FACTS.md #2-#4; ``role`` alone is too common a word to tell)
+OFFLOADER_METADATA_KEYS = frozenset(
+    {
+        VERSION_KEY,
+        "s3managedledgeroffloadersoftwareversion",
+        "s3managedledgeroffloadersoftwaregitsha",
+        MANAGED_LEDGER_KEY,
+    }
+)
 
 _BLOCK_HEADER = struct.Struct(">Iqqq")  # magic, header length, block length, first entry id
 _STREAMING_HEADER = struct.Struct(">Iqqqq")  # ... and the ledger id after the first entry id
@@ -395,6 +412,12 @@ def _parse_v2(data: bytes, ledger_id: int | None, where: str) -> OffloadIndex:
 
 
 # ---------------------------------------------------------------- blob metadata
+
+
+def is_offloader_metadata(metadata: Mapping[str, str]) -> bool:
+    """Whether an object's user metadata is what Pulsar's offloader writes on its objects (one of
+    :data:`OFFLOADER_METADATA_KEYS`, any case): such an object is Pulsar's whatever its key."""
+    return any(k.lower() in OFFLOADER_METADATA_KEYS for k in metadata)
 
 
 def check_blob_metadata(metadata: Mapping[str, str], role: str, where: str) -> str | None:

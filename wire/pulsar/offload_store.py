@@ -14,7 +14,9 @@
   :attr:`OffloadSettings.endpoint` overrides it) and :class:`FileStore` (its
   ``DirectoryObjects``: the filesystem offloader's ``file:`` base path, or a local folder
   standing for it);
-* :func:`store_for` -- one store per (driver, bucket, endpoint, region) and process.
+* :func:`store_for` -- one store per (driver, bucket, endpoint, region) and process;
+* :class:`OffloadRecord` -- one offloaded ledger of a topic: its location and what its managed
+  ledger records of it (entries, bytes, the streaming segments' uuids).
 
 Errors are the object store's (``OffloadMissing``, exit 3; ``OffloadDenied``, 6;
 ``OffloadUnreachable``, 5: :mod:`.errors`' names for them) and ``OffloadUnlocated`` (3).
@@ -40,10 +42,12 @@ __all__ = [
     "ObjectInfo",
     "ObjectStore",
     "OffloadLocation",
+    "OffloadRecord",
     "OffloadSettings",
     "S3Store",
     "Upload",
     "location_of",
+    "record_of",
     "store_for",
 ]
 
@@ -146,6 +150,39 @@ class OffloadLocation:
             "bookkeeper_deleted": self.bookkeeper_deleted,
             "offloaded_at": self.timestamp,
         }
+
+
+@dataclass(frozen=True)
+class OffloadRecord:
+    """One offloaded ledger of a topic, as its managed ledger records it."""
+
+    topic: str
+    managed_ledger: str
+    location: OffloadLocation
+    entries: int
+    size: int
+    #: the uuids of the streaming offload segments its offload context names (their objects are
+    #: ``<uuid>`` and ``<uuid>-index``)
+    segment_uuids: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "managed_ledger": self.managed_ledger,
+            "entries": self.entries,
+            "size": self.size,
+            "where": self.location.where(),
+            **self.location.to_json(),
+        }
+
+
+def record_of(ledger_info: Any, managed_ledger: str, topic: str) -> OffloadRecord | None:
+    """The :class:`OffloadRecord` of one ``ManagedLedgerInfo.LedgerInfo`` (None: never offloaded)."""
+    location = location_of(ledger_info, managed_ledger)
+    if location is None:
+        return None
+    segments = tuple(uuid_of(s.uidMsb, s.uidLsb) for s in ledger_info.offloadContext.offloadSegment)
+    return OffloadRecord(topic, managed_ledger, location, ledger_info.entries, ledger_info.size, segments)
 
 
 def location_of(ledger_info: Any, managed_ledger: str) -> OffloadLocation | None:
