@@ -31,7 +31,8 @@ DESCRIPTIONS = {
     FSCK_STALE_MARKS: "ledger fsck: only under-replication marks out of date (a healthy or deleted ledger marked)",
     FSCK_REPAIRABLE: "ledger fsck: copies missing, misplaced or corrupt while a good copy lives",
     FSCK_DATA_LOST: "data lost: ledger fsck found entries with no live copy; recover or decommission "
-    "went past entries with no good copy (recorded lost)",
+    "went past entries with no good copy (recorded lost); a decommission or drain --dry-run names "
+    "ledgers that would lose data",
     PARTIAL: "done in part: backup copied every ledger it could read and names the unreadable ones "
     "(recorded in its manifest); restore --skip-damaged restored what was intact and names the rest",
     INTERRUPTED: "interrupted (Ctrl-C); a closed pipe (| head) is 0",

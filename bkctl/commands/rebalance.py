@@ -354,15 +354,17 @@ def drain(
     Ctrl-C (exit 130).  A bookie not running is exit 4 (use `decommission`), an unknown
     one exit 3, a rebalance or drain running already exit 4.  Killed or interrupted,
     nothing is half moved; run it again.  --dry-run lists every ledger that cannot move,
-    with why, and those with entries no other bookie holds a readable copy of (data lost
-    if the bookie left before they are repaired), and exits 1 when there is any (an open
-    ledger whose writer may yet leave the bookie is listed as waiting, not counted).  --json:
+    with why, and exits 1 when there is any (an open ledger whose writer may yet leave the
+    bookie is listed as waiting, not counted) -- or 9 (data lost) when some ledger has
+    entries with no good copy off the bookie (data lost if it left before they are
+    repaired), found by `ledger fsck`'s data_lost rule (its surviving copies read and
+    digest-checked), each named with its entries, bookies and cause.  --json:
     one event per line (plan, planned, move, note, summary: bookie_id, drained, passes,
     moved, skipped, abandoned, failed, bytes, entries_copied, stopped, left[] {ledger_id,
     reason}, lost[] and waiting[] {ledger_id, reason}, read_only_set, left_read_only, cookie_deleted,
     dry_run).
     """
-    from ..exitcodes import FAILED, INTERRUPTED, CommandError
+    from ..exitcodes import FAILED, FSCK_DATA_LOST, INTERRUPTED, CommandError
     from ..ops.rebalance import drain as run
 
     events = _Events(app, f"draining {bookie}", dry_run)
@@ -413,12 +415,15 @@ def drain(
         else:
             for lid, why in sorted(report.left.items()):
                 app.console.print(f"  {lid}: {why}", markup=False)
-    if dry_run and (report.left or report.lost):
-        n = len(set(report.left) | set(report.lost))
+    if dry_run and report.lost:
         raise CommandError(
-            f"dry run: {plural(n, 'ledger')} of {bookie} cannot move now"
-            + (f", {len(report.lost)} of them would lose data" if report.lost else "")
-            + " (listed above); nothing changed",
+            f"dry run: {plural(len(report.lost), 'ledger')} of {bookie} would lose data if it left "
+            "(entries with no good copy off it: listed above); nothing changed",
+            FSCK_DATA_LOST,
+        )
+    if dry_run and report.left:
+        raise CommandError(
+            f"dry run: {plural(len(report.left), 'ledger')} of {bookie} cannot move now (listed above); nothing changed",
             FAILED,
         )
     if not dry_run and not report.drained:

@@ -373,7 +373,11 @@ def decommission(
     it back, or delete them and decommission again); the daemons are not
     waited for once only those are left.  Only then is its cookie deleted.  --dry-run makes the
     same checks and shows the ledgers that would move (locally: each move, the
-    replacement and the entries it copies, the ledgers to close first); nothing changes.  --json (printed on failure too,
+    replacement and the entries it copies, the ledgers to close first); nothing changes.
+    It names every ledger that would lose data -- an entry with no good copy off the
+    bookie, found by `ledger fsck`'s data_lost rule (the surviving copies read and
+    digest-checked) -- first, each with its entries, bookies and cause, and then exits 9
+    (data lost); the --json rows say it in data_lost (null: none).  --json (printed on failure too,
     before the exit 1): bookie_id, mode (autorecovery or local), passes,
     ledgers[] (as `recover`; with the daemons ledger_id, status, and for a
     ledger left repair {state, text, worker, since, until, attempts, reason} -- the repair
@@ -424,6 +428,12 @@ def decommission(
         reporter.stop()
     if dry_run:
         _show_decommission_plan(app, doc)
+        if doc["lost"]:
+            raise CommandError(
+                f"dry run: {_plural(len(doc['lost']), 'ledger')} of {bookie} would lose data "
+                "(entries with no good copy off it: listed above); nothing changed",
+                FSCK_DATA_LOST,
+            )
         return
     lost = lost_entries_line(doc["lost_entries"]) if doc.get("lost_entries") else ""
     if doc["error"]:

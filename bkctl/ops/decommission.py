@@ -243,7 +243,10 @@ def decommission(
             result["ledgers"] = [{"ledger_id": lid, "status": "planned"} for lid in ids]
         elif ids:
             result["ledgers"] = _planned_rows(bk, store, bookie, ids, placement)
-        result["lost"] = [{"ledger_id": lid, "reason": why} for lid, why in lost_with(store, ids, bookie).items()]
+        lost = lost_with(bk, store, ids, bookie)
+        result["lost"] = [{"ledger_id": lid, "reason": why} for lid, why in lost.items()]
+        for row in result["ledgers"]:
+            row["data_lost"] = lost.get(row["ledger_id"])
         return result
     from bkctl.wire.rebalance.executor import Throttle
 
@@ -255,7 +258,7 @@ def decommission(
             confirm(ids)
         if use_daemons and ids:
             by_ledger = _by_the_daemons(
-                store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
+                bk, store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
             )
         elif ids:
             by_ledger = _locally(
@@ -279,7 +282,7 @@ def decommission(
     ids = ledgers_on(store, [bookie])
     if use_daemons:
         by_ledger.update({row["ledger_id"]: row for row in daemon_rows(repair_states(store, ids, bookie))})
-    lost = lost_with(store, ids, bookie)
+    lost = lost_with(bk, store, ids, bookie)
     left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
     result.update(
         ledgers=[by_ledger[k] for k in sorted(by_ledger)],
@@ -380,7 +383,7 @@ def _locally(
 
 
 def _by_the_daemons(
-    store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
+    bk, store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
 ) -> dict[int, dict]:
     """Trigger the audit and wait (up to ``timeout``) for the autorecovery daemons to move every
     ledger off the bookie, saying every ``heartbeat`` seconds what those left wait for."""
@@ -390,7 +393,7 @@ def _by_the_daemons(
     if on_start is not None:
         on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
     auditor, _delay = trigger_audit(store)
-    lost_first = lost_with(store, ids, bookie)
+    lost_first = lost_with(bk, store, ids, bookie)
     if lost_first:
         note(lost_line(list(lost_first), bookie))
     note(

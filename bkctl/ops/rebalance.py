@@ -370,7 +370,7 @@ def drain(
         report.waiting = {u.ledger_id: u.reason for u in plan.unmovable if u.kind.value in _WAITING_KINDS}
         report.lost = {
             lid: f"{why}: data would be lost if {bookie} left before those copies are repaired"
-            for lid, why in lost_with(store, ledgers_on(store, [bookie]), bookie).items()
+            for lid, why in lost_with(bk, store, ledgers_on(store, [bookie]), bookie).items()
         }
         return report, plan
     with begin_run(store, "drain", throttle, bookie, poll=run_poll) as run:

@@ -342,36 +342,45 @@ def autorecovery_available(store) -> bool:
 LOST = "lost"
 
 
-def lost_with(store, ledger_ids: Iterable[int], bookie: str) -> dict[int, str]:
-    """Those of ``ledger_ids`` that lose data if ``bookie`` never returns: some
-    entry's every copy (its write set, segment by segment) is on ``bookie`` or
-    on bookies that are not registered.  Ledger id -> why, in one short line."""
-    from bkctl.wire.metadata.ledger import write_set_indices
-
-    live = (set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())) - {bookie}
+def lost_with(bk, store, ledger_ids: Iterable[int], bookie: str) -> dict[int, str]:
+    """Those of ``ledger_ids`` that lose data if ``bookie`` never returns, by ``ledger fsck``'s
+    rule for ``data_lost`` (:func:`~bkctl.wire.fsck.check.check_ledger`, the bookie counted as
+    gone): every entry short of a copy off the bookie has its surviving copies read and
+    digest-checked, and one with no good copy but the bookie's (none holds it, each copy fails
+    its digest, or every other copy is on bookies down) is lost.  Ledger id -> why, in one
+    short line (the lost entries, their bookies and cause)."""
+    ids = list(ledger_ids)
+    if not ids:
+        return {}
+    live = frozenset(store.registration.writable_bookies()) | frozenset(store.registration.readonly_bookies())
+    reads = [
+        r
+        for r in store.ledgers.read_many(ids, naming=[bookie])
+        if r[1] is not None and not isinstance(r[1], Exception) and bookie in r[1].bookies
+    ]
     out: dict[int, str] = {}
-    for lid, md, _version in store.ledgers.read_many(list(ledger_ids), naming=[bookie]):
-        if md is None or isinstance(md, Exception) or bookie not in md.bookies:
-            continue
-        for i, (first, ensemble) in enumerate(md.ensembles):
-            end = md.ensembles[i + 1][0] - 1 if i + 1 < len(md.ensembles) else None
-            if end is None and md.is_closed:
-                end = md.last_entry_id
-            stop = first + len(ensemble) - 1 if end is None else min(end, first + len(ensemble) - 1)
-            if bookie not in ensemble or stop < first:
-                continue
-            gone = [
-                e
-                for e in range(first, stop + 1)
-                if not any(str(ensemble[j]) in live for j in write_set_indices(e, len(ensemble), md.write_quorum))
-            ]
-            if gone:
-                down = sorted({str(b) for b in ensemble} - live - {bookie})
-                out[lid] = f"entries from {first} have no copy but on {bookie}" + (
-                    f" and bookies down ({', '.join(down)})" if down else ""
-                )
-                break
+    for chunk in _chunks(reads, LOSS_CHECK_CHUNK):
+        out.update(bk.run(_losses, chunk, live - {bookie}))
     return out
+
+
+#: ledgers checked for lost data at once (each call waits at most the client's timeout)
+LOSS_CHECK_CHUNK = 32
+
+
+async def _losses(client, reads: list, registered: frozenset[str]) -> dict[int, str]:
+    from twisted.internet import defer
+
+    from bkctl.wire.fsck.check import BookieRequests, CheckOptions, check_ledger
+    from bkctl.wire.fsck.findings import Kind
+
+    requests = BookieRequests(client.pool)
+    options = CheckOptions(registered, sample=0)
+    found = await defer.gatherResults(
+        [defer.ensureDeferred(check_ledger(requests, lid, md, version, options)) for lid, md, version in reads],
+        consumeErrors=True,
+    )
+    return {f.ledger_id: f.message for f in found if f is not None and f.kind in (Kind.DATA_LOST, Kind.METADATA_ONLY)}
 
 
 def lost_entries_line(count: int) -> str:

@@ -103,6 +103,15 @@ def test_recover_and_decommission_go_past_a_lost_entry_and_record_it(bookie_clus
     by_id[b].stop()  # B's disk is gone: it never comes back
     wait_for(what=f"{b} unregistered", predicate=lambda: b not in registered_bookies(zkstore.registration))
 
+    plan = bkctl(uri, "--json", "decommission", b, "--dry-run")  # fsck's rule: A's lone copy is read
+    assert plan.returncode == 9, (plan.stdout, plan.stderr)
+    doc = json.loads(plan.stdout)
+    assert sorted(r["ledger_id"] for r in doc["lost"]) == [recovered, decommissioned]
+    assert all("entry 5" in r["reason"] and "fails its digest" in r["reason"] for r in doc["lost"])
+    assert all(row["data_lost"] for row in doc["ledgers"]) and "would lose data" in plan.stderr
+    text = bkctl(uri, "decommission", b, "--dry-run")
+    assert text.returncode == 9 and f"  {recovered}: " in text.stdout and "fails its digest" in text.stdout
+
     r = bkctl(uri, "--json", "recover", b, "--ledger", str(recovered), "--force")
     assert r.returncode == 9, (r.stdout, r.stderr)
     doc = json.loads(r.stdout)

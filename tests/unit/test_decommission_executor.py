@@ -6,28 +6,58 @@ ledgers moved too), one cookie rule, and the ledgers left said with why -- the l
 from __future__ import annotations
 
 import pytest
+from twisted.internet import defer
 
 from bkctl.exitcodes import CONFLICT, CommandError
 from bkctl.ops import decommission as ops
 from bkctl.ops.recovery import LOST, retire_cookie
 from bkctl.wire.client import replication_causes as R
 from bkctl.wire.client.placement import RandomPlacement
+from bkctl.wire.client.credentials import ledger_credentials
+from bkctl.wire.codecs.digest import DigestManager
 from bkctl.wire.metadata.cookie import Cookie
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.rebalance import executor
 from bkctl.wire.rebalance.executor import MoveTally, RunRecord, Throttle, request_cancel
 from bkctl.wire.rebalance.mover import MoveOutcome, MoveResult
+from tests.support.deferreds import successResultOf
+from tests.support.fake_bookie import FakePool
 from tests.support.fake_store import FakeMetadataStore
 
 A, B, C, D, E = (f"10.0.0.{i}:3181" for i in range(1, 6))
 
 
+class Client:
+    def __init__(self):
+        self.pool = FakePool(auto=True)
+
+
 class Bk:
-    client = None
+    """What a decommission uses of a blocking client: ``run`` over fake bookies (what they hold,
+    :func:`hold`, is what the data-loss rule reads)."""
+
+    def __init__(self):
+        self.client = Client()
+
+    def run(self, fn, *args):
+        return successResultOf(defer.ensureDeferred(fn(self.client, *args)))
+
+
+def hold(bk, store, ledger_id, bookies):
+    """``bookies`` hold their copies of the closed ledger, as its write sets say."""
+    md, _version = store.ledgers.read(ledger_id)
+    password, digest_type = ledger_credentials(ledger_id, md)
+    digest = DigestManager(ledger_id, digest_type, password)
+    for first, last, _ensemble in md.segment_ranges():
+        for e in range(first, last + 1):
+            body = digest.package(e, e - 1, e + 1, b"x%d" % e)
+            for b in md.write_set(e):
+                if b in bookies:
+                    bk.client.pool.get(b).stored[(ledger_id, e)] = body
 
 
 def closed(ensemble=(A, B, C), last=9, length=1000, quorum=2):
-    return LedgerMetadata.new(list(ensemble), quorum, quorum).closed(last, length)
+    return LedgerMetadata.new(list(ensemble), quorum, quorum, password=b"pw").closed(last, length)
 
 
 def cluster(*live):
@@ -38,8 +68,12 @@ def cluster(*live):
     return store
 
 
-def decommission(store, **kw):
-    return ops.decommission(Bk(), store, B, placement=RandomPlacement(), use_daemons=False, **kw)
+def decommission(store, bk=None, **kw):
+    if bk is None:
+        bk = Bk()
+        for lid, md, _v in store.ledgers.walk():
+            hold(bk, store, lid, set(md.bookies) - {B})
+    return ops.decommission(bk, store, B, placement=RandomPlacement(), use_daemons=False, **kw)
 
 
 def carrying(store, outcome=None, heard=None):
@@ -132,18 +166,33 @@ def test_a_decommission_that_moved_nothing_stops_and_says_why_for_each_ledger(mo
 
 
 def test_a_decommission_says_first_which_ledgers_are_lost_unless_the_bookie_returns(monkeypatch):
-    """Ledger 6's only copy (write quorum 1) and ledger 7's entries whose other copy is on a
-    bookie down are on B: lost unless B returns, said before the ledgers merely left."""
+    """Ledger 6's only copy (write quorum 1), ledger 7's entries whose other copy is on a bookie
+    down, and ledger 8's entry 3 whose other copy fails its digest are on B: lost unless B
+    returns (ledger fsck's data_lost rule, the copies read), said before the ledgers merely left."""
     store = cluster(A, C)
     store.ledgers.create(closed((A, B, C)), 4)
     store.ledgers.create(closed((A, B, C), quorum=1), 6)
     store.ledgers.create(closed((B, D)), 7)  # D is down too
+    store.ledgers.create(closed((A, B, C)), 8)  # every entry on A or C too, but A's entry 3 (on A and B) is bad
+    bk = Bk()
+    for lid in (4, 6, 8):
+        hold(bk, store, lid, {A, C})
+    body = bytearray(bk.client.pool.get(A).stored[(8, 3)])
+    body[-1] ^= 1
+    bk.client.pool.get(A).stored[(8, 3)] = bytes(body)
     monkeypatch.setattr(executor, "carry_out", carrying(store, MoveOutcome.FAILED))
-    plan = decommission(store, dry_run=True)
-    assert [r["ledger_id"] for r in plan["lost"]] == [6, 7]
-    doc = decommission(store)
-    assert doc["error"].startswith(f"2 ledgers LOST unless bookie {B} returns (no other copy: 6, 7); bring it back")
-    assert [(r["ledger_id"], r["cause"]) for r in doc["left"]][:2] == [(6, LOST), (7, LOST)]
+    plan = decommission(store, bk, dry_run=True)
+    assert [r["ledger_id"] for r in plan["lost"]] == [6, 7, 8]
+    assert "entry 3" in plan["lost"][2]["reason"] and "fails its digest" in plan["lost"][2]["reason"]
+    assert {r["ledger_id"]: r["data_lost"] is not None for r in plan["ledgers"]} == {
+        4: False,
+        6: True,
+        7: True,
+        8: True,
+    }
+    doc = decommission(store, bk)
+    assert doc["error"].startswith(f"3 ledgers LOST unless bookie {B} returns (no other copy: 6, 7, 8); bring it back")
+    assert [(r["ledger_id"], r["cause"]) for r in doc["left"]][:3] == [(6, LOST), (7, LOST), (8, LOST)]
 
 
 def test_a_dry_run_decommission_of_a_running_bookie_shows_the_plan():

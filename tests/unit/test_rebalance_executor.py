@@ -151,7 +151,12 @@ def drain_cluster(monkeypatch):
 
 
 def test_a_drain_dry_run_names_what_cannot_move_and_what_would_lose_data(drain_cluster):
-    report, _plan = ops.drain(None, drain_cluster, A, placement=RandomPlacement(), dry_run=True)
+    from tests.unit.test_decommission_executor import Bk, hold
+
+    bk = Bk()
+    hold(bk, drain_cluster, 1, {B})
+    hold(bk, drain_cluster, 3, {B, C})
+    report, _plan = ops.drain(bk, drain_cluster, A, placement=RandomPlacement(), dry_run=True)
     assert set(report.left) == {3} and "no writable bookie outside its ensemble" in report.left[3]
     assert set(report.lost) == {2} and "data would be lost" in report.lost[2]
     assert drain_cluster.turned == []  # a dry run changes nothing
