@@ -319,6 +319,9 @@ def fix_all(store, findings: Iterable, fixes: set[str], dry_run: bool) -> Iterat
     from bkctl.wire.fsck.fixes import apply_fix, fix_for
 
     for finding in findings:
+        if not fixes:  # nothing to apply: not even which fix would do (a finding's marks are worked out)
+            yield finding, None
+            continue
         fix = fix_for(finding)
         if fix is None or fix.value not in fixes:
             yield finding, None

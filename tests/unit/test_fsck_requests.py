@@ -86,3 +86,19 @@ def test_a_bookie_that_answers_none_of_the_reads_is_unreachable_not_empty():
     pool.get(C).down = True
     found, _sent, _reads = check(pool, md)
     assert found.kind is Kind.MISSING and f"{C} (unreachable)" in found.message
+
+
+def test_a_striped_ledger_no_bookie_holds_is_one_lost_run_not_one_an_entry():
+    # E3/Qw2 gives each entry other bookies than the next; with C gone and A, B empty every entry
+    # is lost "no live bookie holds it": one run for all of them, the cause said once, so that
+    # the finding of a 1000-entry ledger is a line, not 1000 runs (bench/bench_scale.py's cluster)
+    pool = FakePool(auto=True)
+    md = LedgerMetadata.new([A, B, C], 2, 2, password=b"pw").closed(999, 0)
+    found = successResultOf(
+        defer.ensureDeferred(check_ledger(BookieRequests(pool, 16), LID, md, 0, CheckOptions(frozenset((A, B, D)))))
+    )
+    assert found.kind is Kind.DATA_LOST and found.lost == [(0, 999)]
+    (run,) = found.lost_runs
+    assert (run.first, run.last, run.bookies) == (0, 999, (A, B, C))
+    assert run.cause == f"no live bookie holds it; {C} is not live"
+    assert found.missing[A][:3] == [(0, 0), (2, 3), (5, 6)]  # what each bookie lacks stays exact

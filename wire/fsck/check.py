@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import bisect
 import random
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
@@ -333,12 +335,10 @@ async def check_ledger(
             missing[bookie] = lacks
     if not missing:
         return await _compare(req, ledger_id, md, version, stripes, sample, options, copies)
-    lacking = {b: set(es) for b, es in missing.items()}
-    no_copy = [
-        e
-        for e in sorted({e for es in missing.values() for e in es})
-        if all(e in lacking.get(b, ()) for b in stripes.write_set(e))
-    ]
+    # an entry every bookie of its write set lacks has no copy in the ensemble
+    lacks_count = Counter(chain.from_iterable(missing.values()))
+    short = sorted(lacks_count)
+    no_copy = [e for e in short if lacks_count[e] >= md.write_quorum]
     # look elsewhere when a live bookie of the ensemble lacks entries, or some have no copy left
     outside: dict[str, Held] = {}
     if no_copy or any(b in registered for b in missing):
@@ -360,12 +360,16 @@ async def check_ledger(
         )
     # every entry short of a copy: its surviving copies are read and judged, for a lone copy
     # that fails its digest is as lost as no copy at all
-    short = sorted({e for es in missing.values() for e in es})
-    holders = {
-        e: [b for b in stripes.write_set(e) if b in registered and e in held[b]]
-        + sorted(h for h, got in outside.items() if e in got)
-        for e in short
-    }
+    holding = {b for b in inside if b in registered and held[b]}
+    holders = (
+        {
+            e: [b for b in stripes.write_set(e) if b in holding and e in held[b]]
+            + sorted(h for h, got in outside.items() if e in got)
+            for e in short
+        }
+        if holding or outside
+        else {}  # no live bookie holds any entry of it: nothing to read
+    )
     bad, no_good = await _judge_copies(req, ledger_id, md, holders, copies)
     lost_runs = _lost_runs(stripes, sorted(set(nowhere) | set(no_good)), holders, bad, registered, silent)
     missing_runs = {b: runs_of(es) for b, es in missing.items()}
@@ -512,12 +516,33 @@ def _lost_runs(
     silent: list[str],
 ) -> list[LostRun]:
     """Each lost entry's bookies and cause, consecutive entries of the same ones as one run
-    (a cause worked out once for each write set, holders and faults met)."""
+    (a cause worked out once for each write set, holders and faults met).  Consecutive entries
+    no live bookie holds are one run whatever their write sets (a striped ensemble gives each
+    entry other bookies): its bookies are theirs together, the cause said once for them."""
     faults = {(b.entry_id, b.bookie): _copy_fault(b.reason) for b in bad}
     causes: dict[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]], tuple[tuple[str, ...], str]] = {}
     out: list[LostRun] = []
+    nowhere: list[int] = []  # the run of entries no live bookie holds under way: first, last
+    nowhere_sets: set[str] = set()
+
+    def close_nowhere() -> None:
+        if nowhere:
+            bookies, cause = _lost_cause(tuple(nowhere_sets), [], (), registered, silent)
+            out.append(LostRun(nowhere[0], nowhere[1], bookies, cause))
+            nowhere.clear()
+            nowhere_sets.clear()
+
     for e in lost:
         where = holders.get(e, [])
+        if not where:
+            if nowhere and nowhere[1] != e - 1:
+                close_nowhere()
+            if not nowhere:
+                nowhere.extend((e, e))
+            nowhere[1] = e
+            nowhere_sets.update(stripes.write_set(e))
+            continue
+        close_nowhere()
         key = (stripes.write_set(e), tuple(where), tuple(faults.get((e, b), "") for b in where))
         said = causes.get(key)
         if said is None:
@@ -528,6 +553,7 @@ def _lost_runs(
             out[-1] = LostRun(last.first, e, bookies, cause)
         else:
             out.append(LostRun(e, e, bookies, cause))
+    close_nowhere()
     return out
 
 
