@@ -23,17 +23,11 @@ def _line(finding, outcome) -> str:
 def _grouped(held, registered, say) -> None:
     """The findings all about one bookie holding none of its entries: one line per bookie (with
     how their fixes went), the ledgers left alone in a group of one each on their own line."""
-    from collections import Counter
-
-    from bkctl.wire.fsck.findings import group
-
-    outcomes = {f.ledger_id: o for f, o in held}
-    groups, alone = group((f for f, _o in held), registered)
-    for g in groups:
-        fixed = Counter(f"{o.fix.value}: {o.status}" for lid in g.ledgers if (o := outcomes[lid]) is not None)
+    groups, alone = held.groups(registered)
+    for g, fixed in groups:
         say(g.text() + (f" [{', '.join(f'{n} {what}' for what, n in sorted(fixed.items()))}]" if fixed else ""))
-    for f in alone:
-        say(_line(f, outcomes[f.ledger_id]))
+    for f, outcome in alone:
+        say(_line(f, outcome))
 
 
 @click.command("fsck")
@@ -150,7 +144,9 @@ def fsck(
             requests_in_flight=in_flight,
             progress=progress,
         )
-        held = []  # findings all about one bookie holding none of its entries: one line per bookie at the end
+        from bkctl.wire.fsck.findings import Grouping
+
+        held = Grouping()  # findings all about one bookie holding none of its entries: a line each at the end
 
         def say(line: str) -> None:
             if getattr(progress, "shown", False):
@@ -164,9 +160,7 @@ def fsck(
                 if outcome is not None:
                     doc["fix"] = outcome.to_json()
                 app.emit_json(doc)
-            elif finding.whole_bookie() is not None:
-                held.append((finding, outcome))
-            else:
+            elif not held.add(finding, outcome, None if outcome is None else f"{outcome.fix.value}: {outcome.status}"):
                 say(_line(finding, outcome))
         if held:
             _grouped(held, run.registered, say)

@@ -5,6 +5,8 @@ worst one's).  Pure data, no I/O."""
 from __future__ import annotations
 
 import enum
+from array import array
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +14,7 @@ from typing import Any
 __all__ = [
     "BadReplica",
     "Finding",
+    "Grouping",
     "Kind",
     "LostRun",
     "Move",
@@ -313,22 +316,55 @@ class WholeBookie:
         )
 
 
+class Grouping:
+    """Findings grouped by cause as they stream, kept small: those all about one bookie holding
+    none of its entries (:meth:`Finding.whole_bookie`) by bookie -- its ledger ids, a count of
+    the notes given with them (how a fix went), and its first finding with its tag (shown
+    alone when it is the only one) -- not the findings (a wiped bookie of a million-ledger
+    cluster is a third of its ledgers)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, array[int]] = {}
+        self._notes: dict[str, Counter[str]] = {}
+        self._first: dict[str, tuple[Finding, Any]] = {}
+
+    def add(self, finding: Finding, tag: Any = None, note: str | None = None) -> bool:
+        """Keep ``finding`` in its bookie's group (False: it is not all about one bookie)."""
+        bookie = finding.whole_bookie()
+        if bookie is None:
+            return False
+        if bookie not in self._ids:
+            self._ids[bookie], self._notes[bookie] = array("q"), Counter()
+            self._first[bookie] = (finding, tag)
+        self._ids[bookie].append(finding.ledger_id)
+        if note is not None:
+            self._notes[bookie][note] += 1
+        return True
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+    def groups(
+        self, registered: Iterable[str]
+    ) -> tuple[list[tuple[WholeBookie, Counter[str]]], list[tuple[Finding, Any]]]:
+        """Each bookie of two ledgers or more with its notes' counts, by bookie; the findings
+        (with their tags) of the bookies of one, in ledger id order."""
+        live = set(registered)
+        groups: list[tuple[WholeBookie, Counter[str]]] = []
+        alone: list[tuple[Finding, Any]] = []
+        for bookie in sorted(self._ids):
+            if len(self._ids[bookie]) < 2:
+                alone.append(self._first[bookie])
+            else:
+                ids = tuple(sorted(self._ids[bookie]))
+                groups.append((WholeBookie(bookie, bookie in live, ids), self._notes[bookie]))
+        return groups, sorted(alone, key=lambda fo: fo[0].ledger_id)
+
+
 def group(findings: Iterable[Finding], registered: Iterable[str]) -> tuple[list[WholeBookie], list[Finding]]:
     """Findings grouped by cause for people: those that are all about one bookie holding none of
     its entries, by bookie (two ledgers or more), and the others, each on its own."""
-    live = set(registered)
-    by_bookie: dict[str, list[Finding]] = {}
-    alone: list[Finding] = []
-    for f in findings:
-        bookie = f.whole_bookie()
-        if bookie is None:
-            alone.append(f)
-        else:
-            by_bookie.setdefault(bookie, []).append(f)
-    groups: list[WholeBookie] = []
-    for bookie, fs in sorted(by_bookie.items()):
-        if len(fs) < 2:
-            alone.extend(fs)
-        else:
-            groups.append(WholeBookie(bookie, bookie in live, tuple(sorted(f.ledger_id for f in fs))))
-    return groups, sorted(alone, key=lambda f: f.ledger_id)
+    grouping = Grouping()
+    alone = [f for f in findings if not grouping.add(f)]
+    groups, single = grouping.groups(registered)
+    return [g for g, _ in groups], sorted(alone + [f for f, _ in single], key=lambda f: f.ledger_id)
