@@ -139,13 +139,30 @@ def begin_run(store, kind: str, throttle, bookie: str | None = None, *, poll: fl
     from bkctl.wire.rebalance.executor import RunRecord, begin
 
     try:
-        return begin(store, RunRecord.mine(kind, throttle, bookie), poll=poll)
+        mine = RunRecord.mine(kind, throttle, bookie, session_timeout=getattr(store, "session_timeout", None))
+        return begin(store, mine, poll=poll)
     except RunInProgress as e:
         raise CommandError(
             f"{running_line(e.record)} is running: one rebalance, drain or decommission at a time per cluster; "
-            "wait for it to end, or stop it with bkctl rebalance --cancel",
+            "wait for it to end, or stop it with bkctl rebalance --cancel" + _left_by_a_kill(e.record),
             CONFLICT,
         ) from None
+
+
+def _left_by_a_kill(record) -> str:
+    """For a run on another host: if its process was killed, its record stays until its
+    ZooKeeper session expires -- and in how long at most."""
+    if record is None or not record.elsewhere():
+        return ""
+    when = (
+        f"in at most {record.session_timeout:g} s (its session timeout)"
+        if record.session_timeout is not None
+        else "(its session timeout is not recorded: bkctl's --timeout on that host)"
+    )
+    return (
+        f"; if its process on {record.host} was killed (kill -9, a crash), its record goes by itself "
+        f"when that ZooKeeper session expires, {when}"
+    )
 
 
 def cancel(store, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep) -> str:
@@ -263,6 +280,8 @@ class DrainReport:
     #: why it stopped before the end: cancelled, interrupted (Ctrl-C); None when it did not
     stopped: str | None = None
     interrupted: bool = False
+    #: seconds its passes took, the wait for writers in them (None: it did not move)
+    waited: float | None = None
     #: some ledger left is open: its writer may yet leave the bookie
     waiting_for_writers: bool = False
 
@@ -274,7 +293,10 @@ class DrainReport:
         """The one line a drain that did not end says: what moved, what is left, that the bookie
         is left read-only and the one command that undoes it."""
         t = self.tally
-        why = self.stopped or f"after {wait:g} s"
+        took = wait if self.waited is None else self.waited
+        why = self.stopped or f"after {took:.1f} s" + (
+            f" (before --wait {wait:g} s ran out: no ledger left that waiting would move)" if took < wait else ""
+        )
         line = (
             f"drain of {self.bookie} stopped {why}: {plural(t.moved, 'ledger')} moved"
             + (f" ({human_size(t.nbytes)})" if t.moved else "")
@@ -412,7 +434,8 @@ def _drain_passes(
     heard = listener or Unheard()
     note = heard.note
     first_plan = None
-    deadline = clock() + wait
+    started = clock()
+    deadline = started + wait
     try:
         while True:
             survey = read_cluster(store, keep=[bookie], progress=progress if report.passes == 0 else None)
@@ -461,6 +484,7 @@ def _drain_passes(
             report.left = {lid: "interrupted before it moved" for lid in ledgers_on(store, [bookie])}
         except KeyboardInterrupt:
             pass
+    report.waited = clock() - started
     return first_plan
 
 

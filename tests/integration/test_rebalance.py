@@ -420,7 +420,7 @@ def test_a_drain_that_cannot_finish_says_the_bookie_is_left_read_only(bookies, m
     dry = bkctl_text(uri, "drain", victim, "--dry-run")
     assert dry.returncode == 1, dry.stderr
     for lid in stuck:
-        assert f"{lid}: cannot move: no writable bookie outside its ensemble" in dry.stdout
+        assert f"{lid}: cannot move: no writable bookie outside its segment from entry 0" in dry.stdout
     assert "2 ledgers of" in dry.stderr and "cannot move now" in dry.stderr
     assert victim not in zkstore.registration.readonly_bookies()  # a dry run changes nothing
 

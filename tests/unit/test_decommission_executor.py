@@ -12,8 +12,8 @@ from bkctl.exitcodes import CONFLICT, CommandError
 from bkctl.ops import decommission as ops
 from bkctl.ops.recovery import LOST, retire_cookie
 from bkctl.wire.client import replication_causes as R
-from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.client.credentials import ledger_credentials
+from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager
 from bkctl.wire.metadata.cookie import Cookie
 from bkctl.wire.metadata.ledger import LedgerMetadata

@@ -157,7 +157,7 @@ def test_a_drain_dry_run_names_what_cannot_move_and_what_would_lose_data(drain_c
     hold(bk, drain_cluster, 1, {B})
     hold(bk, drain_cluster, 3, {B, C})
     report, _plan = ops.drain(bk, drain_cluster, A, placement=RandomPlacement(), dry_run=True)
-    assert set(report.left) == {3} and "no writable bookie outside its ensemble" in report.left[3]
+    assert set(report.left) == {3} and "no writable bookie outside its segment from entry 0" in report.left[3]
     assert set(report.lost) == {2} and "data would be lost" in report.lost[2]
     assert drain_cluster.turned == []  # a dry run changes nothing
 
@@ -181,11 +181,22 @@ def moves_none(store, skipped=()):
 
 def test_a_drain_that_cannot_finish_says_the_bookie_is_left_read_only_and_how_to_undo_it(drain_cluster, monkeypatch):
     monkeypatch.setattr(ops, "carry_out", moves_none(drain_cluster))
-    report, _ = ops.drain(None, drain_cluster, A, placement=RandomPlacement(), wait=5)
+    now = [0.0]
+    report, _ = ops.drain(
+        None,
+        drain_cluster,
+        A,
+        placement=RandomPlacement(),
+        wait=5,
+        poll=1,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
     assert not report.drained and set(report.left) == {3}
     assert drain_cluster.turned == [(A, True)]
     line = report.ending(5)
     assert "2 ledgers moved" in line and "1 ledger still on it" in line
+    assert "stopped after 1.0 s (before --wait 5 s ran out" in line  # the time it took, not --wait
     assert f"{A} is left read-only" in line and f"bkctl bookie readonly {A} off" in line
     assert report.as_json()["left_read_only"] is True
 
@@ -223,4 +234,21 @@ def test_open_ledger_wording_only_when_an_open_ledger_is_left(drain_cluster, mon
         sleep=lambda s: now.__setitem__(0, now[0] + s),
     )
     assert set(report.left) == {1} and "worker-1" in report.left[1]
+    assert f"drain of {A} stopped after 10.0 s:" in report.ending(10)  # waited the whole --wait
     assert heard.notes and not any("writers" in n for n in heard.notes)  # closed: no writer to wait for
+
+
+def test_a_record_left_on_another_host_says_it_goes_when_its_session_expires(store):
+    """A run SIGKILLed on another host leaves its record until its ZooKeeper session expires:
+    the refusal names whose it is, since when, and that it goes by itself, in how long at most."""
+    killed = RunRecord("rebalance", "host-b", 4242, 1.7e9, Throttle(), session_timeout=10.0)
+    store.rebalance.claim(killed.encode())
+    with pytest.raises(CommandError) as refused:
+        ops.rebalance(None, store, placement=RandomPlacement())
+    text = str(refused.value)
+    assert refused.value.code == CONFLICT
+    assert "a rebalance (pid 4242 on host-b, since 2023-11-14 22:13:20 UTC" in text
+    assert "if its process on host-b was killed" in text and "when that ZooKeeper session expires" in text
+    assert "in at most 10 s" in text
+    mine = RunRecord.mine("drain", Throttle(), B, session_timeout=3.0)
+    assert RunRecord.decode(mine.encode()) == mine and not mine.elsewhere()

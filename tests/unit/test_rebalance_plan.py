@@ -172,3 +172,28 @@ def test_a_move_between_two_bookies_already_within_the_band_is_not_planned():
     assert plan.moves and plan.outside() == [B]
     again = plan_balance(survey_of(apply(ledgers, plan)), [A, B, C, D, E], RandomPlacement(), tolerance=0.1)
     assert again.moves == [] and again.outside() == [B]
+
+
+def test_a_drain_moves_a_ledger_whose_segments_together_name_every_bookie_segment_by_segment():
+    """Segments [A, B] and [A, C] on bookies A, B, C: no one bookie can take A's replica (B is in
+    the first segment, C in the second), but each segment has a bookie outside it."""
+    md = LedgerMetadata.new([A, B]).with_ensemble_change(5, [A, C]).closed(9, 1000)
+    ledgers = {1: md}
+    plan = plan_drain(survey_of(ledgers), A, [B, C], RandomPlacement())
+    assert plan.unmovable == []
+    [move] = plan.moves
+    assert [(s.first_entry_id, s.source, s.target) for s in move.segments] == [(0, A, C), (5, A, B)]
+    after = apply(ledgers, plan)[1]
+    assert after.ensembles == ((0, (C, B)), (5, (B, C)))
+    assert problem_with(md, move) is None  # the mover takes it as it is
+
+
+def test_a_drain_names_the_segment_no_bookie_can_take():
+    md = LedgerMetadata.new([A, B, C], 3).closed(9, 1000)
+    plan = plan_drain(survey_of({1: md}), A, [B, C], RandomPlacement())
+    [stuck] = plan.unmovable
+    assert stuck.kind is UnmovableKind.NO_TARGET
+    assert (
+        stuck.reason
+        == f"no writable bookie outside its segment from entry 0 ({A}, {B}, {C}) can take it within the placement policy"
+    )

@@ -73,7 +73,9 @@ class Throttle:
 class RunRecord:
     """The running run, as recorded beside the cluster: ``kind`` (``rebalance``, ``drain`` or
     ``decommission``), the drained or decommissioned ``bookie``, its process (``host``, ``pid``), since when (seconds since the
-    epoch), its throttle, and who asked it to stop (None: nobody)."""
+    epoch), its throttle, who asked it to stop (None: nobody), and its ZooKeeper session's
+    timeout in seconds (None: not known): a record left by a process killed on another host
+    goes when that session expires, at most that long after the process's last word."""
 
     kind: str
     host: str
@@ -82,6 +84,7 @@ class RunRecord:
     throttle: Throttle
     bookie: str | None = None
     cancel_by: str | None = None
+    session_timeout: float | None = None
 
     def encode(self) -> bytes:
         return json.dumps(asdict(self), separators=(",", ":")).encode()
@@ -99,6 +102,7 @@ class RunRecord:
                 Throttle(**doc["throttle"]),
                 doc.get("bookie"),
                 doc.get("cancel_by"),
+                None if doc.get("session_timeout") is None else float(doc["session_timeout"]),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -107,9 +111,22 @@ class RunRecord:
         return (self.host, self.pid, self.since) == (other.host, other.pid, other.since)
 
     @classmethod
-    def mine(cls, kind: str, throttle: Throttle, bookie: str | None = None, *, now: float | None = None) -> RunRecord:
+    def mine(
+        cls,
+        kind: str,
+        throttle: Throttle,
+        bookie: str | None = None,
+        *,
+        now: float | None = None,
+        session_timeout: float | None = None,
+    ) -> RunRecord:
         """This process's record."""
-        return cls(kind, socket.gethostname(), os.getpid(), time.time() if now is None else now, throttle, bookie)
+        when = time.time() if now is None else now
+        return cls(kind, socket.gethostname(), os.getpid(), when, throttle, bookie, None, session_timeout)
+
+    def elsewhere(self) -> bool:
+        """Whether it runs on another host (its process's liveness cannot be seen from here)."""
+        return self.host != socket.gethostname()
 
 
 def process_gone(record: RunRecord) -> bool:

@@ -251,24 +251,41 @@ def plan_drain(survey: ClusterSurvey, bookie: str, targets: Sequence[str], place
     moves: list[LedgerMove] = []
     unmovable = [u for u in survey.unmovable if u.bookie == bookie]
     for replica in survey.replicas(bookie):
-        for target in sorted(targets, key=lambda t: (used[t], given[t])):
+        order = sorted(targets, key=lambda t: (used[t], given[t]))
+        for target in order:
             if not replica.shape.names(target) and policy.allows(replica.shape, bookie, target):
+                move = _move_of(replica, target, MoveReason.DRAIN)
                 break
-        else:
-            unmovable.append(
-                Unmovable(
-                    replica.ledger_id,
-                    bookie,
-                    UnmovableKind.NO_TARGET,
-                    "no writable bookie outside its ensemble can take it within the placement policy",
-                )
-            )
-            continue
-        moves.append(_move_of(replica, target, MoveReason.DRAIN))
+        else:  # its segments together name every target: each segment to a bookie outside it
+            move_or_why = _per_segment(replica, order, policy)
+            if isinstance(move_or_why, str):
+                unmovable.append(Unmovable(replica.ledger_id, bookie, UnmovableKind.NO_TARGET, move_or_why))
+                continue
+            move = move_or_why
+        moves.append(move)
         used[bookie] -= replica.nbytes
-        used[target] += replica.nbytes
-        given[target] += 1
+        share = replica.nbytes // len(move.segments)
+        for seg in move.segments:
+            used[seg.target] += share
+            given[seg.target] += 1
     return Plan(moves, unmovable, before, used, ledgers_walked=survey.walked)
+
+
+def _per_segment(replica: Replica, order: Sequence[str], policy: _PolicyCheck) -> LedgerMove | str:
+    """The drain of a replica no one bookie can take (its segments together name every
+    target): each segment's copies to the emptiest target outside that segment, within the
+    placement policy -- or why not, naming the segment none can take."""
+    segments = []
+    for first, ensemble in replica.shape.segments:
+        alone = Shape(replica.shape.write_quorum, ((first, ensemble),))
+        target = next((t for t in order if t not in ensemble and policy.allows(alone, replica.bookie, t)), None)
+        if target is None:
+            return (
+                f"no writable bookie outside its segment from entry {first} ({', '.join(ensemble)}) "
+                "can take it within the placement policy"
+            )
+        segments.append(SegmentMove(first, replica.bookie, target))
+    return LedgerMove(replica.ledger_id, tuple(segments), replica.nbytes, replica.entries, MoveReason.DRAIN)
 
 
 def plan_fix_placement(survey: ClusterSurvey, targets: Sequence[str], placement: RandomPlacement) -> Plan:
