@@ -358,13 +358,15 @@ def lost_with(bk, store, ledger_ids: Iterable[int], bookie: str) -> dict[int, st
         for r in store.ledgers.read_many(ids, naming=[bookie])
         if r[1] is not None and not isinstance(r[1], Exception) and bookie in r[1].bookies
     ]
+    from bkctl.wire.client.blocking import run_in_reactor
+
     out: dict[int, str] = {}
-    for chunk in _chunks(reads, LOSS_CHECK_CHUNK):
-        out.update(bk.run(_losses, chunk, live - {bookie}))
+    for chunk in _chunks(reads, LOSS_CHECK_CHUNK):  # no time limit: a ledger's every copy may be read
+        out.update(run_in_reactor(_losses, bk.client, chunk, live - {bookie}, timeout=None))
     return out
 
 
-#: ledgers checked for lost data at once (each call waits at most the client's timeout)
+#: ledgers checked for lost data at once
 LOSS_CHECK_CHUNK = 32
 
 

@@ -6,7 +6,6 @@ ledgers moved too), one cookie rule, and the ledgers left said with why -- the l
 from __future__ import annotations
 
 import pytest
-from twisted.internet import defer
 
 from bkctl.exitcodes import CONFLICT, CommandError
 from bkctl.ops import decommission as ops
@@ -20,7 +19,6 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.rebalance import executor
 from bkctl.wire.rebalance.executor import MoveTally, RunRecord, Throttle, request_cancel
 from bkctl.wire.rebalance.mover import MoveOutcome, MoveResult
-from tests.support.deferreds import successResultOf
 from tests.support.fake_bookie import FakePool
 from tests.support.fake_store import FakeMetadataStore
 
@@ -33,14 +31,11 @@ class Client:
 
 
 class Bk:
-    """What a decommission uses of a blocking client: ``run`` over fake bookies (what they hold,
+    """What a decommission uses of a blocking client: its client's fake bookies (what they hold,
     :func:`hold`, is what the data-loss rule reads)."""
 
     def __init__(self):
         self.client = Client()
-
-    def run(self, fn, *args):
-        return successResultOf(defer.ensureDeferred(fn(self.client, *args)))
 
 
 def hold(bk, store, ledger_id, bookies):
