@@ -14,6 +14,8 @@ Each round runs one or two of
 
 ``rebalance``       ``bkctl --json rebalance --force --tolerance 0.02 --max-rate ...``
 ``drain``           ``bkctl --json drain B --force --wait 30 ...``, then ``bookie readonly B off``
+``decommission``    B stopped for good, ``bkctl --json decommission B --force --no-daemons ...``, then B
+                    started again empty (its directories wiped: a new disk) once its cookie is gone
 ``backup-restore``  ``bkctl backup --to A --ledgers ...`` then ``bkctl restore --from A --remap --force``
 ``fsck-fix``        ``bkctl --json ledger fsck --fix mark --fix unmark --force``
 
@@ -72,7 +74,7 @@ from tests.support.bookieproc import BookieProcess  # noqa: E402
 from tests.support.interrupts import die_with_parent  # noqa: E402
 from tests.support.tcp_proxy import TcpProxy  # noqa: E402
 
-OPS = ("rebalance", "drain", "backup-restore", "fsck-fix")
+OPS = ("rebalance", "drain", "decommission", "backup-restore", "fsck-fix")
 BOOKIES = 4
 #: over faults.py's bookie settings
 BOOKIE_SETTINGS = dict(
@@ -170,6 +172,10 @@ class MoversCluster(faults.Cluster):
         is away at its start); called by the supervisor, whose thread lives as long as the cluster."""
         if not self.stopping.is_set() and (self.daemon is None or self.daemon.poll() is not None):
             self.start_daemon()
+
+    def registered(self) -> set[str]:
+        with ZKMetadataStore(self.uri, timeout=10, twins=fastpath.selected()) as store:
+            return set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
 
     def writable(self) -> set[str]:
         """Registered writable and not read-only (a drained bookie is made writable again)."""
@@ -456,6 +462,37 @@ class Ops:
             if not self.readonly(victim, "off"):
                 self.notes.append(f"drain: {victim} could not be made writable again")
 
+    def decommission(self, rng: random.Random) -> None:
+        """A bookie stopped for good and decommissioned by this process's moves (the executor's,
+        racing the autorecovery daemon's workers for the same ledgers); once its cookie is gone it
+        comes back empty, a new disk, for the rounds to come -- and on its own directories when the
+        decommission did not end (its data may be the only copy)."""
+        victim = rng.choice(self.cluster.bookies)
+        vid = victim.bookie_id
+        self.cluster.held_down.add(vid)
+        try:
+            with self.cluster.starting:
+                victim.stop()
+            deadline = time.monotonic() + 30
+            while vid in self.cluster.registered() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            run = self.until_done(
+                "decommission",
+                ["--json", "decommission", vid, "--force", "--no-daemons", "--max-rate", "2M", "--parallel", "4"],
+                ok={0, 9},
+            )
+            if run is not None and run.code == 9:
+                self.notes.append(f"decommission of {vid}: {last_line(run.stderr)}")
+            for doc in run.events if run is not None else ():  # its one document: the ledgers it moved
+                for row in doc.get("ledgers", []) if isinstance(doc, dict) else ():
+                    if row.get("status") == "recovered" and row.get("fragments"):
+                        self.moves["moved"] += 1
+            if run is not None:
+                for d in (victim.journal_dir, victim.ledger_dir):
+                    shutil.rmtree(d, ignore_errors=True)
+        finally:
+            self.cluster.held_down.discard(vid)  # the supervisor starts it again
+
     def backup_restore(self, rng: random.Random) -> None:
         deadline = time.monotonic() + 20  # the first round's writers close their first ledgers
         while not (candidates := self.book.closed_originals()) and time.monotonic() < deadline:
@@ -520,6 +557,7 @@ class Ops:
 OP_FUNCS = {
     "rebalance": Ops.rebalance,
     "drain": Ops.drain,
+    "decommission": Ops.decommission,
     "backup-restore": Ops.backup_restore,
     "fsck-fix": Ops.fsck_fix,
 }
