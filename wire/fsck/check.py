@@ -286,7 +286,9 @@ def _lacking(entries: list[int], held: Held) -> list[int]:
 def _read_first(wanted: list[int], sampled: set[int]) -> bool:
     """Whether reading every entry a bookie should hold takes no more requests than its entry
     list and the reads of its sampled entries (a ledger of a few entries, or ``compare_all``)."""
-    return bool(wanted) and sum(1 for e in wanted if e not in sampled) <= 1
+    if not wanted or len(wanted) > len(sampled) + 1:
+        return False
+    return sum(1 for e in wanted if e not in sampled) <= 1
 
 
 async def check_ledger(
@@ -450,11 +452,22 @@ def _lost_finding(
         + "; ".join(r.text() for r in lost_runs[:3])
         + (f"; ... {len(lost_runs) - 3} more runs" if len(lost_runs) > 3 else ""),
         missing=missing or {},
-        lost=runs_of(e for r in lost_runs for e in range(r.first, r.last + 1)),
+        lost=_joined((r.first, r.last) for r in lost_runs),
         bad=tuple(bad),
         version=version,
         lost_runs=tuple(lost_runs),
     )
+
+
+def _joined(runs: Iterable[Run]) -> list[Run]:
+    """Ascending disjoint runs, those that touch made one."""
+    out: list[Run] = []
+    for first, last in runs:
+        if out and first <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out
 
 
 async def _judge_copies(
