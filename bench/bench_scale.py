@@ -15,7 +15,13 @@ Then each command is run as a user runs it (``bkctl ...`` as a process, its outp
 pipe that is counted), alternated with Java's ``bookkeeper shell`` on the same ZooKeeper
 where Java has one, and printed with its wall time, ledgers/s, the ZooKeeper requests it
 made (ZooKeeper's own ``mntr`` count, so the bench's own reads are not in it), peak RSS and
-the load average.  ``--walk-probe`` also times another client's getData while our walk
+the load average.  ``ledger fsck`` (``--json``, every ledger) is among them: no bookie holds the
+planted ledgers' entries, so every ledger is a finding -- ``data_lost`` where a gone bookie is in
+its ensemble, ``metadata_only`` else -- of its 1000 entries, streamed as a line of JSON each (about
+9 KB: what each bookie lacks, entry by entry); its memory must not grow with the ledgers (issue
+74: at most 256 MiB at 10^6), and its rate is that of a check ending in a finding for every
+ledger (bench/bench_fsck.py measures healthy ledgers on real bookies, beside Java's replicas
+check).  ``--walk-probe`` also times another client's getData while our walk
 runs (the latency a walk adds for the cluster's brokers and bookies).
 
 ``--only decommission`` is a scenario of its own: a fresh sandbox of 4 bookieds whose
@@ -293,6 +299,9 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
         "decommission --dry-run": [bkctl, "--json", "decommission", GONE[0], "--dry-run", "--no-daemons"],
         "rebalance --dry-run": [bkctl, "--json", "rebalance", "--dry-run"],
         "drain --dry-run": [bkctl, "--json", "drain", one, "--dry-run"],
+        # no bookie holds the planted ledgers' entries: every ledger is a finding (data_lost where a
+        # gone bookie is in its ensemble, else metadata_only), each streamed as one line of JSON
+        "ledger fsck": [bkctl, "--json", "ledger", "fsck"],
     }
     java = {
         "every id": ["listledgers"],
