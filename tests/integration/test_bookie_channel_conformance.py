@@ -26,7 +26,7 @@ from bkctl.wire.client.errors import (
     NotSupported,
     Unauthorized,
 )
-from bkctl.wire.codecs.add_frames import AddEncoder
+from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.digest import DigestManager, DigestType, master_key
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.deferreds import successResultOf
@@ -168,17 +168,8 @@ def added(
 
     def call():
         d = defer.Deferred()
-        ch.add_with_callback(
-            ledger.id,
-            entry_id,
-            key,
-            ledger.entry(entry_id),
-            recovery,
-            False,
-            lambda *outcome: d.callback(outcome),
-            "ctx",
-            slot,
-        )
+        add = EncodedAdd(ledger.id, entry_id, key, ledger.entry(entry_id), recovery, False)
+        ch.add_run([add], ["ctx"], [slot], lambda *outcome: d.callback(outcome))
         return d
 
     kind, value = bookie.outcome(call)
@@ -228,7 +219,7 @@ def test_entries_added_read_back_whole(bookie, protocol):
         add = AddEncoder(protocol, codec=fastpath.selected().codec).encode(
             ledger.id, 1, KEY, ledger.entry(1), False, False
         )
-        ch.add_encoded(add, lambda *outcome: d.callback(outcome), "enc", 8)
+        ch.add_run([add], ["enc"], [8], lambda *outcome: d.callback(outcome))
         return d
 
     assert ok(bookie.outcome(encoded)) == ("enc", 8, bookie.bookie_id, None)
@@ -390,7 +381,7 @@ def test_each_protocol_refuses_what_it_cannot_carry(bookie):
     )
     # a v2 ADD carries the ids in its body: one that does not start with them is refused
     kind, exc = bookie.outcome(
-        lambda: v2.add_with_callback(ledger.id, 0, KEY, b"\0" * 40, False, False, lambda *a: None, None, 0)
+        lambda: v2.add_run([EncodedAdd(ledger.id, 0, KEY, b"\0" * 40, False, False)], [None], [0], lambda *a: None)
     )
     assert kind == "error" and isinstance(exc, ValueError)
 

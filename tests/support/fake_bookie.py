@@ -168,18 +168,16 @@ class FakeConnection:
             d.addBoth(lambda r: (call.active() and call.cancel(), r)[1])
         return d
 
-    def add_with_callback(self, ledger_id, entry_id, master_key, body, recovery, high_priority, on_done, ctx, slot):
-        """The channel's add as the ledger layer calls it (BookieChannel); the
-        outcome goes to ``on_done`` as BookieConnection reports it."""
+    def _add_with_callback(self, ledger_id, entry_id, master_key, body, recovery, high_priority, on_done, ctx, slot):
+        """An add reported through ``on_done`` as BookieConnection reports it."""
         d = self.add(ledger_id, entry_id, master_key, body, recovery=recovery, high_priority=high_priority)
         d.addCallbacks(
             lambda _: on_done(ctx, slot, self.bookie_id, None), lambda f: on_done(ctx, slot, self.bookie_id, f.value)
         )
 
-    def add_encoded(self, add, on_done, ctx, slot):
-        """The writer's fast-path add (BookieChannel): the shared bytes are
-        taken apart as a bookie would (v3 with a txnId of this connection,
-        v2 as they are), then it is an add like any other."""
+    def _add_encoded(self, add, on_done, ctx, slot):
+        """One add of a run: the shared bytes are taken apart as a bookie would (v3 with a
+        txnId of this connection, v2 as they are), then it is an add like any other."""
         if self.protocol == "v3" and add.v3_part is not None:
             head, _answer_head = v3_fast.add_header_fields(7, add.high_priority)
             req = v3.parse_request(head + add.v3_part)
@@ -192,22 +190,17 @@ class FakeConnection:
             (ids, key, body) = ((req.ledger_id, req.entry_id), req.master_key, req.body)
             recovery = bool(req.flags & Flag.RECOVERY_ADD)
             high_priority = bool(req.flags & Flag.HIGH_PRIORITY)
-        else:  # encoded for the other protocol: the connection builds it the general way
+        else:  # encoded for the other protocol, or of its fields only: built the general way
             ids, key, body = (add.ledger_id, add.entry_id), add.master_key, add.body
             recovery, high_priority = add.recovery, add.high_priority
         assert ids == (add.ledger_id, add.entry_id) and body == add.body
         assert (recovery, high_priority) == (add.recovery, add.high_priority)
-        self.add_with_callback(ids[0], ids[1], key, body, recovery, high_priority, on_done, ctx, slot)
-
-    def room_for_adds(self, count):
-        """All of them (BookieChannel): :meth:`add_run` is :meth:`add_encoded` of
-        each, so the writer's runs take the same paths as its single copies here."""
-        return count
+        self._add_with_callback(ids[0], ids[1], key, body, recovery, high_priority, on_done, ctx, slot)
 
     def add_run(self, adds, ctxs, slots, on_done):
-        """:meth:`add_encoded` of each, in order (BookieChannel)."""
+        """The one way an add enters (BookieChannel): each, in order."""
         for add, ctx, slot in zip(adds, ctxs, slots):
-            self.add_encoded(add, on_done, ctx, slot)
+            self._add_encoded(add, on_done, ctx, slot)
 
     def _timeout(self, d, entry_id):
         if not d.called:

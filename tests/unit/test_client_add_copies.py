@@ -60,7 +60,6 @@ def run(mode: str, answers, close_after, raise_at, n: int = 5):
             raise RuntimeError("a callback's bug")
 
     adds = _encoded(range(n))
-    assert h.conn.room_for_adds(n) == n
     h.conn.add_run(adds, [a.entry_id for a in adds], [e % 2 for e in range(n)], on_done)
     wire = t.value()
     reqs = v3_requests(t)
@@ -132,7 +131,7 @@ def test_queued_requests_get_the_room_an_answer_frees_before_its_callback(mode):
     first = _encoded((0, 1))
     h.conn.add_run(first, [0, 1], [0, 0], lambda ctx, *a: order.append(("done", ctx)))
     waiting = _encoded((2,))[0]
-    h.conn.add_encoded(waiting, lambda ctx, *a: order.append(("done", ctx)), 2, 0)
+    h.conn.add_run([waiting], [2], [0], lambda ctx, *a: order.append(("done", ctx)))
     assert h.conn.queued == 1
     reqs = v3_requests(t)
     proto.dataReceived(v3_reply(reqs[0]))
@@ -154,7 +153,7 @@ def test_a_high_priority_or_a_v2_encoding_is_built_the_general_way_in_the_run(mo
     )
     adds += _encoded((4,))
     for i, add in enumerate(adds):
-        one.conn.add_encoded(add, lambda *a: None, i, 0)
+        one.conn.add_run([add], [i], [0], lambda *a: None)
     run_h.conn.add_run(adds, list(range(4)), [0] * 4, lambda *a: None)
     assert t1.value() == t2.value()
     assert [r.key for r in run_h.conn.requests.sent] == [2, 3, 4, 5]
@@ -196,8 +195,7 @@ def test_an_add_queued_behind_a_full_wire_keeps_its_encoding(mode):
     (p1, t1), (_p2, t2) = queued.connected(), direct.connected()
     adds = _encoded((0, 1))
     got = []
-    queued.conn.add_run(adds[:1], [0], [0], lambda ctx, *a: got.append(ctx))
-    queued.conn.add_encoded(adds[1], lambda ctx, *a: got.append(ctx), 1, 0)
+    queued.conn.add_run(adds, [0, 1], [0, 0], lambda ctx, *a: got.append(ctx))  # room for one: the other waits
     assert queued.conn.queued == 1
     direct.conn.add_run(adds, [0, 1], [0, 0], lambda *a: None)
     (first,) = v3_requests(t1)

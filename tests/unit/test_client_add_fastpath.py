@@ -1,6 +1,6 @@
 """The writer's add fast path: an ADD encoded once for its write set
-(EncodedAdd) writes the bytes the request builders write, and a connection's
-add_encoded behaves like add_with_callback, with fast paths on and off."""
+(EncodedAdd) writes the bytes the request builders write, and through the one way an add
+enters a connection (add_run) behaves as an ADD of its fields only, with fast paths on and off."""
 
 import pytest
 from hypothesis import given
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from bkctl.wire import fastpath
 from bkctl.wire.client import errors as E
 from bkctl.wire.codecs import v2, v3, v3_fast
-from bkctl.wire.codecs.add_frames import AddEncoder
+from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, V2_CURRENT_VERSION, Flag
 from tests.support.connection import KEY, Harness, entry, sent_frames, v2_requests, v3_reply, v3_requests
@@ -65,26 +65,26 @@ def outcomes():
 
 @pytest.mark.parametrize("protocol", ["v3", "v2"])
 @pytest.mark.parametrize("flags", [(False, False), (True, True)])
-def test_add_encoded_writes_what_add_with_callback_writes(fast, protocol, flags):
+def test_an_encoded_add_writes_what_an_add_of_its_fields_writes(fast, protocol, flags):
     recovery, high = flags
     one, two = Harness(protocol), Harness(protocol)
     _p1, t1 = one.connected()
     _p2, t2 = two.connected()
     add = AddEncoder(protocol, codec=fastpath.selected().codec).encode(3, 7, KEY, entry(3, 7), recovery, high)
     _got, on_done = outcomes()
-    one.conn.add_encoded(add, on_done, None, 0)
-    two.conn.add_with_callback(3, 7, KEY, entry(3, 7), recovery, high, on_done, None, 0)
+    one.conn.add_run([add], [None], [0], on_done)
+    two.conn.add_run([EncodedAdd(3, 7, KEY, entry(3, 7), recovery, high)], [None], [0], on_done)
     assert sent_frames(t1) == sent_frames(t2) and len(sent_frames(t1)) == 1
 
 
 @pytest.mark.parametrize("protocol", ["v3", "v2"])
-def test_add_encoded_completes_on_ok_and_on_errors(fast, protocol):
+def test_an_encoded_add_completes_on_ok_and_on_errors(fast, protocol):
     h = Harness(protocol, add_timeout=1.0)
     proto, t = h.connected()
     enc = AddEncoder(protocol, codec=fastpath.selected().codec)
     got, on_done = outcomes()
     for e in range(3):
-        h.conn.add_encoded(enc.encode(1, e, KEY, entry(1, e)), on_done, f"e{e}", e)
+        h.conn.add_run([enc.encode(1, e, KEY, entry(1, e))], [f"e{e}"], [e], on_done)
     if protocol == "v3":
         r0, r1, _r2 = v3_requests(t)
         proto.dataReceived(v3_reply(r1, RC.EFENCED) + v3_reply(r0))
@@ -103,8 +103,8 @@ def test_an_answer_for_other_ids_is_not_taken_for_the_add(fast, protocol):
     h = Harness(protocol)
     proto, t = h.connected()
     got, on_done = outcomes()
-    h.conn.add_encoded(
-        AddEncoder(protocol, codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0
+    h.conn.add_run(
+        [AddEncoder(protocol, codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [None], [0], on_done
     )
     if protocol == "v3":
         (r,) = v3_requests(t)
@@ -117,11 +117,11 @@ def test_an_answer_for_other_ids_is_not_taken_for_the_add(fast, protocol):
         assert got == [] and h.conn.outstanding == 1  # v2 matches by ids: not this one
 
 
-def test_add_encoded_while_connecting_is_queued_and_sent_once_connected(fast):
+def test_an_encoded_add_while_connecting_is_queued_and_sent_once_connected(fast):
     h = Harness()
     got, on_done = outcomes()
-    h.conn.add_encoded(
-        AddEncoder("v3", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0
+    h.conn.add_run(
+        [AddEncoder("v3", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [None], [0], on_done
     )
     proto, t = h.accept()
     (r,) = v3_requests(t)
@@ -134,8 +134,8 @@ def test_an_add_encoded_for_v2_goes_the_general_way_on_a_v3_connection(fast):
     h = Harness()
     proto, t = h.connected()
     got, on_done = outcomes()
-    h.conn.add_encoded(
-        AddEncoder("v2", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0)), on_done, None, 0
+    h.conn.add_run(
+        [AddEncoder("v2", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [None], [0], on_done
     )
     (r,) = v3_requests(t)
     proto.dataReceived(v3_reply(r))

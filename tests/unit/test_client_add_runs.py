@@ -1,5 +1,6 @@
-"""A burst's adds handed to each bookie as one run (``room_for_adds``/``add_run``,
-a fast path) do what sending the copies one by one does: the same frames in
+"""A burst's adds handed to each bookie as one run (``add_run``, the one way an add enters a
+connection: as one run as far as the wire has room, a fast path) do what sending the copies one by
+one does: the same frames in
 the same order on each connection, the same requests on the wire with the
 same deadlines, the same outcomes; no bookie gets more than ``max_inflight``
 unanswered writes; and a bookie whose connection has room for part of its
@@ -41,8 +42,7 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     got_one, got_run = [], []
     adds = _encoded((4, 5, 6))
     for add, slot in zip(adds, (0, 1, 0)):
-        one.conn.add_encoded(add, lambda *a: got_one.append(a), add.entry_id, slot)
-    assert run.conn.room_for_adds(3) == 3
+        one.conn.add_run([add], [add.entry_id], [slot], lambda *a: got_one.append(a))
     run.conn.add_run(adds, [a.entry_id for a in adds], [0, 1, 0], lambda *a: got_run.append(a))
     assert t1.value() == t2.value() and t2.value()
     for h in (one, run):
@@ -67,19 +67,23 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     assert run.conn.outstanding == 0
 
 
-def test_a_connection_has_room_for_what_goes_on_the_wire_at_once():
+def test_a_run_puts_on_the_wire_what_it_has_room_for_and_queues_the_rest():
     h = Harness(max_outstanding=4)
-    assert h.conn.room_for_adds(1) == 0  # not connected
-    _proto, transport = h.connected()
-    assert h.conn.room_for_adds(3) == 3 and h.conn.room_for_adds(9) == 4
-    h.conn.add_run(_encoded((1, 2, 3)), [1, 2, 3], [0, 0, 0], lambda *a: None)
-    assert h.conn.room_for_adds(9) == 1 and len(v3_requests(transport)) == 3
-    for kw in ({"twins": fastpath.build(False)}, {"protocol": "v2"}):
-        other = Harness(**kw)
-        other.connected()
-        assert other.conn.room_for_adds(1) == 0
+    got: list = []
+    h.conn.add_run(_encoded((0,)), [0], [0], lambda *a: got.append(a))  # not connected: it waits (and dials)
+    assert h.conn.queued == 1
+    proto, transport = h.accept()
+    assert h.conn.outstanding == 1 and h.conn.queued == 0
+    h.conn.add_run(_encoded((1, 2, 3, 4, 5)), [1, 2, 3, 4, 5], [0] * 5, lambda *a: got.append(a))
+    assert h.conn.outstanding == 4 and h.conn.queued == 2
+    reqs = v3_requests(transport)
+    assert [r.addRequest.entryId for r in reqs] == [0, 1, 2, 3]
+    proto.dataReceived(b"".join(v3_reply(r) for r in reqs[:2]))  # room for the two that waited
+    assert [a[0] for a in got] == [0, 1] and h.conn.queued == 0
+    assert [r.addRequest.entryId for r in v3_requests(transport)] == [0, 1, 2, 3, 4, 5]
     h.conn.close()
-    assert h.conn.room_for_adds(1) == 0
+    h.conn.add_run(_encoded((6,)), [6], [0], lambda *a: got.append(a))  # closed: refused at once
+    assert got[-1][0] == 6 and got[-1][3] is not None
 
 
 def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstanding: dict | None = None):
@@ -98,8 +102,10 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
                 _c.runs.append([a.entry_id for a in adds]),
                 _run(adds, ctxs, slots, on_done),
             )
-        else:
-            conn.room_for_adds = lambda count: 0
+        else:  # each copy its own call
+            conn.add_run = lambda adds, ctxs, slots, on_done, _run=conn.add_run: [
+                _run([a], [c], [s], on_done) for a, c, s in zip(adds, ctxs, slots)
+            ]
     md = LedgerMetadata.new(list(bookies), qw, qa, password=b"", digest_type=DigestType.CRC32C)
     client = types.SimpleNamespace(
         pool=types.SimpleNamespace(get=conns.__getitem__, cork=cork),
@@ -180,16 +186,16 @@ def test_a_slow_bookie_gets_no_more_than_max_inflight_unanswered_writes():
 
 
 def test_a_bookie_without_room_for_its_run_gets_the_rest_one_by_one():
-    """b2's connection has room for 4 requests on the wire: it takes a run
-    of at most 4, the rest of its copies queue and go out as answers free
-    room, and the outcome is that of sending every copy one by one."""
+    """b2's connection has room for 4 requests on the wire: its run puts at most
+    4 there, the rest of its copies queue and go out as answers free room, and
+    the outcome is that of sending every copy one by one."""
     outcomes = []
     for runs in (True, False):
-        handle, d, rounds, _most, conns = _run_adds(40, runs, max_outstanding={"b2:3181": 4}, max_inflight=16)
+        handle, d, rounds, most, conns = _run_adds(40, runs, max_outstanding={"b2:3181": 4}, max_inflight=16)
         outcomes.append((successResultOf(d), rounds))
+        assert most["b2:3181"] <= 4  # what its connection has no room for waits in its queue
         if runs:
             assert max(map(len, conns["b1:3181"].runs)) > 4
-            assert conns["b2:3181"].runs and max(map(len, conns["b2:3181"].runs)) <= 4
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == 39
 

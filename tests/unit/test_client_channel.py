@@ -21,9 +21,7 @@ def params(fn):
 
 def test_the_interface_is_what_the_handles_use():
     assert sorted(METHODS) == [
-        "add_encoded",
         "add_run",
-        "add_with_callback",
         "batch_read",
         "close",
         "read",
@@ -31,7 +29,6 @@ def test_the_interface_is_what_the_handles_use():
         "read_long_poll",
         "read_run",
         "read_with_callback",
-        "room_for_adds",
         "takes_reads",
         "write_lac",
     ]

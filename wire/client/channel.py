@@ -27,40 +27,18 @@ ReadDone = Callable[[Any, int, str, "bytes | BaseException"], Any]
 
 @runtime_checkable
 class BookieChannel(Protocol):
-    """Requests to one bookie.  Every method but :meth:`add_with_callback`
+    """Requests to one bookie.  Every method but :meth:`add_run` and the reads with a callback
     returns a Deferred that fails with a :mod:`~bkctl.wire.client.errors` error."""
 
     bookie_id: str
 
-    def add_with_callback(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        master_key: bytes,
-        body: bytes,
-        recovery: bool,
-        high_priority: bool,
-        on_done: AddDone,
-        ctx: Any,
-        slot: int,
-    ) -> None:
-        """ADD_ENTRY of a digest-packaged ``body``, reported through ``on_done``
-        (which may run before this returns, for a refused request).  The
-        writer's hot path: no Deferred per copy of an entry."""
-
-    def add_encoded(self, add: EncodedAdd, on_done: AddDone, ctx: Any, slot: int) -> None:
-        """:meth:`add_with_callback` of an entry encoded once for its whole write
-        set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`): the writer's
-        fast path, each connection only adds its own header."""
-
-    def room_for_adds(self, count: int) -> int:
-        """How many of ``count`` encoded adds :meth:`add_run` would send at
-        once, none refused (the others: one by one with :meth:`add_encoded`)."""
-
     def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
-        """:meth:`add_encoded` of each of ``adds`` (with the ``ctxs`` and
-        ``slots`` beside it), as many as :meth:`room_for_adds` gave room for:
-        the writer's hot path, one call per bookie for a burst's copies."""
+        """The one way an add enters: ADD_ENTRY of each of ``adds`` (a digest-packaged entry,
+        :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`: encoded once for its whole write set,
+        or made of its fields only), each reported through ``on_done`` with the ``ctxs`` and
+        ``slots`` beside it (which may run before this returns, for a refused request).  The
+        writer's hot path: no Deferred per copy of an entry, one call per bookie for a burst's
+        copies."""
 
     def read(
         self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None, high_priority: bool = False

@@ -40,9 +40,8 @@ reaches it only through the methods of
 * **Cancellation.** Cancelling a request's Deferred forgets the request
   (a late response is dropped) and frees its slot.
 * **Hot paths**. The ledger layer adds and reads
-  through :meth:`~BookieConnection.add_with_callback` (or
-  :meth:`~BookieConnection.add_encoded`, an ADD encoded once for its write
-  set) and :meth:`~BookieConnection.read_with_callback`: a plain callback per
+  through :meth:`~BookieConnection.add_run` (the one way an add enters: ADDs encoded
+  once for their write set) and :meth:`~BookieConnection.read_with_callback`: a plain callback per
   request instead of a Deferred. Answers are handled a whole chunk (one
   ``dataReceived``) at a time, and the requests their callbacks issue are
   written once per connection after the chunk (a writer's burst of adds
@@ -69,6 +68,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.clock import Clock
 from bkctl.wire.codecs import answers
+from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -99,7 +99,6 @@ from .outbox import Outbox
 from .requests import DECLINED, DONE, QUEUED, Request, RequestTable
 
 if TYPE_CHECKING:
-    from bkctl.wire.codecs.add_frames import EncodedAdd
     from bkctl.wire.tls import TLSFiles
 
 __all__ = [
@@ -128,6 +127,15 @@ DEFAULT_MAX_QUEUED = 1000
 _OPC_READ = int(OpCode.READ_ENTRY)
 _V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
+
+
+def _settle(d: defer.Deferred[None], _slot: int, _bookie_id: str, error: BaseException | None) -> None:
+    """:meth:`BookieConnection.add`'s ``on_done``: its Deferred fires (a cancelled one already has)."""
+    if not d.called:
+        if error is None:
+            d.callback(None)
+        else:
+            d.errback(Failure(error))
 
 
 class BookieConnection:
@@ -303,15 +311,26 @@ class BookieConnection:
         recovery: bool = False,
         high_priority: bool = False,
         deferred_sync: bool = False,
-    ) -> defer.Deferred[Any]:
+    ) -> defer.Deferred[None]:
         """ADD_ENTRY of a digest-packaged ``body``; fires with None once the
         bookie acknowledged it. ``recovery`` is accepted on a fenced ledger,
-        ``deferred_sync`` (v3 only) is acknowledged before the journal fsync."""
+        ``deferred_sync`` (v3 only) is acknowledged before the journal fsync.
+        A caller of :meth:`add_run` (the one way an add enters), with a Deferred:
+        cancelling it forgets the request (a late answer is dropped)."""
         if deferred_sync and not self.use_v3:
             check_master_key(master_key)
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
-        req = self.entries.add(ledger_id, entry_id, master_key, body, recovery, high_priority, deferred_sync)
-        return self._submit_request(req, WRITE, self.add_timeout)
+        d: defer.Deferred[None] = defer.Deferred(self._cancel_add)
+        add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority, deferred_sync)
+        self.add_run([add], [d], [0], _settle)
+        return d
+
+    def _cancel_add(self, d: defer.Deferred[None]) -> None:
+        """Canceller of :meth:`add`'s Deferred: its request, found by its ctx, is forgotten."""
+        for req in itertools.chain(self._sent, self._queue):
+            if req.ctx is d:
+                self._outbox.cancel(req)
+                return
 
     def read(
         self, ledger_id: int, entry_id: int, *, fence_master_key: bytes | None = None, high_priority: bool = False
@@ -324,35 +343,41 @@ class BookieConnection:
         req = self.entries.read(ledger_id, entry_id, fence_master_key, high_priority)
         return self._submit_request(req, READ, self.read_timeout)
 
-    def add_with_callback(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        master_key: bytes,
-        body: bytes,
-        recovery: bool,
-        high_priority: bool,
-        on_done: AddDone,
-        ctx: Any,
-        slot: int,
-    ) -> None:
-        """:meth:`add` for the ledger layer (:class:`~bkctl.wire.client.channel.BookieChannel`),
-        without a Deferred: the outcome
-        is ``on_done(ctx, slot, bookie_id, error)`` with ``error`` None once
-        the bookie acknowledged the entry, else the exception :meth:`add`'s
-        Deferred would fail with. ``on_done`` may run before this returns
-        (a refused request). Argument errors raise, as with :meth:`add`."""
-        req = self.entries.add(ledger_id, entry_id, master_key, body, recovery, high_priority, False)
-        req.callback_to(on_done, ctx, slot)
-        self._submit_request(req, WRITE, self.add_timeout, False)
+    def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
+        """The one way an add enters the connection (:class:`~bkctl.wire.client.channel.BookieChannel`;
+        :meth:`add` is its caller): each of ``adds`` (an entry's ADD encoded once for its whole
+        write set, :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`, or made of its fields only:
+        then built the general way here), reported through ``on_done(ctx, slot, bookie_id,
+        error)`` with the ``ctxs`` and ``slots`` beside it, ``error`` None once the bookie
+        acknowledged the entry, else the exception.  ``on_done`` may run before this returns (a
+        refused request).  As many as the wire has room for (connected, nothing queued, under
+        ``max_outstanding``; v3 with fast paths) go out as one run: their frames built, their
+        deadlines started, registered and written together (``Twins.adds``); the others one by
+        one, queued when they must wait.  Argument errors raise ValueError."""
+        room = self._room_for_adds(len(adds))
+        if room:
+            rest = None
+            if room < len(adds):
+                rest = zip(adds[room:], ctxs[room:], slots[room:])
+                adds, ctxs, slots = adds[:room], ctxs[:room], slots[:room]
+            reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
+            self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
+            self.requests.register_all(reqs)
+            proto = self._proto
+            assert proto is not None  # _room_for_adds said it is up
+            self.writer.write(proto, data)
+            if rest is None:
+                return
+        else:
+            rest = zip(adds, ctxs, slots)
+        for add, ctx, slot in rest:
+            self._add_one(add, on_done, ctx, slot)
 
-    def add_encoded(self, add: EncodedAdd, on_done: AddDone, ctx: Any, slot: int) -> None:
-        """:meth:`add_with_callback` of an entry encoded once for its whole
-        write set (:class:`~bkctl.wire.codecs.add_frames.EncodedAdd`; the
-        writer's fast path): on a connection with room on the wire and
-        nothing queued, the shared bytes go out with this connection's v3
-        header (or as they are, v2) and the answer is matched without being
-        parsed (:meth:`EntryRequests.encoded_add`)."""
+    def _add_one(self, add: EncodedAdd, on_done: AddDone, ctx: Any, slot: int) -> None:
+        """One of :meth:`add_run`'s adds outside a run: on a connection with room on the wire and
+        nothing queued, the shared bytes go out with this connection's v3 header (or as they are,
+        v2) and the answer is matched without being parsed (:meth:`EntryRequests.encoded_add`);
+        else it waits (or is refused) with its frame."""
         proto = self._proto
         req, data = self.entries.encoded_add(add)
         req.callback_to(on_done, ctx, slot)
@@ -360,31 +385,18 @@ class BookieConnection:
             if data is not None:  # it waits (or is refused) with the frame it was encoded with
                 req.frame = data
             self._submit_request(req, WRITE, self.add_timeout, False)
-            return
-        if data is None:
+        elif data is None:
             self._submit_request(req, WRITE, self.add_timeout, False)
         else:
             self._send_now(proto, req, data, WRITE, self.add_timeout)
 
-    def room_for_adds(self, count: int) -> int:
-        """How many of ``count`` encoded adds would go on the wire at once as
-        :meth:`add_encoded` sends one (connected, nothing queued, room under
-        ``max_outstanding``; v3 with fast paths; else none): :meth:`add_run`
-        takes that many, none refused."""
+    def _room_for_adds(self, count: int) -> int:
+        """How many of ``count`` adds would go on the wire at once as :meth:`_add_one` sends one
+        (connected, nothing queued, room under ``max_outstanding``; v3 with fast paths; else
+        none): :meth:`add_run` sends that many as one run."""
         if not self._takes_runs():
             return 0
         return max(0, min(count, self.max_outstanding - len(self._sent)))
-
-    def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
-        """:meth:`add_encoded` of each of ``adds``, as many as
-        :meth:`room_for_adds` gave room for: their frames built, their
-        deadlines started, registered and written together (a fast path)."""
-        reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
-        self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
-        self.requests.register_all(reqs)
-        proto = self._proto
-        assert proto is not None  # room_for_adds/takes_reads said it is up
-        self.writer.write(proto, data)
 
     def read_with_callback(self, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
         """A plain :meth:`read` for the ledger layer
@@ -426,7 +438,7 @@ class BookieConnection:
         self._deadlines.start_all(reqs, READ, self.read_timeout, self._clock.seconds())
         self.requests.register_all(reqs)
         proto = self._proto
-        assert proto is not None  # room_for_adds/takes_reads said it is up
+        assert proto is not None  # takes_reads said it is up
         self.writer.write(proto, data)
 
     def _send_now(self, proto: BookieClientProtocol, req: Request, data: bytes, kind: str, timeout: float) -> None:

@@ -179,9 +179,11 @@ class EntryRequests:
         return copies_of(adds, ctxs, slots, on_done, self.encoded_add)
 
     def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
-        """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3)."""
+        """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3).  Only an
+        EncodedAdd of its fields carries DEFERRED_SYNC (a writer's entries, the C twin's too, never do)."""
+        sync = add.deferred_sync if type(add) is EncodedAdd else False
         return self.add(
-            add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery, add.high_priority, False, txn
+            add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery, add.high_priority, sync, txn
         )
 
     def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:

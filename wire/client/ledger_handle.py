@@ -65,7 +65,7 @@ from .errors import (
 from .explicit_lac import ExplicitLac
 from .ledger_close import LedgerClose
 from .ledger_updates import write_closed
-from .pending_add import PendingAdd
+from .pending_add import EncodingEntries, PendingAdd
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -104,6 +104,7 @@ class LedgerHandle(ReadHandle):
         explicit_lac_interval: float | None = None,
     ) -> None:
         super().__init__(client, ledger_id, metadata, version, password, digest_type)
+        protocol = getattr(client, "protocol", "v3")
         if max_inflight is None:
             max_inflight = getattr(client, "max_inflight", 1000)
         if max_inflight < 1:
@@ -144,15 +145,26 @@ class LedgerHandle(ReadHandle):
         #: packages an entry, ``(ledger_id, entry_id, lac, length, payload)`` (the twin of the
         #: client's codecs in use for a CRC32C ledger: ``Twins.codec``)
         self._package = self.digest.packager(self.twins.codec)
-        #: fast path: encodes each entry's ADD once for its write set (None: off)
-        self._adds = AddEncoder(getattr(client, "protocol", "v3"), self.twins.codec) if self.twins.enabled else None
         writer = self.twins.entries
-        #: on the fast path over v3 each entry is packaged and encoded at once by ``_entries``
-        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD); else it is
-        #: packaged into a PendingAdd, encoded when addressed (the fast path over v2)
-        self._at_once = self._adds is not None and self._adds.use_v3
-        self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingAdd] = writer.entries(
-            self._package, self.twins.codec.add_part, ledger_id, self.master_key, recovery
+        #: with fast paths on, a burst's adds are held for its end and go out as runs (:meth:`_held_in_run`)
+        self._holds_runs = self.twins.enabled
+        #: an entry's ADD encoded once for its whole write set (fast paths on: the shared bytes,
+        #: :class:`~bkctl.wire.codecs.add_frames.AddEncoder`; off: its fields, which each
+        #: connection builds the general way); an entry read back (recovery) is encoded by it too
+        self._encoding = EncodingEntries(
+            self._package,
+            AddEncoder(protocol, self.twins.codec).encode if self.twins.enabled else EncodedAdd,
+            ledger_id,
+            self.master_key,
+            recovery,
+        )
+        #: the one way an add is packaged: ``(entry_id, lac, length, payload, deferred)`` -> its
+        #: PendingAdd with its ADD encoded (``encoded``); over v3 with fast paths the twin in use
+        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else ``_encoding``
+        self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingAdd] = (
+            writer.entries(self._package, self.twins.codec.add_part, ledger_id, self.master_key, recovery)
+            if self.twins.enabled and protocol == "v3"
+            else self._encoding
         )
         #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
         self._explicit = ExplicitLac(
@@ -377,10 +389,7 @@ class LedgerHandle(ReadHandle):
         lac = self._lac
         length = self._length = self._length + len(payload)
         self._explicit.piggybacked = lac
-        if self._at_once:  # the fast path over v3: the entry is its own encoded ADD
-            p = self._entries(entry_id, lac, length, payload, deferred)
-        else:
-            p = PendingAdd(entry_id, self._package(self.ledger_id, entry_id, lac, length, payload), length, deferred)
+        p = self._entries(entry_id, lac, length, payload, deferred)
         self._pending.append(p)
         if self._ensemble.changing:
             return p  # sent once the ensemble changed (_resend)
@@ -389,7 +398,7 @@ class LedgerHandle(ReadHandle):
             run.append(p)
             if len(run) >= self._run_room_left:
                 self._send_held_run()
-        elif self._adds is None or not self._held_in_run(p):
+        elif not self._holds_runs or not self._held_in_run(p):
             self._send(p)
         return p
 
@@ -425,29 +434,18 @@ class LedgerHandle(ReadHandle):
         self._next_entry_id += 1
         self._length = length
         d: defer.Deferred[int] = defer.Deferred()
-        p = PendingAdd(entry_id, body, length, d)
+        p = self._encoding.packaged(entry_id, body, length, d)
         self._pending.append(p)
         if not self._ensemble.changing:
             self._send(p)
         return d
 
     def _address(self, p: PendingAdd) -> tuple[str, ...]:
-        """Give ``p`` its write set (no copy acknowledged yet) and, on the fast
-        path, its ADD encoded once for it; returns the write set."""
+        """Give ``p`` its write set (no copy acknowledged yet); returns it."""
         bookies = p.bookies = self._add_stripe.write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
-        if self._adds is not None and p.encoded is None:
-            self._encode(p)
         return bookies
-
-    def _encode(self, p: PendingAdd) -> EncodedAdd:
-        """``p``'s ADD encoded once for its whole write set (the fast path: ``_adds``)."""
-        assert self._adds is not None
-        encoded = p.encoded = self._adds.encode(
-            self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
-        )
-        return encoded
 
     def _send(self, p: PendingAdd) -> None:
         for slot in range(len(self._address(p))):
@@ -465,60 +463,32 @@ class LedgerHandle(ReadHandle):
         return max(1, self.max_inflight - most)
 
     def _send_run(self, run: list[PendingAdd]) -> None:
-        """:meth:`_send` of a burst's entries (the fast path): each bookie's
-        copies go out as one run, as many as its connection has room for on
-        the wire (``room_for_adds``), the rest one by one."""
+        """:meth:`_send` of a burst's entries (the fast path): each bookie's copies go out in
+        one call (``add_run``: as one run as far as its connection has room on the wire)."""
         if self._ensemble.changing:
             return  # sent once the ensemble changed (_resend)
-        copies = self._address_run(run, self._add_stripe, self._encode)  # {bookie: (adds, entries, slots)}
-        pool = self.client.pool
+        copies = self._address_run(run, self._add_stripe, self._encoding.encode)  # {bookie: (adds, entries, slots)}
         for bookie, (adds, pendings, slots) in copies.items():
             if self._state == _FAILED:
                 return
-            if bookie in self._failed:
-                continue  # replaced by the ensemble change under way; sent then
-            try:
-                conn: BookieChannel | None = pool.get(bookie)
-            except Exception:  # noqa: BLE001 - _send_slot reports it, copy by copy
-                conn = None
-            room = 0 if conn is None else conn.room_for_adds(len(adds))
-            if room and conn is not None:
-                self._acks.sent(bookie, room)
-                try:
-                    conn.add_run(adds[:room], pendings[:room], slots[:room], self._acks)
-                except Exception as exc:  # noqa: BLE001 - raised before any copy went out
-                    for p, slot in zip(pendings[:room], slots[:room]):
-                        self._acks(p, slot, bookie, exc)
-            for p, slot in zip(pendings[room:], slots[room:]):  # no room on the wire: they queue
-                if self._state == _FAILED:
-                    return
-                self._send_slot(p, slot)
+            if bookie not in self._failed:  # else replaced by the ensemble change under way; sent then
+                self._send_copies(bookie, adds, pendings, slots)
 
     def _send_slot(self, p: PendingAdd, slot: int) -> None:
         bookie = p.bookies[slot]  # type: ignore[index]  # addressed: it has its write set
-        if bookie in self._failed:
-            return  # replaced by the ensemble change under way; sent then
-        self._acks.sent(bookie, 1)
+        if bookie not in self._failed:  # else replaced by the ensemble change under way; sent then
+            self._send_copies(bookie, [p.encoded], [p], [slot])  # type: ignore[list-item]  # packaged: encoded
+
+    def _send_copies(self, bookie: str, adds: list[EncodedAdd], pendings: list[PendingAdd], slots: list[int]) -> None:
+        """Copies ``slots`` of ``pendings`` to ``bookie`` through the one way an add enters its
+        connection (``add_run``), which calls the counter back: no Deferred per copy."""
+        self._acks.sent(bookie, len(adds))
         try:
             conn: BookieChannel = self.client.pool.get(bookie)
-            # The connection calls _acks back: no Deferred per copy.
-            encoded = p.encoded
-            if encoded is not None:
-                conn.add_encoded(encoded, self._acks, p, slot)
-            else:
-                conn.add_with_callback(
-                    self.ledger_id,
-                    p.entry_id,
-                    self.master_key,
-                    p.body,
-                    self.recovery,
-                    self.recovery,
-                    self._acks,
-                    p,
-                    slot,
-                )
-        except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument raises
-            self._acks(p, slot, bookie, exc)
+            conn.add_run(adds, pendings, slots, self._acks)
+        except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument: before any copy went out
+            for p, slot in zip(pendings, slots):
+                self._acks(p, slot, bookie, exc)
 
     # -- what the acknowledgement counter reports (its :class:`~.acks.AckSink`) -----------
 

@@ -12,7 +12,7 @@ from twisted.internet import defer
 
 from bkctl.wire.codecs.add_frames import EncodedAdd
 
-__all__ = ["Entries", "PendingAdd", "address_run"]
+__all__ = ["EncodingEntries", "Entries", "PendingAdd", "address_run"]
 
 
 class PendingAdd:
@@ -89,6 +89,51 @@ class Entries:
         )  # a recovery add: high priority
         add.v3_part, add.v3_tail = self.add_part(ledger_id, entry_id, key, body, recovery)
         return p
+
+
+class EncodingEntries:
+    """A writer's maker of its entries where no twin makes them (fast paths off, or over v2):
+    each packaged (``package``, as :class:`Entries`) and its ADD encoded at once for its whole
+    write set by ``encode`` (``(ledger_id, entry_id, master_key, body, recovery, high_priority)``
+    -> :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`: :meth:`AddEncoder.encode
+    <bkctl.wire.codecs.add_frames.AddEncoder.encode>`, or ``EncodedAdd`` itself for an ADD of
+    its fields only, which each connection builds the general way): the same call as
+    :class:`Entries`.  :meth:`packaged` encodes an entry packaged already (recovery's)."""
+
+    __slots__ = ("package", "encode_add", "ledger_id", "master_key", "recovery")
+
+    def __init__(
+        self,
+        package: Callable[[int, int, int, int, bytes], bytes],
+        encode_add: Callable[[int, int, bytes, bytes, bool, bool], EncodedAdd],
+        ledger_id: int,
+        master_key: bytes,
+        recovery: bool,
+    ):
+        self.package = package
+        self.encode_add = encode_add
+        self.ledger_id = ledger_id
+        self.master_key = master_key
+        self.recovery = recovery
+
+    def __call__(
+        self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
+    ) -> PendingAdd:
+        body = self.package(self.ledger_id, entry_id, lac, length, payload)
+        return self.packaged(entry_id, body, length, deferred)
+
+    def packaged(self, entry_id: int, body: bytes, length: int, deferred: defer.Deferred[int] | None) -> PendingAdd:
+        """The entry whose packaged bytes are ``body``, its ADD encoded (a recovery add: high priority)."""
+        p = PendingAdd(entry_id, body, length, deferred)
+        p.encoded = self.encode_add(self.ledger_id, entry_id, self.master_key, body, self.recovery, self.recovery)
+        return p
+
+    def encode(self, p: PendingAdd) -> EncodedAdd:
+        """``p``'s ADD, encoded (for :func:`address_run`: an entry is encoded when it is made)."""
+        encoded = p.encoded = self.encode_add(
+            self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
+        )
+        return encoded
 
 
 def address_run(

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs.add_frames import AddEncoder
+from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import BKError, DigestError
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -336,20 +336,11 @@ class FragmentCopy:
         if self._finished:
             return
         copy.unanswered = len(copy.targets)
-        encoded = (
-            self.adds.encode(self.ledger_id, copy.entry_id, self.key, body, True, True)
-            if self.adds is not None
-            else None
-        )
+        encode = self.adds.encode if self.adds is not None else EncodedAdd  # EncodedAdd: its fields only
+        encoded = [encode(self.ledger_id, copy.entry_id, self.key, body, True, True)]
         for slot, bookie in enumerate(copy.targets):
             try:
-                conn = self.pool.get(bookie)
-                if encoded is not None:
-                    conn.add_encoded(encoded, self._add_done, copy, slot)
-                else:
-                    conn.add_with_callback(
-                        self.ledger_id, copy.entry_id, self.key, body, True, True, self._add_done, copy, slot
-                    )
+                self.pool.get(bookie).add_run(encoded, [copy], [slot], self._add_done)
             except Exception as exc:  # noqa: BLE001 - a closed pool
                 self._add_done(copy, slot, bookie, exc)
             if self._finished:

@@ -38,13 +38,21 @@ class EncodedAdd:
         "body",
         "recovery",
         "high_priority",
+        "deferred_sync",
         "v3_part",
         "v3_tail",
         "v2_frame",
     )
 
     def __init__(
-        self, ledger_id: int, entry_id: int, master_key: bytes, body: bytes, recovery: bool, high_priority: bool
+        self,
+        ledger_id: int,
+        entry_id: int,
+        master_key: bytes,
+        body: bytes,
+        recovery: bool,
+        high_priority: bool,
+        deferred_sync: bool = False,
     ):
         self.ledger_id = ledger_id
         self.entry_id = entry_id
@@ -52,6 +60,9 @@ class EncodedAdd:
         self.body = body
         self.recovery = recovery
         self.high_priority = high_priority
+        #: v3 DEFERRED_SYNC (acknowledged before the journal's fsync): never encoded here, an
+        #: ADD of its fields only that each connection builds the general way
+        self.deferred_sync = deferred_sync
         #: v3: the request's addRequest field, and the EOK answer after its header field
         self.v3_part: bytes | None = None
         self.v3_tail: bytes | None = None
