@@ -38,8 +38,8 @@ path                                       method  answer
                                                    each log's size, live bytes and liveRatio)
 ``/api/v1/bookie/list_disk_file``          GET     ``?file_type=journal|entrylog|index`` (else
                                                    all): ``{"journal files": "name\\t...", ...}``
-``/api/v1/bookie/list_ledgers``            GET     bookied's own (Java has none): ``{"ledgers" :
-                                                   [id, ...]}``, every ledger it holds, ascending
+``/api/v1/bookie/list_ledgers``            GET     bookied's own (Java has none): ``{"ledgers":[id,...]}``,
+                                                   every ledger it holds, ascending (compact JSON)
 ``/api/v1/bookie/last_log_mark``           GET     ``{"LastLogMark: Journal Id - N(hex.txn)":
                                                    "Pos - P"}`` per journal
 ``/api/v1/bookie/expand_storage``          PUT     checks the configured directories against
@@ -500,8 +500,15 @@ class AdminResource(resource.Resource):
         return self.json_body(request, self.status.last_log_marks())
 
     def get_list_ledgers(self, request):
-        d = defer.maybeDeferred(self.status.held_ledgers)
-        return self._finish_later(request, d, answer=lambda req, ids: self.json_body(req, {"ledgers": list(ids)}))
+        def encode(ids) -> bytes:  # compact (C's encoder) and off the reactor: a million ids
+            return json.dumps({"ledgers": list(ids)}, separators=(",", ":")).encode("ascii")
+
+        def answer(req, data: bytes) -> bytes:
+            self.json_body(req, None)
+            return data
+
+        d = defer.maybeDeferred(self.status.held_ledgers).addCallback(lambda ids: self.run_blocking(encode, ids))
+        return self._finish_later(request, d, answer=answer)
 
     def put_expand_storage(self, request):
         def refusal(exc):

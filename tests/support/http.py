@@ -109,9 +109,12 @@ class FakeStatus:
         return sorted(self.ledgers)
 
 
-def render(status, path: str, method: bytes = b"GET", body: bytes | None = None, args: dict | None = None):
-    """Render *path* on a fresh AdminResource with a DummyRequest; returns the request."""
-    res = AdminResource(status)
+def render(
+    status, path: str, method: bytes = b"GET", body: bytes | None = None, args: dict | None = None, run_blocking=None
+):
+    """Render *path* on a fresh AdminResource with a DummyRequest (``run_blocking``: the site's,
+    e.g. one that runs the call at once); returns the request."""
+    res = AdminResource(status, run_blocking=run_blocking)
     segments = [s.encode() for s in path.split("?")[0].split("/")[1:]]
     req = DummyRequest(segments)
     req.method = method

@@ -47,6 +47,12 @@ def test_the_finding_names_the_bookies_and_the_entries_each_holds():
 def test_bookied_lists_the_ledgers_it_holds_ascending():
     status = FakeStatus()
     status.ledgers = {9, 2, 40}
-    req = render(status, "/api/v1/bookie/list_ledgers")
-    assert code(req) == 200 and json.loads(body(req)) == {"ledgers": [2, 9, 40]}
+    encoded = []  # off the reactor: a million ids take a while to encode
+
+    def at_once(fn, *args):
+        encoded.append(fn)
+        return defer.maybeDeferred(fn, *args)
+
+    req = render(status, "/api/v1/bookie/list_ledgers", run_blocking=at_once)
+    assert code(req) == 200 and json.loads(body(req)) == {"ledgers": [2, 9, 40]} and len(encoded) == 1
     assert code(render(status, "/api/v1/bookie/list_ledgers", b"PUT")) == 405
