@@ -7,6 +7,7 @@ import json
 import shutil
 import time
 
+from bkctl.wire.rebalance.executor import RunRecord, Throttle
 from tests.support.cli import BKCTL, REPO, env_for, json_lines, ok, one_line_error
 from tests.support.cli import bkctl_bytes as bkctl
 from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
@@ -192,6 +193,12 @@ def test_decommission(bookie_cluster, metadata_uri, zkstore, writer):
     assert all(f["replacements"] for r in plan["ledgers"] for f in r["fragments"])
     assert snapshot(zkstore, lids) == before and zkstore.cookies.get(victim_id) is not None
     assert "dry run" in ok(bkctl(uri, "decommission", victim_id, "--dry-run"))
+    # one mover at a time: a rebalance running (here a record left by one killed on another host) refuses it
+    zkstore.rebalance.claim(RunRecord("rebalance", "host-b", 4242, 1.7e9, Throttle(), session_timeout=8.0).encode())
+    refused = one_line_error(bkctl(uri, "decommission", victim_id, "--force"), 4)
+    assert "a rebalance (pid 4242 on host-b" in refused and "session expires, in at most 8 s" in refused
+    assert snapshot(zkstore, lids) == before
+    zkstore.rebalance.drop_running()
     doc = json.loads(ok(bkctl(uri, "--json", "decommission", victim_id, "--force")))
     assert doc["bookie_id"] == victim_id and doc["cookie_deleted"] is True and doc["remaining_ledgers"] == []
     assert doc["mode"] == "local"
