@@ -14,6 +14,8 @@
 * :mod:`.domain` -- the rules every command shares about a cluster's ledgers and Pulsar's
   topics (what a topic holds, who owns a ledger, the orphan sweep, disk attribution...),
   with typed results;
+* :mod:`.backup` -- ``bkctl backup``'s archive format (docs/backup-format.md): object names,
+  ledger data objects, records, manifests;
 * :mod:`.bookie_disk` -- a bookie's directories on disk: layout, cookies, their check
   against ZooKeeper's;
 * :mod:`.process` -- systemd notification and bounded shutdown for the daemons;

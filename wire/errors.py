@@ -38,6 +38,11 @@ class MetadataError(BKError):
     """Invalid ledger metadata (bad quorum sizes, unknown state...)."""
 
 
+class ArchiveDamaged(BKError):
+    """A backup archive's object that does not read as its format says, or whose hash is not the
+    recorded one (:mod:`bkctl.wire.backup.archive`)."""
+
+
 class SavedPlanError(MetadataError):
     """A rebalance's kept plan (:mod:`bkctl.wire.rebalance.saved`) that this version does not read."""
 

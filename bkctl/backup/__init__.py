@@ -2,7 +2,8 @@
 (a local directory or an S3 bucket) and written back into a cluster, with no broker.
 
 * :mod:`.storage` -- where an archive lives: one Protocol, a local directory and S3 twins;
-* :mod:`.archive` -- the archive's format (docs/backup.md): ledger objects, manifests;
+* the archive's format is :mod:`bkctl.wire.backup.archive`'s (docs/backup-format.md);
+* :mod:`.catalog` -- an archive's marker and its backups' manifests, newest last;
 * :mod:`.take` -- reading a cluster into an archive (read-only towards the cluster);
 * :mod:`.inspect` -- ``verify``, ``list`` and ``show`` of an archive;
 * :mod:`.restore` -- writing an archive's ledgers and Pulsar metadata into a cluster.

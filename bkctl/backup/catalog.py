@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
-from bkctl.wire.errors import ObjectMissing
+from bkctl.wire.backup.archive import MARKER, Manifest, check_marker, encode_marker
+from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import FAILED, NOT_FOUND, USAGE, CommandError
-from .archive import ARCHIVE_FORMAT, ArchiveDamaged, Manifest
 from .storage import ArchiveStorage
 
 __all__ = ["ensure_archive", "latest_manifest", "load_manifest", "manifest_ids", "read_manifest", "require_archive"]
-
-MARKER = "archive.json"
 
 
 def ensure_archive(storage: ArchiveStorage, now: float) -> None:
@@ -26,19 +22,17 @@ def ensure_archive(storage: ArchiveStorage, now: float) -> None:
         raise CommandError(
             f"{storage.url} holds other files ({other}, ...), not a backup archive: give an empty place", USAGE
         )
-    storage.put(MARKER, json.dumps({"format": ARCHIVE_FORMAT, "created": int(now * 1000)}).encode() + b"\n")
+    storage.put(MARKER, encode_marker(int(now * 1000)))
 
 
 def require_archive(storage: ArchiveStorage) -> None:
     """Exit 3 when there is no archive at ``storage``, 2 when something else is there."""
     try:
-        doc = json.loads(storage.get(MARKER))
+        check_marker(storage.get(MARKER))
     except ObjectMissing:
         raise CommandError(f"{storage.url}: no backup archive there ({MARKER} missing)", NOT_FOUND) from None
-    except ValueError as exc:
-        raise CommandError(f"{storage.url}: {MARKER} is not an archive marker ({exc})", USAGE) from None
-    if not isinstance(doc, dict) or doc.get("format") != ARCHIVE_FORMAT:
-        raise CommandError(f"{storage.url}: not a {ARCHIVE_FORMAT} archive", USAGE)
+    except ArchiveDamaged as exc:
+        raise CommandError(f"{storage.url}: {exc}", USAGE) from None
 
 
 def manifest_ids(storage: ArchiveStorage) -> list[str]:

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bkctl.wire.errors import ObjectMissing
+from bkctl.wire.backup.archive import LedgerRecord, Manifest, read_data, unb64
+from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
-from .archive import ArchiveDamaged, LedgerRecord, Manifest, read_data, unb64
 from .catalog import load_manifest, manifest_ids, read_manifest, require_archive
 from .storage import ArchiveStorage
 

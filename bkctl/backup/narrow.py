@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from bkctl.wire.backup.archive import Manifest, TopicRecord, unb64
+
 from ..exitcodes import NOT_FOUND, USAGE, CommandError
-from .archive import Manifest, TopicRecord, unb64
 from .take import Selection, locator_ledgers, schema_of, topic_ledgers
 
 __all__ = ["narrow"]

@@ -34,10 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from bkctl.wire.errors import ObjectMissing
+from bkctl.wire.backup.archive import LedgerRecord, Manifest, read_data, unb64
+from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
-from .archive import ArchiveDamaged, LedgerRecord, Manifest, read_data, unb64
 from .catalog import load_manifest, require_archive
 from .journal import ClusterPlace, FilePlace, Journal
 from .narrow import narrow

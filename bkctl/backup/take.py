@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from .archive import (
+from bkctl.wire.backup.archive import (
     DataWriter,
     LedgerRecord,
     Manifest,
@@ -35,6 +35,7 @@ from .archive import (
     cluster_tag,
     ledger_object,
 )
+
 from .catalog import ensure_archive, latest_manifest
 from .storage import ArchiveStorage
 

@@ -215,9 +215,9 @@ def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_re
 ):
     """Backed up into a real S3 server (credentials from the environment, as boto3's chain
     finds them; the endpoint given by --s3-endpoint), the source destroyed, restored."""
-    from bkctl.backup.archive import LedgerRecord, read_data
     from bkctl.backup.catalog import load_manifest
     from bkctl.backup.storage import S3Storage
+    from bkctl.wire.backup.archive import LedgerRecord, read_data
 
     for key, value in s3_server.env().items():
         if key != "AWS_ENDPOINT_URL_S3":

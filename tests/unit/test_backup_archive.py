@@ -1,4 +1,4 @@
-"""The archive's data objects and records (bkctl/backup/archive.py), the local storage twin, and
+"""The archive's data objects and records (wire/backup/archive.py), the local storage twin, and
 the ledger-id rewriting of a restore under new ids (wire/pulsar/remap.py)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import io
 
 import pytest
 
-from bkctl.backup.archive import ArchiveDamaged, DataWriter, read_data
 from bkctl.backup.storage import LocalStorage
+from bkctl.wire.backup.archive import DataWriter, read_data
+from bkctl.wire.errors import ArchiveDamaged
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.proto import pulsar_schema_pb2 as spb
 from bkctl.wire.pulsar import remap
@@ -131,3 +132,28 @@ def test_a_cursor_ledgers_entry_and_the_schema_values_name_their_new_ledgers():
 def test_a_value_with_nothing_to_change_is_kept_byte_for_byte():
     text = b"cursorsLedgerId: -1\nmarkDeleteLedgerId: 5\nmarkDeleteEntryId: 1\n"  # protobuf text, as old brokers wrote
     assert remap.remap_cursor_info(text, IDS) == text
+
+
+def test_the_marker_reads_back_and_anything_else_is_no_archive():
+    from bkctl.wire.backup.archive import check_marker, encode_marker
+
+    check_marker(encode_marker(1_700_000_000_000))
+    for other in (b"", b"{", b'{"format": "bkctl-archive/2"}', b"[1]", b'"bkctl-archive/1"'):
+        with pytest.raises(ArchiveDamaged):
+            check_marker(other)
+
+
+def test_a_record_or_manifest_that_does_not_read_is_damaged_and_named():
+    from bkctl.wire.backup.archive import LedgerRecord, Manifest
+
+    with pytest.raises(ArchiveDamaged, match="ledgers/5/x.json: not a ledger record"):
+        LedgerRecord.decode(b'{"ledger_id": 5}', "ledgers/5/x.json")
+    with pytest.raises(ArchiveDamaged, match="backups/b.json: not a backup manifest"):
+        Manifest.decode(b'{"format": "bkctl-backup/0"}', "backups/b.json")
+
+
+def test_archive_damage_is_a_library_error_that_exits_1():
+    from bkctl.exitcodes import FAILED, exit_code_for
+    from bkctl.wire.errors import BKError
+
+    assert issubclass(ArchiveDamaged, BKError) and exit_code_for(ArchiveDamaged("x")) == FAILED

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from bkctl.backup.archive import Manifest, ManifestLedger, UnreadableLedger
 from bkctl.backup.catalog import ensure_archive
 from bkctl.backup.storage import LocalStorage
+from bkctl.wire.backup.archive import Manifest, ManifestLedger, UnreadableLedger
 
 
 def manifest(backup_id: str, ledgers=(1, 2, 3, 7), **kw) -> Manifest:

@@ -1,8 +1,12 @@
-"""The archive's format (``bkctl-archive/1``, described for other readers in docs/backup.md).
+"""The archive's format (``bkctl-archive/1``, described for other readers in docs/backup-format.md):
+codecs, with no I/O beyond the object store's interface (a data object is written to a file and
+read from a :class:`~bkctl.wire.objects.ByteStream`).  What does not read as it should is
+:class:`~bkctl.wire.errors.ArchiveDamaged`.
 
 Objects, by name:
 
-* ``archive.json`` -- ``{"format": "bkctl-archive/1", "created": ms}``;
+* ``archive.json`` -- the marker, ``{"format": "bkctl-archive/1", "created": ms}``
+  (:func:`encode_marker`, :func:`check_marker`);
 * ``ledgers/<id>/<cluster>-<ctoken>-<entries>.data`` -- a ledger's first ``entries`` entries
   (``cluster``: the first 12 characters of the cluster's INSTANCEID, ``none`` without one):
   the 16-byte header ``BKLEDGR1`` + the ledger id (u64), then for each entry
@@ -30,16 +34,27 @@ from typing import IO, Any
 
 from crc32c import crc32c
 
-from bkctl.wire.objects import ByteStream
+from ..errors import ArchiveDamaged
+from ..objects import ByteStream
 
 __all__ = [
     "ARCHIVE_FORMAT",
     "MANIFEST_FORMAT",
+    "MARKER",
     "DataWriter",
     "LedgerRecord",
     "Manifest",
+    "ManifestLedger",
+    "TopicRecord",
     "UnreadableLedger",
+    "ValueRecord",
+    "b64",
+    "check_marker",
+    "cluster_tag",
+    "encode_marker",
+    "ledger_object",
     "read_data",
+    "unb64",
 ]
 
 ARCHIVE_FORMAT = "bkctl-archive/1"
@@ -47,10 +62,23 @@ MANIFEST_FORMAT = "bkctl-backup/1"
 MAGIC = b"BKLEDGR1"
 _HEADER = struct.Struct(">8sQ")
 _ENTRY = struct.Struct(">QII")
+#: the archive's marker object
+MARKER = "archive.json"
 
 
-class ArchiveDamaged(Exception):
-    """An object that does not read as its format says, or whose hash is not the recorded one."""
+def encode_marker(created_ms: int) -> bytes:
+    """The marker object of an archive created at ``created_ms``."""
+    return json.dumps({"format": ARCHIVE_FORMAT, "created": created_ms}).encode() + b"\n"
+
+
+def check_marker(data: bytes) -> None:
+    """:class:`ArchiveDamaged` unless ``data`` is a ``bkctl-archive/1`` marker."""
+    try:
+        doc = json.loads(data)
+    except ValueError as exc:
+        raise ArchiveDamaged(f"{MARKER} is not an archive marker ({exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != ARCHIVE_FORMAT:
+        raise ArchiveDamaged(f"not a {ARCHIVE_FORMAT} archive")
 
 
 def ledger_object(ledger_id: int, cluster: str, ctoken: int, entries: int) -> str:
