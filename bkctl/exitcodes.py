@@ -49,11 +49,17 @@ class CommandError(Exception):
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """The exit code for an exception raised by a library operation."""
+    """The exit code for an exception raised by a library operation: the one mapping of the
+    errors of ``bkctl.ops`` (:mod:`bkctl.ops.errors`) and ``wire`` to exit codes."""
     if isinstance(exc, CommandError):
         return exc.code
+    from bkctl.ops.errors import BadInput, SimpleTestFailed
     from bkctl.wire.errors import AccessDenied, Conflict, NotFound, Unreachable
 
+    if isinstance(exc, SimpleTestFailed) and exc.__cause__ is not None:
+        return exit_code_for(exc.__cause__)
+    if isinstance(exc, BadInput):
+        return USAGE
     if isinstance(exc, NotFound):
         return NOT_FOUND
     if isinstance(exc, Conflict):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from bkctl.wire.metadata.cookie import Cookie
 
-from ..exitcodes import USAGE, CommandError
+from .errors import BadInput
 
 if TYPE_CHECKING:
     from bkctl.wire.autorecovery.config import AutoRecoveryConfig
@@ -71,22 +71,20 @@ def other_id_form(conf_path: str, use_hostname: bool) -> tuple[str, str]:
     cfg = load_config(conf_path)
     wanted = "hostname" if use_hostname else "ip"
     if cfg.bookie_id is not None:
-        raise CommandError(
+        raise BadInput(
             "the configuration sets bookieId explicitly; switching between host-name and IP "
             "ids does not apply (use --from-id OLD)",
-            USAGE,
         )
     if bool(cfg.use_host_name_as_bookie_id) != use_hostname:
-        raise CommandError(
+        raise BadInput(
             f"set useHostNameAsBookieID={'true' if use_hostname else 'false'} in {conf_path} "
             f"first: the configuration must already use {wanted} ids",
-            USAGE,
         )
     try:
         new = resolve_bookie_id(cfg)
         old = resolve_bookie_id(cfg.with_overrides({"useHostNameAsBookieID": not use_hostname}))
     except ConfigError as e:
-        raise CommandError(str(e), USAGE) from None
+        raise BadInput(str(e)) from None
     return old, new
 
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import json
 import time
 
-from ..exitcodes import FAILED, NOT_FOUND, UNREACHABLE, USAGE, CommandError
+from .errors import BadInput, NoHttpAnswer, NotRegistered, OpFailed
 
 STATE = "/api/v1/bookie/state"
 READONLY = "/api/v1/bookie/state/readonly"
 GC = "/api/v1/bookie/gc"
 GC_DETAILS = "/api/v1/bookie/gc_details"
 TIMEOUT = 10.0
+
+#: what asking a bookie's HTTP admin raises (:func:`http_address`, :func:`call`): a view of many
+#: bookies names it for the one bookie and goes on
+HTTP_FAILURES = (BadInput, NotRegistered, OpFailed, NoHttpAnswer)
 
 
 def http_address(store, bookie_id: str, override: str | None = None) -> str:
@@ -29,14 +33,14 @@ def http_address(store, bookie_id: str, override: str | None = None) -> str:
         try:
             return join_host_port(*split_host_port(override))
         except ValueError:
-            raise CommandError(f"--http takes HOST:PORT, not {override!r}", USAGE) from None
+            raise BadInput(f"--http takes HOST:PORT, not {override!r}") from None
     if not store.registration.is_registered(bookie_id):
-        raise CommandError(f"bookie {bookie_id} is not registered (not running?)", NOT_FOUND)
+        raise NotRegistered(f"bookie {bookie_id} is not registered (not running?)")
     info = store.registration.service_info(bookie_id)
     ep = info.endpoint(HTTP) if info is not None else None
     if ep is None:
-        raise CommandError(
-            f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); give --http HOST:PORT", FAILED
+        raise OpFailed(
+            f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); give --http HOST:PORT"
         )
     try:
         host = info.rpc_address(bookie_id)[0]
@@ -68,10 +72,10 @@ def call(address: str, method: str, path: str, body=None, query: str = "", timeo
             text = json.loads(text).get("error", text)
         except (ValueError, AttributeError):
             pass
-        raise CommandError(f"{method} {url}: HTTP {e.code}: {text}", FAILED) from None
+        raise OpFailed(f"{method} {url}: HTTP {e.code}: {text}") from None
     except OSError as e:
         reason = getattr(e, "reason", e)
-        raise CommandError(f"{method} {url}: {reason}", UNREACHABLE) from None
+        raise NoHttpAnswer(f"{method} {url}: {reason}") from None
     text = raw.decode("utf-8", "replace")
     try:
         return json.loads(text)
@@ -97,7 +101,7 @@ def read_only_reasons(store, bookie_id: str, timeout: float = 2.0) -> dict[str, 
     cause -> why); else one line saying why that is not known (no HTTP admin, Java's says nothing)."""
     try:
         answer = call(http_address(store, bookie_id), "GET", STATE, timeout=timeout)
-    except CommandError as e:
+    except HTTP_FAILURES as e:
         return f"not known: {e}"
     return read_only_reasons_of(answer) or "not known: its HTTP admin does not say (a Java bookie? its log does)"
 
@@ -151,10 +155,9 @@ def gc(
     if not status_only:
         before = call(address, "GET", GC) if wait is not None else None
         if wait is not None and not (isinstance(before, dict) and "gcRuns" in before):
-            raise CommandError(
+            raise OpFailed(
                 f"bookie {bookie_id} does not report its garbage collection runs (not bookied?); "
                 "--wait cannot tell when the pass is over",
-                FAILED,
             )
         runs_before = before["gcRuns"] if isinstance(before, dict) else 0
         body = None if kind is None else {"forceMajor": kind == "major", "forceMinor": kind == "minor"}

@@ -16,8 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exitcodes import CommandError
-from .bookie_http import GC, GC_DETAILS, call, http_address, read_only_reasons_of
+from .bookie_http import GC, GC_DETAILS, HTTP_FAILURES, call, http_address, read_only_reasons_of
 
 INFO = "/api/v1/bookie/info"
 METRICS = "/metrics"
@@ -97,7 +96,7 @@ def read_bookie(
     if address is None:
         try:
             address = http_address(store, bookie_id)
-        except CommandError as e:
+        except HTTP_FAILURES as e:
             reading.unread["http"] = str(e)
             return reading
     reading.http = address
@@ -105,7 +104,7 @@ def read_bookie(
         name = NAMES.get(path, path)
         try:
             answer = call(address, "GET", path, timeout=timeout)
-        except CommandError as e:
+        except HTTP_FAILURES as e:
             reading.unread[name] = str(e)
             if "HTTP " not in str(e):  # not answering at all: the other endpoints will not answer either
                 for other in endpoints[endpoints.index(path) + 1 :]:

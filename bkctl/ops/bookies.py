@@ -11,8 +11,8 @@ import os
 import shutil
 import time
 
-from ..exitcodes import CONFLICT, FAILED, CommandError
 from .bookie_conf import BookieDirs
+from .errors import Conflict, OpFailed
 
 
 def list_bookies(store, which: str = "writable") -> list[dict]:
@@ -51,7 +51,7 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
     if any(_non_empty(d) for d in dirs.journal) and not confirm():
         return {"formatted": False}
     if store is not None and dirs.bookie_id is not None and _is_registered(store, dirs.bookie_id):
-        raise CommandError(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first", CONFLICT)
+        raise Conflict(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first")
     wiped = []
     for d in dirs.all:
         os.makedirs(d, exist_ok=True)
@@ -94,7 +94,7 @@ def previous_version(d: str) -> int:
     except FileNotFoundError:
         pass
     except ValueError:
-        raise CommandError(f"{d}/VERSION does not hold a layout version number", FAILED) from None
+        raise OpFailed(f"{d}/VERSION does not hold a layout version number") from None
     return 1 if [n for n in old_layout_files(d) if n != "VERSION"] else CURRENT_DIR_LAYOUT
 
 
@@ -111,11 +111,11 @@ def upgrade(dirs: BookieDirs, store) -> dict:
     todo = [d for d in dirs.all if previous_version(d) < 3]
     newer = [d for d in dirs.all if previous_version(d) > CURRENT_DIR_LAYOUT]
     if newer:
-        raise CommandError(f"directory layout newer than this tool understands: {', '.join(newer)}", FAILED)
+        raise OpFailed(f"directory layout newer than this tool understands: {', '.join(newer)}")
     staged = []
     for d in todo:
         if os.path.exists(os.path.join(d, "current")):
-            raise CommandError(f"{d}/current already exists: finish or roll back the earlier upgrade first", CONFLICT)
+            raise Conflict(f"{d}/current already exists: finish or roll back the earlier upgrade first")
         tmp = os.path.join(d, f"upgradeTmp.{time.monotonic_ns()}")
         os.makedirs(tmp)
         with open(os.path.join(tmp, "VERSION"), "wb") as f:
@@ -146,7 +146,7 @@ def finalize(dirs: BookieDirs) -> dict:
         if previous_version(d) >= 3:
             continue
         if not os.path.isdir(os.path.join(d, "current")):
-            raise CommandError(f"{d} has not been upgraded yet: run upgrade first", FAILED)
+            raise OpFailed(f"{d} has not been upgraded yet: run upgrade first")
         for name in _old_entries(d):
             path = os.path.join(d, name)
             shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
@@ -167,11 +167,10 @@ def rollback(dirs: BookieDirs, store) -> dict:
     """
     not_upgraded = [d for d in dirs.all if previous_version(d) >= 3]
     if not_upgraded:
-        raise CommandError(
+        raise OpFailed(
             "nothing to roll back to in "
             + ", ".join(not_upgraded)
             + " (no old layout: never upgraded, or already finalized)",
-            FAILED,
         )
     rolled = []
     for d in dirs.all:

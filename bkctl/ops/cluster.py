@@ -61,12 +61,11 @@ def metaformat(store, confirm: Callable[[], bool], with_bookies: bool = False) -
     existed = store.cluster.prepare_format()
     running = registered_bookies(store) if existed else []
     if running and not with_bookies:
-        from bkctl.exitcodes import CONFLICT, CommandError
+        from .errors import Conflict
 
-        raise CommandError(
+        raise Conflict(
             f"bookies are still registered ({', '.join(running)}); stop them before formatting, "
             "or give --with-registered-bookies",
-            CONFLICT,
         )
     if existed and not confirm():
         return {"formatted": False, "existed": True}

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 
-from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
+from .errors import BadInput, Conflict, NotFound
 
 
 def cookie_doc(bookie_id: str, cookie: Cookie, version: int | None) -> dict:
@@ -48,7 +48,7 @@ def read_cookie_file(path: str) -> Cookie:
 
 def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
     if cookie.bookie_id != bookie_id:
-        raise CommandError(f"{path} is the cookie of bookie {cookie.bookie_id}, not of {bookie_id}", USAGE)
+        raise BadInput(f"{path} is the cookie of bookie {cookie.bookie_id}, not of {bookie_id}")
 
 
 def get(store, bookie_id: str) -> dict:
@@ -85,7 +85,7 @@ def update(store, bookie_id: str, path: str) -> dict:
 
 def _refuse_registered(store, bookie_id: str) -> None:
     if store.registration.is_registered(bookie_id):
-        raise CommandError(f"bookie {bookie_id} is running (registered in ZooKeeper); stop it first", CONFLICT)
+        raise Conflict(f"bookie {bookie_id} is running (registered in ZooKeeper); stop it first")
 
 
 def delete(store, bookie_id: str, confirm=None) -> dict:
@@ -189,7 +189,7 @@ def admin_delete(store, dirs, confirm) -> dict:
     files = [version_path(d) for d, c in _local_cookies(dirs).items() if c is not None]
     zk = store.cookies.get(dirs.bookie_id)
     if not files and zk is None:
-        raise CommandError(f"bookie {dirs.bookie_id} has no cookie, locally or in ZooKeeper", NOT_FOUND)
+        raise NotFound(f"bookie {dirs.bookie_id} has no cookie, locally or in ZooKeeper")
     confirm(len(files), zk is not None)
     for f in files:
         os.unlink(f)
@@ -208,7 +208,7 @@ def admin_expand(store, dirs) -> dict:
     try:
         outcome = check_and_stamp(store, dirs.cookie(store.cluster.instance_id()), allow_expansion=True)
     except IdentityError as e:
-        raise CommandError(str(e), CONFLICT) from None
+        raise Conflict(str(e)) from None
     return {
         "bookie_id": dirs.bookie_id,
         "outcome": outcome,
@@ -228,25 +228,25 @@ def admin_rename(store, dirs, old_id: str) -> dict:
     new_id = dirs.bookie_id
     _check_id(old_id)
     if old_id == new_id:
-        raise CommandError(f"the configured bookie id is already {new_id}", USAGE)
+        raise BadInput(f"the configured bookie id is already {new_id}")
     for b in (old_id, new_id):
         _refuse_registered(store, b)
     old = store.cookies.get(old_id)
     new = store.cookies.get(new_id)
     if old is None and new is None:
-        raise CommandError(f"no cookie in ZooKeeper for {old_id} (nor {new_id})", NOT_FOUND)
+        raise NotFound(f"no cookie in ZooKeeper for {old_id} (nor {new_id})")
     source = old[0] if old is not None else new[0]
     cookie = replace(source, bookie_id=new_id)
     if new is not None and new[0] != cookie:
-        raise CommandError(f"bookie {new_id} already has a different cookie in ZooKeeper", CONFLICT)
+        raise Conflict(f"bookie {new_id} already has a different cookie in ZooKeeper")
     from bkctl.wire.bookie_disk import layout
 
     rewritten = []
     for d, c in _local_cookies(dirs).items():
         if isinstance(c, str):
-            raise CommandError(f"{version_path(d)}: {c}", CONFLICT)
+            raise Conflict(f"{version_path(d)}: {c}")
         if c is not None and c.bookie_id not in (old_id, new_id):
-            raise CommandError(f"{version_path(d)} belongs to bookie {c.bookie_id}, not {old_id}", CONFLICT)
+            raise Conflict(f"{version_path(d)} belongs to bookie {c.bookie_id}, not {old_id}")
         if c is not None and c != cookie:  # a directory without VERSION is new: --expand's business
             layout.write_version_file(d, cookie.serialize().decode("utf-8"))
             rewritten.append(d)

@@ -240,9 +240,9 @@ def disk_report(
     if bookie is not None:
         rows = [r for r in rows if r["bookie_id"] == bookie]
         if not rows:  # as `bookie gc` says of a bookie it cannot find: exit 3, not an empty table
-            from ..exitcodes import NOT_FOUND, CommandError
+            from .errors import NotFound
 
-            raise CommandError(f"no such bookie: {bookie} (neither registered nor with a cookie)", NOT_FOUND)
+            raise NotFound(f"no such bookie: {bookie} (neither registered nor with a cookie)")
     level = by if by != "bookie" else "namespace"
     walk = walk_ledgers(store, bk, base, older_than, now_ms, progress=progress, level=level)
     readings = read_bookies(store, rows, (INFO, GC, GC_DETAILS, METRICS), timeout)

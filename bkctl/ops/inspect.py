@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..exitcodes import USAGE, CommandError
+from .errors import BadInput, OpFailed
 
 #: DbLedgerStorage's databases below ``current/`` (as :data:`bkctl.bookied.storage.foreign.ROCKSDB_DIRS`,
 #: not imported for it: that package loads LMDB)
@@ -41,14 +41,12 @@ def _mapped(path: str):
     """The file's bytes (mmap); a CodecError while they are decoded names the file (exit 1)."""
     from bkctl.wire.errors import CodecError
 
-    from ..exitcodes import FAILED
-
     with open(path, "rb") as f:
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else None
         try:
             yield b"" if mm is None else mm
         except CodecError as e:
-            raise CommandError(f"{path}: {e}", FAILED) from None
+            raise OpFailed(f"{path}: {e}") from None
         finally:
             if mm is not None:
                 mm.close()
@@ -91,7 +89,7 @@ def _wanted(ledger_id: int, entry_id: int | None, ledger: int | None, entry: int
 
 def check_filters(ledger: int | None, entry: int | None) -> None:
     if entry is not None and ledger is None:
-        raise CommandError("--entry needs --ledger", USAGE)
+        raise BadInput("--entry needs --ledger")
 
 
 # -- files -------------------------------------------------------------------------------
@@ -336,9 +334,7 @@ def _rocksdb(path: str):
     try:
         import rocksdict  # noqa: F401 - the extra's presence, said as a hint when missing
     except ImportError:
-        from ..exitcodes import FAILED
-
-        raise CommandError(f"{path}: {ROCKSDB_HINT}", FAILED) from None
+        raise OpFailed(f"{path}: {ROCKSDB_HINT}") from None
     with rocksdb_readonly(path) as db:
         yield db
 

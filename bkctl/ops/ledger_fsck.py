@@ -124,8 +124,7 @@ class FsckRun:
         the bookies that cannot say go to :attr:`FsckTotals.not_checked`."""
         from bkctl.wire.fsck.bookie_only import BookieLists
 
-        from ..exitcodes import CommandError
-        from .bookie_http import call, http_address
+        from .bookie_http import HTTP_FAILURES, call, http_address
 
         if self._filtered() or self.bookie:
             return None
@@ -136,7 +135,7 @@ class FsckRun:
                 ids = doc["ledgers"]
                 if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
                     raise TypeError(ids)
-            except CommandError as exc:
+            except HTTP_FAILURES as exc:
                 self.totals.not_checked[bookie] = str(exc)
             except (KeyError, TypeError):
                 self.totals.not_checked[bookie] = f"{LIST_LEDGERS} answered without a list of ledger ids"

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..exitcodes import USAGE, CommandError
+from .errors import BadInput, Conflict
 
 #: the ``format`` field of a backup file
 FORMAT = "bkctl-cluster-metadata/1"
@@ -48,9 +48,7 @@ def backup(store, path: str, uri: str, overwrite: bool = False) -> dict:
     from bkctl.wire.metadata.errors import NoSuchLedger
 
     if os.path.exists(path) and not overwrite:
-        from ..exitcodes import CONFLICT
-
-        raise CommandError(f"{path} exists: give --force to replace it", CONFLICT)
+        raise Conflict(f"{path} exists: give --force to replace it")
     ledgers = {}
     for ledger_id in store.ledgers.ids():
         try:
@@ -103,16 +101,16 @@ def read_backup(path: str, parse: Callable[[bytes, int | None], Any] | None = No
         with open(path) as f:
             doc = json.load(f)
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path}: not a bkctl cluster backup ({exc})", USAGE) from None
+        raise BadInput(f"{path}: not a bkctl cluster backup ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CommandError(f"{path}: not a bkctl cluster backup (format {FORMAT} expected)", USAGE)
+        raise BadInput(f"{path}: not a bkctl cluster backup (format {FORMAT} expected)")
     try:
         doc["ledgers"] = {int(k): base64.b64decode(v, validate=True) for k, v in doc["ledgers"].items()}
         doc["cookies"] = {str(k): base64.b64decode(v, validate=True) for k, v in doc["cookies"].items()}
         for _ledger_id, data in doc["ledgers"].items():
             check(data, None)
     except Exception as exc:  # noqa: BLE001 - any damage is the same answer
-        raise CommandError(f"{path}: damaged backup ({exc})", USAGE) from None
+        raise BadInput(f"{path}: damaged backup ({exc})") from None
     return doc
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from bkctl.wire.errors import NotFound
 
-from ..exitcodes import USAGE, CommandError
+from .errors import BadInput, OpFailed
 
 
 def _check(bookie: str) -> str:
     from bkctl.wire.metadata.bookieid import is_valid_bookie_id
 
     if not is_valid_bookie_id(bookie):
-        raise CommandError(f"invalid bookie id {bookie!r} (expected host:port or a custom id)", USAGE)
+        raise BadInput(f"invalid bookie id {bookie!r} (expected host:port or a custom id)")
     return bookie
 
 
@@ -32,7 +32,7 @@ def _update(store, change) -> dict:
         except VersionConflict:
             continue
         return result
-    raise CommandError("the rack map keeps changing; try again")
+    raise OpFailed("the rack map keeps changing; try again")
 
 
 def set_rack(
@@ -50,7 +50,7 @@ def set_rack(
     try:
         rack = normalize_rack(rack)
     except RackMapError as e:
-        raise CommandError(str(e), USAGE) from None
+        raise BadInput(str(e)) from None
 
     def change(doc):
         for members in doc.values():

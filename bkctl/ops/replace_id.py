@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..exitcodes import CONFLICT, USAGE, CommandError
+from .errors import BadInput, Conflict
 
 
 class _Pace:
@@ -107,9 +107,9 @@ def replace_bookie_id(
 
     check_bookie_ids([old, new])
     if old == new:
-        raise CommandError("FROM and TO are the same bookie id", USAGE)
+        raise BadInput("FROM and TO are the same bookie id")
     if store.registration.is_registered(old):
-        raise CommandError(f"bookie {old} is registered (running); stop it, or restart it as {new}, first", CONFLICT)
+        raise Conflict(f"bookie {old} is registered (running); stop it, or restart it as {new}, first")
     if not allow_unknown:
         require_known_bookie(store, new, "--allow-unknown-id", f"start the bookie as {new} first")
     scanned = 0

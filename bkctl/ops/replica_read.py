@@ -26,9 +26,7 @@ async def read_replica(
 
     md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
     if bookie not in md.bookies:
-        from ..exitcodes import NOT_FOUND, CommandError
-
-        raise CommandError(f"ledger {ledger_id} has no segment on bookie {bookie}", NOT_FOUND)
+        raise NotFound(f"ledger {ledger_id} has no segment on bookie {bookie}")
     pw, digest_type = ledger_credentials(ledger_id, md, password)
     digest = DigestManager(ledger_id, digest_type, pw)
     conn = client.pool.get(bookie)

@@ -13,19 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..exitcodes import FAILED, CommandError, exit_code_for
+from .errors import SimpleTestFailed
 
 ENTRY_SIZE = 100
 PAYLOAD = bytes(ord("A") + i % 26 for i in range(ENTRY_SIZE))
-
-
-class SimpleTestFailed(CommandError):
-    """The step that failed; exit 1, or the exit code of the error behind it
-    (5 when bookies are unreachable, a TLS handshake failed...)."""
-
-    def __init__(self, step: str, message: str, code: int = FAILED):
-        super().__init__(f"simpletest failed at {step}: {message}", code)
-        self.step = step
 
 
 def simpletest(
@@ -116,7 +107,7 @@ def simpletest(
         raise
     except Exception as e:
         _cleanup(bk, doc)
-        raise SimpleTestFailed(step, str(e) or type(e).__name__, exit_code_for(e)) from e
+        raise SimpleTestFailed(step, str(e) or type(e).__name__) from e
     doc["ok"] = True
     return doc
 

@@ -3,9 +3,10 @@ address taken from a bookie's registration."""
 
 import pytest
 
-from bkctl.exitcodes import CommandError
+from bkctl.exitcodes import exit_code_for
 from bkctl.ops.bookie_http import http_address
 from bkctl.ops.ledger_meta import LedgerFilter, ledger_id_from_file_name, parse_duration, parse_size, totals
+from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from tests.support.fake_store import FakeMetadataStore
@@ -56,12 +57,12 @@ def test_http_address_from_the_registration():
     info = BookieServiceInfo.for_bookie("10.0.0.5", 3181, http_port=8000)
     assert http_address(_store(info), "bk5:3181") == "10.0.0.5:8000"  # Java publishes 0.0.0.0: the RPC host
     assert http_address(_store(info), "bk5:3181", "h:1") == "h:1"
-    with pytest.raises(CommandError) as e:
+    with pytest.raises(BKError) as e:
         http_address(_store(BookieServiceInfo.for_bookie("10.0.0.5", 3181)), "bk5:3181")
-    assert e.value.code == 1 and "no HTTP endpoint" in str(e.value)
-    with pytest.raises(CommandError) as e:
+    assert exit_code_for(e.value) == 1 and "no HTTP endpoint" in str(e.value)
+    with pytest.raises(BKError) as e:
         http_address(_store(info, registered=False), "bk5:3181")
-    assert e.value.code == 3
-    with pytest.raises(CommandError) as e:
+    assert exit_code_for(e.value) == 3
+    with pytest.raises(BKError) as e:
         http_address(_store(info), "bk5:3181", "nonsense")
-    assert e.value.code == 2
+    assert exit_code_for(e.value) == 2

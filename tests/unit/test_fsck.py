@@ -331,3 +331,22 @@ def test_a_damaged_ledgers_owner_is_named():
     assert names.name(45, metadata((0, [A, B]))) is None  # not Pulsar's, listed by none
     f = check(holding(A=range(N)), md).with_owner(names.name(LID, md))
     assert f.to_json()["owner"] == "topic persistent://public/default/orders" and "owner: topic" in f.text()
+
+
+def test_a_bookie_whose_http_admin_cannot_list_its_ledgers_is_named_not_checked():
+    """The bookie-only check asks each bookie's HTTP admin for its ledgers; one that cannot
+    answer (no HTTP endpoint published, not registered) is named, and the run goes on."""
+    from types import SimpleNamespace
+
+    from bkctl.ops.ledger_fsck import FsckRun
+    from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+    from tests.support.fake_store import FakeMetadataStore
+
+    HTTP_LESS, GONE = "10.0.2.1:3181", "10.0.2.2:3181"
+    store = FakeMetadataStore().start()
+    store.registration.register(HTTP_LESS, BookieServiceInfo.for_bookie("10.0.2.1", 3181))  # no HTTP endpoint
+    run = FsckRun(SimpleNamespace(client=SimpleNamespace(store=store)))
+    assert run._bookie_lists(frozenset({HTTP_LESS, GONE})) is not None
+    assert sorted(run.totals.not_checked) == sorted([HTTP_LESS, GONE])
+    assert "publishes no HTTP endpoint" in run.totals.not_checked[HTTP_LESS]
+    assert "is not registered" in run.totals.not_checked[GONE]
