@@ -5,12 +5,17 @@ worker holds which ledger (Java's ``whoisauditor``, ``triggeraudit`` and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def who_is_auditor(store) -> dict:
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
+
+
+def who_is_auditor(store: MetadataStore) -> dict:
     return {"auditor": store.auditor.current()}
 
 
-def trigger_audit(store) -> dict:
+def trigger_audit(store: MetadataStore) -> dict:
     """Rewrite ``lostBookieRecoveryDelay`` with its own value: the auditor audits
     at once.  Refused (AutorecoveryDisabled: exit 4, NoAuditor: exit 5) when
     no audit would run, as Java's shell and bookied's HTTP endpoint refuse it."""
@@ -25,7 +30,7 @@ def trigger_audit(store) -> dict:
 FORCE_AUDIT_AGE_MS = 21 * 24 * 3600 * 1000
 
 
-def force_audit(store, checks, now_ms: int) -> dict:
+def force_audit(store: MetadataStore, checks, now_ms: int) -> dict:
     """Java's ``forceauditchecks``: set the last run of each of ``checks``
     (:data:`~bkctl.wire.metadata.paths.UR_CHECK_CTIMES` names) 21 days back.  An
     auditor reads them only when it starts (Java's and ours), so they run once the
@@ -48,7 +53,7 @@ def _row(snap, ledger_id: int) -> dict:
     return row
 
 
-def query_status(store, now_ms: int | None = None) -> list[dict]:
+def query_status(store: MetadataStore, now_ms: int | None = None) -> list[dict]:
     """Ledgers a worker holds now (their replication lock), each as the repair model
     (:mod:`bkctl.wire.autorecovery.repairstate`) says: ``state``, ``text``,
     ``worker`` (its bookie id; None for a worker that keeps no status, Java's),
@@ -66,7 +71,7 @@ def query_status(store, now_ms: int | None = None) -> list[dict]:
     return [_row(snap, ledger_id) for ledger_id in sorted(snap.locks)]
 
 
-def underreplicated(store, include=(), exclude=(), now_ms: int | None = None) -> list[dict]:
+def underreplicated(store: MetadataStore, include=(), exclude=(), now_ms: int | None = None) -> list[dict]:
     """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
     missing a replica on any of these bookies, ``exclude`` drops those missing
     one on any of these; each with its state as :func:`query_status` gives it."""
@@ -82,7 +87,7 @@ def underreplicated(store, include=(), exclude=(), now_ms: int | None = None) ->
     return rows
 
 
-def autorecovery_report(store, now_ms: int) -> dict:
+def autorecovery_report(store: MetadataStore, now_ms: int) -> dict:
     """Everything ``autorecovery status`` shows: the switch, the delay, the auditor,
     the lost bookies (:func:`~bkctl.wire.autorecovery.repairstate.lost_bookies`),
     what the auditor waits for, each worker, each marked or locked ledger's

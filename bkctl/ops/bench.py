@@ -14,7 +14,15 @@ import math
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+    from twisted.python.failure import Failure
+
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.client.ledger_handle import LedgerHandle
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -37,7 +45,14 @@ def handle_window(inflight: int) -> int:
     return inflight + max(1, inflight // 8)
 
 
-def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add: Callable[[int], Any] | None):
+def drive_adds(
+    client: BookKeeperClient,
+    handle: LedgerHandle,
+    count: int,
+    payload: bytes,
+    inflight: int,
+    on_add: Callable[[int], Any] | None,
+) -> Deferred[list[float]]:
     """In the reactor thread: ``count`` adds, ``inflight`` outstanding at most;
     fires with the latency (seconds) of each.  ``on_add(n)``: ``n`` more adds
     completed, called every 1/200th of the adds and at the end (a progress bar's
@@ -48,13 +63,14 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
     issued = acked_count = reported = 0
     step = max(1, count // 200)
     next_report = -1 if on_add is None else min(count, step)  # on_add(n) when acked_count gets there
+    report: Callable[[int], Any] = on_add if on_add is not None else (lambda n: None)  # None: never called
     stopped = False  # cancelled or failed: no more adds (those in flight are let finish)
 
-    def cancelled(_d) -> None:  # Ctrl-C
+    def cancelled(_d: object) -> None:  # Ctrl-C
         nonlocal stopped
         stopped = True
 
-    done: defer.Deferred = defer.Deferred(canceller=cancelled)
+    done: defer.Deferred[list[float]] = defer.Deferred(canceller=cancelled)
     # latencies[i]: add i's start (perf_counter) until it completes, then its latency.
     # Adds complete in entry order (the handle's promise), so the completion under way is
     # add ``acked_count``'s: its callback needs no arguments of its own (callbackArgs cost
@@ -64,14 +80,14 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
     clock = time.perf_counter
     add_entry = handle.add_entry
 
-    def fill():
+    def fill() -> None:
         nonlocal issued
         while not stopped and issued < count and issued - acked_count < inflight:
             latencies[issued] = clock()
             issued += 1
             add_entry(payload).addBoth(acked)
 
-    def acked(result):
+    def acked(result: object) -> None:
         nonlocal acked_count, reported, issued, next_report
         if done.called:  # cancelled or failed: the run is over
             return
@@ -82,7 +98,7 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
         latencies[index] = clock() - latencies[index]
         acked_count = index + 1
         if acked_count == next_report:  # one comparison per add (on_add None: never)
-            on_add(acked_count - reported)
+            report(acked_count - reported)
             reported = acked_count
             next_report = min(count, acked_count + step)
         if acked_count == count:
@@ -95,7 +111,7 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
             if issued - acked_count < inflight:
                 fill()
 
-    def failed(f):
+    def failed(f: Failure) -> None:
         nonlocal stopped
         stopped = True
         done.errback(f)
@@ -108,7 +124,7 @@ def drive_adds(client, handle, count: int, payload: bytes, inflight: int, on_add
 
 
 def bench(
-    bk,
+    bk: BlockingBookKeeper,
     ensemble: int = 3,
     write_quorum: int = 2,
     ack_quorum: int = 2,

@@ -36,9 +36,14 @@ class BookieDirs:
     def all(self) -> list[str]:
         return list(dict.fromkeys(self.journal + self.ledgers + self.index))
 
+    @property
+    def known_id(self) -> str:
+        """The bookie id, for what needs one (read with ``bookie_dirs(need_id=True)``)."""
+        assert self.bookie_id is not None, "the bookie id is needed (bookie_dirs(need_id=True))"
+        return self.bookie_id
+
     def cookie(self, instance_id: str | None) -> Cookie:
-        assert self.bookie_id is not None, "a cookie needs the bookie id (bookie_dirs(need_id=True))"
-        return Cookie(self.bookie_id, self.journal, self.ledgers, instance_id, self.index or None)
+        return Cookie(self.known_id, self.journal, self.ledgers, instance_id, self.index or None)
 
 
 def bookie_dirs(conf_path: str, need_id: bool = True) -> BookieDirs:

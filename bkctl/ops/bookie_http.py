@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 from .errors import BadInput, NoHttpAnswer, NotRegistered, OpFailed
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 STATE = "/api/v1/bookie/state"
 READONLY = "/api/v1/bookie/state/readonly"
@@ -24,8 +28,9 @@ TIMEOUT = 10.0
 HTTP_FAILURES = (BadInput, NotRegistered, OpFailed, NoHttpAnswer)
 
 
-def http_address(store, bookie_id: str, override: str | None = None) -> str:
-    """``host:port`` of the bookie's HTTP admin server (an IPv6 host in brackets)."""
+def http_address(store: MetadataStore | None, bookie_id: str, override: str | None = None) -> str:
+    """``host:port`` of the bookie's HTTP admin server (an IPv6 host in brackets); ``store``
+    is read for it unless ``override`` names it (then it may be None)."""
     from bkctl.wire.metadata.serviceinfo import HTTP
     from bkctl.wire.text import join_host_port, split_host_port
 
@@ -34,11 +39,12 @@ def http_address(store, bookie_id: str, override: str | None = None) -> str:
             return join_host_port(*split_host_port(override))
         except ValueError:
             raise BadInput(f"--http takes HOST:PORT, not {override!r}") from None
+    assert store is not None, "no store: the address must be given"
     if not store.registration.is_registered(bookie_id):
         raise NotRegistered(f"bookie {bookie_id} is not registered (not running?)")
     info = store.registration.service_info(bookie_id)
     ep = info.endpoint(HTTP) if info is not None else None
-    if ep is None:
+    if info is None or ep is None:
         raise OpFailed(
             f"bookie {bookie_id} publishes no HTTP endpoint (httpServerEnabled=false?); give --http HOST:PORT"
         )
@@ -83,7 +89,7 @@ def call(address: str, method: str, path: str, body=None, query: str = "", timeo
         return text
 
 
-def state(store, bookie_id: str, http: str | None = None) -> dict:
+def state(store: MetadataStore, bookie_id: str, http: str | None = None) -> dict:
     address = http_address(store, bookie_id, http)
     doc = call(address, "GET", STATE)
     return {"bookie_id": bookie_id, "http": address, "state": doc, "registration": registration(store, bookie_id)}
@@ -96,7 +102,7 @@ def read_only_reasons_of(doc) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in reasons.items()} if isinstance(reasons, dict) and reasons else None
 
 
-def read_only_reasons(store, bookie_id: str, timeout: float = 2.0) -> dict[str, str] | str:
+def read_only_reasons(store: MetadataStore, bookie_id: str, timeout: float = 2.0) -> dict[str, str] | str:
     """Why a read-only bookie is read-only, as its HTTP admin says (bookied's ``readOnlyReasons``:
     cause -> why); else one line saying why that is not known (no HTTP admin, Java's says nothing)."""
     try:
@@ -106,7 +112,7 @@ def read_only_reasons(store, bookie_id: str, timeout: float = 2.0) -> dict[str, 
     return read_only_reasons_of(answer) or "not known: its HTTP admin does not say (a Java bookie? its log does)"
 
 
-def registration(store, bookie_id: str) -> str:
+def registration(store: MetadataStore, bookie_id: str) -> str:
     if bookie_id in store.registration.readonly_bookies():
         return "read-only"
     if bookie_id in store.registration.writable_bookies():
@@ -114,7 +120,9 @@ def registration(store, bookie_id: str) -> str:
     return "not registered"
 
 
-def set_readonly(store, bookie_id: str, readonly: bool, http: str | None = None, wait: float = 10.0) -> dict:
+def set_readonly(
+    store: MetadataStore, bookie_id: str, readonly: bool, http: str | None = None, wait: float = 10.0
+) -> dict:
     """Switch the bookie, then wait (up to ``wait`` s) until its registration shows it."""
     address = http_address(store, bookie_id, http)
     answer = call(address, "PUT", READONLY, {"readOnly": readonly})
@@ -133,7 +141,7 @@ def set_readonly(store, bookie_id: str, readonly: bool, http: str | None = None,
 
 
 def gc(
-    store,
+    store: MetadataStore | None,
     bookie_id: str,
     status_only: bool = False,
     http: str | None = None,

@@ -14,9 +14,12 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bookie_http import GC, GC_DETAILS, HTTP_FAILURES, call, http_address, read_only_reasons_of
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 INFO = "/api/v1/bookie/info"
 METRICS = "/metrics"
@@ -86,7 +89,12 @@ def _int(doc: Any, key: str) -> int | None:
 
 
 def read_bookie(
-    store, bookie_id: str, state: str, endpoints: tuple[str, ...], timeout: float = 2.0, address: str | None = None
+    store: MetadataStore | None,
+    bookie_id: str,
+    state: str,
+    endpoints: tuple[str, ...],
+    timeout: float = 2.0,
+    address: str | None = None,
 ) -> BookieReading:
     """Ask one bookie's HTTP admin for ``endpoints`` (paths above); every failure goes to ``unread``."""
     reading = BookieReading(bookie_id, state, read_at=time.monotonic())
@@ -129,7 +137,7 @@ def read_bookie(
 
 
 def read_bookies(
-    store,
+    store: MetadataStore | None,
     bookies: list[dict],
     endpoints: tuple[str, ...],
     timeout: float = 2.0,

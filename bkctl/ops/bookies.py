@@ -10,12 +10,17 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .bookie_conf import BookieDirs
 from .errors import Conflict, OpFailed
 
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
-def list_bookies(store, which: str = "writable") -> list[dict]:
+
+def list_bookies(store: MetadataStore, which: str = "writable") -> list[dict]:
     """``which``: writable, readonly or all (every bookie with a cookie)."""
     writable, readonly = set(store.registration.writable_bookies()), set(store.registration.readonly_bookies())
     if which == "all":
@@ -41,7 +46,9 @@ def _non_empty(d: str) -> bool:
         return False
 
 
-def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) -> dict:
+def bookieformat(
+    dirs: BookieDirs, store: MetadataStore | None, confirm: Callable[[], bool], delete_cookie: bool = False
+) -> dict:
     """BookKeeper's ``bookieformat``: empty every journal, ledger and index directory.
 
     ``confirm()`` is asked when a journal directory holds data.  With
@@ -64,17 +71,18 @@ def bookieformat(dirs: BookieDirs, store, confirm, delete_cookie: bool = False) 
         wiped.append(d)
     cookie_deleted = False
     if delete_cookie:
-        found = store.cookies.get(dirs.bookie_id)
+        assert store is not None, "deleting the cookie needs the store"
+        found = store.cookies.get(dirs.known_id)
         if found is None:
             from bkctl.wire.metadata.errors import NoSuchCookie
 
             raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper")
-        store.cookies.delete(dirs.bookie_id, found[1])
+        store.cookies.delete(dirs.known_id, found[1])
         cookie_deleted = True
     return {"formatted": True, "bookie_id": dirs.bookie_id, "directories": wiped, "cookie_deleted": cookie_deleted}
 
 
-def _is_registered(store, bookie_id: str) -> bool:
+def _is_registered(store: MetadataStore, bookie_id: str) -> bool:
     return bookie_id in store.registration.writable_bookies() or bookie_id in store.registration.readonly_bookies()
 
 
@@ -104,7 +112,7 @@ def _old_entries(d: str) -> list[str]:
     return [n.rstrip("/") for n in old_layout_files(d) if n != "VERSION"]
 
 
-def upgrade(dirs: BookieDirs, store) -> dict:
+def upgrade(dirs: BookieDirs, store: MetadataStore) -> dict:
     """Move every old-layout directory to ``current/`` by hard links; then create the ZK cookie."""
     instance_id = store.cluster.instance_id()
     cookie = dirs.cookie(instance_id).serialize()
@@ -126,7 +134,7 @@ def upgrade(dirs: BookieDirs, store) -> dict:
     for d, tmp in staged:
         os.rename(tmp, os.path.join(d, "current"))
     if staged:
-        store.cookies.put(dirs.bookie_id, cookie)  # create: fails if one exists
+        store.cookies.put(dirs.known_id, cookie)  # create: fails if one exists
     return {"upgraded": [d for d, _ in staged], "already_current": [d for d in dirs.all if d not in todo]}
 
 
@@ -158,7 +166,7 @@ def finalize(dirs: BookieDirs) -> dict:
     return {"finalized": done}
 
 
-def rollback(dirs: BookieDirs, store) -> dict:
+def rollback(dirs: BookieDirs, store: MetadataStore) -> dict:
     """Undo an upgrade that is not finalized: delete ``current/`` and the ZK cookie.
 
     Unlike Java's tool, which deletes ``current/`` of every directory (even
@@ -178,10 +186,10 @@ def rollback(dirs: BookieDirs, store) -> dict:
         if os.path.isdir(cur):
             shutil.rmtree(cur)
             rolled.append(d)
-    found = store.cookies.get(dirs.bookie_id)
+    found = store.cookies.get(dirs.known_id)
     if found is None:
         from bkctl.wire.metadata.errors import NoSuchCookie
 
         raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper to delete")
-    store.cookies.delete(dirs.bookie_id, found[1])
+    store.cookies.delete(dirs.known_id, found[1])
     return {"rolled_back": rolled, "cookie_deleted": True}

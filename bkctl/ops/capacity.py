@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
 
 
-async def _disk_of(client, bookie_ids: list[str], on_answer: Callable[[], None] | None) -> dict[str, dict]:
+async def _disk_of(
+    client: BookKeeperClient, bookie_ids: list[str], on_answer: Callable[[], None] | None
+) -> dict[str, dict]:
     from twisted.internet import defer
 
     out: dict[str, dict] = {}
@@ -34,7 +41,7 @@ async def _disk_of(client, bookie_ids: list[str], on_answer: Callable[[], None] 
     return out
 
 
-def with_disk(bk, rows: list[dict], on_answer: Callable[[], None] | None = None) -> dict:
+def with_disk(bk: BlockingBookKeeper, rows: list[dict], on_answer: Callable[[], None] | None = None) -> dict:
     """``rows`` (from ``list_bookies``) with ``total_bytes``, ``free_bytes``, ``used_bytes``,
     ``used_percent`` and ``error`` (asked of every registered bookie at once; a bookie that
     is down or does not answer has nulls and, if asked, the error), plus the cluster's

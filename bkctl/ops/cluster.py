@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 
-def require_cluster(store) -> None:
+def require_cluster(store: MetadataStore) -> None:
     """Raise (exit 3) unless the store's root holds a BookKeeper cluster
     (its LAYOUT or INSTANCEID), naming the closest root that does."""
     from bkctl.wire.metadata.errors import ClusterNotFound
@@ -23,7 +27,7 @@ def require_cluster(store) -> None:
     )
 
 
-def cluster_info(store, cluster_name: str | None = None) -> dict:
+def cluster_info(store: MetadataStore, cluster_name: str | None = None) -> dict:
     layout = store.cluster.layout()
     writable, readonly = store.registration.writable_bookies(), store.registration.readonly_bookies()
     return {
@@ -46,12 +50,12 @@ def cluster_info(store, cluster_name: str | None = None) -> dict:
     }
 
 
-def registered_bookies(store) -> list[str]:
+def registered_bookies(store: MetadataStore) -> list[str]:
     """Every registered bookie, read-only ones marked, as the guards name them."""
     return store.registration.writable_bookies() + [f"{b} (read-only)" for b in store.registration.readonly_bookies()]
 
 
-def metaformat(store, confirm: Callable[[], bool], with_bookies: bool = False) -> dict:
+def metaformat(store: MetadataStore, confirm: Callable[[], bool], with_bookies: bool = False) -> dict:
     """BookKeeper's ``metaformat``: ``confirm()`` is asked only when the cluster already exists.
 
     Refuses (exit 4) while any bookie is registered, as ``cluster nuke`` does,
@@ -73,7 +77,7 @@ def metaformat(store, confirm: Callable[[], bool], with_bookies: bool = False) -
     return {"formatted": True, "existed": existed, "instance_id": store.cluster.instance_id()}
 
 
-def autorecovery_status(store) -> dict:
+def autorecovery_status(store: MetadataStore) -> dict:
     return {
         "enabled": store.underreplication.is_enabled(),
         "lost_bookie_recovery_delay": store.underreplication.lost_bookie_recovery_delay(),
@@ -82,6 +86,6 @@ def autorecovery_status(store) -> dict:
     }
 
 
-def set_autorecovery(store, enabled: bool) -> dict:
+def set_autorecovery(store: MetadataStore, enabled: bool) -> dict:
     changed = store.underreplication.enable() if enabled else store.underreplication.disable()
     return {"enabled": enabled, "changed": changed}

@@ -11,11 +11,18 @@ layout helpers.  Java bookies' directories and bookied's hold the same
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 
 from .errors import BadInput, Conflict, NotFound
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
+
+    from .bookie_conf import BookieDirs
 
 
 def cookie_doc(bookie_id: str, cookie: Cookie, version: int | None) -> dict:
@@ -51,7 +58,7 @@ def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
         raise BadInput(f"{path} is the cookie of bookie {cookie.bookie_id}, not of {bookie_id}")
 
 
-def get(store, bookie_id: str) -> dict:
+def get(store: MetadataStore, bookie_id: str) -> dict:
     found = store.cookies.get(_check_id(bookie_id))
     if found is None:
         from bkctl.wire.metadata.errors import NoSuchCookie
@@ -60,7 +67,7 @@ def get(store, bookie_id: str) -> dict:
     return cookie_doc(bookie_id, *found)
 
 
-def create(store, bookie_id: str, path: str) -> dict:
+def create(store: MetadataStore, bookie_id: str, path: str) -> dict:
     """ZooKeeper create (exit 4 if the bookie has a cookie already)."""
     cookie = read_cookie_file(path)
     _check_host(_check_id(bookie_id), cookie, path)
@@ -68,7 +75,7 @@ def create(store, bookie_id: str, path: str) -> dict:
     return cookie_doc(bookie_id, cookie, version)
 
 
-def update(store, bookie_id: str, path: str) -> dict:
+def update(store: MetadataStore, bookie_id: str, path: str) -> dict:
     """Replace the stored cookie (compare-and-set on the version just read; exit 3 without one)."""
     cookie = read_cookie_file(path)
     _check_host(_check_id(bookie_id), cookie, path)
@@ -83,12 +90,12 @@ def update(store, bookie_id: str, path: str) -> dict:
     return doc
 
 
-def _refuse_registered(store, bookie_id: str) -> None:
+def _refuse_registered(store: MetadataStore, bookie_id: str) -> None:
     if store.registration.is_registered(bookie_id):
         raise Conflict(f"bookie {bookie_id} is running (registered in ZooKeeper); stop it first")
 
 
-def delete(store, bookie_id: str, confirm=None) -> dict:
+def delete(store: MetadataStore, bookie_id: str, confirm: Callable[[], object] | None = None) -> dict:
     """Delete the ZooKeeper cookie of a bookie that is not running (exit 4 while it is)."""
     found = store.cookies.get(_check_id(bookie_id))
     if found is None:
@@ -102,7 +109,14 @@ def delete(store, bookie_id: str, confirm=None) -> dict:
     return {"bookie_id": bookie_id, "deleted": True, "version": found[1]}
 
 
-def generate(bookie_id: str, instance_id: str | None, journal_dirs, ledger_dirs, index_dirs, out: str) -> dict:
+def generate(
+    bookie_id: str,
+    instance_id: str | None,
+    journal_dirs: list[str],
+    ledger_dirs: list[str],
+    index_dirs: list[str] | None,
+    out: str,
+) -> dict:
     """Write a cookie for these directories to ``out`` (layout 5, Java's text format)."""
     cookie = Cookie(
         _check_id(bookie_id),
@@ -119,7 +133,7 @@ def generate(bookie_id: str, instance_id: str | None, journal_dirs, ledger_dirs,
     return doc
 
 
-def split_dirs(values) -> list[str]:
+def split_dirs(values: Iterable[str] | None) -> list[str]:
     """``--journal-dirs a,b --journal-dirs c`` -> ``[a, b, c]``."""
     out: list[str] = []
     for v in values or ():
@@ -130,7 +144,7 @@ def split_dirs(values) -> list[str]:
 # -- cookie admin: a stopped bookie's directories ----------------------------------------
 
 
-def _local_cookies(dirs) -> dict[str, Cookie | None | str]:
+def _local_cookies(dirs: BookieDirs) -> dict[str, Cookie | None | str]:
     """Every directory's VERSION cookie: a Cookie, None (no VERSION) or an error text."""
     from bkctl.wire.bookie_disk import layout
     from bkctl.wire.errors import CodecError
@@ -154,11 +168,11 @@ def version_path(d: str) -> str:
     return os.path.join(layout.current_dir(d), layout.VERSION_FILE)
 
 
-def admin_list(store, dirs) -> dict:
+def admin_list(store: MetadataStore | None, dirs: BookieDirs) -> dict:
     """The local VERSION files and the ZooKeeper cookie of the configured bookie."""
     from bkctl.wire.metadata import paths
 
-    zk = store.cookies.get(dirs.bookie_id) if store is not None else None
+    zk = store.cookies.get(dirs.known_id) if store is not None else None
     local = []
     for d, c in _local_cookies(dirs).items():
         local.append(
@@ -172,9 +186,9 @@ def admin_list(store, dirs) -> dict:
             }
         )
     return {
-        "bookie_id": dirs.bookie_id,
+        "bookie_id": dirs.known_id,
         "zookeeper": {
-            "path": paths.cookie_path(dirs.bookie_id, store.root) if store is not None else None,
+            "path": paths.cookie_path(dirs.known_id, store.root) if store is not None else None,
             "exists": zk is not None,
             "version": zk[1] if zk else None,
             "bookie_host": zk[0].bookie_id if zk else None,
@@ -183,40 +197,40 @@ def admin_list(store, dirs) -> dict:
     }
 
 
-def admin_delete(store, dirs, confirm) -> dict:
+def admin_delete(store: MetadataStore, dirs: BookieDirs, confirm: Callable[[int, bool], object]) -> dict:
     """Delete every local VERSION file and the ZooKeeper cookie (``confirm(what)`` asked first)."""
-    _refuse_registered(store, dirs.bookie_id)
+    _refuse_registered(store, dirs.known_id)
     files = [version_path(d) for d, c in _local_cookies(dirs).items() if c is not None]
-    zk = store.cookies.get(dirs.bookie_id)
+    zk = store.cookies.get(dirs.known_id)
     if not files and zk is None:
-        raise NotFound(f"bookie {dirs.bookie_id} has no cookie, locally or in ZooKeeper")
+        raise NotFound(f"bookie {dirs.known_id} has no cookie, locally or in ZooKeeper")
     confirm(len(files), zk is not None)
     for f in files:
         os.unlink(f)
     if zk is not None:
-        store.cookies.delete(dirs.bookie_id, zk[1])
-    return {"bookie_id": dirs.bookie_id, "deleted_files": files, "zookeeper_deleted": zk is not None}
+        store.cookies.delete(dirs.known_id, zk[1])
+    return {"bookie_id": dirs.known_id, "deleted_files": files, "zookeeper_deleted": zk is not None}
 
 
-def admin_expand(store, dirs) -> dict:
+def admin_expand(store: MetadataStore, dirs: BookieDirs) -> dict:
     """Accept new empty ledger/index directories: stamp them and rewrite the ZooKeeper cookie
     (bookied's start-up check with allowStorageExpansion=true)."""
     from bkctl.wire.bookie_disk.identity import IdentityError, check_and_stamp
 
-    _refuse_registered(store, dirs.bookie_id)
+    _refuse_registered(store, dirs.known_id)
     before = {d for d, c in _local_cookies(dirs).items() if c is not None}
     try:
         outcome = check_and_stamp(store, dirs.cookie(store.cluster.instance_id()), allow_expansion=True)
     except IdentityError as e:
         raise Conflict(str(e)) from None
     return {
-        "bookie_id": dirs.bookie_id,
+        "bookie_id": dirs.known_id,
         "outcome": outcome,
         "added_dirs": [d for d in dirs.all if d not in before] if outcome != "ok" else [],
     }
 
 
-def admin_rename(store, dirs, old_id: str) -> dict:
+def admin_rename(store: MetadataStore, dirs: BookieDirs, old_id: str) -> dict:
     """Move a stopped bookie's cookie from ``old_id`` to the configured id.
 
     Java's order: every local VERSION gets the cookie with the new id, the
@@ -225,7 +239,7 @@ def admin_rename(store, dirs, old_id: str) -> dict:
     directories already rewritten and a new ZooKeeper cookie equal to ours
     are accepted.
     """
-    new_id = dirs.bookie_id
+    new_id = dirs.known_id
     _check_id(old_id)
     if old_id == new_id:
         raise BadInput(f"the configured bookie id is already {new_id}")
@@ -233,9 +247,10 @@ def admin_rename(store, dirs, old_id: str) -> dict:
         _refuse_registered(store, b)
     old = store.cookies.get(old_id)
     new = store.cookies.get(new_id)
-    if old is None and new is None:
+    found = old if old is not None else new
+    if found is None:
         raise NotFound(f"no cookie in ZooKeeper for {old_id} (nor {new_id})")
-    source = old[0] if old is not None else new[0]
+    source = found[0]
     cookie = replace(source, bookie_id=new_id)
     if new is not None and new[0] != cookie:
         raise Conflict(f"bookie {new_id} already has a different cookie in ZooKeeper")

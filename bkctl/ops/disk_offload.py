@@ -11,12 +11,15 @@ ledger metadata, this reads the managed ledgers' offload contexts).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.disk_attribution import packed_entry_bytes
 from bkctl.wire.domain.topic_state import metadata_in_batches
 from bkctl.wire.domain.topic_state import topic_reader as reader
 from bkctl.wire.pulsar.offload_store import location_of
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 __all__ = ["DEFAULT_DELETION_LAG", "held_twice"]
 
@@ -26,7 +29,9 @@ DEFAULT_DELETION_LAG = 4 * 3600.0
 _NAMED = 20
 
 
-def held_twice(store, base: str | None = None, lag: float = DEFAULT_DELETION_LAG, now: float | None = None) -> dict:
+def held_twice(
+    store: MetadataStore, base: str | None = None, lag: float = DEFAULT_DELETION_LAG, now: float | None = None
+) -> dict:
     """The ledgers whose offload completed more than ``lag`` seconds ago and whose BookKeeper copy
     is still there: how many, their bytes (``length_bytes``, and ``stored_bytes``: every copy the
     bookies keep, by each ledger's write quorum), the first few ids."""

@@ -16,9 +16,14 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, OpFailed
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
+
+    from .bookie_conf import BookieDirs
 
 #: DbLedgerStorage's databases below ``current/`` (as :data:`bkctl.bookied.storage.foreign.ROCKSDB_DIRS`,
 #: not imported for it: that package loads LMDB)
@@ -116,7 +121,7 @@ def _kind(name: str) -> tuple[str, str]:
     return "other", ""
 
 
-def files(dirs) -> Iterator[dict]:
+def files(dirs: BookieDirs) -> Iterator[dict]:
     """Every file below each directory's ``current/`` with its kind, format and size."""
     for d in dirs.all:
         top = _current(d)
@@ -146,7 +151,9 @@ def files(dirs) -> Iterator[dict]:
 # -- journal -----------------------------------------------------------------------------
 
 
-def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
+def journal(
+    dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
+) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
     from bkctl.wire.codecs.javadisk import scan_journal
 
@@ -203,7 +210,9 @@ def journal(dirs, ledger: int | None = None, entry: int | None = None, digest: s
 # -- entry logs ------------------------------------------------------------------------------
 
 
-def entrylog(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
+def entrylog(
+    dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
+) -> Iterator[dict]:
     dlen = _digest_length(digest)
     for d in dirs.ledgers:
         with _offline_index(d) as idx:
@@ -269,7 +278,7 @@ def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[
                 )
 
 
-def uncommitted_logs(dirs) -> list[str]:
+def uncommitted_logs(dirs: BookieDirs) -> list[str]:
     """bookied entry logs the index does not know (a flush or a compaction killed before its
     commit): they hold no entry the bookie acknowledged as stored, and bookied deletes them at start."""
     from bkctl.bookied import storage as be
@@ -291,7 +300,7 @@ def uncommitted_logs(dirs) -> list[str]:
 ROCKSDB_HINT = "reading DbLedgerStorage's RocksDB index needs the rocksdb extra: pip install 'bkctl[rocksdb]'"
 
 
-def damaged_records(dirs) -> list[dict]:
+def damaged_records(dirs: BookieDirs) -> list[dict]:
     """The damaged records of bookied's committed entry logs (bytes that are not a valid record;
     the scan goes on past them, as compaction's does): file, log_id, offset, length, the
     ledger_id/entry_id its header claims (None when not plausible), reason, and ``live``
@@ -339,7 +348,7 @@ def _rocksdb(path: str):
         yield db
 
 
-def _db_pairs(dirs) -> Iterator[tuple[str, str]]:
+def _db_pairs(dirs: BookieDirs) -> Iterator[tuple[str, str]]:
     """``(index dir, ledger dir)`` of each DbLedgerStorage directory: the i-th index
     directory holds the index of the i-th ledger directory's entry logs."""
     from bkctl.bookied.storage.foreign import has_rocksdb
@@ -405,7 +414,7 @@ def _java_index_files(d: str) -> Iterator[tuple[int, str]]:
     return java_index_files(_current(d))
 
 
-def index_entries(dirs) -> Iterator[dict]:
+def index_entries(dirs: BookieDirs) -> Iterator[dict]:
     """Every index row: ``{"format", "dir", "ledger_id", "entry_id", "location"}`` plus a
     ``read()`` that returns the stored entry (raising on a bad one).  Java's .idx rows point
     into the ledger dirs' entry logs; bookied's LMDB rows into its own."""
@@ -467,7 +476,7 @@ def _java_reader(logs: dict[int, str], log_id: int, offset: int):
     return read
 
 
-def index_ledgers(dirs) -> Iterator[dict]:
+def index_ledgers(dirs: BookieDirs) -> Iterator[dict]:
     """One row per indexed ledger: format, fenced, master key, explicit LAC, entries, first and
     last entry id."""
     from bkctl.bookied import storage as be
@@ -515,7 +524,9 @@ def index_ledgers(dirs) -> Iterator[dict]:
             store.close()
 
 
-def index(dirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None) -> Iterator[dict]:
+def index(
+    dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
+) -> Iterator[dict]:
     """Without ``ledger``: :func:`index_ledgers`.  With it: that ledger's index rows, each with
     the entry read through its location."""
     if ledger is None:
@@ -536,7 +547,7 @@ def index(dirs, ledger: int | None = None, entry: int | None = None, digest: str
 # -- lastMark --------------------------------------------------------------------------------
 
 
-def lastmark(dirs) -> Iterator[dict]:
+def lastmark(dirs: BookieDirs) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
     from bkctl.wire.codecs.javadisk import parse_last_mark
 
@@ -567,7 +578,7 @@ def lastmark(dirs) -> Iterator[dict]:
 # -- check -----------------------------------------------------------------------------------
 
 
-def check(dirs, store=None, on_total=None, on_entry=None) -> dict:
+def check(dirs: BookieDirs, store: MetadataStore | None = None, on_total=None, on_entry=None) -> dict:
     """Read every indexed entry; its header must name the indexed ledger and entry, and its
     digest must verify with the ledger's digest type and password when its metadata can be
     read (``store``); otherwise the entry counts as ``unverified``.  Returns ``entries``,

@@ -14,13 +14,19 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 # -- dump / restore ---------------------------------------------------------------------
 
 
-def dump(store, ledger_id: int, path: str) -> dict:
+def dump(store: MetadataStore, ledger_id: int, path: str) -> dict:
+    from bkctl.wire.metadata.ledger import parse_ledger_metadata
+
     data, version = store.ledgers.read_bytes(ledger_id)
-    md = store.ledgers.parse(data, None)
+    md = parse_ledger_metadata(data)
     if path == "-":  # stdout, as `ledger add ID -` reads stdin
         import sys
 
@@ -57,7 +63,7 @@ def read_dump(path: str):
     return parse_input_file(path, parse_ledger_metadata, "ledger metadata")
 
 
-def restore(store, ledger_id: int, path: str, confirm_overwrite: Callable[[], None]) -> dict:
+def restore(store: MetadataStore, ledger_id: int, path: str, confirm_overwrite: Callable[[], None]) -> dict:
     """Create the ledger's znode from a dump; an existing one is replaced only after
     ``confirm_overwrite()`` (which raises to refuse)."""
     data, md = read_dump(path)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper, BlockingLedger
+    from bkctl.wire.metadata.store import MetadataStore
 
 #: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
 #: describes a million ledgers)
@@ -39,7 +43,7 @@ def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> 
 
 
 def list_ledgers(
-    store,
+    store: MetadataStore,
     state: str | None = None,
     bookie: str | None = None,
     match=None,
@@ -148,7 +152,7 @@ def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], proto
                 pending.cancel()
 
 
-def show_ledger(store, ledger_id: int) -> dict:
+def show_ledger(store: MetadataStore, ledger_id: int) -> dict:
     md, version = store.ledgers.read(ledger_id)
     return describe(ledger_id, md, version)
 
@@ -260,7 +264,7 @@ class DeletePlan:
 
 
 def live_writer(
-    store, ledger_id: int, base: str | None = None, now_ms: int | None = None, any_writer: bool = False
+    store: MetadataStore, ledger_id: int, base: str | None = None, now_ms: int | None = None, any_writer: bool = False
 ) -> str | None:
     """What fencing, closing or recovering the ledger breaks when Pulsar is writing it
     (:meth:`~bkctl.wire.domain.ownership.LedgerOwnership.open_writer`), or None when the
@@ -278,7 +282,7 @@ def live_writer(
 
 
 def plan_delete(
-    store,
+    store: MetadataStore,
     ids: list[int],
     ranges: list[tuple[int, int]],
     even_if_owned: bool = False,
@@ -322,7 +326,7 @@ def plan_delete(
     return plan
 
 
-def delete_ledgers(store, ids: list[int]) -> list[int]:
+def delete_ledgers(store: MetadataStore, ids: list[int]) -> list[int]:
     """Delete each ledger's metadata (bookies reclaim the entries at their next GC)."""
     for ledger_id in ids:
         store.ledgers.delete(ledger_id)
@@ -349,7 +353,7 @@ def parse_custom_metadata(pairs) -> dict[str, bytes]:
 
 
 def create_ledger(
-    bk,
+    bk: BlockingBookKeeper,
     ensemble: int = 3,
     write_quorum: int = 2,
     ack_quorum: int = 2,
@@ -366,7 +370,7 @@ class HeldLedger:
     handle plus the append lock (the one ``open_for_append`` takes), so other
     bkctl processes cannot append to it meanwhile (they get exit 4)."""
 
-    def __init__(self, bk, ledger, store):
+    def __init__(self, bk: BlockingBookKeeper, ledger, store: MetadataStore):
         from bkctl.wire.client.bookkeeper import AppendLock
 
         self.bk = bk
@@ -418,7 +422,7 @@ def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
     return ids
 
 
-def _check_appendable(bk, ledger_id: int) -> None:
+def _check_appendable(bk: BlockingBookKeeper, ledger_id: int) -> None:
     """A closed or fenced-for-recovery ledger: fail before taking the lock."""
     from bkctl.wire.client.errors import LedgerClosedError, LedgerFencedError
 
@@ -432,7 +436,12 @@ def _check_appendable(bk, ledger_id: int) -> None:
 
 
 def add_entries(
-    bk, ledger_id: int, payloads, password: bytes | None = None, held: HeldLedger | None = None, window: int = 256
+    bk: BlockingBookKeeper,
+    ledger_id: int,
+    payloads,
+    password: bytes | None = None,
+    held: HeldLedger | None = None,
+    window: int = 256,
 ) -> dict:
     """Append ``payloads`` (any iterable of bytes, consumed lazily) to a ledger.
 
@@ -450,16 +459,19 @@ def add_entries(
         run_in_reactor(held.ledger.handle.publish_lac, timeout=bk.timeout)
         return {"ledger_id": ledger_id, "entry_ids": ids}
     _check_appendable(bk, ledger_id)
-    ledger = bk.open_for_append(ledger_id, password)
+    from bkctl.wire.client.ledger_handle import LedgerHandle
+
+    writer = bk.open_for_append(ledger_id, password).handle
+    assert isinstance(writer, LedgerHandle), "open_for_append gives a writer"
     try:
-        ids = _pipelined_add(ledger.handle, payloads, window)
+        ids = _pipelined_add(writer, payloads, window)
     except BaseException:
         try:
-            run_in_reactor(ledger.handle.release, timeout=bk.timeout)
+            run_in_reactor(writer.release, timeout=bk.timeout)
         except Exception:  # noqa: BLE001 - the add's own error is the one to report
             pass
         raise
-    run_in_reactor(ledger.handle.release, timeout=bk.timeout)
+    run_in_reactor(writer.release, timeout=bk.timeout)
     return {"ledger_id": ledger_id, "entry_ids": ids}
 
 
@@ -470,7 +482,7 @@ def _check_password(held: HeldLedger, password: bytes | None) -> None:
         raise Unauthorized(f"wrong password for ledger {held.ledger_id}")
 
 
-def open_reader(bk, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None):
+def open_reader(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None):
     """A BlockingLedger to read with: the session's writer if it holds the ledger, else a new reader."""
     if held is not None:
         _check_password(held, password)
@@ -478,9 +490,10 @@ def open_reader(bk, ledger_id: int, password: bytes | None = None, held: HeldLed
     return bk.open(ledger_id, password)
 
 
-def read_limit(reader) -> int:
+def read_limit(reader: BlockingLedger) -> int:
     """The last readable entry (-1 if none): the last entry of a closed ledger, else the LAC."""
-    return reader.last_entry_id if reader.is_closed else reader.last_add_confirmed
+    last = reader.last_entry_id if reader.is_closed else None  # a closed ledger's: never None
+    return reader.last_add_confirmed if last is None else last
 
 
 def iter_entries(reader, first: int = 0, last: int | None = None, batch: int = 500):
@@ -531,7 +544,9 @@ def entry_line(entry_id: int, payload: bytes, fmt: str = "text") -> str:
     return f"{entry_id}\t{payload.decode('utf-8', 'replace').translate(_ESCAPES)}"
 
 
-def close_ledger(bk, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None) -> dict:
+def close_ledger(
+    bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None
+) -> dict:
     """Close a ledger.  The session's own ledger is closed by its writer;
     any other OPEN ledger is recovered (fenced, tail re-replicated, closed),
     the only safe way to close a ledger whose writer may still be alive.
@@ -559,7 +574,7 @@ def _closed_doc(ledger_id: int, md) -> dict:
     return {"ledger_id": ledger_id, "state": md.state.name, "last_entry_id": md.last_entry_id, "length": md.length}
 
 
-def recover_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
+def recover_ledger(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None) -> dict:
     """Open with recovery: an OPEN (or half-recovered) ledger is fenced, its
     tail re-replicated and it is closed; concurrent recoveries agree."""
     was, _ = bk.metadata(ledger_id)
@@ -568,7 +583,7 @@ def recover_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
     return {**_closed_doc(ledger_id, md), "previous_state": was.state.name}
 
 
-def fence_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
+def fence_ledger(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None) -> dict:
     """Fence without closing (see :func:`bkctl.wire.client.ledger_admin.fence_ledger`)."""
     from bkctl.wire.client.ledger_admin import fence_ledger as fence
 
@@ -576,7 +591,7 @@ def fence_ledger(bk, ledger_id: int, password: bytes | None = None) -> dict:
 
 
 def tail_ledger(
-    bk,
+    bk: BlockingBookKeeper,
     ledger_id: int,
     first: int | None = None,
     password: bytes | None = None,
@@ -602,7 +617,7 @@ def tail_ledger(
         while True:
             reader.refresh_metadata()
             closed = reader.is_closed
-            limit = reader.last_entry_id if closed else reader.read_lac()
+            limit = read_limit(reader) if closed else reader.read_lac()
             if limit >= next_id:
                 for entries in reader.read_range(next_id, limit, batch=batch):
                     yield from entries

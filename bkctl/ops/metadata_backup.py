@@ -31,9 +31,12 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, Conflict
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 #: the ``format`` field of a backup file
 FORMAT = "bkctl-cluster-metadata/1"
@@ -42,7 +45,7 @@ FORMAT = "bkctl-cluster-metadata/1"
 MAX_IDS_DRAWN = 200_000
 
 
-def backup(store, path: str, uri: str, overwrite: bool = False) -> dict:
+def backup(store: MetadataStore, path: str, uri: str, overwrite: bool = False) -> dict:
     """Write the backup file; an existing ``path`` is refused unless ``overwrite``
     (exit 4).  Returns ``file``, ``ledgers``, ``cookies``, ``bytes``, ``instance_id``."""
     from bkctl.wire.metadata.errors import NoSuchLedger
@@ -114,14 +117,14 @@ def read_backup(path: str, parse: Callable[[bytes, int | None], Any] | None = No
     return doc
 
 
-def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str], bool], None]) -> dict:
+def restore(store: MetadataStore, path: str, confirm_overwrite: Callable[[list[int], list[str], bool], None]) -> dict:
     """Write the backup's ledgers and cookies, INSTANCEID and the autorecovery
     settings into the cluster (initialised first if its root is gone).  Ledgers or cookies that exist, or
     another INSTANCEID, are replaced only after ``confirm_overwrite(ledgers,
     cookies, instance_id_differs)`` (which raises to refuse).  Returns ``file``,
     ``ledgers``, ``replaced_ledgers``, ``cookies``, ``replaced_cookies``,
     ``instance_id``, ``instance_id_replaced``, ``cluster_created``, ``next_ledger_id_above``."""
-    doc = read_backup(path, store.ledgers.parse)
+    doc = read_backup(path)
     created = not store.cluster.exists()
     if created:  # nuked: made again (Java's initnewcluster), then given the backup's INSTANCEID
         store.cluster.init()
@@ -160,7 +163,7 @@ def restore(store, path: str, confirm_overwrite: Callable[[list[int], list[str],
     }
 
 
-def move_id_generator_past(store, highest: int) -> int | None:
+def move_id_generator_past(store: MetadataStore, highest: int) -> int | None:
     """Draw ledger ids until one is above ``highest`` (ZooKeeper's sequence counter
     cannot be set); the last drawn, or None when that would take more than
     :data:`MAX_IDS_DRAWN` (then a new ledger may be given a restored id, and fail)."""

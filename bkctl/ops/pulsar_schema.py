@@ -12,7 +12,7 @@ orphans``) and schema ledgers with fewer live copies than their write quorum.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.ownership import topic_of_schema_id
 from bkctl.wire.domain.topic_state import BookKeeperFactory
@@ -24,6 +24,9 @@ from bkctl.wire.pulsar.managed_ledger import (
     COMPONENT_SCHEMA,
     SCHEMA_ID_KEY,
 )
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 __all__ = [
     "FINDINGS",
@@ -50,7 +53,7 @@ FINDINGS = {
 }
 
 
-def _copies_down(store, live: set[str], ledger_id: int) -> str | None:
+def _copies_down(store: MetadataStore, live: set[str], ledger_id: int) -> str | None:
     """Why a schema ledger cannot be read now, in the operator's words -- every
     bookie holding entry 0 is down (``0 of 2 copies live: 10.0.0.1:3181, ... down``)
     -- or None: it has a live copy (or no metadata: the read says what is wrong)."""
@@ -68,7 +71,7 @@ def _copies_down(store, live: set[str], ledger_id: int) -> str | None:
     return f"0 of {md.write_quorum} copies live: {', '.join(holders)} down"
 
 
-def _live_set(store) -> set[str]:
+def _live_set(store: MetadataStore) -> set[str]:
     return set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
 
 
@@ -105,7 +108,9 @@ def _version_doc(registry, schema_id: str, entry, locator, down: str | None = No
     return doc
 
 
-def list_schemas(store, base: str | None = None, bk: BookKeeperFactory | None = None) -> list[dict[str, Any]]:
+def list_schemas(
+    store: MetadataStore, base: str | None = None, bk: BookKeeperFactory | None = None
+) -> list[dict[str, Any]]:
     """One row per schema id: its topic, newest version and every version with
     its type, time and ledger (read from the version's ledger when ``bk`` is given)."""
     from bkctl.wire.pulsar.errors import PulsarFormatError
@@ -139,7 +144,11 @@ def list_schemas(store, base: str | None = None, bk: BookKeeperFactory | None = 
 
 
 def show_schema(
-    store, topic: str, version: int | None = None, base: str | None = None, bk: BookKeeperFactory | None = None
+    store: MetadataStore,
+    topic: str,
+    version: int | None = None,
+    base: str | None = None,
+    bk: BookKeeperFactory | None = None,
 ) -> dict[str, Any]:
     """One version of a topic's schema (the newest by default): its type,
     time, properties, hash, ledger and definition (pretty JSON for AVRO and
@@ -202,7 +211,7 @@ def _live_copies(md: Any, live: set[str]) -> int:
 
 
 def check_schemas(
-    store,
+    store: MetadataStore,
     base: str | None = None,
     bk: BookKeeperFactory | None = None,
     older_than: float = 3600.0,
@@ -293,17 +302,17 @@ def check_schemas(
     cutoff = now_ms - older_than * 1000
     schema_ledgers = young = 0
     young_ids: list[int] = []
-    for ledger_id, md, _version in store.ledgers.read_many(store.ledgers.ids()):
-        if md is None or isinstance(md, Exception):
+    for ledger_id, stored, _version in store.ledgers.read_many(store.ledgers.ids()):
+        if stored is None or isinstance(stored, Exception):
             continue
-        custom = custom_metadata_text(md.custom_metadata)
+        custom = custom_metadata_text(stored.custom_metadata)
         if custom.get(APPLICATION_KEY) != APPLICATION or custom.get(COMPONENT_KEY) != COMPONENT_SCHEMA:
             continue
         schema_ledgers += 1
         if ledger_id in named:
             continue
         orphan_sid = custom.get(SCHEMA_ID_KEY)
-        if md.ctime is None or md.ctime > cutoff:
+        if stored.ctime is None or stored.ctime > cutoff:
             young += 1
             young_ids.append(ledger_id)
             continue
@@ -313,7 +322,7 @@ def check_schemas(
             orphan_sid,
             None,
             ledger_id,
-            f"created {utc_iso(md.ctime)}, {md.length if md.is_closed else '?'} B; "
+            f"created {utc_iso(stored.ctime)}, {stored.length if stored.is_closed else '?'} B; "
             + ("its schema has a locator that does not name it" if located else "its schema has no locator"),
         )
     order = {kind: i for i, kind in enumerate(FINDINGS)}

@@ -8,9 +8,14 @@ from the others.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bkctl.wire.errors import NotFound
 
 from .errors import BadInput, OpFailed
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 
 def _check(bookie: str) -> str:
@@ -21,7 +26,7 @@ def _check(bookie: str) -> str:
     return bookie
 
 
-def _update(store, change) -> dict:
+def _update(store: MetadataStore, change) -> dict:
     from bkctl.wire.metadata.errors import VersionConflict
 
     for _ in range(20):
@@ -36,7 +41,12 @@ def _update(store, change) -> dict:
 
 
 def set_rack(
-    store, bookie: str, rack: str, group: str = "default", hostname: str | None = None, allow_unknown: bool = False
+    store: MetadataStore,
+    bookie: str,
+    rack: str,
+    group: str = "default",
+    hostname: str | None = None,
+    allow_unknown: bool = False,
 ) -> dict:
     """Put ``bookie`` in ``rack``; a bookie the cluster does not know (not
     registered, no cookie) only with ``allow_unknown`` (exit 3 otherwise)."""
@@ -66,7 +76,7 @@ def set_rack(
     return _update(store, change)
 
 
-def get_rack(store, bookie: str) -> dict:
+def get_rack(store: MetadataStore, bookie: str) -> dict:
     _check(bookie)
     doc, _ = store.racks.read()
     for group, members in doc.items():
@@ -75,7 +85,7 @@ def get_rack(store, bookie: str) -> dict:
     raise NotFound(f"bookie {bookie} is not in the rack map")
 
 
-def delete_rack(store, bookie: str) -> dict:
+def delete_rack(store: MetadataStore, bookie: str) -> dict:
     _check(bookie)
 
     def change(doc):
@@ -92,7 +102,7 @@ def delete_rack(store, bookie: str) -> dict:
     return _update(store, change)
 
 
-def list_racks(store) -> list[dict]:
+def list_racks(store: MetadataStore) -> list[dict]:
     """One row per bookie: group, rack, bookie_id, hostname, state (writable,
     read-only, or not registered), sorted by rack."""
     doc, _ = store.racks.read()

@@ -17,8 +17,12 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from .errors import BadInput, Conflict
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 
 class _Pace:
@@ -40,7 +44,7 @@ class _Pace:
             time.sleep(at - now)
 
 
-def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
+def _one_ledger(store: MetadataStore, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
     """Rewrite one ledger from the metadata the scan read, by the one compare-and-set every
     replica move makes (:func:`~bkctl.wire.client.replica_swap.swap_bookies`: a concurrent
     write that leaves those segments as they were is retried); a segment naming FROM that a
@@ -76,7 +80,7 @@ def _one_ledger(store, ledger_id: int, md, version: int, old: str, new: str, dry
 
 
 def replace_bookie_id(
-    store,
+    store: MetadataStore,
     old: str,
     new: str,
     *,

@@ -8,11 +8,20 @@ that fails its digest is reported, not skipped.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
 
 
 async def read_replica(
-    client, ledger_id: int, bookie: str, first: int, last: int | None, password: bytes | None = None, window: int = 64
+    client: BookKeeperClient,
+    ledger_id: int,
+    bookie: str,
+    first: int,
+    last: int | None,
+    password: bytes | None = None,
+    window: int = 64,
 ) -> dict:
     """``{"ledger_id", "bookie", "first", "last", "entries": [{"entry_id", "status" (ok,
     missing, corrupt, error), "payload" (bytes or None), "error"}]}`` for the entries in

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SimpleTestFailed
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
 
 ENTRY_SIZE = 100
 PAYLOAD = bytes(ord("A") + i % 26 for i in range(ENTRY_SIZE))
 
 
 def simpletest(
-    bk,
+    bk: BlockingBookKeeper,
     ensemble: int = 3,
     write_quorum: int = 2,
     ack_quorum: int = 2,
@@ -120,7 +123,7 @@ def _check(entries: list[tuple[int, bytes]], n: int, step: str) -> None:
             raise SimpleTestFailed(step, f"entry {entry_id} does not hold what was written")
 
 
-def _cleanup(bk, doc: dict) -> None:
+def _cleanup(bk: BlockingBookKeeper, doc: dict) -> None:
     if doc["ledger_id"] is None or doc["deleted"]:
         return
     try:

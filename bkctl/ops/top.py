@@ -20,10 +20,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
 from .prometheus import Scrape, rates
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import MetadataStore
 
 #: sort keys: name -> (row field, largest first)
 SORTS = {
@@ -72,7 +75,7 @@ class TopCollector:
 
     def __init__(
         self,
-        store,
+        store: MetadataStore | Callable[[], MetadataStore],
         timeout: float = 0.8,
         repair_every: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
@@ -80,8 +83,8 @@ class TopCollector:
         zk_wait: float = 1.0,
         zk_grace: float = 2.0,
     ):
-        self._connect = store if callable(store) else (lambda: store)
-        self.store = None if callable(store) else store
+        self._connect: Callable[[], MetadataStore] = store if callable(store) else (lambda: store)
+        self.store: MetadataStore | None = None if callable(store) else store
         self.timeout = timeout
         self.repair_every = repair_every
         self.zk_wait = zk_wait
@@ -233,6 +236,7 @@ class TopCollector:
         at = self.clock()
         if self._report_read is None and (self._repair is None or at - self._repair[0] >= self.repair_every):
             store = self.store
+            assert store is not None, "snapshot() asks for the report once connected"
             self._report_read = _Pending(lambda: autorecovery_report(store, now_ms), at)
         reading = self._report_read
         if reading is not None:

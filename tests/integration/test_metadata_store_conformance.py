@@ -18,6 +18,7 @@ from bkctl.wire.metadata.errors import (
     CookieExists,
     CookieVersionConflict,
     LedgerExists,
+    MetadataStoreError,
     MetadataVersionConflict,
     NoSuchCookie,
     NoSuchLedger,
@@ -25,7 +26,7 @@ from bkctl.wire.metadata.errors import (
     VersionConflict,
     ZKUnavailable,
 )
-from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import MetadataStore, StoredManagedLedger, StoredValue, UnderreplicatedMark
 from bkctl.wire.metadata.zk import ZKMetadataStore
@@ -165,6 +166,25 @@ def test_ledger_create_read_update_with_versions(store):
         store.ledgers.read(8)
     with pytest.raises(NoSuchLedger):
         store.ledgers.update(8, closed, 0)
+
+
+def test_ledger_bytes_dumped_and_restored_as_they_are(store):
+    """What ``ledger metadata dump/restore`` and ``metadata backup/restore`` use: the stored value
+    as it is, written back unchanged (checked by decoding it)."""
+    store.ledgers.create(md(), 9)
+    data, version = store.ledgers.read_bytes(9)
+    assert version == 0 and replace(parse_ledger_metadata(data), ctime=None) == md()
+    with pytest.raises(NoSuchLedger):
+        store.ledgers.read_bytes(10)
+    closed = serialize_ledger_metadata(md().closed(4, 40))
+    with pytest.raises(LedgerExists):
+        store.ledgers.restore_bytes(9, closed)
+    assert store.ledgers.restore_bytes(9, closed, overwrite=True) == 1
+    assert store.ledgers.read_bytes(9) == (closed, 1)
+    assert store.ledgers.restore_bytes(10, closed) == 0 and store.ledgers.read(10)[0].last_entry_id == 4
+    with pytest.raises(MetadataStoreError):
+        store.ledgers.restore_bytes(11, b"not metadata")
+    assert not store.ledgers.exists(11)
 
 
 def test_ledger_delete_exists_and_ids(store):

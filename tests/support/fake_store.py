@@ -243,6 +243,28 @@ class FakeLedgerManager(_Manager):
         return ledger_id in self._znodes
 
     @_call
+    def read_bytes(self, ledger_id: int) -> tuple[bytes, int]:
+        try:
+            data, version, _ctime = self._znodes[ledger_id]
+        except KeyError:
+            raise NoSuchLedger(ledger_id) from None
+        return data, version
+
+    @_call
+    def restore_bytes(self, ledger_id: int, data: bytes, overwrite: bool = False) -> int:
+        try:
+            parse_ledger_metadata(data)
+        except CodecError as exc:
+            raise MetadataStoreError(f"not ledger metadata: {exc}") from None
+        P.ledger_path(ledger_id)  # the real store's check of the id
+        stored = self._znodes.get(ledger_id)
+        if stored is not None and not overwrite:
+            raise LedgerExists(ledger_id)
+        version = 0 if stored is None else stored[1] + 1
+        self._znodes[ledger_id] = (data, version, self._store.now_ms() if stored is None else stored[2])
+        return version
+
+    @_call
     def ids(self) -> Iterator[int]:
         return iter(sorted(self._znodes))
 
@@ -1079,6 +1101,7 @@ class FakeMetadataStore:
         now_ms: Callable[[], int] = lambda: DEFAULT_NOW_MS,
     ):
         self.root = root
+        self.uri = f"zk://fake{root}"
         self.now_ms = now_ms
         self.calls: list[tuple[str, tuple]] = []
         self._started = False

@@ -177,6 +177,17 @@ class LedgerManager(Protocol):
     def exists(self, ledger_id: int) -> bool:
         """Whether the ledger has metadata."""
 
+    def read_bytes(self, ledger_id: int) -> tuple[bytes, int]:
+        """The stored value as it is (a dump's bytes) and its version;
+        :class:`~.errors.NoSuchLedger` when missing."""
+
+    def restore_bytes(self, ledger_id: int, data: bytes, overwrite: bool = False) -> int:
+        """Write a stored value exactly as given (checked by decoding it:
+        :class:`~.errors.MetadataStoreError` when it is not metadata), as Java's
+        ``ledgermetadata -restorefromfile``: create the ledger, or with ``overwrite`` replace
+        it (unconditionally); :class:`~.errors.LedgerExists` when it is there and not
+        ``overwrite``.  The new version."""
+
     def ids(self) -> Iterator[int]:
         """Every ledger id, ascending."""
 
@@ -587,6 +598,8 @@ class MetadataStore(Protocol):
     """A BookKeeper cluster's metadata: a session and its managers."""
 
     root: str
+    #: the metadata service URI the store speaks to (for messages)
+    uri: str
 
     # The managers are read-only members: a store's own classes (ZKAuditorElection...) then
     # satisfy them, as a mutable attribute's type would have to be the Protocol's exactly.
