@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -549,11 +548,12 @@ def index(
 
 def lastmark(dirs: BookieDirs) -> Iterator[dict]:
     from bkctl.bookied import journal as bj
+    from bkctl.wire.bookie_disk.layout import is_last_mark
     from bkctl.wire.codecs.javadisk import parse_last_mark
 
     for d in dirs.ledgers:
         for name in _names(d):
-            if name == "lastMark" or re.fullmatch(r"lastMark\.\d+", name):
+            if is_last_mark(name):
                 path = os.path.join(_current(d), name)
                 file_id, offset = _parse_file(path, parse_last_mark)
                 yield {

@@ -181,12 +181,14 @@ class LedgerFilter:
         return True
 
 
+@dataclass
 class Totals:
     """count, entries (last entry + 1 of closed ledgers) and bytes (their length) of
     listed rows, added up as they stream past."""
 
-    def __init__(self) -> None:
-        self.count = self.entries = self.bytes = 0
+    count: int = 0
+    entries: int = 0
+    bytes: int = 0
 
     def add(self, row: dict) -> dict:
         """Count *row* in; returns it (``map(totals.add, rows)`` passes rows on)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.codecs.digest import DigestType
@@ -239,18 +240,18 @@ def parse_ledger_ids(words, stdin=None) -> tuple[list[int], list[tuple[int, int]
     return ids, ranges
 
 
+@dataclass
 class DeletePlan:
     """What ``ledger delete`` would do: ``delete`` (ids), ``refused`` (one
     :func:`~bkctl.wire.domain.ownership.ledger_owner` document per ledger Pulsar uses,
     with ``reason``) and ``not_found`` (ids given one by one that no ledger
     has; a range names only the ledgers it holds)."""
 
-    def __init__(self):
-        self.delete: list[int] = []
-        self.refused: list[dict] = []
-        self.not_found: list[int] = []
-        #: ledgers deleted (or to be) that would have been refused without --even-if-owned: owner docs with reason
-        self.overridden: list[dict] = []
+    delete: list[int] = field(default_factory=list)
+    refused: list[dict] = field(default_factory=list)
+    not_found: list[int] = field(default_factory=list)
+    #: ledgers deleted (or to be) that would have been refused without --even-if-owned: owner docs with reason
+    overridden: list[dict] = field(default_factory=list)
 
     def to_json(self, deleted: list[int] | None = None) -> dict:
         return {

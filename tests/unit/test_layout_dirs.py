@@ -157,3 +157,9 @@ def test_not_a_directory(tmp_path):
     f.write_text("x")
     with pytest.raises(layout.LayoutError):
         layout.prepare_dirs([str(f)])
+
+
+def test_a_journal_mark_file_is_named_lastmark_or_lastmark_dot_a_number():
+    assert layout.is_last_mark("lastMark") and layout.is_last_mark("lastMark.2")
+    for other in ("lastMark.", "lastMark.x", "lastMarkx", "xlastMark", "lastId", "lastMark.2.tmp"):
+        assert not layout.is_last_mark(other), other

@@ -46,6 +46,8 @@ _JAVA_CURRENT_RE = re.compile(
     r"^(lastId|lastMark(\.\d+)?|[0-9a-fA-F]+\.(txn|log)|.*\.log\.compacting|ledgers|locations)$"
 )
 _HEX_DIR_RE = re.compile(r"^[0-9a-fA-F]{1,2}$")
+#: a ledger directory's journal mark file: ``lastMark``, or ``lastMark.N`` beside it
+_LAST_MARK_RE = re.compile(r"^lastMark(\.\d+)?$")
 
 
 class LayoutError(Exception):
@@ -54,6 +56,12 @@ class LayoutError(Exception):
 
 class UpgradeNeeded(LayoutError):
     """The directory is in an older layout; run ``bkctl upgrade`` first."""
+
+
+def is_last_mark(name: str) -> bool:
+    """Whether a file of a ledger directory's ``current/`` is a journal mark (``lastMark``,
+    ``lastMark.N``)."""
+    return _LAST_MARK_RE.match(name) is not None
 
 
 def current_dir(d: str) -> str:
