@@ -118,3 +118,17 @@ def test_an_object_deleted_between_the_listing_and_its_head_is_neither_counted_n
     bucket.list = lambda prefix="": iter(listing)  # type: ignore[method-assign]
     scan, rows = _scan(bucket)
     assert rows == [] and (scan.orphans, scan.foreign, scan.young) == (0, 0, 0)
+
+
+def test_a_long_listing_is_judged_page_by_page_in_its_own_order(monkeypatch):
+    from bkctl.wire.domain import offloads
+
+    monkeypatch.setattr(offloads, "LISTING_PAGE", 3)
+    old = NOW - 2 * DAY
+    objects = {}
+    for i in range(10):
+        objects[f"k{i:02d}-by-hand"] = (i + 1, old, OFFLOADER if i % 2 else {})
+        objects[f"{UUID[:-2]}{i:02d}-ledger-{i}"] = (100, old, {})
+    scan, rows = _scan(Bucket(objects, []))
+    assert [r["key"] for r in rows] == sorted(k for k, v in objects.items() if v[2] or "-ledger-" in k)
+    assert (scan.orphans, scan.foreign, scan.foreign_bytes) == (15, 5, 1 + 3 + 5 + 7 + 9)

@@ -6,7 +6,7 @@ What is Pulsar's in a bucket is told by the object alone: its key has the offloa
 (``<uuid>-ledger-<id>``, its ``-index``, a streaming segment's ``<uuid>[-index]``:
 :func:`~bkctl.wire.pulsar.offload_format.parse_object_key`) or its user metadata is the
 offloader's (:func:`~bkctl.wire.pulsar.offload_format.is_offloader_metadata`: asked of an object
-whose key is not in that form, one HEAD request each); a filesystem offload's MapFile folder by
+whose key is not in that form, one HEAD request each, :data:`HEAD_REQUESTS` at once); a filesystem offload's MapFile folder by
 its form ``<managed ledger>/<id>-<uuid>`` alone (the filesystem offloader writes no metadata).
 Anything else -- a ``bkctl backup`` archive, another tool's objects -- is counted apart and never
 called an orphan.  The rest is judged by the sweep's one rule, :func:`.orphans.judge`.
@@ -14,6 +14,7 @@ called an orphan.  The rest is judged by the sweep's one rule, :func:`.orphans.j
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
     from ..pulsar.topics import ManagedLedger
 
 __all__ = ["OffloadOrphan", "OffloadOrphanScan", "offloads"]
+
+#: HEAD requests at once for the metadata of objects not in the key form (boto3's pool holds 32)
+HEAD_REQUESTS = 16
+#: objects of a listing judged at a time (a listing page of S3's is 1000)
+LISTING_PAGE = 1000
 
 
 def _managed_ledgers(store: MetadataStore, base: str | None, topic: str | None) -> Iterator[ManagedLedger]:
@@ -167,12 +173,25 @@ class OffloadOrphanScan:
             else:
                 yield from self._objects(objects, keys, cutoff)
 
+    def _listing(self, objects: ObjectStore) -> Iterator[tuple[ObjectInfo, bool | None]]:
+        """Each object of the store with whether it is Pulsar's (None: gone meanwhile), in the
+        listing's order: those not in the key form asked for their metadata
+        :data:`HEAD_REQUESTS` at a time, a page of the listing at a time."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        listing = objects.list()
+        with ThreadPoolExecutor(HEAD_REQUESTS, thread_name_prefix="bkctl-offload-head") as pool:
+            while page := list(itertools.islice(listing, LISTING_PAGE)):
+                asked = [o for o in page if parse_object_key(o.key) is None]
+                answers = dict(zip((o.key for o in asked), pool.map(lambda o: self._offloaders(objects, o), asked)))
+                for o in page:
+                    yield o, answers.get(o.key, True)
+
     def _objects(self, objects: ObjectStore, keys: set[str], cutoff: float) -> Iterator[OffloadOrphan]:
-        for o in objects.list():
-            parsed = parse_object_key(o.key)
-            pulsars = parsed is not None or self._offloaders(objects, o)
+        for o, pulsars in self._listing(objects):
             if pulsars is None:
                 continue  # deleted meanwhile
+            parsed = parse_object_key(o.key)
             verdict = judge(pulsars, o.key in keys, o.modified, cutoff)
             self._count(verdict, o.size)
             if verdict is Verdict.ORPHAN:
