@@ -712,9 +712,9 @@ async def _past_lost(
         return await rereplicate_ledger(client, ledger_id, lost, **options)
     unreadable: list[UnreadableEntry] = []
     result = await rereplicate_ledger(client, ledger_id, lost, on_unreadable=unreadable.append, **options)
-    if unreadable:
+    if unreadable and result["status"] == "recovered":  # deleted meanwhile: "no such entry" is no loss
         await client.run_blocking(on_lost, ledger_id, unreadable)
-    result["lost_entries"] = len(unreadable)
+        result["lost_entries"] = len(unreadable)
     return result
 
 

@@ -224,10 +224,13 @@ async def _locked_move(
             move, MoveOutcome.ABANDONED, "marked under-replicated during the move: left to the repair", copied
         )
     swaps = [Swap(seg.first_entry_id, seg.source, seg.target) for seg in move.segments]
-    if unreadable:  # recorded before the swap lets go of the lock: never a swap without its record
-        await run(record_lost, store, ledger_id, unreadable, holder, int(time.time() * 1000))
     done = await run(swap_bookies, store, ledger_id, swaps, known=(md, version), unlock=True)
     if done.outcome is SwapOutcome.SWAPPED:
+        # recorded once the swap is made, as the worker does: a ledger deleted during its copy
+        # answers "no such entry" everywhere, which is no loss (a kill between the two leaves it
+        # unrecorded: ledger fsck finds the entries data_lost on its own)
+        if unreadable:
+            await run(record_lost, store, ledger_id, unreadable, holder, int(time.time() * 1000))
         return MoveResult(move, MoveOutcome.MOVED, None, copied, lost_entries=len(unreadable))
     if done.outcome is SwapOutcome.GONE:
         return MoveResult(move, MoveOutcome.ABANDONED, "deleted during the move", copied)
