@@ -99,6 +99,8 @@ class MoversCluster(faults.Cluster):
         self.daemon: subprocess.Popen | None = None
         #: bookies a fault holds down (killed, to be restarted by the fault itself)
         self.held_down: set[str] = set()
+        #: bookies stopped for a decommission: no fault picks them (a fault restarts what it kills)
+        self.retiring: set[str] = set()
         self.starting = threading.Lock()  # one start of a bookie at a time
         self.stopping = threading.Event()
         self.supervisor = threading.Thread(target=self._supervise, name="supervisor", daemon=True)
@@ -469,6 +471,7 @@ class Ops:
         decommission did not end (its data may be the only copy)."""
         victim = rng.choice(self.cluster.bookies)
         vid = victim.bookie_id
+        self.cluster.retiring.add(vid)
         self.cluster.held_down.add(vid)
         try:
             with self.cluster.starting:
@@ -487,11 +490,12 @@ class Ops:
                 for row in doc.get("ledgers", []) if isinstance(doc, dict) else ():
                     if row.get("status") == "recovered" and row.get("fragments"):
                         self.moves["moved"] += 1
-            if run is not None:
+            if run is not None and (victim.proc is None or victim.proc.poll() is not None):
                 for d in (victim.journal_dir, victim.ledger_dir):
                     shutil.rmtree(d, ignore_errors=True)
         finally:
             self.cluster.held_down.discard(vid)  # the supervisor starts it again
+            self.cluster.retiring.discard(vid)
 
     def backup_restore(self, rng: random.Random) -> None:
         deadline = time.monotonic() + 20  # the first round's writers close their first ledgers

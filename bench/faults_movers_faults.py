@@ -35,13 +35,13 @@ class Faults:
     def _involved(self, names: set[str], rng: random.Random, wait: float = 5.0) -> BookieProcess:
         """A bookie a running move names (``names``: sources or targets), waited for a while; else any."""
         deadline = time.monotonic() + wait
-        ids = {b.bookie_id for b in self.cluster.bookies}
+        ids = {b.bookie_id for b in self.cluster.bookies} - self.cluster.retiring  # a decommission's is stopped
         while time.monotonic() < deadline:
             found = sorted(set(names) & ids)
             if found:
                 return self.cluster.bookie(rng.choice(found))
             time.sleep(0.1)
-        return rng.choice(self.cluster.bookies)
+        return self.cluster.bookie(rng.choice(sorted(ids)))
 
     def _kill_bookie(self, b: BookieProcess, rng: random.Random) -> None:
         self.cluster.held_down.add(b.bookie_id)
