@@ -333,6 +333,11 @@ class Bkctl:
         with self.lock:
             return {_command(p.args) for p in self.running.values() if p.poll() is None}
 
+    def running_pids(self, command: str) -> set[int]:
+        """The pids of the running bkctl processes of ``command``."""
+        with self.lock:
+            return {pid for pid, p in self.running.items() if p.poll() is None and _command(p.args) == command}
+
 
 def _command(argv) -> str:
     """The bkctl command an argv runs (``rebalance``, ``drain``, ``restore``...)."""
@@ -435,7 +440,9 @@ class Ops:
         time.sleep(delay)
         if first_done.is_set():
             return
+        first = self.bkctl.running_pids("rebalance")  # between reruns of the first, none runs
         run = self.bkctl.run(*args)
+        overlapped = bool(first & self.bkctl.running_pids("rebalance"))  # the same first run, before and after
         self.runs["rebalance-second"] += 1
         for event in run.events:
             if isinstance(event, dict) and event.get("event") == "move":
@@ -444,6 +451,8 @@ class Ops:
             self.runs["rebalance-second-refused"] += 1
         elif run.code in (5, -9):  # ZooKeeper away, or killed by a fault: it said nothing either way
             self.runs["rebalance-second-unreachable"] += 1
+        elif not overlapped:  # the first was between two of its runs (or ended): nothing to refuse
+            self.runs["rebalance-second-alone"] += 1
         else:
             moved = sum(1 for e in run.events if isinstance(e, dict) and e.get("event") == "move")
             self.notes.append(
