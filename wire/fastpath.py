@@ -46,8 +46,10 @@ from typing import TYPE_CHECKING
 from bkctl.wire.text import parse_bool
 
 if TYPE_CHECKING:
+    import bkctl.wire.client._addentries as addentries_c
+    import bkctl.wire.client._addpath as addpath_c
     from bkctl.wire.bookie_disk.records import RecordTwins
-    from bkctl.wire.client.add_twins import ConnectionAdds, WriterAdds
+    from bkctl.wire.client.add_twins import AddEntriesModule, AddPathModule, ConnectionAdds, WriterAdds
     from bkctl.wire.codecs.codec_twins import CodecTwins
     from bkctl.wire.codecs.plain import PlainTwins
     from bkctl.wire.metadata.ledger import LedgerMetadataTwins
@@ -133,7 +135,7 @@ class Twins:
         given = self.adds_given
         if isinstance(given, _LookUp):
             given = c_module("bkctl.wire.client._addpath", ADDPATH_API) if self.enabled else None
-        return add_twins.connection_adds_of(given)
+        return add_twins.connection_adds_of(_as_addpath(given))
 
     @functools.cached_property
     def entries(self) -> WriterAdds:
@@ -149,7 +151,7 @@ class Twins:
             c = c_module("bkctl.wire.client._addentries", ADDENTRIES_API) if self.enabled else None
         else:
             c = None if given is None else c_module("bkctl.wire.client._addentries", ADDENTRIES_API)
-        return add_twins.writer_adds_of(c)
+        return add_twins.writer_adds_of(_as_addentries(c))
 
     @functools.cached_property
     def records(self) -> RecordTwins:
@@ -215,6 +217,25 @@ def c_module(name: str, api: int | None = None) -> ModuleType | None:
     except ImportError:
         return None
     return module if api is None or getattr(module, "API", None) == api else None
+
+
+def _as_addpath(module: ModuleType | None) -> AddPathModule | None:
+    """``_addpath`` as the slot it fills (:class:`~bkctl.wire.client.add_twins.AddPathModule`):
+    its stub is held to the slot below (:data:`_ADDPATH_FITS`), so a module of that name fits it."""
+    return module  # a module object (its attributes Any to a type checker): its stub's fit is checked below
+
+
+def _as_addentries(module: ModuleType | None) -> AddEntriesModule | None:
+    """``_addentries`` as the slot it fills (:class:`~bkctl.wire.client.add_twins.AddEntriesModule`;
+    :data:`_ADDENTRIES_FITS`)."""
+    return module  # a module object (its attributes Any to a type checker): its stub's fit is checked below
+
+
+if TYPE_CHECKING:
+    # Each C module's stub (its .pyi) held to the interface slot it fills: mypy fails here when a
+    # C function does not fit its slot (``./dev lint``; stubtest holds each stub to its module).
+    _ADDPATH_FITS: AddPathModule = addpath_c
+    _ADDENTRIES_FITS: AddEntriesModule = addentries_c
 
 
 def build(enabled: bool) -> Twins:

@@ -4,7 +4,10 @@ registered and answered); its Python twins are :class:`bkctl.wire.client.request
 built module (mypy's stubtest)."""
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, final
+from typing import Any, Final, TypeAlias, final
+
+#: ``on_done(ctx, slot, bookie_id, result)`` (channel.AddDone: a stub imports none of the project's modules)
+_OnDone: TypeAlias = Callable[[Any, Any, str, Any], object]
 
 API: Final[int]
 #: ``requests.QUEUED, SENT, DONE`` as the C module counts them (a test holds them equal)
@@ -41,17 +44,17 @@ class AddCopy:
     def is_batch(self) -> bool: ...
     @property
     def verb(self) -> str: ...
-    def call_back(self, on_done: Callable[..., Any], bookie_id: str, result: Any, /) -> None: ...
-    def callback_to(self, on_done: Callable[..., Any], ctx: Any, slot: Any, /) -> None: ...
+    def call_back(self, on_done: _OnDone, bookie_id: str, result: Any, /) -> None: ...
+    def callback_to(self, on_done: _OnDone, ctx: Any, slot: Any, /) -> None: ...
     def complete(self, bookie_id: str, result: Any, /) -> None: ...
 
 def add_copies(
     adds: Sequence[Any],
     ctxs: Sequence[Any],
     slots: Sequence[Any],
-    on_done: Callable[..., Any],
+    on_done: _OnDone,
     ids: Any,
-    decode: Callable[..., Any],
+    decode: Callable[[Any], tuple[int, Any]],
     general: Callable[[Any, int], tuple[Any, bytes | None]],
     /,
 ) -> tuple[list[Any], bytes]: ...
@@ -64,7 +67,7 @@ def take_adds(
     sent: Any,
     table: Any,
     queue: Any,
-    pump: Callable[[], Any],
+    pump: Callable[[], object],
     bookie_id: str,
     /,
 ) -> int: ...

@@ -1,11 +1,11 @@
-"""The acknowledgements of a writer's copies (the ack -> quorum step of Java's ``PendingAddOp``).
+"""The acknowledgements of a writer's copies (the ack -> quorum step of Java's ``PendingEntryOp``).
 
 A writer's handle (:mod:`.ledger_handle`) sends each entry to the bookies of its write set; every
 connection calls the handle's :class:`Acks` back once per copy answered, as ``acks(p, slot, bookie,
 error)``.  The counter keeps each bookie's backlog (its writes sent and not answered: the writer
 tells it :meth:`Acks.sent`), knows which bookies are ``max_inflight`` writes behind (:attr:`Acks.behind`,
 for the writer to hold its adds), counts an acknowledgement of entry ``p`` (a
-:class:`~.pending_add.PendingAdd`) once per copy of its current write set, and reports to its
+:class:`~.pending_add.PendingEntry`) once per copy of its current write set, and reports to its
 :class:`AckSink` -- an object with a declared interface, the writer -- what the writer acts on: a
 copy that failed, every bookie behind caught up, an entry at its ack quorum.  It holds nothing of
 the writer's own (its pipeline, its state): what it needs of them it asks the sink.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .pending_add import PendingAdd
+from .pending_add import PendingEntry
 
 __all__ = ["AckCounter", "AckSink", "Acks"]
 
@@ -27,14 +27,14 @@ __all__ = ["AckCounter", "AckSink", "Acks"]
 class AckSink(Protocol):
     """What an acknowledgement counter calls: the writer whose copies it counts (the ledger handle)."""
 
-    def copy_failed(self, error: BaseException, p: PendingAdd, slot: int, bookie: str, /) -> None:
+    def copy_failed(self, error: BaseException, p: PendingEntry, slot: int, bookie: str, /) -> None:
         """``bookie`` failed copy ``slot`` of entry ``p`` with ``error`` (already counted as answered)."""
 
     def caught_up(self) -> None:
         """The last bookie that was behind is back under the writer's resume mark: the adds that
         waited for it may start."""
 
-    def quorum_reached(self, p: PendingAdd, /) -> bool:
+    def quorum_reached(self, p: PendingEntry, /) -> bool:
         """Entry ``p`` has its ack quorum: complete what is ready (in entry order) now, or return
         True when that is put off to the end of the burst under way (the counter then tells no more
         entry until the writer clears :attr:`Acks.held`)."""
@@ -49,7 +49,7 @@ class AckCounter(Protocol):
     @property
     def behind(self) -> set[str]: ...
 
-    def __call__(self, p: PendingAdd, slot: int, bookie: str, error: BaseException | None, /) -> None: ...
+    def __call__(self, p: PendingEntry, slot: int, bookie: str, error: BaseException | None, /) -> None: ...
 
     def sent(self, bookie: str, n: int, /) -> None: ...
 
@@ -96,7 +96,7 @@ class Acks:
         """``bookie`` is being replaced: nothing waits for it to catch up."""
         self._behind.discard(bookie)
 
-    def __call__(self, p: PendingAdd, slot: int, bookie: str, error: BaseException | None) -> None:
+    def __call__(self, p: PendingEntry, slot: int, bookie: str, error: BaseException | None) -> None:
         """``bookie`` answered copy ``slot`` of entry ``p`` (``error`` None: acknowledged)."""
         unanswered = self._unanswered
         n = unanswered.get(bookie, 1) - 1

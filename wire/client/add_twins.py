@@ -32,24 +32,121 @@ the same checks on both twins of each.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from types import ModuleType
-from typing import Any, NamedTuple
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from bkctl.wire.codecs.add_frames import EncodedAdd
 
 from . import pending_add
-from .acks import Acks
+from .acks import AckCounter, Acks, AckSink
+from .channel import AddDone
+from .pending_add import PendingEntry, WriteSets
 
-__all__ = ["ConnectionAdds", "WriterAdds", "connection_adds_of", "copies_of", "writer_adds_of"]
+if TYPE_CHECKING:
+    from twisted.internet import defer
+
+__all__ = [
+    "AddEntriesModule",
+    "AddPathModule",
+    "ConnectionAdds",
+    "WriterAdds",
+    "connection_adds_of",
+    "copies_of",
+    "writer_adds_of",
+]
+
+
+class AnsweredTable(Protocol):
+    """What ``take_adds`` reads of the connection's :class:`~.requests.RequestTable`: whether a
+    callback emptied it (its generation moves when the connection went away)."""
+
+    generation: int
+
+
+#: a copy's request (:class:`~.requests.Request`, or the C twin's ``AddCopy``, which keeps to its
+#: interface) and the bytes to write (None: built the general way, its frame in ``req.frame``)
+Copy = tuple[Any, "bytes | None"]
+#: an answer's decoder: ``msg`` -> ``(rc, value)``
+Decode = Callable[[Any], tuple[int, Any]]
+#: ``(add, txn)`` -> the copy built the general way (``EntryRequests``' own)
+GeneralCopy = Callable[[EncodedAdd, int], Copy]
+#: ``add_copies(adds, ctxs, slots, on_done, ids, decode, general)`` -> ``(reqs, data)``
+AddCopies = Callable[
+    [list[EncodedAdd], list[Any], list[int], AddDone, Iterator[int], Decode, GeneralCopy], tuple[list[Any], bytes]
+]
+#: ``register_all(reqs, start, sent, pending, fast)`` -> the first request not registered
+RegisterAll = Callable[[list[Any], int, dict[Any, None], dict[int, Any], dict[bytes, Any]], int]
+#: ``take_adds(payloads, start, fast, pending, sent, table, queue, pump, bookie_id)`` -> the first
+#: answer not taken
+TakeAdds = Callable[
+    [
+        list[bytes],
+        int,
+        dict[bytes, Any],
+        dict[int, Any],
+        dict[Any, None],
+        "AnsweredTable",
+        deque[Any],
+        Callable[[], object],
+        str,
+    ],
+    int,
+]
+#: packages an entry: ``(ledger_id, entry_id, lac, length, payload)`` -> its bytes
+Package = Callable[[int, int, int, int, bytes], bytes]
+#: an ADD's shared v3 bytes: ``(ledger_id, entry_id, master_key, body, recovery)`` -> ``(part, tail)``
+AddPart = Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]]
+#: a writer's maker of entries: ``(entry_id, lac, length, payload, deferred)`` -> the entry
+MakeEntry = Callable[[int, int, int, bytes, "defer.Deferred[int] | None"], PendingEntry]
+#: ``entries(package, add_part, ledger_id, master_key, recovery)`` -> a :data:`MakeEntry`
+MakeEntries = Callable[[Package, AddPart, int, bytes, bool], MakeEntry]
+#: ``address_run(run, cursor, encode)`` -> ``{bookie: (adds, entries, slots)}``
+AddressRun = Callable[
+    [list[PendingEntry], WriteSets, Callable[[PendingEntry], EncodedAdd]],
+    dict[str, tuple[list[EncodedAdd], list[PendingEntry], list[int]]],
+]
+#: ``acks(sink, ack_quorum, max_inflight, resume_at)`` -> the counter
+MakeAcks = Callable[[AckSink, int, int, int], AckCounter]
+
+
+class AddPathModule(Protocol):
+    """The slot ``_addpath`` (C) fills: what :func:`connection_adds_of` takes; the twin selector
+    holds the C module's stub to it (``bkctl.wire.fastpath``, under TYPE_CHECKING: mypy fails when
+    the stub does not fit)."""
+
+    @property
+    def add_copies(self) -> AddCopies: ...
+
+    @property
+    def register_all(self) -> RegisterAll: ...
+
+    @property
+    def take_adds(self) -> TakeAdds: ...
+
+
+class AddEntriesModule(Protocol):
+    """The slot ``_addentries`` (C) fills: what :func:`writer_adds_of` takes (held to it as
+    :class:`AddPathModule` is)."""
+
+    @property
+    def Entries(self) -> MakeEntries: ...  # noqa: N802 - the C module's class
+
+    @property
+    def address_run(self) -> AddressRun: ...
+
+    @property
+    def Acks(self) -> MakeAcks: ...  # noqa: N802 - the C module's class
 
 
 def py_add_copies(
-    adds: Sequence[Any],
-    ctxs: Sequence[Any],
-    slots: Sequence[Any],
-    on_done: Callable[..., Any],
+    adds: list[EncodedAdd],
+    ctxs: list[Any],
+    slots: list[int],
+    on_done: AddDone,
     ids: Iterator[int],
-    decode: Callable[..., Any],
-    general: Callable[[Any, int], tuple[Any, bytes | None]],
+    decode: Decode,
+    general: GeneralCopy,
 ) -> tuple[list[Any], bytes]:
     """The copies of ``adds``, each ``general(add, next(ids))`` (:func:`copies_of`).
     ``decode`` is what the C twin gives its copies (a general request has its own)."""
@@ -57,11 +154,11 @@ def py_add_copies(
 
 
 def copies_of(
-    adds: Sequence[Any],
-    ctxs: Sequence[Any],
-    slots: Sequence[Any],
-    on_done: Callable[..., Any],
-    build: Callable[[Any], tuple[Any, bytes | None]],
+    adds: list[EncodedAdd],
+    ctxs: list[Any],
+    slots: list[int],
+    on_done: AddDone,
+    build: Callable[[EncodedAdd], Copy],
 ) -> tuple[list[Any], bytes]:
     """The copies of ``adds`` (each ``build(add)``: its request and the bytes to write, or None
     for a request built the general way, whose frame then goes out with the others), completing
@@ -81,7 +178,9 @@ def copies_of(
     return reqs, b"".join(frames)
 
 
-def py_register_all(reqs: list[Any], start: int, sent: Any, pending: dict[int, Any], fast: dict[bytes, Any]) -> int:
+def py_register_all(
+    reqs: list[Any], start: int, sent: dict[Any, None], pending: dict[int, Any], fast: dict[bytes, Any]
+) -> int:
     """No Python request is a C copy: registers none (``RequestTable`` registers them)."""
     return start
 
@@ -91,10 +190,10 @@ def py_take_adds(
     start: int,
     fast: dict[bytes, Any],
     pending: dict[int, Any],
-    sent: Any,
-    table: Any,
-    queue: Any,
-    pump: Callable[[], Any],
+    sent: dict[Any, None],
+    table: AnsweredTable,
+    queue: deque[Any],
+    pump: Callable[[], object],
     bookie_id: str,
 ) -> int:
     """No Python request is a C copy: takes no answer (``RequestTable`` takes them)."""
@@ -105,20 +204,20 @@ class ConnectionAdds(NamedTuple):
     """A connection's ADD copies (see the module documentation); ``c`` the C module the twins
     come from, or None for the Python ones."""
 
-    add_copies: Callable[..., tuple[list[Any], bytes]]
-    register_all: Callable[[list[Any], int, Any, dict[int, Any], dict[bytes, Any]], int]
-    take_adds: Callable[..., int]
-    c: ModuleType | None = None
+    add_copies: AddCopies
+    register_all: RegisterAll
+    take_adds: TakeAdds
+    c: AddPathModule | None = None
 
 
 class WriterAdds(NamedTuple):
     """A writer's entries (see the module documentation); ``c`` the C module the twins come
     from, or None for the Python ones."""
 
-    entries: Callable[..., Callable[[int, int, int, bytes, Any], Any]]
-    address_run: Callable[..., dict[str, tuple[list[Any], list[Any], list[int]]]]
-    acks: Callable[..., Acks]
-    c: ModuleType | None = None
+    entries: MakeEntries
+    address_run: AddressRun
+    acks: MakeAcks
+    c: AddEntriesModule | None = None
 
 
 #: The Python twins (the reference).
@@ -126,7 +225,7 @@ PYTHON_CONNECTION = ConnectionAdds(py_add_copies, py_register_all, py_take_adds)
 PYTHON_WRITER = WriterAdds(pending_add.Entries, pending_add.address_run, Acks)
 
 
-def connection_adds_of(c: ModuleType | None) -> ConnectionAdds:
+def connection_adds_of(c: AddPathModule | None) -> ConnectionAdds:
     """The C twins of the module ``c`` (``_addpath``, loaded by :mod:`bkctl.wire.fastpath`), or
     :data:`PYTHON_CONNECTION` for None."""
     if c is None:
@@ -134,7 +233,7 @@ def connection_adds_of(c: ModuleType | None) -> ConnectionAdds:
     return ConnectionAdds(c.add_copies, c.register_all, c.take_adds, c)
 
 
-def writer_adds_of(c: ModuleType | None) -> WriterAdds:
+def writer_adds_of(c: AddEntriesModule | None) -> WriterAdds:
     """The C twins of the module ``c`` (``_addentries``, loaded by :mod:`bkctl.wire.fastpath`),
     or :data:`PYTHON_WRITER` for None."""
     if c is None:

@@ -1,4 +1,4 @@
-"""Writing one ledger (Java's ``LedgerHandle`` and ``PendingAddOp``).
+"""Writing one ledger (Java's ``LedgerHandle`` and ``PendingEntryOp``).
 
 :class:`LedgerHandle` adds entries:
 * entry ``e`` goes to bookies ``(e + i) mod E`` of its segment's ensemble
@@ -65,7 +65,7 @@ from .errors import (
 from .explicit_lac import ExplicitLac
 from .ledger_close import LedgerClose
 from .ledger_updates import write_closed
-from .pending_add import EncodingEntries, PendingAdd
+from .pending_add import EncodingEntries, PendingEntry
 from .read_handle import ReadHandle
 from .readable_ledger import StripeCursor
 
@@ -118,7 +118,7 @@ class LedgerHandle(ReadHandle):
         self._next_entry_id = 0
         self._length = 0  # cumulative length of the last entry handed out
         self._confirmed_length: int | None = 0  # cumulative length at the LAC
-        self._pending: deque[PendingAdd] = deque()
+        self._pending: deque[PendingEntry] = deque()
         self._waiting: deque[tuple[bytes, defer.Deferred[int]]] = deque()
         self._room_waiters: deque[defer.Deferred[None]] = deque()
         self._idle_waiters: list[defer.Deferred[None]] = []
@@ -128,7 +128,7 @@ class LedgerHandle(ReadHandle):
         #: the fast path's adds started during the burst under way, not sent yet: they go out
         #: at its end (or once a run fills the room the bookies have), each bookie's copies
         #: as one run, as add_entries sends them (:meth:`_held_in_run`)
-        self._run: list[PendingAdd] = []
+        self._run: list[PendingEntry] = []
         #: how many adds the run under way may hold (:meth:`_run_room`)
         self._run_room_left = 0
         #: whether the burst under way calls burst_ended for the run
@@ -159,9 +159,9 @@ class LedgerHandle(ReadHandle):
             recovery,
         )
         #: the one way an add is packaged: ``(entry_id, lac, length, payload, deferred)`` -> its
-        #: PendingAdd with its ADD encoded (``encoded``); over v3 with fast paths the twin in use
+        #: PendingEntry with its ADD encoded (``encoded``); over v3 with fast paths the twin in use
         #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else ``_encoding``
-        self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingAdd] = (
+        self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingEntry] = (
             writer.entries(self._package, self.twins.codec.add_part, ledger_id, self.master_key, recovery)
             if self.twins.enabled and protocol == "v3"
             else self._encoding
@@ -341,7 +341,7 @@ class LedgerHandle(ReadHandle):
         # Entries added here get no Deferred of their own (completion is in
         # order, so watching the last one is enough; a failure fails the handle).
         limit = self.max_entry_size
-        last: PendingAdd | None = None
+        last: PendingEntry | None = None
         it = iter(payloads)
         exhausted = False
         while True:
@@ -381,7 +381,7 @@ class LedgerHandle(ReadHandle):
             last.deferred = defer.Deferred()
         return await last.deferred
 
-    def _start_add(self, payload: bytes, deferred: defer.Deferred[int] | None) -> PendingAdd:
+    def _start_add(self, payload: bytes, deferred: defer.Deferred[int] | None) -> PendingEntry:
         """Package and send the next entry (during a burst: at its end, :meth:`_held_in_run`),
         which fires ``deferred`` once complete (None: nobody waits for this one)."""
         entry_id = self._next_entry_id
@@ -402,7 +402,7 @@ class LedgerHandle(ReadHandle):
             self._send(p)
         return p
 
-    def _held_in_run(self, p: PendingAdd) -> bool:
+    def _held_in_run(self, p: PendingEntry) -> bool:
         """During a burst (:mod:`.cork`: a chunk of answers handed out, whose callbacks
         add the next entries), hold ``p`` for the burst's end, when the adds started
         meanwhile go out together, each bookie's copies as one run (:meth:`_send_run`):
@@ -440,14 +440,14 @@ class LedgerHandle(ReadHandle):
             self._send(p)
         return d
 
-    def _address(self, p: PendingAdd) -> tuple[str, ...]:
+    def _address(self, p: PendingEntry) -> tuple[str, ...]:
         """Give ``p`` its write set (no copy acknowledged yet); returns it."""
         bookies = p.bookies = self._add_stripe.write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
         return bookies
 
-    def _send(self, p: PendingAdd) -> None:
+    def _send(self, p: PendingEntry) -> None:
         for slot in range(len(self._address(p))):
             if self._state == _FAILED:
                 return
@@ -462,7 +462,7 @@ class LedgerHandle(ReadHandle):
         most = max((backlog(b) for b in self.metadata.last_ensemble if b not in failed), default=0)
         return max(1, self.max_inflight - most)
 
-    def _send_run(self, run: list[PendingAdd]) -> None:
+    def _send_run(self, run: list[PendingEntry]) -> None:
         """:meth:`_send` of a burst's entries (the fast path): each bookie's copies go out in
         one call (``add_run``: as one run as far as its connection has room on the wire)."""
         if self._ensemble.changing:
@@ -474,12 +474,12 @@ class LedgerHandle(ReadHandle):
             if bookie not in self._failed:  # else replaced by the ensemble change under way; sent then
                 self._send_copies(bookie, adds, pendings, slots)
 
-    def _send_slot(self, p: PendingAdd, slot: int) -> None:
+    def _send_slot(self, p: PendingEntry, slot: int) -> None:
         bookie = p.bookies[slot]  # type: ignore[index]  # addressed: it has its write set
         if bookie not in self._failed:  # else replaced by the ensemble change under way; sent then
             self._send_copies(bookie, [p.encoded], [p], [slot])  # type: ignore[list-item]  # packaged: encoded
 
-    def _send_copies(self, bookie: str, adds: list[EncodedAdd], pendings: list[PendingAdd], slots: list[int]) -> None:
+    def _send_copies(self, bookie: str, adds: list[EncodedAdd], pendings: list[PendingEntry], slots: list[int]) -> None:
         """Copies ``slots`` of ``pendings`` to ``bookie`` through the one way an add enters its
         connection (``add_run``), which calls the counter back: no Deferred per copy."""
         self._acks.sent(bookie, len(adds))
@@ -496,7 +496,7 @@ class LedgerHandle(ReadHandle):
         """The last bookie that was behind caught up: start the adds that waited for it."""
         self._complete_ready()
 
-    def quorum_reached(self, p: PendingAdd) -> bool:
+    def quorum_reached(self, p: PendingEntry) -> bool:
         """``p`` has its ack quorum: when it heads the pipeline the ready adds complete, at the
         end of the burst under way if there is one (True: the counter's ``held``), else now."""
         pending = self._pending
@@ -523,7 +523,7 @@ class LedgerHandle(ReadHandle):
             acks.held = False
             self._complete_ready()
 
-    def copy_failed(self, exc: BaseException, p: PendingAdd, slot: int, bookie: str) -> None:
+    def copy_failed(self, exc: BaseException, p: PendingEntry, slot: int, bookie: str) -> None:
         """``bookie`` failed copy ``slot`` of ``p``: fail the handle, or replace the bookie."""
         if self._state in (_FAILED, _CLOSED):
             return

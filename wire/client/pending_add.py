@@ -12,7 +12,7 @@ from twisted.internet import defer
 
 from bkctl.wire.codecs.add_frames import EncodedAdd
 
-__all__ = ["EncodingEntries", "Entries", "PendingAdd", "address_run"]
+__all__ = ["EncodingEntries", "Entries", "PendingAdd", "PendingEntry", "address_run"]
 
 
 class PendingAdd:
@@ -44,6 +44,29 @@ class PendingAdd:
             self.acked &= ~bit
             self.acks -= 1
         self.bookies[slot] = bookie
+
+
+class PendingEntry(Protocol):
+    """What a writer, its acknowledgement counter and :func:`address_run` use of an entry on its
+    way: :class:`PendingAdd`, or the C twin's ``_addentries.Entry`` (which is also its own encoded
+    ADD); the twins' interfaces (:mod:`.add_twins`) are typed with it."""
+
+    @property
+    def entry_id(self) -> int: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def length(self) -> int: ...
+
+    encoded: EncodedAdd | None
+    deferred: defer.Deferred[int] | None
+    bookies: tuple[str, ...] | list[str] | None
+    acked: int
+    acks: int
+
+    def reassign(self, slot: int, bookie: str, /) -> None: ...
 
 
 class WriteSets(Protocol):
@@ -128,7 +151,7 @@ class EncodingEntries:
         p.encoded = self.encode_add(self.ledger_id, entry_id, self.master_key, body, self.recovery, self.recovery)
         return p
 
-    def encode(self, p: PendingAdd) -> EncodedAdd:
+    def encode(self, p: PendingEntry) -> EncodedAdd:
         """``p``'s ADD, encoded (for :func:`address_run`: an entry is encoded when it is made)."""
         encoded = p.encoded = self.encode_add(
             self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
@@ -137,14 +160,14 @@ class EncodingEntries:
 
 
 def address_run(
-    run: list[PendingAdd], cursor: WriteSets, encode: Callable[[PendingAdd], EncodedAdd]
-) -> dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]]:
+    run: list[PendingEntry], cursor: WriteSets, encode: Callable[[PendingEntry], EncodedAdd]
+) -> dict[str, tuple[list[EncodedAdd], list[PendingEntry], list[int]]]:
     """A run of entries not addressed yet (the others are skipped) given their write sets (``cursor``: the writer's
     :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet) and each its ADD
     (``encode(p)`` for one not encoded yet), grouped by bookie: ``{bookie: (encoded adds,
     entries, slots)}``, in run order.  The C twin is ``_addentries.address_run`` (fast paths on,
     :attr:`bkctl.wire.fastpath.Twins.entries`; tests/unit/test_client_acks.py checks both)."""
-    copies: dict[str, tuple[list[EncodedAdd], list[PendingAdd], list[int]]] = {}
+    copies: dict[str, tuple[list[EncodedAdd], list[PendingEntry], list[int]]] = {}
     write_set = cursor.write_set
     for p in run:
         if p.bookies is not None:
