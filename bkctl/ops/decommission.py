@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..exitcodes import CONFLICT, CommandError
 from ..humanize import plural as _plural
+from .errors import Conflict
 from .recovery import (
     autorecovery_available,
     check_bookie_ids,
@@ -209,16 +209,15 @@ def decommission(
     [bookie] = check_bookie_ids([bookie])
     registered = store.registration.is_registered(bookie)
     if registered and not dry_run:
-        raise CommandError(registered_message(store, bookie), CONFLICT)
+        raise Conflict(registered_message(store, bookie))
     found = surveyed(store, [bookie], progress)
     check_known(store, [bookie], found.named)
     ids = found.ledger_ids
     if use_daemons is None:
         use_daemons = bool(ids) and autorecovery_available(store)
     if use_daemons and ids and not autorecovery_available(store):
-        raise CommandError(
+        raise Conflict(
             "autorecovery is disabled or no auditor is elected: decommission without the daemons (--no-daemons)",
-            CONFLICT,
         )
     if placement is None and bk is not None:
         placement = bk.client.placement

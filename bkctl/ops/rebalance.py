@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from bkctl.wire.rebalance.executor import MoveTally
 
-from ..exitcodes import CONFLICT, FAILED, NOT_FOUND, USAGE, CommandError
 from ..humanize import human_size, plural
+from .errors import BadInput, Conflict, NotFound, OpFailed
 
 
 class MoveListener(Protocol):
@@ -142,10 +142,9 @@ def begin_run(store, kind: str, throttle, bookie: str | None = None, *, poll: fl
         mine = RunRecord.mine(kind, throttle, bookie, session_timeout=getattr(store, "session_timeout", None))
         return begin(store, mine, poll=poll)
     except RunInProgress as e:
-        raise CommandError(
+        raise Conflict(
             f"{running_line(e.record)} is running: one rebalance, drain or decommission at a time per cluster; "
             "wait for it to end, or stop it with bkctl rebalance --cancel" + _left_by_a_kill(e.record),
-            CONFLICT,
         ) from None
 
 
@@ -177,14 +176,12 @@ def cancel(store, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep)
     if asked.record is None:
         if asked.was_gone:
             return "no rebalance or drain was running (a record whose run is gone was removed)"
-        raise CommandError("no rebalance or drain is running: nothing to cancel", NOT_FOUND)
+        raise NotFound("no rebalance or drain is running: nothing to cancel")
     line = running_line(asked.record)
     if asked.was_gone:
         return f"{line} is gone (its process ended): its record removed; nothing was moving"
     if not wait_ended(store, asked.record, wait, clock=clock, sleep=sleep):
-        raise CommandError(
-            f"asked {line} to stop; it has not ended after {wait:g} s (its moves under way finish whole)", FAILED
-        )
+        raise OpFailed(f"asked {line} to stop; it has not ended after {wait:g} s (its moves under way finish whole)")
     return f"stopped {line}: no move was left half done"
 
 
@@ -226,7 +223,7 @@ def rebalance(
                 plan = kept_plan(store, tolerance=tolerance, max_moves=max_moves)
         if plan is None:
             if len(bookies) < 2 and not fix_placement:
-                raise CommandError(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between", CONFLICT)
+                raise Conflict(f"{plural(len(bookies), 'writable bookie')}: nothing to balance between")
             survey = read_cluster(store, placement=placement if fix_placement else None, progress=progress)
             if fix_placement:
                 plan = plan_fix_placement(survey, bookies, placement)
@@ -258,7 +255,7 @@ def kept_plan(store, *, tolerance: float, max_moves: int | None):
     try:
         return kept(store, tolerance=tolerance, max_moves=max_moves)
     except SavedPlanError as e:
-        raise CommandError(f"{e}: bkctl rebalance --replan forgets it and plans again", CONFLICT) from None
+        raise Conflict(f"{e}: bkctl rebalance --replan forgets it and plans again") from None
 
 
 @dataclass
@@ -371,15 +368,14 @@ def drain(
     if state == "not registered":
         known = store.cookies.get(bookie) is not None or bool(ledgers_on(store, [bookie]))
         if not known:
-            raise CommandError(f"unknown bookie {bookie}: not registered, no cookie, in no ledger", NOT_FOUND)
-        raise CommandError(
+            raise NotFound(f"unknown bookie {bookie}: not registered, no cookie, in no ledger")
+        raise Conflict(
             f"bookie {bookie} is not running: drain copies from a live bookie; "
             f"for a stopped one, bkctl decommission {bookie}",
-            CONFLICT,
         )
     targets = [b for b in writable_bookies(store) if b != bookie]
     if not targets:
-        raise CommandError(f"no writable bookie but {bookie}: nowhere to move its replicas", CONFLICT)
+        raise Conflict(f"no writable bookie but {bookie}: nowhere to move its replicas")
     placement.refresh(store.registration.all_bookies())
     report = DrainReport(bookie, dry_run=dry_run, read_only=state == "read-only")
     if dry_run:
@@ -497,13 +493,11 @@ def _decommission_when_stopped(store, bookie: str, deadline: float, clock, sleep
         note(f"{bookie} holds nothing live: stop it, and its cookie is deleted (decommission)")
     while store.registration.is_registered(bookie):
         if clock() >= deadline:
-            raise CommandError(
-                f"{bookie} is drained but still running: stop it, then bkctl decommission {bookie}", CONFLICT
-            )
+            raise Conflict(f"{bookie} is drained but still running: stop it, then bkctl decommission {bookie}")
         sleep(1.0)
     outcome = retire_cookie(store, bookie)
     if outcome.startswith("kept: named"):
-        raise CommandError(f"a ledger names {bookie} again ({outcome}): run bkctl decommission {bookie}", CONFLICT)
+        raise Conflict(f"a ledger names {bookie} again ({outcome}): run bkctl decommission {bookie}")
     return outcome == "deleted"
 
 
@@ -514,4 +508,4 @@ def parse_rate(text: str) -> float:
     try:
         return float(parse_size(text))
     except ValueError as e:
-        raise CommandError(f"--max-rate: {e}", USAGE) from None
+        raise BadInput(f"--max-rate: {e}") from None

@@ -13,8 +13,8 @@ import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any, NamedTuple
 
-from ..exitcodes import NOT_FOUND, USAGE, CommandError
 from ..humanize import plural as _plural
+from .errors import BadInput, NotFound
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
@@ -33,9 +33,7 @@ def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     out = list(dict.fromkeys(bookies))
     for b in out:
         if not is_valid_bookie_id(b) or (":" in b and not looks_like_an_address(b)):
-            raise CommandError(
-                f"not a bookie id: {b!r} (expected host:port with a port 1-65535, or a bookie id)", USAGE
-            )
+            raise BadInput(f"not a bookie id: {b!r} (expected host:port with a port 1-65535, or a bookie id)")
     return out
 
 
@@ -48,10 +46,9 @@ def check_known(store, bookies: Iterable[str], named: Collection[str]) -> None:
         if b not in named and store.cookies.get(b) is None and not store.registration.is_registered(b)
     ]
     if unknown:
-        raise CommandError(
+        raise NotFound(
             f"unknown bookie{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no cookie, "
             "not registered, in no ledger's ensemble",
-            NOT_FOUND,
         )
 
 
@@ -62,9 +59,7 @@ def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
     if store.registration.is_registered(bookie) or store.cookies.get(bookie) is not None:
         return
     hint = "" if ":" in bookie else f"; {bookie!r} has no port (HOST:PORT)"
-    raise CommandError(
-        f"unknown bookie {bookie}: not registered, no cookie{hint}; {what}, or give {override}", NOT_FOUND
-    )
+    raise NotFound(f"unknown bookie {bookie}: not registered, no cookie{hint}; {what}, or give {override}")
 
 
 def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) -> list[str]:
@@ -278,9 +273,9 @@ def rereplicate_stream(
     if target is not None:
         check_bookie_ids([target])
         if target in bookies:
-            raise CommandError(f"the target {target} is one of the bookies to recover", USAGE)
+            raise BadInput(f"the target {target} is one of the bookies to recover")
         if target not in store.registration.writable_bookies():
-            raise CommandError(f"the target {target} is not a writable bookie", USAGE)
+            raise BadInput(f"the target {target} is not a writable bookie")
     total_bytes = expected_bytes
     if ledger_ids is None:
         found = surveyed(store, bookies, progress)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from bkctl.exitcodes import CONFLICT, CommandError
+from bkctl.exitcodes import CONFLICT, exit_code_for
 from bkctl.ops import decommission as ops
 from bkctl.ops.recovery import LOST, retire_cookie
 from bkctl.wire.client import replication_causes as R
 from bkctl.wire.client.credentials import ledger_credentials
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.codecs.digest import DigestManager
+from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.cookie import Cookie
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.rebalance import executor
@@ -117,9 +118,9 @@ def test_a_decommission_is_refused_while_a_rebalance_runs_naming_it(monkeypatch)
     store.ledgers.create(closed((A, B, C)), 4)
     store.rebalance.claim(RunRecord("rebalance", "other-host", 4242, 1.0e9, Throttle()).encode())
     monkeypatch.setattr(executor, "carry_out", carrying(store))
-    with pytest.raises(CommandError) as refused:
+    with pytest.raises(BKError) as refused:
         decommission(store)
-    assert refused.value.code == CONFLICT
+    assert exit_code_for(refused.value) == CONFLICT
     assert "a rebalance (pid 4242 on other-host" in str(refused.value) and "is running" in str(refused.value)
     assert set(store.ledgers.read(4)[0].bookies) == {A, B, C} and store.cookies.get(B) is not None
 
@@ -198,7 +199,7 @@ def test_a_dry_run_decommission_of_a_running_bookie_shows_the_plan():
     [row] = plan["ledgers"]
     assert row["status"] == "planned" and [f["replacements"] for f in row["fragments"]] == [{B: D}]
     assert row["fragments"][0]["entries"] == 7  # of entries 0..9, E3 Qw2: B holds positions 0 and 1's
-    with pytest.raises(CommandError, match="stop it before decommissioning it"):
+    with pytest.raises(BKError, match="stop it before decommissioning it"):
         decommission(store)
 
 

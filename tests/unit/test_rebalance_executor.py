@@ -10,9 +10,10 @@ import socket
 import pytest
 from twisted.internet import defer
 
-from bkctl.exitcodes import CONFLICT, NOT_FOUND, CommandError
+from bkctl.exitcodes import CONFLICT, NOT_FOUND, exit_code_for
 from bkctl.ops import rebalance as ops
 from bkctl.wire.client.placement import RandomPlacement
+from bkctl.wire.errors import BKError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.rebalance import mover
 from bkctl.wire.rebalance.executor import RunRecord, Throttle, begin, request_cancel
@@ -33,14 +34,14 @@ def test_a_second_rebalance_while_one_runs_is_refused_naming_it(store, monkeypat
     refused = []
 
     def first_run(_bk, moves, _listener, *, throttle, run=None):
-        with pytest.raises(CommandError) as second:  # from another terminal, meanwhile
+        with pytest.raises(BKError) as second:  # from another terminal, meanwhile
             ops.rebalance(None, store, placement=RandomPlacement(), throttle=Throttle(rate=0))
         refused.append(second.value)
         return ops.MoveTally()
 
     rebalance(store, monkeypatch, first_run, throttle=Throttle(concurrency=3, per_bookie=2, rate=10 * 2**20))
     [error] = refused
-    assert error.code == CONFLICT
+    assert exit_code_for(error) == CONFLICT
     text = str(error)
     assert "a rebalance (pid" in text and "is running" in text and "--cancel" in text
     assert "10.0 MiB/s" in text and "3 moves at once" in text
@@ -49,9 +50,9 @@ def test_a_second_rebalance_while_one_runs_is_refused_naming_it(store, monkeypat
 
 
 def test_a_drain_is_refused_while_a_rebalance_runs(store, monkeypatch):
-    with begin(store, RunRecord.mine("rebalance", Throttle())), pytest.raises(CommandError) as e:
+    with begin(store, RunRecord.mine("rebalance", Throttle())), pytest.raises(BKError) as e:
         ops.drain(None, store, A, placement=RandomPlacement(), http="127.0.0.1:1")
-    assert e.value.code == CONFLICT and "is running" in str(e.value)
+    assert exit_code_for(e.value) == CONFLICT and "is running" in str(e.value)
 
 
 def test_cancel_from_another_terminal_stops_the_run_between_moves(store, monkeypatch):
@@ -74,9 +75,9 @@ def test_cancel_from_another_terminal_stops_the_run_between_moves(store, monkeyp
     assert len(plan.moves) > 2 and len(carried) == 2
     assert tally.stopped == "cancelled by pid 1 on elsewhere"
     assert store.rebalance.running() is None and store.rebalance.read() is None  # the run ended
-    with pytest.raises(CommandError) as none:
+    with pytest.raises(BKError) as none:
         ops.cancel(store, wait=0)
-    assert none.value.code == NOT_FOUND
+    assert exit_code_for(none.value) == NOT_FOUND
 
 
 def test_a_record_whose_process_is_gone_from_this_host_is_taken_over(store):
@@ -243,10 +244,10 @@ def test_a_record_left_on_another_host_says_it_goes_when_its_session_expires(sto
     the refusal names whose it is, since when, and that it goes by itself, in how long at most."""
     killed = RunRecord("rebalance", "host-b", 4242, 1.7e9, Throttle(), session_timeout=10.0)
     store.rebalance.claim(killed.encode())
-    with pytest.raises(CommandError) as refused:
+    with pytest.raises(BKError) as refused:
         ops.rebalance(None, store, placement=RandomPlacement())
     text = str(refused.value)
-    assert refused.value.code == CONFLICT
+    assert exit_code_for(refused.value) == CONFLICT
     assert "a rebalance (pid 4242 on host-b, since 2023-11-14 22:13:20 UTC" in text
     assert "if its process on host-b was killed" in text and "when that ZooKeeper session expires" in text
     assert "in at most 10 s" in text

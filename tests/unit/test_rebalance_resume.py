@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from bkctl.exitcodes import CONFLICT, CommandError
+from bkctl.exitcodes import CONFLICT, exit_code_for
 from bkctl.ops import rebalance as ops
 from bkctl.wire.client.placement import RandomPlacement
-from bkctl.wire.errors import SavedPlanError
+from bkctl.wire.errors import BKError, SavedPlanError
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.rebalance.plan import LedgerMove, MoveReason, Plan, SegmentMove
 from bkctl.wire.rebalance.saved import SavedPlan, is_done
@@ -116,9 +116,9 @@ def test_a_kept_plan_all_done_is_forgotten(store, monkeypatch):
 
 def test_a_kept_plan_that_does_not_read_is_one_line_and_replan_gets_past_it(store, monkeypatch):
     store.rebalance.write(b"not a plan")
-    with pytest.raises(CommandError) as e:
+    with pytest.raises(BKError) as e:
         run(store, monkeypatch, Mover(store))
-    assert e.value.code == CONFLICT and "--replan" in str(e.value) and "\n" not in str(e.value)
+    assert exit_code_for(e.value) == CONFLICT and "--replan" in str(e.value) and "\n" not in str(e.value)
     plan, _ = run(store, monkeypatch, Mover(store), replan=True)
     assert plan.moves and plan.resumed is None
 
