@@ -16,7 +16,7 @@ recovered (fenced and closed) first, its writer being unable to leave a bookie t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..humanize import plural as _plural
 from .errors import Conflict
@@ -36,6 +36,10 @@ from .recovery import (
     still_on,
     surveyed,
 )
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata.store import MetadataStore
 
 __all__ = ["decommission"]
 
@@ -112,7 +116,9 @@ def _result_row(result, md, closed_first: bool) -> dict:
     )
 
 
-def _close_open(bk, store, ids: list[int], bookie: str, dry_run: bool) -> tuple[set[int], dict[int, dict]]:
+def _close_open(
+    bk: BlockingBookKeeper, store: MetadataStore, ids: list[int], bookie: str, dry_run: bool
+) -> tuple[set[int], dict[int, dict]]:
     """Recover (fence and close) each open ledger whose last segment names ``bookie``: its writer
     cannot leave a bookie that is gone.  Returns the ledgers closed (a dry run: to close) and
     the rows of those that could not be."""
@@ -136,7 +142,7 @@ def _close_open(bk, store, ids: list[int], bookie: str, dry_run: bool) -> tuple[
     return closed, failed
 
 
-def _plan(store, bookie: str, placement):
+def _plan(store: MetadataStore, bookie: str, placement):
     from bkctl.wire.rebalance.plan import plan_drain
 
     from .rebalance import read_cluster, writable_bookies
@@ -146,8 +152,8 @@ def _plan(store, bookie: str, placement):
 
 
 def decommission(
-    bk,
-    store,
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
     bookie: str,
     *,
     placement=None,
@@ -303,7 +309,7 @@ def decommission(
     return result
 
 
-def _planned_rows(bk, store, bookie: str, ids: list[int], placement) -> list[dict]:
+def _planned_rows(bk: BlockingBookKeeper, store: MetadataStore, bookie: str, ids: list[int], placement) -> list[dict]:
     """A dry run's rows: the open ledgers to close first, then the plan's moves and what cannot move."""
     closing, _ = _close_open(bk, store, ids, bookie, dry_run=True)
     plan = _plan(store, bookie, placement)
@@ -331,7 +337,19 @@ def _planned_rows(bk, store, bookie: str, ids: list[int], placement) -> list[dic
 
 
 def _locally(
-    bk, store, bookie, ids, nbytes, run, result, placement, throttle, passes, on_start, on_ledger, on_bytes
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
+    bookie,
+    ids,
+    nbytes,
+    run,
+    result,
+    placement,
+    throttle,
+    passes,
+    on_start,
+    on_ledger,
+    on_bytes,
 ) -> dict[int, dict]:
     """The passes of a local decommission: close, plan, carry out, until no ledger names the bookie."""
     from bkctl.wire.rebalance.executor import carry_out
@@ -382,7 +400,19 @@ def _locally(
 
 
 def _by_the_daemons(
-    bk, store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
+    bookie,
+    ids,
+    run,
+    on_start,
+    on_ledger,
+    note,
+    timeout,
+    poll,
+    heartbeat,
+    clock,
+    sleep,
 ) -> dict[int, dict]:
     """Trigger the audit and wait (up to ``timeout``) for the autorecovery daemons to move every
     ledger off the bookie, saying every ``heartbeat`` seconds what those left wait for."""

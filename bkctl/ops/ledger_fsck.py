@@ -19,7 +19,12 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.domain.ownership import Owners
+    from bkctl.wire.metadata.store import MetadataStore
 
 __all__ = ["FsckRun", "FsckTotals", "LIST_LEDGERS", "OwnerNames"]
 
@@ -69,7 +74,7 @@ class FsckRun:
 
     def __init__(
         self,
-        bk,
+        bk: BlockingBookKeeper,
         *,
         ledger_ids: list[int] | None = None,
         ranges: list[tuple[int, int]] | None = None,
@@ -272,9 +277,9 @@ class OwnerNames:
     topic whose data it holds, a cursor's, a schema's...), the managed ledgers read once a run;
     None for a ledger nothing of Pulsar's owns, or when Pulsar's metadata cannot be read."""
 
-    def __init__(self, store):
+    def __init__(self, store: MetadataStore):
         self.store = store
-        self._owners = None
+        self._owners: Owners | None = None
 
     def name(self, ledger_id: int, md) -> str | None:
         from bkctl.wire.domain.ownership import Owners
@@ -313,7 +318,7 @@ def _bookie_only_one(requests, ledger_id: int, holders: list[str]):
     return defer.ensureDeferred(check_bookie_only(requests, ledger_id, holders))
 
 
-def fix_all(store, findings: Iterable, fixes: set[str], dry_run: bool) -> Iterator[tuple[Any, Any]]:
+def fix_all(store: MetadataStore, findings: Iterable, fixes: set[str], dry_run: bool) -> Iterator[tuple[Any, Any]]:
     """``(finding, FixOutcome | None)`` for each finding: the fix applied when it is one of ``fixes``."""
     from bkctl.wire.fsck.fixes import apply_fix, fix_for
 

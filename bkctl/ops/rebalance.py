@@ -10,12 +10,16 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bkctl.wire.rebalance.executor import MoveTally
 
 from ..humanize import human_size, plural
 from .errors import BadInput, Conflict, NotFound, OpFailed
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.metadata.store import MetadataStore
 
 
 class MoveListener(Protocol):
@@ -53,7 +57,7 @@ class Unheard:
         pass
 
 
-def read_cluster(store, *, keep=None, placement=None, progress=None):
+def read_cluster(store: MetadataStore, *, keep=None, placement=None, progress=None):
     """One walk of every ledger's metadata into a :class:`~bkctl.wire.rebalance.survey.ClusterSurvey`
     (``placement``: also note the ledgers whose segments break it; ``progress``: a context
     manager factory hearing the walk, :meth:`bkctl.app.App.walk_progress`)."""
@@ -68,7 +72,7 @@ def read_cluster(store, *, keep=None, placement=None, progress=None):
         return survey.add_all(store.ledgers.walk(progress=shown))
 
 
-def writable_bookies(store) -> list[str]:
+def writable_bookies(store: MetadataStore) -> list[str]:
     from bkctl.wire.rebalance.executor import writable_bookies as writable
 
     return writable(store)
@@ -107,7 +111,7 @@ def move_json(move) -> dict[str, Any]:
     }
 
 
-def carry_out(bk, moves, listener: MoveListener, *, throttle, run=None):
+def carry_out(bk: BlockingBookKeeper, moves, listener: MoveListener, *, throttle, run=None):
     """Every move at ``throttle`` (:class:`~bkctl.wire.rebalance.executor.Throttle`), no new one
     once ``run`` is cancelled; ``listener`` hears the bytes copied and each result."""
     from bkctl.wire.rebalance.executor import carry_out as execute
@@ -132,7 +136,7 @@ def running_line(record) -> str:
     )
 
 
-def begin_run(store, kind: str, throttle, bookie: str | None = None, *, poll: float = 1.0):
+def begin_run(store: MetadataStore, kind: str, throttle, bookie: str | None = None, *, poll: float = 1.0):
     """Record this run as the cluster's one running rebalance or drain; exit 4 naming the one
     that runs already."""
     from bkctl.wire.errors import RunInProgress
@@ -164,7 +168,7 @@ def _left_by_a_kill(record) -> str:
     )
 
 
-def cancel(store, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep) -> str:
+def cancel(store: MetadataStore, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep) -> str:
     """Ask the running rebalance or drain to stop and wait (up to ``wait`` s) for it to end; the
     line to print.  Exit 3 when none runs, 1 when it did not end in time."""
     import os
@@ -186,8 +190,8 @@ def cancel(store, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep)
 
 
 def rebalance(
-    bk,
-    store,
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
     *,
     placement,
     tolerance: float = 0.1,
@@ -246,7 +250,7 @@ def rebalance(
         return plan, tally
 
 
-def kept_plan(store, *, tolerance: float, max_moves: int | None):
+def kept_plan(store: MetadataStore, *, tolerance: float, max_moves: int | None):
     """The rest of the kept plan of a rebalance that did not end
     (:func:`bkctl.wire.rebalance.executor.kept_plan`); exit 4 for one that does not read."""
     from bkctl.wire.errors import SavedPlanError
@@ -331,8 +335,8 @@ _WAITING_KINDS = ("open-tail", "in-recovery", "locked", "under-replicated")
 
 
 def drain(
-    bk,
-    store,
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
     bookie: str,
     *,
     placement,
@@ -417,7 +421,21 @@ def drain(
 
 
 def _drain_passes(
-    bk, store, report, state, run, placement, wait, poll, throttle, http, confirm, listener, progress, clock, sleep
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
+    report,
+    state,
+    run,
+    placement,
+    wait,
+    poll,
+    throttle,
+    http,
+    confirm,
+    listener,
+    progress,
+    clock,
+    sleep,
 ):
     """The passes of a drain, until no ledger names the bookie, ``wait`` runs out, it is
     cancelled or interrupted (Ctrl-C): ``report`` says which.  Returns the first pass's plan."""
@@ -484,7 +502,7 @@ def _drain_passes(
     return first_plan
 
 
-def _decommission_when_stopped(store, bookie: str, deadline: float, clock, sleep, note) -> bool:
+def _decommission_when_stopped(store: MetadataStore, bookie: str, deadline: float, clock, sleep, note) -> bool:
     """Once the drained bookie is stopped (waited for until ``deadline``), delete its cookie by
     the one rule a decommission follows (:func:`~.decommission.retire_cookie`)."""
     from .recovery import retire_cookie

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..humanize import plural as _plural
 from .errors import BadInput, NotFound
+
+if TYPE_CHECKING:
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.metadata.store import MetadataStore
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
@@ -37,7 +42,7 @@ def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
     return out
 
 
-def check_known(store, bookies: Iterable[str], named: Collection[str]) -> None:
+def check_known(store: MetadataStore, bookies: Iterable[str], named: Collection[str]) -> None:
     """Exit 3 for a bookie the cluster has never heard of: no cookie, not
     registered, not in ``named`` (the bookies ledgers name: :attr:`Survey.named`)."""
     unknown = [
@@ -52,7 +57,7 @@ def check_known(store, bookies: Iterable[str], named: Collection[str]) -> None:
         )
 
 
-def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
+def require_known_bookie(store: MetadataStore, bookie: str, override: str, what: str) -> None:
     """Exit 3 unless ``bookie`` is registered or has a cookie: ``what`` is the
     action refused (e.g. "start the bookie as X first"), ``override`` the
     flag that accepts it anyway (a bookie not started yet)."""
@@ -62,7 +67,7 @@ def require_known_bookie(store, bookie: str, override: str, what: str) -> None:
     raise NotFound(f"unknown bookie {bookie}: not registered, no cookie{hint}; {what}, or give {override}")
 
 
-def live_bookies(store, bookies: Iterable[str], connect_timeout: float = 1.0) -> list[str]:
+def live_bookies(store: MetadataStore, bookies: Iterable[str], connect_timeout: float = 1.0) -> list[str]:
     """Those of ``bookies`` that are registered (writable or read-only) and
     accept a connection: a bookie that just died stays registered until
     its ZooKeeper session expires, but it does not answer any more."""
@@ -95,7 +100,7 @@ class Survey(NamedTuple):
     named: frozenset[str]
 
 
-def survey(store, bookies: Iterable[str], progress=None) -> Survey:
+def survey(store: MetadataStore, bookies: Iterable[str], progress=None) -> Survey:
     """One streaming walk over every ledger, decoding only those whose stored metadata
     names one of ``bookies`` (``progress``: a walk's progress, :meth:`App.walk_progress`);
     only the ids are kept."""
@@ -119,7 +124,7 @@ def survey(store, bookies: Iterable[str], progress=None) -> Survey:
     return Survey(found, total, frozenset(named))
 
 
-def surveyed(store, bookies: list[str], progress: Callable[[], Any] | None) -> Survey:
+def surveyed(store: MetadataStore, bookies: list[str], progress: Callable[[], Any] | None) -> Survey:
     """:func:`survey` with the walk's progress shown (``progress()``: a context
     manager, :meth:`bkctl.app.App.walk_progress`) until the walk ends."""
     if progress is None:
@@ -128,13 +133,13 @@ def surveyed(store, bookies: list[str], progress: Callable[[], Any] | None) -> S
         return survey(store, bookies, shown)
 
 
-def ledgers_on(store, bookies: Iterable[str], progress=None) -> list[int]:
+def ledgers_on(store: MetadataStore, bookies: Iterable[str], progress=None) -> list[int]:
     """Ids of the ledgers whose metadata names one of ``bookies`` in any segment
     (:func:`survey`; one whose metadata does not decode is among them)."""
     return survey(store, bookies, progress).ledger_ids
 
 
-def still_on(store, ledger_ids: Iterable[int], bookie: str) -> list[int]:
+def still_on(store: MetadataStore, ledger_ids: Iterable[int], bookie: str) -> list[int]:
     """Those of ``ledger_ids`` whose metadata still names ``bookie`` (read pipelined:
     a wait over many ledgers reads only them, not every ledger again)."""
     left = []
@@ -205,8 +210,8 @@ CHUNK = 500
 
 
 def rereplicate_bookies(
-    bk,
-    store,
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
     bookies: Iterable[str],
     *,
     target: str | None = None,
@@ -227,8 +232,8 @@ def rereplicate_bookies(
 
 
 def rereplicate_stream(
-    bk,
-    store,
+    bk: BlockingBookKeeper,
+    store: MetadataStore,
     bookies: Iterable[str],
     *,
     target: str | None = None,
@@ -317,7 +322,7 @@ def rereplicate_stream(
         )
 
 
-def _recorder(store, holder: str) -> Callable[[int, list], Any]:
+def _recorder(store: MetadataStore, holder: str) -> Callable[[int, list], Any]:
     """Records a ledger's entries with no good copy as the replication workers do
     (:func:`~bkctl.wire.autorecovery.lostentries.record_lost`): ``autorecovery status`` and
     ``ledger fsck`` name them, and no check marks the ledger again for them."""
@@ -328,7 +333,7 @@ def _recorder(store, holder: str) -> Callable[[int, list], Any]:
     return lambda ledger_id, entries: record_lost(store, ledger_id, entries, holder, int(time.time() * 1000))
 
 
-def autorecovery_available(store) -> bool:
+def autorecovery_available(store: MetadataStore) -> bool:
     """Whether autorecovery daemons can do the copying: enabled, with an auditor elected."""
     return store.underreplication.is_enabled() and store.auditor.current() is not None
 
@@ -337,7 +342,7 @@ def autorecovery_available(store) -> bool:
 LOST = "lost"
 
 
-def lost_with(bk, store, ledger_ids: Iterable[int], bookie: str) -> dict[int, str]:
+def lost_with(bk: BlockingBookKeeper, store: MetadataStore, ledger_ids: Iterable[int], bookie: str) -> dict[int, str]:
     """Those of ``ledger_ids`` that lose data if ``bookie`` never returns, by ``ledger fsck``'s
     rule for ``data_lost`` (:func:`~bkctl.wire.fsck.check.check_ledger`, the bookie counted as
     gone): every entry short of a copy off the bookie has its surviving copies read and
@@ -365,7 +370,7 @@ def lost_with(bk, store, ledger_ids: Iterable[int], bookie: str) -> dict[int, st
 LOSS_CHECK_CHUNK = 32
 
 
-async def _losses(client, reads: list, registered: frozenset[str]) -> dict[int, str]:
+async def _losses(client: BookKeeperClient, reads: list, registered: frozenset[str]) -> dict[int, str]:
     from twisted.internet import defer
 
     from bkctl.wire.fsck.check import BookieRequests, CheckOptions, check_ledger
@@ -476,7 +481,7 @@ def describe_left(left: list[dict]) -> str:
     return "; ".join(f"{n} {cause_label(cause)}" for cause, n in ordered)
 
 
-def registered_message(store, bookie: str) -> str:
+def registered_message(store: MetadataStore, bookie: str) -> str:
     """Why a registered bookie cannot be decommissioned -- and, when it does not answer,
     that a bookie just killed stays registered until its ZooKeeper session expires."""
     message = f"bookie {bookie} is registered (running); stop it before decommissioning it"
@@ -489,7 +494,7 @@ def registered_message(store, bookie: str) -> str:
     )
 
 
-def repair_states(store, ledger_ids: Iterable[int], bookie: str | None = None) -> dict[int, dict]:
+def repair_states(store: MetadataStore, ledger_ids: Iterable[int], bookie: str | None = None) -> dict[int, dict]:
     """What each of ``ledger_ids`` (naming ``bookie``, marked or to be marked by the
     auditor) waits for, as the repair model says it
     (:func:`bkctl.wire.autorecovery.repairstate.ledger_states`): ``state``,
@@ -510,7 +515,7 @@ def repair_states(store, ledger_ids: Iterable[int], bookie: str | None = None) -
     return states
 
 
-def retire_cookie(store, bookie: str) -> str:
+def retire_cookie(store: MetadataStore, bookie: str) -> str:
     """The one rule for deleting a retired bookie's cookie (``decommission``, ``drain
     --decommission``, ``recover --delete-cookie``): only once the bookie is not registered and
     no ledger's metadata names it.  Returns ``deleted``, ``none`` (it had none), ``kept:
@@ -532,6 +537,6 @@ def retire_cookie(store, bookie: str) -> str:
     return "deleted"
 
 
-def delete_cookies(store, bookies: Iterable[str]) -> dict[str, str]:
+def delete_cookies(store: MetadataStore, bookies: Iterable[str]) -> dict[str, str]:
     """:func:`retire_cookie` of each bookie: bookie -> what became of its cookie."""
     return {b: retire_cookie(store, b) for b in bookies}
