@@ -83,6 +83,7 @@ def test_recover_a_destroyed_bookie(bookie_cluster, metadata_uri, zkstore, write
         "skipped": 0,
         "failed": 0,
         "entries_copied": 0,
+        "lost_entries": 0,
     }
 
 
