@@ -148,6 +148,16 @@ class FsckRun:
                 held[bookie] = ids
         return BookieLists(held)
 
+    def _read_again(self, ledger_id: int):
+        """The ledger's metadata and version as they are now; None once it is deleted."""
+        from bkctl.wire.metadata.errors import NoSuchLedger
+
+        self.totals.metadata_reads += 1
+        try:
+            return self.store.ledgers.read(ledger_id)
+        except NoSuchLedger:
+            return None
+
     # -- the run -----------------------------------------------------------------
     def findings(self) -> Iterator:
         """Every finding, in ledger id order (marks of deleted ledgers last)."""
@@ -155,7 +165,7 @@ class FsckRun:
 
         from bkctl.wire.autorecovery.lostentries import read_records
         from bkctl.wire.client.blocking import ensure_reactor, run_in_reactor
-        from bkctl.wire.fsck.check import BookieRequests, CheckOptions
+        from bkctl.wire.fsck.check import BookieRequests, CheckOptions, confirm_lost
         from bkctl.wire.fsck.findings import Finding, Kind, Severity
         from bkctl.wire.metadata.store import registered_bookies
 
@@ -190,6 +200,13 @@ class FsckRun:
 
         owners = OwnerNames(self.store)
 
+        def check_again(ledger_id: int):
+            def checked(md_now, version: int):
+                pending: Any = check(requests, ledger_id, md_now, version, options)
+                return pending.wait(None)  # as long as it takes: each request has its own timeout
+
+            return checked
+
         def settle(item) -> Iterator[Finding]:
             ledger_id, pending, md = item
             finding = pending.wait(None) if not isinstance(pending, Finding) else pending
@@ -197,6 +214,8 @@ class FsckRun:
                 self.totals.add(finding)
                 yield finding
                 return
+            if finding is not None and md is not None:
+                finding = confirm_lost(finding, lambda: self._read_again(ledger_id), check_again(ledger_id))
             if finding is not None and md is not None and finding.severity >= Severity.REPAIRABLE:
                 finding = finding.with_owner(owners.name(ledger_id, md))
             self.totals.ledgers += 1

@@ -10,7 +10,7 @@ import pytest
 from twisted.internet import defer
 
 from bkctl.wire.codecs.digest import DigestManager, DigestType
-from bkctl.wire.fsck.check import BookieRequests, CheckOptions, check_ledger
+from bkctl.wire.fsck.check import BookieRequests, CheckOptions, check_ledger, confirm_lost
 from bkctl.wire.fsck.findings import Kind, runs_of
 from bkctl.wire.fsck.fixes import Fix, apply_fix
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -107,6 +107,32 @@ def test_misplaced_with_more_bookies_than_copies_points_each_position_at_its_own
 def test_a_segment_with_no_copy_is_data_lost():
     f = check(holding(A=range(5), B=range(5)), metadata((0, [A, B]), (5, [C, D])))
     assert (f.kind, f.lost) == (Kind.DATA_LOST, [(5, 9)])
+
+
+def test_lost_data_is_confirmed_on_the_metadata_read_anew():
+    """A ledger found to have lost data is checked again on its metadata as it is now: one a
+    mover swapped (its copies written elsewhere while the first check read) or deleted meanwhile
+    is not called lost; one still as it was is."""
+    md = metadata((0, [A, B]), (5, [C, D]))
+    pool = holding(A=range(5), B=range(5))
+    first = check(pool, md)
+    assert first.kind is Kind.DATA_LOST
+
+    def again(md_now, version):
+        return check(pool, md_now)
+
+    assert confirm_lost(first, lambda: (md, 3), again).kind is Kind.DATA_LOST  # nothing changed
+    assert confirm_lost(first, lambda: None, again) is None  # deleted meanwhile
+    for e in range(5, N):  # a mover copied 5-9 to D and E and swapped the metadata
+        pool.get(D).stored[(LID, e)] = pool.get(E).stored[(LID, e)] = body(e)
+    assert confirm_lost(first, lambda: (metadata((0, [A, B]), (5, [D, E])), 4), again) is None
+    healthy_or_other = check(holding(A=range(N), B=range(3)), metadata((0, [A, B])))
+    assert healthy_or_other.kind is not Kind.DATA_LOST
+
+    def no_read():
+        raise AssertionError("read again for a finding that says no data is lost")
+
+    assert confirm_lost(healthy_or_other, no_read, again) is healthy_or_other
 
 
 def test_no_copy_anywhere_with_every_bookie_answering_is_metadata_only():

@@ -24,6 +24,9 @@ sets say each must hold, and name one cause (:mod:`.findings`).
   entry none of whose copies is good is lost there too.
 * An open ledger's last segment is not judged (its end is not known); its earlier
   segments are.
+* A ledger found to have lost data is checked once more on its metadata read anew
+  (:func:`confirm_lost`) before it is called lost: one deleted or moved while its copies
+  were read (a swap, a drain, autorecovery) is judged by what it is now.
 
 Every bookie request goes through :class:`BookieRequests`: at most ``limit`` in
 flight, counted.
@@ -34,7 +37,7 @@ from __future__ import annotations
 import bisect
 import random
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
     from bkctl.wire.client.pool import BookiePool
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-__all__ = ["BookieRequests", "CheckOptions", "Held", "check_ledger", "held_by"]
+__all__ = ["BookieRequests", "CheckOptions", "Held", "check_ledger", "confirm_lost", "held_by"]
 
 
 class Held:
@@ -701,3 +704,21 @@ def _judge(entry_id: int, copies: dict[str, bytes | str], digest: Any) -> list[B
         common = max(counts, key=lambda k: counts[k])
         bad.extend(BadReplica(entry_id, b, "differs from the other copies") for b, c in bodies.items() if c != common)
     return bad
+
+
+def confirm_lost(
+    finding: Finding,
+    reread: Callable[[], tuple[LedgerMetadata, int] | None],
+    check_again: Callable[[LedgerMetadata, int], Finding | None],
+) -> Finding | None:
+    """``finding`` if it does not say data is lost; else what a second check says, on the
+    ledger's metadata read anew by ``reread`` (None: the ledger is gone -- deleted meanwhile,
+    no finding).  Lost data is named only when it is lost: a ledger whose copies moved or
+    were deleted while the first check read them (a copy "gone when read") is not."""
+    if finding.kind is not Kind.DATA_LOST:
+        return finding
+    now = reread()
+    if now is None:
+        return None
+    md, version = now
+    return check_again(md, version)
