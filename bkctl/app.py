@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -458,6 +458,10 @@ def _json_default(obj: Any) -> Any:
         return list(obj)
     if hasattr(obj, "_asdict"):
         return obj._asdict()
+    if is_dataclass(obj) and not isinstance(obj, type):  # an operation's result
+        from .ops.results import to_json
+
+        return to_json(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
@@ -495,7 +499,8 @@ def confirm_destructive(app: App, question: str, force: bool, action: str) -> No
 
 # orjson: a listing of a million ledgers is a million of these lines, and json's encoder
 # cost 8 us a ledger line where orjson's costs 0.9.  Keys sorted, bytes as hex; a dataclass
-# or datetime goes to _json_default as it did with json (refused, unless it is a NamedTuple).
+# (an operation's result) goes to _json_default, whose one conversion is bkctl.ops.results.to_json;
+# a datetime is refused.
 _JSON_OPTIONS = (
     orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 )

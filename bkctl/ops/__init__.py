@@ -1,7 +1,8 @@
 """bkctl's operations: plain functions over the wire library.
 
 The click commands, the shell, cron jobs and tests all call these; they
-return plain data (dicts, lists, results as named types) and raise library
+return results as named types (frozen dataclasses, Enums; their ``--json`` document is
+:func:`bkctl.ops.results.to_json`'s, the one conversion) and raise library
 exceptions (:mod:`bkctl.ops.errors`), never print; the commands map those to exit
 codes in one place (:func:`bkctl.exitcodes.exit_code_for`).
 """

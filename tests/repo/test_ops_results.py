@@ -1,0 +1,205 @@
+"""An operation returns a named type, not a JSON-shaped dict (issue 76; the project's rule: the
+boundaries between modules pass named types).  A public function of ``bkctl/ops`` returns a frozen
+dataclass, a NamedTuple or an Enum (or a list, an iterator of them), and the one conversion to the
+``--json`` document is :func:`bkctl.ops.results.to_json`; read from the sources with ast, a public
+function breaks the rule when its return annotation names a bare ``dict`` or a ``dict[str, Any]``
+(``list[dict]``, ``Iterator[dict]``, ``dict | None`` too), or when it returns a dict literal keyed
+by words (``return {"ledger_id": ...}``, ``{**doc, "reason": ...}``).  A mapping that is one by
+nature -- ``dict[str, bytes]`` custom metadata, ``dict[int, str]`` a ledger's cause -- is not a
+record and passes.  :data:`EXCEPTIONS` names each function that breaks it today, with why; each
+entry must still be needed, so the list only shrinks."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from tests.repo.sources import MODULES, tree
+
+pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
+
+_TO_CONVERT = "a JSON-shaped dict still, built in the operation and read by key in the command: to convert"
+
+_TOP = "a live view's rows, sorted and filtered by the column a key names: to convert with the view"
+_INSPECT = "a bookie's records, streamed as JSON lines by `bookie inspect`: to convert"
+
+#: (module, function) -> why it returns a JSON-shaped dict today
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("bkctl.ops.autorecovery", "who_is_auditor"): _TO_CONVERT,
+    ("bkctl.ops.autorecovery", "trigger_audit"): _TO_CONVERT,
+    ("bkctl.ops.autorecovery", "force_audit"): _TO_CONVERT,
+    ("bkctl.ops.autorecovery", "query_status"): _TO_CONVERT,
+    ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
+    ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
+    ("bkctl.ops.bench", "bench"): _TO_CONVERT,
+    ("bkctl.ops.bookie_http", "state"): _TO_CONVERT,
+    ("bkctl.ops.bookie_http", "set_readonly"): _TO_CONVERT,
+    ("bkctl.ops.bookie_http", "gc"): _TO_CONVERT,
+    ("bkctl.ops.bookies", "list_bookies"): _TO_CONVERT,
+    ("bkctl.ops.bookies", "bookieformat"): _TO_CONVERT,
+    ("bkctl.ops.bookies", "upgrade"): _TO_CONVERT,
+    ("bkctl.ops.bookies", "finalize"): _TO_CONVERT,
+    ("bkctl.ops.bookies", "rollback"): _TO_CONVERT,
+    ("bkctl.ops.capacity", "with_disk"): _TO_CONVERT,
+    ("bkctl.ops.cluster", "cluster_info"): _TO_CONVERT,
+    ("bkctl.ops.cluster", "metaformat"): _TO_CONVERT,
+    ("bkctl.ops.cluster", "autorecovery_status"): _TO_CONVERT,
+    ("bkctl.ops.cluster", "set_autorecovery"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "cookie_doc"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "get"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "create"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "update"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "delete"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "generate"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "admin_list"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "admin_delete"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "admin_expand"): _TO_CONVERT,
+    ("bkctl.ops.cookies", "admin_rename"): _TO_CONVERT,
+    ("bkctl.ops.decommission", "decommission"): _TO_CONVERT,
+    ("bkctl.ops.disk", "compaction_policy"): _TO_CONVERT,
+    ("bkctl.ops.disk", "bookie_doc"): _TO_CONVERT,
+    ("bkctl.ops.disk", "disk_report"): _TO_CONVERT,
+    ("bkctl.ops.disk", "totals"): _TO_CONVERT,
+    ("bkctl.ops.disk_offload", "held_twice"): _TO_CONVERT,
+    ("bkctl.ops.inspect", "entry_fields"): _INSPECT,
+    ("bkctl.ops.inspect", "files"): _INSPECT,
+    ("bkctl.ops.inspect", "journal"): _INSPECT,
+    ("bkctl.ops.inspect", "entrylog"): _INSPECT,
+    ("bkctl.ops.inspect", "damaged_records"): _INSPECT,
+    ("bkctl.ops.inspect", "index_entries"): _INSPECT,
+    ("bkctl.ops.inspect", "index_ledgers"): _INSPECT,
+    ("bkctl.ops.inspect", "index"): _INSPECT,
+    ("bkctl.ops.inspect", "lastmark"): _INSPECT,
+    ("bkctl.ops.inspect", "check"): _INSPECT,
+    ("bkctl.ops.ledger_meta", "dump"): _TO_CONVERT,
+    ("bkctl.ops.ledger_meta", "restore"): _TO_CONVERT,
+    ("bkctl.ops.ledger_meta", "totals"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "describe"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "list_ledgers"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "show_ledger"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "add_confirmed_lac"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "add_entries"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "entry_doc"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "close_ledger"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "recover_ledger"): _TO_CONVERT,
+    ("bkctl.ops.ledgers", "fence_ledger"): _TO_CONVERT,
+    ("bkctl.ops.metadata_backup", "backup"): _TO_CONVERT,
+    ("bkctl.ops.metadata_backup", "read_backup"): _TO_CONVERT,
+    ("bkctl.ops.metadata_backup", "restore"): _TO_CONVERT,
+    ("bkctl.ops.prometheus", "rates"): _TO_CONVERT,
+    ("bkctl.ops.pulsar", "list_topics"): _TO_CONVERT,
+    ("bkctl.ops.pulsar", "show_topic"): _TO_CONVERT,
+    ("bkctl.ops.pulsar", "topic_schema_state"): _TO_CONVERT,
+    ("bkctl.ops.pulsar", "ledger_owner"): _TO_CONVERT,
+    ("bkctl.ops.pulsar_offload", "verify"): _TO_CONVERT,
+    ("bkctl.ops.pulsar_schema", "list_schemas"): _TO_CONVERT,
+    ("bkctl.ops.pulsar_schema", "show_schema"): _TO_CONVERT,
+    ("bkctl.ops.pulsar_schema", "check_schemas"): _TO_CONVERT,
+    ("bkctl.ops.racks", "set_rack"): _TO_CONVERT,
+    ("bkctl.ops.racks", "get_rack"): _TO_CONVERT,
+    ("bkctl.ops.racks", "delete_rack"): _TO_CONVERT,
+    ("bkctl.ops.racks", "list_racks"): _TO_CONVERT,
+    ("bkctl.ops.rebalance", "plan_json"): _TO_CONVERT,
+    ("bkctl.ops.rebalance", "move_json"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "summary"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "new_totals"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "count_results"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "rereplicate_bookies"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "rereplicate_stream"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "daemon_rows"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "left_rows"): _TO_CONVERT,
+    ("bkctl.ops.recovery", "repair_states"): _TO_CONVERT,
+    ("bkctl.ops.replace_id", "replace_bookie_id"): _TO_CONVERT,
+    ("bkctl.ops.replica_read", "read_replica"): _TO_CONVERT,
+    ("bkctl.ops.simpletest", "simpletest"): _TO_CONVERT,
+    ("bkctl.ops.top", "sort_rows"): _TOP,
+    ("bkctl.ops.top", "filter_rows"): _TOP,
+    ("bkctl.ops.top", "repairs_of"): _TOP,
+}
+
+
+def _returns_record_literal(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """``line: return {...}`` for each dict literal keyed by words (or spreading one) that ``fn``
+    itself returns (not its nested functions; ``{}`` is any mapping's empty one)."""
+    found = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, ast.Return) and isinstance(child.value, ast.Dict):
+                keys = child.value.keys
+                if any(k is None or (isinstance(k, ast.Constant) and isinstance(k.value, str)) for k in keys):
+                    found.append(f"{child.lineno}: return {{...}}")
+            visit(child)
+
+    visit(fn)
+    return found
+
+
+def _record_annotation(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The return annotation, when it names a bare ``dict`` or a ``dict[str, Any]`` anywhere in it."""
+    if fn.returns is None:
+        return []
+    for node in ast.walk(fn.returns):
+        if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("dict", "Dict", "typing.Dict"):
+            args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if [ast.unparse(a) for a in args] in (["str", "Any"], ["str", "typing.Any"]):
+                return [f"{fn.lineno}: -> {ast.unparse(fn.returns)}"]
+        elif isinstance(node, ast.Name) and node.id in ("dict", "Dict"):
+            parent_subscripted = any(isinstance(s, ast.Subscript) and s.value is node for s in ast.walk(fn.returns))
+            if not parent_subscripted:
+                return [f"{fn.lineno}: -> {ast.unparse(fn.returns)}"]
+    return []
+
+
+def records_returned(path) -> dict[str, list[str]]:
+    """Public function of the module at ``path`` -> how it returns a JSON-shaped dict."""
+    out = {}
+    for fn in tree(path).body:
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not fn.name.startswith("_"):
+            found = _record_annotation(fn) + _returns_record_literal(fn)
+            if found:
+                out[fn.name] = found
+    return out
+
+
+def _broken() -> dict[tuple[str, str], list[str]]:
+    return {
+        (m, name): how
+        for m in sorted(MODULES)
+        if m.startswith("bkctl.ops.")
+        for name, how in records_returned(MODULES[m]).items()
+    }
+
+
+def test_an_operation_returns_a_named_type():
+    bad = {k: how for k, how in _broken().items() if k not in EXCEPTIONS}
+    assert not bad, bad
+
+
+def test_the_exceptions_are_still_needed():
+    stale = sorted(set(EXCEPTIONS) - set(_broken()))
+    assert not stale, stale
+
+
+def test_the_rule_sees_a_violation(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from typing import Any\n"
+        "def doc(x) -> dict:\n    return {'a': x}\n"
+        "def rows(x) -> list[dict[str, Any]]:\n    return []\n"
+        "def spread(x):\n    return {**x, 'reason': 'r'}\n"
+        "def maybe(x) -> dict | None:\n    return None\n"
+        "def mapping(x) -> dict[str, bytes]:\n    return {k: v for k, v in x}\n"
+        "def causes(x) -> dict[int, str]:\n    return {1: 'a'}\n"
+        "def _private(x) -> dict:\n    return {'a': x}\n"
+        "def nested(x) -> int:\n    def inner():\n        return {'a': x}\n    return 1\n"
+    )
+    assert records_returned(probe) == {
+        "doc": ["2: -> dict", "3: return {...}"],
+        "rows": ["4: -> list[dict[str, Any]]"],
+        "spread": ["7: return {...}"],
+        "maybe": ["8: -> dict | None"],
+    }
