@@ -5,23 +5,37 @@
 A sandbox of its own (``bkctl sandbox up --zk-heap``: a real ZooKeeper and real bookieds)
 is filled with N ledgers in the hierarchical layout, the bytes a Java client writes
 (:func:`~bkctl.wire.metadata.ledger.serialize_ledger_metadata`, checked against Java's in
-tests/vectors): T Pulsar topics with their managed ledgers, ledgers and a cursor each,
-orphans (Pulsar ledgers no managed ledger lists), plain ledgers, and under-replicated
-marks.  Ensembles (E3/Qw2/Qa2) are drawn from the sandbox's bookies and seven bookies
-that are gone, so that "the ledgers on one bookie" is a part of the cluster, as it is in
-a real one.
+tests/vectors), over several ZooKeeper connections with multi transactions pipelined
+(bench/scale_fill.py: 10^5 ledgers in 38 s at load 10-15, was 228 s): T Pulsar topics with
+their managed ledgers, ledgers and a cursor each, orphans (Pulsar ledgers no managed ledger
+lists), plain ledgers, under-replicated marks, and each topic's first ledger offloaded.
+Ensembles (E3/Qw2/Qa2) are drawn from the sandbox's bookies and seven bookies that are gone,
+so that "the ledgers on one bookie" is a part of the cluster, as it is in a real one.
+
+**What the population is, and why** (scale_fill's docstring has the details): every closed
+ledger is empty except one in 200 (``--data-share 0.005``), which has 1000 entries no bookie
+holds.  A run of ``ledger fsck`` over 10^6 ledgers in which every ledger is a finding is bound
+by its output (9 KB of JSON a finding: 9 GB) and by asking the bookies about every ledger
+(10^4 took 321.6 s: 9 hours at 10^6), which measures neither its walk nor its memory.  Here
+fsck walks every ledger's metadata, judges the empty and the open ones by it alone (as for
+any empty ledger), asks the bookies about 0.5% and reports each of them (data_lost where a
+gone bookie is in its ensemble, metadata_only else): its rate is that of the walk plus a
+fixed share of findings, and must stay linear from 10^5 to 10^6; its memory must not grow
+with the ledgers (issue 74: at most 256 MiB at 10^6).  bench/bench_fsck.py measures healthy
+ledgers on real bookies, beside Java's replicas check.  The same ledgers with entries are what
+rebalance and drain have bytes to move for, and what backup cannot read (exit 10).
+``pulsar offload verify`` (``--offload-root`` the sandbox's folder, where no MapFile was
+written) finds every offloaded ledger's MapFile missing: a stat and a row a ledger.  ``backup
+full`` copies the cluster into a new archive in the sandbox's folder and ``backup incremental``
+runs it again with nothing changed (every copy found in the archive).
 
 Then each command is run as a user runs it (``bkctl ...`` as a process, its output to a
 pipe that is counted), alternated with Java's ``bookkeeper shell`` on the same ZooKeeper
 where Java has one, and printed with its wall time, ledgers/s, the ZooKeeper requests it
 made (ZooKeeper's own ``mntr`` count, so the bench's own reads are not in it), peak RSS and
-the load average.  ``ledger fsck`` (``--json``, every ledger) is among them: no bookie holds the
-planted ledgers' entries, so every ledger is a finding -- ``data_lost`` where a gone bookie is in
-its ensemble, ``metadata_only`` else -- of its 1000 entries, streamed as a line of JSON each (about
-9 KB: what each bookie lacks, entry by entry); its memory must not grow with the ledgers (issue
-74: at most 256 MiB at 10^6), and its rate is that of a check ending in a finding for every
-ledger (bench/bench_fsck.py measures healthy ledgers on real bookies, beside Java's replicas
-check).  ``--walk-probe`` also times another client's getData while our walk
+the load average.  ``--dir D --keep`` leaves the filled sandbox running; the same command
+again reuses it (filled.json records what was planted) to run commands (``--only``) on it
+anew.  ``--walk-probe`` also times another client's getData while our walk
 runs (the latency a walk adds for the cluster's brokers and bookies).
 
 ``--only decommission`` is a scenario of its own: a fresh sandbox of 4 bookieds whose
@@ -54,12 +68,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import commit_or_exit, load_note, section  # noqa: E402
+from scale_fill import GONE, Population, fill  # noqa: E402
 
 from bkctl.wire import fastpath
 
 REPO = Path(__file__).resolve().parent.parent
-GONE = [f"127.0.0.2:{3181 + i}" for i in range(7)]  # bookies that are not there any more
-DAY_MS = 86_400_000
 
 
 @dataclass
@@ -90,6 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--namespaces", type=int, default=10, help="the topics are spread over acme/ns0..ns<N-1>")
     p.add_argument("--orphans", type=int, default=None, help="default: 2%% of the ledgers")
     p.add_argument("--marks", type=int, default=2000, help="under-replicated ledgers marked")
+    p.add_argument(
+        "--data-share",
+        type=float,
+        default=0.005,
+        help="closed ledgers with entries (the rest are empty): fsck's findings",
+    )
+    p.add_argument("--offloaded-per-topic", type=int, default=1, help="data ledgers of each topic offloaded")
     p.add_argument("--zk-heap", type=int, default=None, help="MiB (default: 1 KiB a ledger plus 512)")
     p.add_argument("--java-peer", default=None, help="the Java peer's root, for Java's shell beside ours")
     p.add_argument("--rounds", type=int, default=1)
@@ -126,11 +146,28 @@ def main(argv: list[str] | None = None) -> int:
     filled = Filled(doc["uri"], zk, [b["bookie_id"] for b in doc["bookies"]], args.ledgers, args.topics)
     try:
         marker = work / "filled.json"
-        if not (marker.exists() and json.loads(marker.read_text()).get("ledgers") == args.ledgers):
+        planted = {
+            "ledgers": args.ledgers,
+            "topics": args.topics,
+            "data_share": args.data_share,
+            "offloaded_per_topic": args.offloaded_per_topic,
+        }
+        if not (marker.exists() and json.loads(marker.read_text()) == planted):
             section("filling")
-            fill(filled, args)
-            marker.write_text(json.dumps({"ledgers": args.ledgers, "topics": args.topics}))
-        run_commands(filled, args, bkctl)
+            population = Population(
+                args.ledgers,
+                args.topics,
+                args.ledgers_per_topic,
+                args.namespaces,
+                args.orphans,
+                args.marks,
+                args.data_share,
+                args.offloaded_per_topic,
+                str(work / "offload"),
+            )
+            fill(filled.uri, filled.zk, filled.bookies, population)
+            marker.write_text(json.dumps(planted))
+        run_commands(filled, args, bkctl, work)
         if args.only and "auditor" in args.only.split(","):
             auditor_check(filled, bkctl)
         if args.walk_probe:
@@ -141,112 +178,6 @@ def main(argv: list[str] | None = None) -> int:
             if not args.dir:
                 shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-# -- filling --------------------------------------------------------------------------
-def fill(f: Filled, args) -> None:
-    from kazoo.client import KazooClient
-
-    from bkctl.wire.metadata import paths as P
-    from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
-    from bkctl.wire.proto import pulsar_ml_pb2 as ml
-
-    rnd = random.Random(57)
-    pool = f.bookies + GONE
-    now = int(time.time() * 1000)
-    per_topic = args.ledgers_per_topic
-    data_ledgers = min(args.topics * per_topic, args.ledgers)
-    topics = min(args.topics, data_ledgers)
-    orphans = args.orphans if args.orphans is not None else args.ledgers // 50
-    cursor_first = data_ledgers + 1
-    orphan_first = cursor_first + topics
-    plain_first = orphan_first + orphans
-
-    def topic_name(t: int) -> str:
-        return f"acme/ns{t % args.namespaces}/persistent/topic-{t}"
-
-    def value(ledger_id: int) -> bytes:
-        custom = None
-        closed = True
-        if ledger_id < cursor_first:
-            t = (ledger_id - 1) % topics
-            custom = {
-                "application": b"pulsar",
-                "component": b"managed-ledger",
-                "pulsar/managed-ledger": topic_name(t).encode(),
-            }
-            closed = ledger_id <= data_ledgers - topics  # the last of each topic is open
-        elif ledger_id < orphan_first:
-            t = ledger_id - cursor_first
-            custom = {
-                "application": b"pulsar",
-                "component": b"managed-ledger",
-                "pulsar/managed-ledger": topic_name(t).encode(),
-                "pulsar/cursor": b"sub",
-            }
-            closed = False
-        elif ledger_id < plain_first:
-            custom = {
-                "application": b"pulsar",
-                "component": b"managed-ledger",
-                "pulsar/managed-ledger": topic_name(ledger_id % topics).encode(),
-            }
-        # Pulsar's ledgers carry their creation time; a plain Java client stores none by
-        # default (storeSystemtimeAsLedgerCreationTime=false): its readers see the znode's
-        ctime = now - 30 * DAY_MS + ledger_id if custom is not None else None
-        md = LedgerMetadata.new(rnd.sample(pool, 3), 2, 2, password=b"", ctime=ctime, custom_metadata=custom)
-        return serialize_ledger_metadata(md.closed(999, 100_000) if closed else md)
-
-    zk = KazooClient(hosts=f.zk, timeout=60)
-    zk.start()
-    t0 = time.monotonic()
-    try:
-        # one leaf znode holds 10,000 ledgers
-        parents = sorted(
-            {p for block in range(f.ledgers // 10_000 + 1) for p in P.ledger_parent_paths(max(1, block * 10_000))}
-        )
-        for parent in parents:
-            zk.ensure_path(parent)
-        batch = 1000
-        for lo in range(1, f.ledgers + 1, batch):
-            tx = zk.transaction()
-            for ledger_id in range(lo, min(lo + batch, f.ledgers + 1)):
-                tx.create(P.ledger_path(ledger_id), value(ledger_id))
-            commit_or_exit(tx, f"ledger {lo}")
-            if lo % 100_000 == 1 and lo > 1:
-                print(f"  {lo - 1:,} ledgers in {time.monotonic() - t0:.0f}s", flush=True)
-        base = P.managed_ledgers_base("/ledgers")
-        listed: dict[int, list[int]] = {}
-        for ledger_id in range(1, data_ledgers + 1):
-            listed.setdefault((ledger_id - 1) % topics, []).append(ledger_id)
-        for ns in range(min(args.namespaces, topics)):
-            zk.ensure_path(P.managed_ledger_path(base, f"acme/ns{ns}/persistent"))
-        for lo in range(0, topics, 500):  # a managed ledger and its cursor, 500 topics a transaction
-            tx = zk.transaction()
-            for t in range(lo, min(lo + 500, topics)):
-                info = ml.ManagedLedgerInfo()
-                for ledger_id in listed.get(t, []):
-                    info.ledgerInfo.add(ledgerId=ledger_id, entries=1000, size=100_000, timestamp=now - DAY_MS)
-                path = P.managed_ledger_path(base, topic_name(t))
-                tx.create(path, info.SerializeToString())
-                cursor = ml.ManagedCursorInfo(
-                    cursorsLedgerId=cursor_first + t, markDeleteLedgerId=listed[t][0], markDeleteEntryId=10
-                )
-                tx.create(f"{path}/sub", cursor.SerializeToString())
-            commit_or_exit(tx, f"topic {lo}")
-    finally:
-        zk.stop()
-        zk.close()
-    from bkctl.wire.metadata.zk import ZKMetadataStore
-
-    with ZKMetadataStore(f.uri, timeout=60, twins=fastpath.selected()) as store:
-        for ledger_id in range(1, min(args.marks, f.ledgers) + 1):
-            store.underreplication.mark(ledger_id * max(1, f.ledgers // max(args.marks, 1)), [GONE[0]])
-    print(
-        f"filled {f.ledgers:,} ledgers ({topics:,} topics, {orphans:,} orphans, {args.marks:,} marks) in "
-        f"{time.monotonic() - t0:.0f}s; {load_note()}",
-        flush=True,
-    )
 
 
 # -- running ----------------------------------------------------------------------------
@@ -283,9 +214,10 @@ def timed(label: str, cmd: list[str], env: dict[str, str], zk: str) -> Figure:
     return Figure(label, seconds, lines, requests, usage.ru_maxrss / 1024, load, proc.returncode)
 
 
-def run_commands(f: Filled, args, bkctl: str) -> None:
+def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
     env = dict(os.environ, BKCTL_METADATA_URI=f.uri)
     one = f.bookies[0]
+    archive = work / "archive"
     ours = {
         "every id": [bkctl, "ledger", "list"],
         "ledgers on one bookie": [bkctl, "ledger", "list", "--bookie", one],
@@ -302,6 +234,20 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
         # no bookie holds the planted ledgers' entries: every ledger is a finding (data_lost where a
         # gone bookie is in its ensemble, else metadata_only), each streamed as one line of JSON
         "ledger fsck": [bkctl, "--json", "ledger", "fsck"],
+        # every offloaded ledger's MapFile is missing: one finding each, a stat a ledger
+        "pulsar offload verify": [
+            bkctl,
+            "--json",
+            "pulsar",
+            "offload",
+            "verify",
+            "--offload-root",
+            str(work / "offload"),
+        ],
+        # into a new archive: the ledgers with entries are unreadable (exit 10), the empty ones copied
+        "backup full": [bkctl, "--json", "backup", "--to", str(archive)],
+        # the same again with nothing changed: every ledger found in the archive, none copied
+        "backup incremental": [bkctl, "--json", "backup", "--to", str(archive)],
     }
     java = {
         "every id": ["listledgers"],
@@ -328,6 +274,8 @@ def run_commands(f: Filled, args, bkctl: str) -> None:
             if rnd % 2:
                 sides.reverse()
             for side, c, e in sides:
+                if label == "backup full":
+                    shutil.rmtree(archive, ignore_errors=True)
                 fig = timed(label, c, e, f.zk)
                 results.setdefault(label, {}).setdefault(side, []).append(fig)
                 rate = f.ledgers / fig.seconds
