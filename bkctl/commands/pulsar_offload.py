@@ -115,7 +115,18 @@ def offload_verify(app: App, topic, entries, s3_endpoint, offload_root, offload_
     from ..ops.pulsar_offload import verify
 
     settings = offload_settings(s3_endpoint, offload_root, offload_timeout)
-    rows = list(verify(app.store, settings, _base(), _topic(topic), entries))
+    bad: list[int] = []  # ids only: under --json the rows stream, never all held (issue 74)
+
+    def named(rows):
+        for r in rows:
+            if not r["ok"]:
+                bad.append(r["ledger_id"])
+                app.err_console.print(
+                    f"bkctl: error: ledger {r['ledger_id']} of {r['topic']}: {'; '.join(r['problems'])}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            yield r
 
     def human(rows):
         if rows:
@@ -128,18 +139,10 @@ def offload_verify(app: App, topic, entries, s3_endpoint, offload_root, offload_
             f"{plural(sum(r['ok'] for r in rows), 'offloaded ledger')} of {len(rows)} check out", highlight=False
         )
 
-    emit_rows(app, rows, human)
-    bad = [r for r in rows if not r["ok"]]
-    for r in bad:
-        app.err_console.print(
-            f"bkctl: error: ledger {r['ledger_id']} of {r['topic']}: {'; '.join(r['problems'])}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    emit_rows(app, named(verify(app.store, settings, _base(), _topic(topic), entries)), human)
     if bad:
         raise CommandError(
-            f"{plural(len(bad), 'offloaded ledger')} do not check out: {', '.join(str(r['ledger_id']) for r in bad)}",
-            FAILED,
+            f"{plural(len(bad), 'offloaded ledger')} do not check out: {', '.join(map(str, bad))}", FAILED
         )
 
 

@@ -11,6 +11,7 @@ missing or wrong is a finding, named.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.offloads import offloads
@@ -18,10 +19,14 @@ from bkctl.wire.domain.topic_state import metadata_in_batches
 from bkctl.wire.pulsar.offload_verify import verify_ledger
 
 if TYPE_CHECKING:
+    from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore
-    from bkctl.wire.pulsar.offload_store import OffloadSettings
+    from bkctl.wire.pulsar.offload_store import OffloadRecord, OffloadSettings
 
-__all__ = ["verify"]
+__all__ = ["VERIFY_BATCH", "verify"]
+
+#: offloaded ledgers verified a batch at a time (their znodes read in one round of reads)
+VERIFY_BATCH = 1000
 
 
 def verify(
@@ -31,18 +36,22 @@ def verify(
     topic: str | None = None,
     entries: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    """One row per offloaded ledger: the record's fields, ``ok`` and ``problems``."""
-    records = list(offloads(store, base, topic))
-    zk = metadata_in_batches(store, [r.location.ledger_id for r in records])
-    for record in records:
-        zk_md = next(zk)
-        problems = verify_ledger(record, settings, zk_md, entries)
-        yield {
-            "topic": record.topic,
-            "ledger_id": record.location.ledger_id,
-            "where": record.location.where(),
-            "complete": record.location.complete,
-            "in_bookkeeper": zk_md is not None,
-            "ok": not problems,
-            "problems": problems,
-        }
+    """One row per offloaded ledger: the record's fields, ``ok`` and ``problems``; the
+    managed ledgers are read as the rows are taken, ``VERIFY_BATCH`` records at a time (their
+    znodes read in one batch), so that a cluster's every offloaded ledger is never held."""
+    records = offloads(store, base, topic)
+    while batch := list(islice(records, VERIFY_BATCH)):
+        for record, zk_md in zip(batch, metadata_in_batches(store, [r.location.ledger_id for r in batch])):
+            yield _row(record, zk_md, verify_ledger(record, settings, zk_md, entries))
+
+
+def _row(record: OffloadRecord, zk_md: LedgerMetadata | None, problems: list[str]) -> dict[str, Any]:
+    return {
+        "topic": record.topic,
+        "ledger_id": record.location.ledger_id,
+        "where": record.location.where(),
+        "complete": record.location.complete,
+        "in_bookkeeper": zk_md is not None,
+        "ok": not problems,
+        "problems": problems,
+    }
