@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bkctl.wire.domain.entry_source import EntrySource
     from bkctl.wire.fastpath import Twins
+    from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+    from bkctl.wire.pulsar.offload_store import OffloadLocation
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -149,28 +152,21 @@ class LedgerReader:
         self._make_client = make_client
         self._owns_client = owns_client
         self._client = None
-        #: ledgers read from their offloaded copy (:meth:`read_offloaded`)
-        self._offloaded: dict[int, Any] = {}
 
-    def read_offloaded(self, locations: Any) -> None:
-        """Read these ledgers (each an :class:`~bkctl.wire.pulsar.offload_store.OffloadLocation`)
-        from tiered storage from now on, not from the bookies."""
-        for location in locations:
-            if location is not None:
-                self._offloaded[location.ledger_id] = location
-
-    def offloaded_last_entry(self, location: Any) -> int:
-        """Read ``location``'s ledger from tiered storage from now on, and give its last entry id
-        by the offloaded copy (its index is read now: a missing object, refused credentials or a
-        store that does not answer fail here, before any task)."""
-        from bkctl.wire.pulsar.offload_reader import OffloadedLedger
-        from bkctl.wire.pulsar.offload_store import OffloadSettings
-
-        self.read_offloaded([location])
-        ledger = OffloadedLedger(location, self.settings.offload or OffloadSettings())
+    def offloaded_last_entry(self, location: OffloadLocation) -> int:
+        """The last entry id of ``location``'s ledger by its offloaded copy (its index is read
+        now: a missing object, refused credentials or a store that does not answer fail here,
+        before any task)."""
+        ledger = self._offloaded(location)
         if location.is_s3:
             ledger.store.head(location.data_key)
         return ledger.last_entry_id()
+
+    def _offloaded(self, location: OffloadLocation) -> OffloadedLedger:
+        from bkctl.wire.pulsar.offload_reader import OffloadedLedger
+        from bkctl.wire.pulsar.offload_store import OffloadSettings
+
+        return OffloadedLedger(location, self.settings.offload or OffloadSettings())
 
     @classmethod
     def on_driver(cls, settings: ReadSettings, store: Any) -> LedgerReader:
@@ -200,21 +196,16 @@ class LedgerReader:
         :class:`~bkctl.wire.client.unconfirmed_tail.Tail`)."""
         return self.client().open(ledger_id, self.settings.password).read_tail()
 
-    def entries(self, ledger_id: int, first: int, last: int, unconfirmed: bool = False) -> Iterator[list]:
-        """Entries ``first..last`` of a ledger as lists of ``(entry id, payload)``,
-        ``batch_size`` at a time; :class:`LedgerRangeError` rather than
-        reading past the last entry of a closed ledger or the LAC of an open
-        one -- unless ``unconfirmed``: then the entries of an open ledger past
-        its LAC that the plan found (its tail) are read too.  A ledger given to
-        :meth:`read_offloaded` is read from its offloaded copy."""
-        location = self._offloaded.get(ledger_id)
-        if location is not None:
-            from bkctl.wire.pulsar.offload_reader import OffloadedLedger
-            from bkctl.wire.pulsar.offload_store import OffloadSettings
-
-            offloaded = OffloadedLedger(location, self.settings.offload or OffloadSettings())
-            yield from offloaded.entries(first, last, self.settings.batch_size)
+    def entries(self, source: EntrySource, first: int, last: int) -> Iterator[list]:
+        """Entries ``first..last`` of the ledger ``source`` reads, as lists of ``(entry id,
+        payload)``, ``batch_size`` at a time: from its offloaded copy when the plan chose it, else
+        from the bookies, with :class:`LedgerRangeError` rather than reading past the last entry
+        of a closed ledger or the LAC of an open one -- unless ``source.unconfirmed``: then the
+        entries of an open ledger past its LAC that the plan found (its tail) are read too."""
+        if source.offload is not None:
+            yield from self._offloaded(source.offload).entries(first, last, self.settings.batch_size)
             return
+        ledger_id, unconfirmed = source.ledger_id, source.unconfirmed
         ledger = self.client().open(ledger_id, self.settings.password)
         limit = ledger.last_entry_id if ledger.is_closed else ledger.last_add_confirmed
         past_lac = unconfirmed and not ledger.is_closed

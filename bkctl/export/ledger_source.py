@@ -91,7 +91,7 @@ class LedgerBatchBuilder:
 def offloaded_ledgers(store: Any, reader: LedgerReader, ids: list[int]) -> dict[int, tuple[Any, int]]:
     """Of ``ids`` (ledgers BookKeeper no longer has), those a Pulsar managed ledger (under the
     default root) offloaded completely to a store this reader speaks: ``{id: (location, last
-    entry id)}``, each registered with ``reader`` and its index read."""
+    entry id)}``, each copy's index read now."""
     from bkctl.wire.domain.topic_state import topic_reader as topics_reader
     from bkctl.wire.pulsar.offload_store import location_of
 
@@ -110,8 +110,7 @@ def offloaded_ledgers(store: Any, reader: LedgerReader, ids: list[int]) -> dict[
 def read_ledger_range(reader: LedgerReader, task: EntryRange) -> Iterator[Any]:
     """Arrow record batches of the range's entries, ``batch_size`` at a time."""
     builder = LedgerBatchBuilder(task, min(reader.settings.batch_size, task.entries))
-    reader.read_offloaded([task.offload])
-    for entries in reader.entries(task.ledger_id, task.first, task.last):
+    for entries in reader.entries(task.source, task.first, task.last):
         yield builder.build(entries)
 
 

@@ -39,6 +39,8 @@ from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, TaskReport, Written
 
 if TYPE_CHECKING:
+    from bkctl.wire.domain.entry_source import EntrySource
+    from bkctl.wire.domain.topic_window import PublishTimeOf
     from bkctl.wire.pulsar.value_columns import AvroColumnTwins
 
 __all__ = [
@@ -68,14 +70,14 @@ def escape_partition_value(value: str) -> str:
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPE else ch for ch in value)
 
 
-def publish_time_reader(reader: LedgerReader) -> Any:
-    """``time_of(ledger, entry, unconfirmed)``: an entry's publish time, one
-    entry read (None when it does not decode)."""
+def publish_time_reader(reader: LedgerReader) -> PublishTimeOf:
+    """``time_of(source, entry)``: an entry's publish time, one entry read from where the plan
+    reads its ledger (None when it does not decode)."""
 
-    def time_of(ledger_id: int, entry_id: int, unconfirmed: bool) -> int | None:
+    def time_of(source: EntrySource, entry_id: int) -> int | None:
         from bkctl.wire.pulsar.entry import decode_entry
 
-        for entries in reader.entries(ledger_id, entry_id, entry_id, unconfirmed=unconfirmed):
+        for entries in reader.entries(source, entry_id, entry_id):
             for _entry_id, data in entries:
                 try:
                     return decode_entry(data, verify=False).metadata.publish_time
@@ -216,7 +218,6 @@ def read_topic_range(reader: LedgerReader, part: TopicRange, counts: dict[str, A
     bytes and problems."""
     from bkctl.wire.pulsar.messages import TopicDecoder
 
-    reader.read_offloaded([part.offload, part.next_offload])
     keep = None
     if part.cursor is not None:
         state = cursor_from_json(part.cursor)
@@ -335,7 +336,7 @@ def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) 
     ledger_id = part.ledger_id
     scan = TransactionScan() if part.scan else None
     taken = 0
-    for entries in reader.entries(ledger_id, part.first, part.last, unconfirmed=part.unconfirmed):
+    for entries in reader.entries(part.source, part.first, part.last):
         i = 0
         while i < len(entries):
             # a run of plain entries taken whole (no marker or transaction among them: nothing to
@@ -356,10 +357,11 @@ def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) 
                     yield record_batch(rows, schema)
     for rows in decoder.take_parts():
         yield record_batch(rows, schema)
-    read_ahead = _read_on(reader, decoder, ledger_id, part.last, part.ledger_last, part.unconfirmed)
+    read_ahead = _read_on(reader, decoder, part.source, part.last, part.ledger_last)
     ended = "the ledger ends before the message's last chunk"
-    if decoder.chunks.pending and part.next_ledger is not None:  # ... and then into the topic's next ledger
-        read_ahead += _read_on(reader, decoder, part.next_ledger, -1, part.next_last, part.next_unconfirmed)
+    following = part.next_source
+    if decoder.chunks.pending and following is not None:  # ... and then into the topic's next ledger
+        read_ahead += _read_on(reader, decoder, following, -1, part.next_last)
         ended = "the next ledger ends before the message's last chunk"
     decoder.finish(ended)
     for rows in decoder.take_parts():
@@ -377,16 +379,16 @@ def _read_rows(reader: LedgerReader, part: TopicRange, decoder, schema, counts) 
             counts["transactions"] = scan.result()
 
 
-def _read_on(reader: LedgerReader, decoder, ledger_id: int, after: int, last: int, unconfirmed: bool) -> int:
-    """Read ``ledger_id`` past entry ``after`` up to ``last``, 16 entries at a
+def _read_on(reader: LedgerReader, decoder, source: EntrySource, after: int, last: int) -> int:
+    """Read the ledger of ``source`` past entry ``after`` up to ``last``, 16 entries at a
     time, taking only the chunks of messages begun before, until none is
     unfinished; returns the entries read."""
     read_on = after
     while decoder.chunks.pending and read_on < last:
         stop = min(last, read_on + 16)
-        for entries in reader.entries(ledger_id, read_on + 1, stop, unconfirmed=unconfirmed):
+        for entries in reader.entries(source, read_on + 1, stop):
             for entry_id, data in entries:
-                decoder.add(ledger_id, entry_id, data, only_continuations=True)
+                decoder.add(source.ledger_id, entry_id, data, only_continuations=True)
         read_on = stop
     return read_on - after
 

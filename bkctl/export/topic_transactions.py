@@ -32,7 +32,7 @@ def scan_transactions(reader: Any, tasks: list[Any]) -> dict[str, TopicTransacti
     for task in sorted(tasks, key=lambda t: (t.topic, t.ledger_id, t.first)):
         scan = scans.setdefault(task.topic, TransactionScan())
         ledger_id = task.ledger_id
-        for entries in reader.entries(ledger_id, task.first, task.last, unconfirmed=task.unconfirmed):
+        for entries in reader.entries(task.source, task.first, task.last):
             for entry_id, data in entries:
                 scan.add((ledger_id, entry_id), data)
     return {topic: scan.result() for topic, scan in scans.items()}

@@ -231,9 +231,9 @@ def month_of_ledgers(store, ledgers=30, per_ledger=3600, step_ms=1000, t0=1_790_
     store.pulsar.put_managed_ledger(f"{NS}/persistent/month", info.SerializeToString())
     reads = []
 
-    def time_of(ledger_id, entry_id, unconfirmed):
-        reads.append((ledger_id, entry_id))
-        return t0 + ((ledger_id - 100) * per_ledger + entry_id) * step_ms
+    def time_of(source, entry_id):
+        reads.append((source.ledger_id, entry_id))
+        return t0 + ((source.ledger_id - 100) * per_ledger + entry_id) * step_ms
 
     time_of.reads = reads
     return time_of, t0
@@ -253,10 +253,56 @@ def test_a_one_hour_window_plans_the_ledgers_of_that_hour_and_one_bisection_per_
     assert doc["bisection_reads"] == len(time_of.reads) <= 2 * 12  # one bisection (log2 3600) per edge
 
 
+def test_every_read_of_an_offloaded_ledger_carries_the_plans_choice_of_its_copy(store):
+    """Ledgers 110 and 111 offloaded (tiered storage read first): the window's bisections, the
+    tasks and a task's read on into the next ledger all name the offloaded copy, chosen by the
+    plan -- no reader has to be told beforehand which ledgers are offloaded."""
+    time_of, t0 = month_of_ledgers(store, ledgers=3, per_ledger=3600)
+    info = ml.ManagedLedgerInfo()
+    for i in range(3):  # as month_of_ledgers wrote them, 101 and 102 offloaded too
+        close = t0 + ((i + 1) * 3600 - 1) * 1000 + 5
+        li = info.ledgerInfo.add(ledgerId=100 + i, entries=3600, size=360_000, timestamp=close)
+        if i:
+            ctx = li.offloadContext
+            ctx.uidMsb, ctx.uidLsb, ctx.complete = li.ledgerId, 7, True
+            ctx.driverMetadata.name = "aws-s3"
+            ctx.driverMetadata.properties.add(key="bucket", value="offloads")
+    store.pulsar.put_managed_ledger(f"{NS}/persistent/month", info.SerializeToString())
+    sources = []
+
+    def reads_of(source, entry_id):
+        sources.append(source)
+        return time_of(source, entry_id)
+
+    hour = 3_600_000
+    spec = TopicSpec(f"persistent://{NS}/month", from_ms=t0 + 1_800_000, to_ms=t0 + hour + 1_800_000)
+    plan = plan_topic(store, spec, 100_000, lacs(), time_of=reads_of, offloaded=lambda location: 3599)
+    assert spans(plan) == [(100, 1740, 3599), (101, 0, 1859)]
+    by_ledger = {s.ledger_id: s for s in sources}
+    assert by_ledger[100].offload is None and not by_ledger[100].unconfirmed
+    assert by_ledger[101].offload is not None and by_ledger[101].offload.ledger_id == 101
+    first, second = plan.tasks
+    assert first.source.offload is None and second.source.offload == by_ledger[101].offload
+    assert first.next_source is not None and first.next_source == second.source  # a chunk read on: the copy too
+    assert second.next_source is None
+
+
+def test_an_entry_source_refuses_a_copy_of_another_ledger_or_an_unconfirmed_offload():
+    from bkctl.wire.domain.entry_source import EntrySource
+    from bkctl.wire.pulsar.offload_store import OffloadLocation
+
+    location = OffloadLocation(9, "m", "u", "aws-s3", (("bucket", "b"),), True, True)
+    assert EntrySource(9, location).offloaded and not EntrySource(9).offloaded
+    with pytest.raises(ValueError, match="ledger 8 given the offloaded copy of ledger 9"):
+        EntrySource(8, location)
+    with pytest.raises(ValueError, match="no unconfirmed entries"):
+        EntrySource(9, location, unconfirmed=True)
+
+
 def test_the_pushdown_skips_nothing_it_cannot_tell_and_a_window_outside_plans_nothing(store):
     time_of, t0 = month_of_ledgers(store, ledgers=3, per_ledger=10, step_ms=60_000)  # a minute an entry
 
-    def unknown(ledger_id, entry_id, unconfirmed):
+    def unknown(source, entry_id):
         return None  # an entry whose time does not decode: the ledger is kept whole
 
     spec = TopicSpec(f"persistent://{NS}/month", from_ms=t0 + 12 * 60_000)

@@ -302,13 +302,10 @@ class FakeReader:
         self.reads = []
         self.twins = fastpath.selected()
 
-    def entries(self, ledger_id, first, last, unconfirmed=False):
-        self.reads.append((ledger_id, first, last))
-        yield list(enumerate(self.ledgers[ledger_id]))[first : last + 1]
-
-    def read_offloaded(self, locations):
-        """As LedgerReader's; these ledgers have no offloaded copy, only their bookies'."""
-        assert all(location is None for location in locations)
+    def entries(self, source, first, last):
+        assert source.offload is None  # these ledgers have only their bookies' copy
+        self.reads.append((source.ledger_id, first, last))
+        yield list(enumerate(self.ledgers[source.ledger_id]))[first : last + 1]
 
 
 @pytest.mark.parametrize("include_pending", [False, True])

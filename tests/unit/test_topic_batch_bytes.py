@@ -20,13 +20,11 @@ class Ledgers:
         self.ledgers = ledgers
         self.twins = fastpath.selected()
 
-    def entries(self, ledger_id, first, last, unconfirmed=False):
-        got = list(enumerate(self.ledgers[ledger_id]))[first : last + 1]
+    def entries(self, source, first, last):
+        assert source.offload is None  # these ledgers have only their bookies' copy
+        got = list(enumerate(self.ledgers[source.ledger_id]))[first : last + 1]
         for i in range(0, len(got), 1000):
             yield got[i : i + 1000]
-
-    def read_offloaded(self, locations):
-        assert all(location is None for location in locations)
 
 
 @pytest.mark.parametrize("size", [1 << 20, 100])

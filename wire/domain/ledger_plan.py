@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
 from ..text import custom_metadata_text
+from .entry_source import EntrySource
 
 if TYPE_CHECKING:
     from ..metadata.store import MetadataStore
@@ -291,6 +292,11 @@ class EntryRange:
     @property
     def entries(self) -> int:
         return self.last - self.first + 1
+
+    @property
+    def source(self) -> EntrySource:
+        """Where the task's entries are read (the plan's choice)."""
+        return EntrySource(self.ledger_id, self.offload)
 
 
 def plans_to_json(plans: Iterable[LedgerPlan]) -> str:

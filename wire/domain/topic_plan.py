@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFound
 from ..text import custom_metadata_text
 from . import ledger_plan
+from .entry_source import EntrySource
 from .ledger_plan import LedgerPlan
 from .topic_window import OFFLOAD_READ, PublishTimeOf, Pushdown, offloaded_copy
 
@@ -159,6 +160,18 @@ class TopicRange:
     def entries(self) -> int:
         return self.last - self.first + 1
 
+    @property
+    def source(self) -> EntrySource:
+        """Where the range's entries are read (the plan's choice)."""
+        return EntrySource(self.ledger_id, self.offload, self.unconfirmed)
+
+    @property
+    def next_source(self) -> EntrySource | None:
+        """Where the topic's next ledger is read on, for a chunked message (None: no next ledger)."""
+        if self.next_ledger is None:
+            return None
+        return EntrySource(self.next_ledger, self.next_offload, self.next_unconfirmed)
+
 
 @dataclass
 class TopicPlan:
@@ -222,15 +235,15 @@ def plan_topic(
     ``tail_of(ledger_id)`` gives the open ledger's
     :class:`~bkctl.wire.client.unconfirmed_tail.Tail`, ``client()`` a
     BlockingBookKeeper to read a cursor ledger with (None: the cursor's
-    znode alone), ``time_of(ledger, entry, unconfirmed)`` an entry's publish
+    znode alone), ``time_of(source, entry)`` an entry's publish
     time for the ``--from``/``--to`` pushdown (:class:`Pushdown`; None: no
     pushdown), ``scan`` the tasks' :attr:`TopicRange.scan`.  The plan's
     ``details["topics"]`` describes each managed
     ledger, ``details["warnings"]`` the subscriptions whose position fell
     back to the znode (:class:`~bkctl.wire.domain.topic_state.CursorFallback` with
     ``spec.strict``), ``details["pushdown"]`` what the window skipped.
-    ``offloaded(location)`` is told each ledger read from tiered storage before any of its
-    entries is read, and gives its last entry id by the offloaded copy (the reader's
+    ``offloaded(location)`` gives the last entry id of each ledger read from tiered storage by
+    its offloaded copy, reading the copy's index before any task (the reader's
     :meth:`~bkctl.export.executor.LedgerReader.offloaded_last_entry`; None: the managed ledger's count)."""
     from ..pulsar.errors import NoSuchSubscription
     from .topic_state import CursorFallback, cursor_state, fallback_warning, metadata_in_batches, resolve_topics
@@ -326,6 +339,7 @@ def plan_topic(
             if terminated is not None and ledger_id == terminated[0]:
                 last = min(last, terminated[1])
             unconfirmed = location is None and md is not None and not md.is_closed
+            entries_from = EntrySource(ledger_id, location, unconfirmed)
             if unconfirmed and last > tail.lac:
                 past_lac.append({"ledger_id": ledger_id, "lac": tail.lac, "last": last, "entries": last - tail.lac})
             if cursor is not None and state.first_unacked(ledger_id) > last:
@@ -337,7 +351,7 @@ def plan_topic(
             first, end = 0, last
             if pushdown is not None and pushdown.active:
                 first, last = pushdown.narrow(
-                    ledger_id, 0, last, unconfirmed, li.timestamp if li.HasField("entries") else None, before
+                    entries_from, 0, last, li.timestamp if li.HasField("entries") else None, before
                 )
                 if first > last:
                     pushdown.ledgers_skipped += 1

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..proto.pulsar_ml_pb2 import ManagedLedgerInfo
     from ..pulsar.offload_store import OffloadLocation
+    from .entry_source import EntrySource
 
 __all__ = ["OFFLOAD_READ", "PUBLISH_TIME_SLACK_MS", "PublishTimeOf", "Pushdown", "offloaded_copy"]
 
@@ -21,8 +22,9 @@ __all__ = ["OFFLOAD_READ", "PUBLISH_TIME_SLACK_MS", "PublishTimeOf", "Pushdown",
 OFFLOAD_READ = ("tiered-storage-first", "bookkeeper-first")
 
 
-#: ``time_of(ledger, entry, unconfirmed)``: an entry's publish time, one entry read (None: unknown)
-PublishTimeOf = Callable[[int, int, bool], "int | None"]
+#: ``time_of(source, entry)``: the publish time of one entry of the ledger ``source`` reads, one
+#: entry read (None: unknown)
+PublishTimeOf = Callable[["EntrySource", int], "int | None"]
 
 
 #: How far publish times may run against the order of a topic's entries and the
@@ -38,7 +40,7 @@ class Pushdown:
     nothing newer; a ledger whose predecessor closed after ``to`` (plus the
     slack) was created after it and holds nothing older -- and inside a ledger
     the first and last entries of the window found by bisecting on the
-    entries' publish times (``time_of(ledger, entry, unconfirmed)``, one
+    entries' publish times (``time_of(source, entry)``, one
     entry read each), as publish times grow along a topic.  The exact window
     is still applied to every message read; ``to_json`` counts what was skipped."""
 
@@ -60,13 +62,13 @@ class Pushdown:
             return False
         return previous_closed_at - self.slack >= self.to_ms
 
-    def _first_at_or_after(self, ledger_id: int, lo: int, hi: int, target: int, unconfirmed: bool) -> int:
+    def _first_at_or_after(self, source: EntrySource, lo: int, hi: int, target: int) -> int:
         """The first entry of ``lo..hi`` published at or after ``target`` (``hi + 1``: none)."""
         end = hi + 1
         while lo < end:
             mid = (lo + end) // 2
             self.bisection_reads += 1
-            t = self.time_of(ledger_id, mid, unconfirmed)
+            t = self.time_of(source, mid)
             if t is None:  # an entry whose time cannot be read: stop narrowing, keep the rest
                 return lo
             if t < target:
@@ -77,10 +79,9 @@ class Pushdown:
 
     def narrow(
         self,
-        ledger_id: int,
+        source: EntrySource,
         first: int,
         last: int,
-        unconfirmed: bool,
         closed_at: int | None = None,
         previous_closed_at: int | None = None,
     ) -> tuple[int, int]:
@@ -91,9 +92,9 @@ class Pushdown:
         if total <= 0:
             return first, last
         if self.from_ms is not None and not (previous_closed_at and previous_closed_at >= self.from_ms):
-            first = self._first_at_or_after(ledger_id, first, last, self.from_ms - self.slack, unconfirmed)
+            first = self._first_at_or_after(source, first, last, self.from_ms - self.slack)
         if self.to_ms is not None and first <= last and not (closed_at and closed_at < self.to_ms):
-            last = self._first_at_or_after(ledger_id, first, last, self.to_ms + self.slack, unconfirmed) - 1
+            last = self._first_at_or_after(source, first, last, self.to_ms + self.slack) - 1
         self.entries_skipped += total - max(0, last - first + 1)
         return first, last
 
