@@ -18,8 +18,9 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -39,7 +40,7 @@ from bkctl.wire.backup.archive import (
 from .catalog import ensure_archive, latest_manifest
 from .storage import ArchiveStorage
 
-__all__ = ["Selection", "locator_ledgers", "schema_of", "take_backup", "topic_ledgers", "unreadable"]
+__all__ = ["Selection", "locator_ledgers", "schema_of", "submitted", "take_backup", "topic_ledgers", "unreadable"]
 
 
 @dataclass
@@ -254,11 +255,10 @@ class _Copier:
                 self.unreadable.append(UnreadableLedger(ledger_id, why))
 
     def _copy(self, ledger_id: int, raw: bytes, md: Any) -> None:
-        handle = self.bk.open(ledger_id)
-        if md.is_closed:
-            last = md.last_entry_id
-        else:
-            last = handle.read_tail().last
+        # a closed ledger's copy is looked for before its handle is opened (a metadata read
+        # and a handle a ledger: the incremental check of a cluster with nothing changed)
+        handle = None if md.is_closed else self.bk.open(ledger_id)
+        last = md.last_entry_id if handle is None else handle.read_tail().last
         entries = last + 1
         stem = ledger_object(ledger_id, self.cluster, md.ctoken, entries)
         record_name = stem + ".json"
@@ -267,6 +267,8 @@ class _Copier:
             self._finish(ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
             self.progress.advance(record.payload_bytes)
             return
+        if handle is None:
+            handle = self.bk.open(ledger_id)
         with self.storage.writing(stem + ".data") as f:
             writer = DataWriter(f, ledger_id)
             if entries:
@@ -301,6 +303,17 @@ class _Copier:
     def _finish(self, entry: ManifestLedger) -> None:
         with self.lock:
             self.done[entry.ledger_id] = entry
+
+
+def submitted(pool: Executor, fn: Callable[[int], None], ledger_ids: Iterable[int], window: int) -> Iterator[Future]:
+    """``fn`` of each ledger submitted to ``pool``, at most ``window`` not yet taken by the
+    caller (a cluster's million ledgers are not a million futures at once), in order."""
+    pending: deque[Future] = deque()
+    for ledger_id in ledger_ids:
+        pending.append(pool.submit(fn, ledger_id))
+        if len(pending) >= window:
+            yield pending.popleft()
+    yield from pending
 
 
 def unreadable(exc: BaseException) -> str | None:
@@ -348,7 +361,7 @@ def take_backup(
     copier = _Copier(store, bk, storage, progress)
     with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="backup") as pool:
         for phase in (work.first, work.then):
-            for future in [pool.submit(copier.copy, lid) for lid in phase]:
+            for future in submitted(pool, copier.copy, phase, max(1, parallel) * 16):
                 future.result()
     ledger_ids = [lid for lid in work.first + work.then if lid in copier.done]
     deleted: dict[str, list[Any]] = {"ledgers": [], "topics": []}

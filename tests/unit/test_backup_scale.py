@@ -1,0 +1,55 @@
+"""``bkctl backup`` at a cluster's scale (issue 74): the incremental check of a closed ledger
+whose copy the archive holds opens no handle (no second metadata read a ledger), and the
+ledgers are handed to the copying threads a window at a time, not a million futures at once."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from bkctl.backup.storage import LocalStorage
+from bkctl.backup.take import Silent, _Copier, submitted
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
+from tests.support.fake_store import FakeMetadataStore
+
+BOOKIES = ["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"]
+
+
+class CountingBookKeeper:
+    """Opens handles of empty ledgers (nothing to read), counting them."""
+
+    def __init__(self) -> None:
+        self.opened: list[int] = []
+
+    def open(self, ledger_id: int):
+        self.opened.append(ledger_id)
+        return self
+
+
+def test_a_closed_ledger_already_copied_opens_no_handle(tmp_path):
+    store = FakeMetadataStore().start()
+    store.ledgers.parse = parse_ledger_metadata  # the ZooKeeper store's decoder, which take.py calls
+    ledger_id, _ = store.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"").closed(-1, 0))
+    bk = CountingBookKeeper()
+    storage = LocalStorage(str(tmp_path))
+    first = _Copier(store, bk, storage, Silent())
+    first.copy(ledger_id)
+    assert first.done[ledger_id].copied and bk.opened == [ledger_id]
+    again = _Copier(store, bk, storage, Silent())
+    again.copy(ledger_id)
+    assert not again.done[ledger_id].copied  # found in the archive
+    assert bk.opened == [ledger_id]  # and no handle opened for it
+
+
+def test_ledgers_are_submitted_a_window_at_a_time():
+    taken: list[int] = []
+
+    def ids():
+        for i in range(10_000):
+            taken.append(i)
+            yield i
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = submitted(pool, lambda i: None, ids(), window=8)
+        next(futures).result()
+        assert len(taken) <= 8  # not every ledger's future made before the first is taken
+        assert sum(1 for f in futures if f.result() is None) == 9_999
