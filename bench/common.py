@@ -4,11 +4,17 @@ and a ZooKeeper client of the bench's own, for what it writes as another program
 
 The benchmarks run as scripts (``python bench/bench_x.py``), so ``bench/`` is
 on ``sys.path`` and they import this module as ``common``.
+
+Importing it makes SIGTERM end a bench as Ctrl-C does, through its ``finally`` blocks: a
+bench stopped with ``kill`` (a timeout, a CI step ended) stops the sandbox it started --
+ZooKeeper, bookieds, the S3 server -- instead of leaving them running with no parent.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from contextlib import contextmanager
 
 __all__ = [
@@ -24,6 +30,14 @@ __all__ = [
 ]
 
 _TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    sys.exit(128 + signum)  # SystemExit: every finally block on the way out runs
+
+
+if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def load_note() -> str:
