@@ -10,10 +10,17 @@ newest position is often there), read without fencing.  Ledgers are copied by a
 bounded pool of threads (``parallel``); a copy already in the archive is not copied
 again (the incremental backup), and the manifest, written last, says what the backup
 holds.
+
+A copy reads its ledger in batches sized by bytes (:func:`batch_entries`) and streams them
+into its data object; storing that object (its fsync and rename, or its upload) and then
+its record is handed to a :class:`_Finisher`, so that the thread reads its next ledger
+meanwhile -- the order a record follows its data object is kept, and the manifest waits
+for every one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import threading
@@ -224,11 +231,64 @@ def plan(store, selection: Selection) -> _Plan:
     return out
 
 
+#: bytes of entries a copy asks for at once (:func:`batch_entries`)
+BATCH_BYTES = 4 << 20
+
+
+def batch_entries(payload_bytes: int, entries: int) -> int:
+    """Entries per batch read for a ledger of ``entries`` holding ``payload_bytes`` (0: not
+    known, an open ledger): about :data:`BATCH_BYTES` of them, between 64 and 8192 entries.
+    A batch is one hand-over from the client's thread to the copy's: small entries in
+    batches of a fixed count cost more in hand-overs than in reading."""
+    if entries <= 0 or payload_bytes <= 0:
+        return 256
+    return max(64, min(8192, BATCH_BYTES * entries // payload_bytes))
+
+
+class _Finisher:
+    """Stores what the copies wrote -- a data object, then its record -- in threads of its
+    own, at most ``slots`` at once (a copy waits for a slot), so that a copy's thread reads
+    its next ledger while the last one's data object is synced or uploaded.  :meth:`wait`
+    raises the first failure (an archive that cannot be written stops the backup)."""
+
+    def __init__(self, slots: int):
+        self.pool = ThreadPoolExecutor(max_workers=max(1, slots), thread_name_prefix="backup-store")
+        self.slots = threading.BoundedSemaphore(max(1, slots))
+        self.futures: list[Future[None]] = []
+        self.lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self.slots.acquire()
+
+        def run() -> None:
+            try:
+                job()
+            finally:
+                self.slots.release()
+
+        try:
+            future = self.pool.submit(run)
+        except BaseException:
+            self.slots.release()
+            raise
+        with self.lock:
+            self.futures.append(future)
+
+    def wait(self) -> None:
+        """Wait for every job; the first failure raised (the others waited for too)."""
+        try:
+            for future in list(self.futures):
+                future.result()
+        finally:
+            self.pool.shutdown(wait=True)
+
+
 class _Copier:
     """Copies ledgers into the archive, each once (a copy already there is kept)."""
 
-    def __init__(self, store, bk, storage: ArchiveStorage, progress: Progress):
+    def __init__(self, store, bk, storage: ArchiveStorage, progress: Progress, finisher: _Finisher):
         self.store, self.bk, self.storage, self.progress = store, bk, storage, progress
+        self.finisher = finisher
         self.cluster = cluster_tag(store.cluster.instance_id())
         self.lock = threading.Lock()
         self.done: dict[int, ManifestLedger] = {}
@@ -269,15 +329,21 @@ class _Copier:
             return
         if handle is None:
             handle = self.bk.open(ledger_id)
-        with self.storage.writing(stem + ".data") as f:
+        data = self.storage.writing(stem + ".data")
+        f = data.__enter__()
+        try:
             writer = DataWriter(f, ledger_id)
             if entries:
-                for batch in handle.read_range(0, last, batch=256, allow_unconfirmed=not md.is_closed):
+                batch = batch_entries(md.length if md.is_closed else 0, entries)
+                for got in handle.read_range(0, last, batch=batch, allow_unconfirmed=not md.is_closed):
                     before = writer.payload_bytes
-                    writer.add_batch(batch)
+                    writer.add_batch(got)
                     self.progress.advance(writer.payload_bytes - before)
             if writer.entries != entries:
                 raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
+        except BaseException as exc:
+            data.__exit__(type(exc), exc, exc.__traceback__)  # the partial object removed
+            raise
         record = LedgerRecord(
             ledger_id=ledger_id,
             cluster=self.cluster,
@@ -297,8 +363,14 @@ class _Copier:
             data_size=writer.size,
             copied_at=int(time.time() * 1000),
         )
-        self.storage.put(record_name, record.encode())
-        self._finish(ManifestLedger(ledger_id, record_name, entries, writer.payload_bytes, True))
+        done = ManifestLedger(ledger_id, record_name, entries, writer.payload_bytes, True)
+
+        def store() -> None:
+            data.__exit__(None, None, None)  # the data object stored (synced, renamed or uploaded)...
+            self.storage.put(record_name, record.encode())  # ...before the record naming it
+            self._finish(done)
+
+        self.finisher.submit(store)
 
     def _finish(self, entry: ManifestLedger) -> None:
         with self.lock:
@@ -321,10 +393,11 @@ def unreadable(exc: BaseException) -> str | None:
     holds, a digest that does not check, bookies that do not answer); None for what stops the
     whole backup (ZooKeeper gone, the archive not writable, the client closed)."""
     from bkctl.wire.client.errors import ClientClosed
-    from bkctl.wire.errors import BKError
+    from bkctl.wire.errors import BKError, ObjectDenied, ObjectMissing, ObjectUnreachable
     from bkctl.wire.metadata.errors import ZKStoreError
 
-    if not isinstance(exc, BKError) or isinstance(exc, (ZKStoreError, ClientClosed)):
+    archive = (ObjectDenied, ObjectMissing, ObjectUnreachable)  # the archive's, not the ledger's
+    if not isinstance(exc, BKError) or isinstance(exc, (ZKStoreError, ClientClosed, *archive)):
         return None
     return f"{type(exc).__name__}: {exc}"
 
@@ -358,11 +431,18 @@ def take_backup(
     previous = latest_manifest(storage)
     work = plan(store, selection)
     progress.update(total=_estimate(store, work.first + work.then))
-    copier = _Copier(store, bk, storage, progress)
-    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="backup") as pool:
-        for phase in (work.first, work.then):
-            for future in submitted(pool, copier.copy, phase, max(1, parallel) * 16):
-                future.result()
+    finisher = _Finisher(max(1, parallel))
+    copier = _Copier(store, bk, storage, progress, finisher)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="backup") as pool:
+            for phase in (work.first, work.then):
+                for future in submitted(pool, copier.copy, phase, max(1, parallel) * 16):
+                    future.result()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the copies' failure is the one told
+            finisher.wait()
+        raise
+    finisher.wait()  # every copy's objects stored before the manifest names them
     ledger_ids = [lid for lid in work.first + work.then if lid in copier.done]
     deleted: dict[str, list[Any]] = {"ledgers": [], "topics": []}
     if previous is not None and previous.selection == selection.to_json():
