@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from bkctl.wire.backup.archive import (
     DataWriter,
@@ -46,6 +46,8 @@ from bkctl.wire.backup.archive import (
 
 from .catalog import ensure_archive, latest_manifest
 from .storage import ArchiveStorage
+
+_T = TypeVar("_T")
 
 __all__ = ["Selection", "locator_ledgers", "schema_of", "submitted", "take_backup", "topic_ledgers", "unreadable"]
 
@@ -295,6 +297,25 @@ class _Copier:
         self.missing: list[int] = []
         self.unreadable: list[UnreadableLedger] = []
 
+    def check_or_copy(self, read: Any) -> None:
+        """The incremental check on metadata the pipelined walk read (``LedgerRead``): a
+        closed ledger whose copy the archive holds is recorded as it is, without reading its
+        metadata again one round trip at a time (366 ledgers/s at load 15, where the walk
+        reads 8,000/s); anything else is copied."""
+        if not self._found(read.ledger_id, read.metadata):
+            self.copy(read.ledger_id)
+
+    def _found(self, ledger_id: int, md: Any) -> bool:
+        if md is None or isinstance(md, Exception) or not md.is_closed:
+            return False
+        record_name = ledger_object(ledger_id, self.cluster, md.ctoken, md.last_entry_id + 1) + ".json"
+        if not self.storage.exists(record_name):
+            return False
+        record = LedgerRecord.decode(self.storage.get(record_name), record_name)
+        self._finish(ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
+        self.progress.advance(record.payload_bytes)
+        return True
+
     def copy(self, ledger_id: int) -> None:
         from bkctl.wire.metadata.errors import NoSuchLedger
 
@@ -377,12 +398,13 @@ class _Copier:
             self.done[entry.ledger_id] = entry
 
 
-def submitted(pool: Executor, fn: Callable[[int], None], ledger_ids: Iterable[int], window: int) -> Iterator[Future]:
-    """``fn`` of each ledger submitted to ``pool``, at most ``window`` not yet taken by the
-    caller (a cluster's million ledgers are not a million futures at once), in order."""
+def submitted(pool: Executor, fn: Callable[[_T], None], items: Iterable[_T], window: int) -> Iterator[Future]:
+    """``fn`` of each ledger (its id, or its metadata read) submitted to ``pool``, at most
+    ``window`` not yet taken by the caller (a cluster's million ledgers are not a million
+    futures at once), in order."""
     pending: deque[Future] = deque()
-    for ledger_id in ledger_ids:
-        pending.append(pool.submit(fn, ledger_id))
+    for item in items:
+        pending.append(pool.submit(fn, item))
         if len(pending) >= window:
             yield pending.popleft()
     yield from pending
@@ -436,7 +458,8 @@ def take_backup(
     try:
         with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="backup") as pool:
             for phase in (work.first, work.then):
-                for future in submitted(pool, copier.copy, phase, max(1, parallel) * 16):
+                reads = store.ledgers.read_many(phase)
+                for future in submitted(pool, copier.check_or_copy, reads, max(1, parallel) * 16):
                     future.result()
     except BaseException:
         with contextlib.suppress(Exception):  # the copies' failure is the one told

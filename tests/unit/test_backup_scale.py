@@ -7,7 +7,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from bkctl.backup.storage import LocalStorage
-from bkctl.backup.take import Silent, _Copier, submitted
+from bkctl.backup.take import Silent, _Copier, _Finisher, submitted
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 from tests.support.fake_store import FakeMetadataStore
 
@@ -31,10 +31,11 @@ def test_a_closed_ledger_already_copied_opens_no_handle(tmp_path):
     ledger_id, _ = store.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"").closed(-1, 0))
     bk = CountingBookKeeper()
     storage = LocalStorage(str(tmp_path))
-    first = _Copier(store, bk, storage, Silent())
+    first = _Copier(store, bk, storage, Silent(), _Finisher(1))
     first.copy(ledger_id)
+    first.finisher.wait()
     assert first.done[ledger_id].copied and bk.opened == [ledger_id]
-    again = _Copier(store, bk, storage, Silent())
+    again = _Copier(store, bk, storage, Silent(), _Finisher(1))
     again.copy(ledger_id)
     assert not again.done[ledger_id].copied  # found in the archive
     assert bk.opened == [ledger_id]  # and no handle opened for it
@@ -53,3 +54,20 @@ def test_ledgers_are_submitted_a_window_at_a_time():
         next(futures).result()
         assert len(taken) <= 8  # not every ledger's future made before the first is taken
         assert sum(1 for f in futures if f.result() is None) == 9_999
+
+
+def test_the_incremental_check_reads_no_ledger_one_by_one(tmp_path):
+    from bkctl.backup.take import Selection, take_backup
+
+    store = FakeMetadataStore().start()
+    store.ledgers.parse = parse_ledger_metadata
+    ids = [store.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"").closed(-1, 0))[0] for _ in range(5)]
+    bk = CountingBookKeeper()
+    storage = LocalStorage(str(tmp_path))
+    first = take_backup(store, bk, storage, Selection(), store.uri)
+    assert sorted(x.ledger_id for x in first.ledgers) == ids
+    store.calls.clear()
+    again = take_backup(store, bk, storage, Selection(), store.uri)
+    assert sorted(x.ledger_id for x in again.ledgers) == ids and not any(x.copied for x in again.ledgers)
+    assert [c for c in store.calls if c[0].endswith("read_bytes")] == []  # the walk's reads serve the check
+    assert len(bk.opened) == len(ids)  # each opened once, to be copied the first time
