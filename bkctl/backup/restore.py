@@ -26,6 +26,7 @@ namespace or set of ledgers of a backup (:func:`narrow`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -39,6 +40,7 @@ from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
 from .catalog import load_manifest, require_archive
+from .feed import ChunkFeed
 from .journal import ClusterPlace, FilePlace, Journal
 from .narrow import narrow
 from .storage import ArchiveStorage
@@ -339,17 +341,20 @@ def _restore_ledgers(
             max_inflight=inflight,
         )
         rewrite = _rewriter(record, ids)
+        feed = ChunkFeed(lh, bk.timeout)
         n = size = 0
         try:
             for chunk in _entries(storage, record):
                 if rewrite is not None:
                     chunk = [rewrite(e) for e in chunk]
-                lh.add_many(chunk)
+                feed.add(chunk)  # returns once started: the next chunk is read meanwhile
                 n += len(chunk)
                 size += sum(map(len, chunk))
                 progress.advance(sum(map(len, chunk)))
+            feed.finish()  # every entry acknowledged before the ledger is closed
             lh.close()
         except (ArchiveDamaged, ObjectMissing) as exc:
+            _settle(feed)
             _drop(store, new)
             why = str(exc) if isinstance(exc, ArchiveDamaged) else f"{record.data_object} is missing from the archive"
             with lock:
@@ -358,6 +363,7 @@ def _restore_ledgers(
                 stop.set()
             return
         except BaseException:
+            _settle(feed)
             _drop(store, new)
             stop.set()
             raise
@@ -378,6 +384,13 @@ def _restore_ledgers(
         lid, why = min(damaged.items())
         outcome.failure = ArchiveDamaged(f"ledger {lid} is damaged in the archive: {why}")
     return outcome
+
+
+def _settle(feed: ChunkFeed) -> None:
+    """Wait for the adds still in flight of a ledger about to be dropped (their outcome no
+    longer matters: nothing is written to it after its metadata is deleted)."""
+    with contextlib.suppress(Exception):
+        feed.finish()
 
 
 def _drop(store, ledger_id: int) -> None:
