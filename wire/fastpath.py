@@ -48,12 +48,19 @@ from bkctl.wire.text import parse_bool
 if TYPE_CHECKING:
     import bkctl.wire.client._addentries as addentries_c
     import bkctl.wire.client._addpath as addpath_c
-    from bkctl.wire.bookie_disk.records import RecordTwins
+    import bkctl.wire.codecs._fastcodec as fastcodec_c
+    import bkctl.wire.codecs._plain as plain_c
+    import bkctl.wire.codecs._records as records_c
+    import bkctl.wire.metadata._ledgerpb as ledgerpb_c
+    import bkctl.wire.pulsar._avrocols as avrocols_c
+    import bkctl.wire.pulsar._packed as packed_c
+    from bkctl.wire.bookie_disk.records import RecordsModule, RecordTwins
     from bkctl.wire.client.add_twins import AddEntriesModule, AddPathModule, ConnectionAdds, WriterAdds
-    from bkctl.wire.codecs.codec_twins import CodecTwins
-    from bkctl.wire.codecs.plain import PlainTwins
-    from bkctl.wire.metadata.ledger import LedgerMetadataTwins
-    from bkctl.wire.pulsar.rows import BatchRowsProtocol
+    from bkctl.wire.codecs.codec_twins import CodecTwins, FastcodecModule
+    from bkctl.wire.codecs.plain import PlainModule, PlainTwins
+    from bkctl.wire.metadata.ledger import LedgerMetadataTwins, LedgerpbModule
+    from bkctl.wire.pulsar.avro_columns import AvrocolsModule
+    from bkctl.wire.pulsar.rows import BatchRowsProtocol, PackedModule
     from bkctl.wire.pulsar.value_columns import AvroColumnTwins
 
 __all__ = ["GENERAL", "Twins", "build", "c_module", "check", "from_environment", "selected"]
@@ -202,10 +209,11 @@ class Twins:
         :class:`~bkctl.wire.pulsar.rows.PyMessageRows`."""
         from bkctl.wire.pulsar import rows
 
-        c = c_module("bkctl.wire.pulsar._packed") if self.enabled and sys.byteorder == "little" else None
+        c: PackedModule | None = (
+            c_module("bkctl.wire.pulsar._packed") if self.enabled and sys.byteorder == "little" else None
+        )  # held to its slot below (_PACKED_FITS)
         if c is not None and list(c.COLUMNS) == rows.c_columns():
-            splitter: type[BatchRowsProtocol] = c.PackedRows
-            return splitter
+            return c.PackedRows
         return rows.PyMessageRows
 
 
@@ -234,8 +242,15 @@ def _as_addentries(module: ModuleType | None) -> AddEntriesModule | None:
 if TYPE_CHECKING:
     # Each C module's stub (its .pyi) held to the interface slot it fills: mypy fails here when a
     # C function does not fit its slot (``./dev lint``; stubtest holds each stub to its module).
+    # Every C extension of setup.py has its line (tests/repo/test_c_slots.py).
     _ADDPATH_FITS: AddPathModule = addpath_c
     _ADDENTRIES_FITS: AddEntriesModule = addentries_c
+    _FASTCODEC_FITS: FastcodecModule = fastcodec_c
+    _RECORDS_FITS: RecordsModule = records_c
+    _PLAIN_FITS: PlainModule = plain_c
+    _LEDGERPB_FITS: LedgerpbModule = ledgerpb_c
+    _AVROCOLS_FITS: AvrocolsModule = avrocols_c
+    _PACKED_FITS: PackedModule = packed_c
 
 
 def build(enabled: bool) -> Twins:

@@ -38,8 +38,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable, Sequence
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from crc32c import crc32c
 
@@ -48,6 +47,7 @@ __all__ = [
     "LOC",
     "PYTHON",
     "RecordTwins",
+    "RecordsModule",
     "encode_journal_entry",
     "encode_log_record",
     "log_record_data",
@@ -71,6 +71,10 @@ _LOG_CHECK = struct.Struct(">IIqq")  # crc, len, ledger, entry
 Row = tuple[int, int, int, int]
 #: what :attr:`RecordTwins.log_records` gives: the records' bytes and their index rows ``(key, location)``
 LogChunk = tuple[bytes, list[tuple[bytes, bytes]]]
+#: the interface's fields (see the module documentation), the NamedTuple's and the C slot's
+JournalEntries = Callable[[int, list[int], list[bytes], int], bytes]
+LogRecords = Callable[[int, list[tuple[int, bytes]], int, int, int, int, int], LogChunk]
+SpanRecords = Callable[[bytes, int, list[Row], int, int, int, list[int], list[Any]], int]
 
 
 def encode_journal_entry(ledger_id: int, entry_id: int, data: bytes, record_type: int) -> bytes:
@@ -160,17 +164,34 @@ class RecordTwins(NamedTuple):
     """One implementation of each (see the module documentation): the C twins of ``c`` (the
     ``_records`` module they come from), or the Python twins (``c`` None)."""
 
-    journal_entries: Callable[[int, list[int], list[bytes], int], bytes]
-    log_records: Callable[[int, list[tuple[int, bytes]], int, int, int, int, int], LogChunk]
-    span_records: Callable[[bytes, int, list[Row], int, int, int, list[int], list[Any]], int]
-    c: ModuleType | None = None
+    journal_entries: JournalEntries
+    log_records: LogRecords
+    span_records: SpanRecords
+    c: RecordsModule | None = None
+
+
+class RecordsModule(Protocol):
+    """The slot ``_records`` (C) fills: what :func:`twins_of` takes, each function given its
+    Python twin first (the fallback); the twin selector holds the C module's stub to it
+    (:mod:`bkctl.wire.fastpath`, under TYPE_CHECKING: mypy fails when the stub does not fit)."""
+
+    @property
+    def journal_entries(self) -> Callable[[JournalEntries, int, list[int], list[bytes], int], bytes]: ...
+
+    @property
+    def log_records(
+        self,
+    ) -> Callable[[LogRecords, int, list[tuple[int, bytes]], int, int, int, int, int], LogChunk]: ...
+
+    @property
+    def span_records(self) -> SpanRecords: ...
 
 
 #: The Python twins (the reference).
 PYTHON = RecordTwins(py_journal_entries, py_log_records, py_span_records)
 
 
-def twins_of(c: ModuleType | None) -> RecordTwins:
+def twins_of(c: RecordsModule | None) -> RecordTwins:
     """The C twins of the module ``c`` (``_records``, which the twin selector loads), each
     given the Python twin it hands what it does not cover; :data:`PYTHON` for None."""
     if c is None:

@@ -33,14 +33,13 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from bkctl.wire.codecs import checksums, v3_fast
 from bkctl.wire.codecs.framing import length_prefix, split_frames
 from bkctl.wire.codecs.protocol import ENTRY_HEADER_LENGTH
 
-__all__ = ["PYTHON", "REQUEST_SENT", "CodecTwins", "sum_checker", "twins_of"]
+__all__ = ["PYTHON", "REQUEST_SENT", "CodecTwins", "FastcodecModule", "sum_checker", "twins_of"]
 
 #: ``requests.SENT``: the state of a request on the wire, which :func:`py_take_answers` (and
 #: its C twin) take answers for (tests/unit/test_client_take_answers.py holds them equal)
@@ -53,6 +52,15 @@ _local = threading.local()
 
 #: a reader's check of one entry: ``(entry, entry_id)`` -> its payload
 Checker = Callable[[bytes, int], bytes]
+#: the interface's fields (see the module documentation), the NamedTuple's and the C slot's
+Package = Callable[[int, int, int, int, bytes], bytes]
+MakeChecker = Callable[[int, Checker], Checker]
+ReadFrame = Callable[[int, int, int], tuple[bytes, bytes]]
+AddPart = Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]]
+AddFrame = Callable[[int, bytes], tuple[bytes, bytes] | None]
+PlainReadBody = Callable[[bytes, int], bytes | None]
+TakeAnswers = Callable[[list[bytes], int, dict[bytes, Any], dict[Any, Any], Callable[[Any, Any], bool]], int]
+SplitFrames = Callable[[bytes, int], tuple[list[bytes], int]]
 
 
 def _encoder() -> v3_fast.RequestEncoder:
@@ -171,15 +179,48 @@ class CodecTwins(NamedTuple):
     """One implementation of each (see the module documentation); ``c`` the C module it comes
     from, or None for the Python twins."""
 
-    crc32c_package: Callable[[int, int, int, int, bytes], bytes]
-    crc32c_checker: Callable[[int, Checker], Checker]
-    read_frame: Callable[[int, int, int], tuple[bytes, bytes]]
-    add_part: Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]]
-    add_frame: Callable[[int, bytes], tuple[bytes, bytes] | None]
-    plain_read_body: Callable[[bytes, int], bytes | None]
-    take_answers: Callable[[list[bytes], int, dict[bytes, Any], dict[Any, Any], Callable[[Any, Any], bool]], int]
-    split_frames: Callable[[bytes, int], tuple[list[bytes], int]]
-    c: ModuleType | None = None
+    crc32c_package: Package
+    crc32c_checker: MakeChecker
+    read_frame: ReadFrame
+    add_part: AddPart
+    add_frame: AddFrame
+    plain_read_body: PlainReadBody
+    take_answers: TakeAnswers
+    split_frames: SplitFrames
+    c: FastcodecModule | None = None
+
+
+class FastcodecModule(Protocol):
+    """The slot ``_fastcodec`` (C) fills: what :func:`twins_of` takes; the twin selector holds
+    the C module's stub to it (:mod:`bkctl.wire.fastpath`, under TYPE_CHECKING: mypy fails when
+    the stub does not fit)."""
+
+    @property
+    def set_fallbacks(self) -> Callable[[Package, ReadFrame, AddPart, AddFrame], None]: ...
+
+    @property
+    def crc32c_package(self) -> Package: ...
+
+    @property
+    def Crc32cChecker(self) -> MakeChecker: ...  # noqa: N802 - the C module's class
+
+    @property
+    def read_frame(self) -> ReadFrame: ...
+
+    @property
+    def add_part(self) -> AddPart: ...
+
+    @property
+    def add_frame(self) -> AddFrame: ...
+
+    @property
+    def plain_read_body(self) -> PlainReadBody: ...
+
+    @property
+    def take_answers(self) -> TakeAnswers: ...
+
+    @property
+    def split_frames(self) -> SplitFrames: ...
 
 
 #: The Python twins (the reference).
@@ -195,7 +236,7 @@ PYTHON = CodecTwins(
 )
 
 
-def twins_of(c: ModuleType | None) -> CodecTwins:
+def twins_of(c: FastcodecModule | None) -> CodecTwins:
     """The C twins of the module ``c`` (``_fastcodec``, which the twin selector,
     :mod:`bkctl.wire.fastpath`, loads), handed their Python twins for what they do not cover;
     :data:`PYTHON` for None."""

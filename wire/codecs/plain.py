@@ -23,13 +23,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from bkctl.wire.codecs import v2, v3_fast
 from bkctl.wire.codecs.framing import frame
 
 _local = threading.local()
+
+#: the interface's fields (see the module documentation), the NamedTuple's and the C slot's: a
+#: request's parser (the parsed fields, or None for a request it does not take apart)
+ParseRequest = Callable[[bytes], Any]
+AddAnswer = Callable[[int, int, int, int], bytes]
+ReadAnswer = Callable[[bytes, int, int, bytes, int], bytes]
+ReadAnswers = Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int], tuple[bytes, int]]
 
 
 def py_add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes:
@@ -73,13 +79,37 @@ class PlainTwins(NamedTuple):
     """One implementation of each (see the module documentation); ``c`` the C module it
     comes from, or None for the Python twins."""
 
-    add_request: Callable[[bytes], Any]
-    read_request: Callable[[bytes], Any]
-    v2_add_request: Callable[[bytes], Any]
-    add_answer: Callable[[int, int, int, int], bytes]
-    read_answer: Callable[[bytes, int, int, bytes, int], bytes]
-    read_answers: Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int], tuple[bytes, int]]
-    c: Any = None
+    add_request: ParseRequest
+    read_request: ParseRequest
+    v2_add_request: ParseRequest
+    add_answer: AddAnswer
+    read_answer: ReadAnswer
+    read_answers: ReadAnswers
+    c: PlainModule | None = None
+
+
+class PlainModule(Protocol):
+    """The slot ``_plain`` (C) fills: what :func:`twins_of` takes; the twin selector holds the C
+    module's stub to it (:mod:`bkctl.wire.fastpath`, under TYPE_CHECKING: mypy fails when the
+    stub does not fit)."""
+
+    @property
+    def plain_add_request(self) -> ParseRequest: ...
+
+    @property
+    def plain_read_request(self) -> ParseRequest: ...
+
+    @property
+    def v2_add_request(self) -> ParseRequest: ...
+
+    @property
+    def add_answer(self) -> AddAnswer: ...
+
+    @property
+    def read_answer(self) -> ReadAnswer: ...
+
+    @property
+    def read_answers(self) -> ReadAnswers: ...
 
 
 #: The Python twins (the reference).
@@ -93,7 +123,7 @@ PYTHON = PlainTwins(
 )
 
 
-def twins_of(c: ModuleType | None) -> PlainTwins:
+def twins_of(c: PlainModule | None) -> PlainTwins:
     """The C twins of the module ``c`` (``_plain``, which the twin selector,
     :mod:`bkctl.wire.fastpath`, loads), or :data:`PYTHON` for None."""
     if c is None:

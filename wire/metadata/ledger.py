@@ -26,8 +26,7 @@ import functools
 import re
 from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from bkctl.wire.codecs import varint
 from bkctl.wire.codecs.digest import DigestType
@@ -42,6 +41,7 @@ __all__ = [
     "INVALID_ENTRY_ID",
     "LedgerMetadata",
     "LedgerMetadataTwins",
+    "LedgerpbModule",
     "LedgerState",
     "parse_ledger_metadata",
     "read_format_version",
@@ -762,20 +762,34 @@ def parse_ledger_metadata(data: bytes, znode_ctime: int | None = None) -> Ledger
         raise CodecError(f"invalid ledger metadata: {exc}") from None
 
 
+#: a decoder of ledger znode values, ``(data, znode_ctime)`` -> the metadata (a C twin's ``fallback``),
+#: and what builds it of the values the C twin decoded (its ``build``)
+Parse = Callable[[bytes, int | None], LedgerMetadata]
+Build = Callable[[tuple[Any, ...], int | None], LedgerMetadata]
+
+
 class LedgerMetadataTwins(NamedTuple):
     """The decoder of ledger znode values a metadata store uses (``parse(data, znode_ctime)``,
     as :func:`parse_ledger_metadata`), C or Python: :attr:`bkctl.wire.fastpath.Twins.ledger_metadata`.
     ``c``: the ``_ledgerpb`` module its decoder comes from, or None for :data:`PYTHON`."""
 
-    parse: Callable[[bytes, int | None], LedgerMetadata]
-    c: ModuleType | None = None
+    parse: Parse
+    c: LedgerpbModule | None = None
+
+
+class LedgerpbModule(Protocol):
+    """The slot ``_ledgerpb`` (C) fills, what :func:`twins_of` takes: ``metadata(fallback, build,
+    data, znode_ctime)``; the twin selector holds the C module's stub to it (under TYPE_CHECKING)."""
+
+    @property
+    def metadata(self) -> Callable[[Parse, Build, bytes, int | None], LedgerMetadata]: ...
 
 
 #: The Python twin (the reference): the general path alone.
 PYTHON = LedgerMetadataTwins(parse_ledger_metadata)
 
 
-def twins_of(c: ModuleType | None) -> LedgerMetadataTwins:
+def twins_of(c: LedgerpbModule | None) -> LedgerMetadataTwins:
     """The C twin of the module ``c`` (``_ledgerpb``, which the twin selector loads): it decodes
     what it covers (built by :func:`_from_checked`) and hands the rest to the general path
     itself; :data:`PYTHON` for None."""

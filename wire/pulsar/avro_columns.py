@@ -22,12 +22,35 @@ error rows say what is wrong.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
-__all__ = ["ColumnNode", "Plan", "Unsupported", "columns_of", "plan", "wrap"]
+__all__ = ["AvroDecoder", "AvrocolsModule", "ColumnNode", "Plan", "Unsupported", "columns_of", "plan", "wrap"]
 
 #: a plan as the C twin takes it: ``(kind, column, arg)`` (wire/pulsar/_avrocols.c)
 Plan = tuple[Any, ...]
+
+
+class AvroDecoder(Protocol):
+    """A view's decoder of AVRO values (``_avrocols.Decoder``, made by :meth:`TypedView.native_decoder
+    <.typed.TypedView.native_decoder>`): ``decode(slots, offsets, data, first)`` -> each
+    column's buffers (what :func:`wrap` takes), or the index of a row it does not
+    decode."""
+
+    def decode(self, slots: bytes, offsets: bytes, data: bytes, first: int, /) -> tuple[Any, ...] | int: ...
+
+
+class AvrocolsModule(Protocol):
+    """The slot ``_avrocols`` (C) fills: what :func:`.value_columns.twins_of` takes; the twin
+    selector holds the C module's stub to it (:mod:`bkctl.wire.fastpath`, under TYPE_CHECKING: mypy fails when the
+    stub does not fit)."""
+
+    @property
+    def DECIMALS(self) -> int: ...  # noqa: N802 - the C module's constant
+
+    @property
+    def Decoder(self) -> Callable[[tuple[Any, ...], tuple[Any, ...]], AvroDecoder]: ...  # noqa: N802 - its class
+
 
 # the C twin's plan kinds and column kinds (wire/pulsar/_avrocols.c)
 (

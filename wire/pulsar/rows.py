@@ -43,6 +43,7 @@ __all__ = [
     "BatchRowsProtocol",
     "C_KINDS",
     "MESSAGE_VALUE_COLUMNS",
+    "PackedModule",
     "PlainLimits",
     "PyMessageRows",
     "c_columns",
@@ -134,22 +135,35 @@ class BatchRowsProtocol(Protocol):
     def payload_bytes(self) -> int:
         """Payload bytes of the messages appended since the last :meth:`take`."""
 
-    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: EntryValues) -> int | None:
+    def add_batch(self, batch: bytes, count: int, base_sequence: int, entry: EntryValues, /) -> int | None:
         """Append the rows of a batch's ``count`` messages; their payload bytes,
         or None when this splitter does not split it (nothing appended)."""
 
-    def add_entries(self, ledger_id: int, entries: list[tuple[int, bytes]], start: int, limits: PlainLimits) -> int:
+    def add_entries(self, ledger_id: int, entries: list[tuple[int, bytes]], start: int, limits: PlainLimits, /) -> int:
         """Append the rows of ``entries[start:]`` (``(entry id, stored entry)``) of ledger
         ``ledger_id`` while each is a plain entry (:func:`plain_entry`) and the call has
         appended fewer than ``limits.rows`` rows and ``limits.payload_bytes`` payload bytes;
         the index of the first entry not taken (``start``: none; an entry is taken whole)."""
 
-    def takes(self, entry: bytes, limits: PlainLimits) -> bool:
+    def takes(self, entry: bytes, limits: PlainLimits, /) -> bool:
         """Whether :meth:`add_entries` would take this stored entry, judged by its metadata
         and publish time (its checksum is not checked here)."""
 
     def take(self) -> tuple[int, dict[str, Any]]:
         """``(rows, columns)``: the rows appended so far; start again empty."""
+
+
+class PackedModule(Protocol):
+    """The slot ``_packed`` (C) fills: its batch splitter (``PackedRows``, a
+    :class:`BatchRowsProtocol`) and the columns it fills (``COLUMNS``: a build whose columns are
+    not :func:`c_columns` is not used); the twin selector holds the C module's stub to it
+    (:mod:`bkctl.wire.fastpath`, under TYPE_CHECKING: mypy fails when the stub does not fit)."""
+
+    @property
+    def COLUMNS(self) -> tuple[tuple[str, str, str], ...]: ...  # noqa: N802 - the C module's constant
+
+    @property
+    def PackedRows(self) -> type[BatchRowsProtocol]: ...  # noqa: N802 - the C module's class
 
 
 def message_values(

@@ -50,13 +50,15 @@ import io
 import json
 import struct
 from collections.abc import Callable
-from types import ModuleType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .avro_types import Fix, as_numbers, avro_arrow, avro_incompatible, json_shaper
 from .errors import DecodeError, PulsarFormatError, Untyped
 from .protobuf_values import message_reading, native_descriptor, parsing_info_descriptor
 from .schema import StoredSchema, key_value_schema, split_key_value, version_of
+
+if TYPE_CHECKING:
+    from .avro_columns import AvrocolsModule, AvroDecoder
 
 __all__ = ["TypedView"]
 
@@ -239,7 +241,7 @@ class NativeDecoder(NamedTuple):
     ``_avrocols.Decoder``, the column tree it fills (:func:`.avro_columns.columns_of`) and
     the decoder's slot of each version's bytes."""
 
-    decoder: Any
+    decoder: AvroDecoder
     root: Any
     slots_by: dict[bytes | None, int]
 
@@ -517,7 +519,7 @@ class TypedView:
         failures.update(unfit)
         return ValueColumn(column, failures)
 
-    def native_decoder(self, c: ModuleType) -> NativeDecoder | None:
+    def native_decoder(self, c: AvrocolsModule) -> NativeDecoder | None:
         """The decoder of this view's AVRO values made of the C module ``c``'s ``Decoder``
         (``_avrocols``, planned by :mod:`.avro_columns`; the C twin of :mod:`.value_columns`
         asks for it), made once; None where it reads none of this
@@ -526,7 +528,7 @@ class TypedView:
             self._native = self._make_native(c)
         return self._native if isinstance(self._native, NativeDecoder) else None
 
-    def _make_native(self, c: ModuleType) -> NativeDecoder | bool:
+    def _make_native(self, c: AvrocolsModule) -> NativeDecoder | bool:
         """:meth:`native_decoder`'s, or False."""
         from .avro_columns import Unsupported, columns_of, plan
         from .schema import version_bytes

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any, NamedTuple
 
-from .avro_columns import wrap
+from .avro_columns import AvrocolsModule, wrap
 from .typed import TypedView, ValueBatch, ValueColumn
 
 __all__ = ["PYTHON", "AvroColumnTwins", "native_column", "twins_of"]
@@ -32,14 +31,14 @@ class AvroColumnTwins(NamedTuple):
     the C twin is made of, or None for :data:`PYTHON`."""
 
     values: Callable[[TypedView, ValueBatch], ValueColumn]
-    c: ModuleType | None = None
+    c: AvrocolsModule | None = None
 
 
 #: The Python twin (the reference): the general path alone.
 PYTHON = AvroColumnTwins(TypedView.value_column)
 
 
-def twins_of(c: ModuleType | None) -> AvroColumnTwins:
+def twins_of(c: AvrocolsModule | None) -> AvroColumnTwins:
     """The C twin of the module ``c`` (``_avrocols``, which the twin selector loads): it
     decodes the batches it reads and hands the others to the general path itself;
     :data:`PYTHON` for None."""
@@ -49,14 +48,14 @@ def twins_of(c: ModuleType | None) -> AvroColumnTwins:
 
 
 def _values(
-    c: ModuleType, general: Callable[[TypedView, ValueBatch], ValueColumn], view: TypedView, batch: ValueBatch
+    c: AvrocolsModule, general: Callable[[TypedView, ValueBatch], ValueColumn], view: TypedView, batch: ValueBatch
 ) -> ValueColumn:
     """The C twin's ``values``: the column ``c``'s decoder makes, else ``general``'s."""
     column = native_column(c, view, batch)
     return general(view, batch) if column is None else ValueColumn(column, {})
 
 
-def native_column(c: ModuleType, view: TypedView, batch: ValueBatch) -> Any:
+def native_column(c: AvrocolsModule, view: TypedView, batch: ValueBatch) -> Any:
     """The batch's values as an Arrow array decoded by the C module ``c``'s decoder, or
     None where it declines the batch: the schema not AVRO or a reading it does not make
     (:func:`plan`), a version it has no plan for, or a payload it does not decode (the
