@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .exitcodes import USAGE, CommandError
+from .ops.results import to_json as result_json
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -452,16 +453,14 @@ class _DelayedProgress(ProgressBar):
 
 
 def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):  # an operation's result
+        return result_json(obj)
     if isinstance(obj, (bytes, bytearray)):
         return obj.hex()
     if isinstance(obj, tuple):  # a NamedTuple is a list, as json writes it
         return list(obj)
     if hasattr(obj, "_asdict"):
         return obj._asdict()
-    if is_dataclass(obj) and not isinstance(obj, type):  # an operation's result
-        from .ops.results import to_json
-
-        return to_json(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 

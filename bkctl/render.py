@@ -83,9 +83,10 @@ def fields(app: App, pairs: Iterable[tuple[str, Any]]) -> None:
             app.console.out(f"{k.ljust(width)}  {value}".rstrip(), highlight=False)
 
 
-def emit_rows(app: App, rows: Iterable[dict], human: Callable[[list], None]) -> None:
+def emit_rows(app: App, rows: Iterable[Any], human: Callable[[list], None]) -> None:
     """A list: under --json one JSON line per row (as every list and stream
-    of bkctl), else ``human(rows)``."""
+    of bkctl; an operation's result is written by :func:`bkctl.ops.results.to_json`),
+    else ``human(rows)``."""
     if app.json:
         for row in rows:
             app.emit_json(row)
@@ -94,7 +95,8 @@ def emit_rows(app: App, rows: Iterable[dict], human: Callable[[list], None]) -> 
 
 
 def emit(app: App, doc: Any, human: Callable[[], None]) -> None:
-    """``doc`` as JSON under --json, else whatever ``human`` prints."""
+    """``doc`` as JSON under --json (an operation's result as :func:`bkctl.ops.results.to_json`
+    writes it), else whatever ``human`` prints."""
     if app.json:
         app.emit_json(doc, pretty=app.interactive and app.console.is_terminal)
     else:

@@ -5,6 +5,7 @@ delete (create, add, read, close, fence, recover and tail, which go through the 
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from ..exitcodes import CONFLICT, NOT_FOUND, USAGE, CommandError
 from ..render import emit, fields, human_size, human_time, plural, stream_table, table
 from . import LEDGER_ID, pass_app
 from .ledger_client import drop_held
+
+if TYPE_CHECKING:
+    from ..ops.ledgers import LedgerInfo, LedgerRow
 
 STATES = click.Choice(["open", "in_recovery", "closed"], case_sensitive=False)
 
@@ -112,27 +116,16 @@ def _print_listing(app: App, rows, state, bookie, match, not_adhering: bool, wit
         for row in rows:
             app.emit_json(row, flush=False)
         if with_totals:
-            app.emit_json({"totals": seen.to_json()})
+            app.emit_json({"totals": seen})
         return
     if state is None and bookie is None and match is None and not not_adhering:
         for row in rows:
-            click.echo(row["ledger_id"])
+            click.echo(row.ledger_id)
         return
     stream_table(
         app,
         ["ledger", "state", "E/Qw/Qa", "last entry", "length", "created", "bookies"],
-        (
-            (
-                r["ledger_id"],
-                r.get("state", r.get("error")),
-                _quorums(r),
-                _last_entry(r),
-                _length(r),
-                human_time(r.get("ctime")),
-                ", ".join(dict.fromkeys(b for s in r.get("segments", []) for b in s["bookies"])),
-            )
-            for r in rows
-        ),
+        (_row(r) for r in rows),
     )
     app.console.print(
         f"{plural(seen.count, 'ledger')}, {plural(seen.entries, 'entry', 'entries')}, {human_size(seen.bytes)}"
@@ -159,21 +152,31 @@ def _every_ledger(_md) -> bool:
     return True
 
 
-def _quorums(r: dict) -> str:
-    return f"{r['ensemble_size']}/{r['write_quorum']}/{r['ack_quorum']}" if "ensemble_size" in r else ""
+def _row(r: LedgerRow) -> tuple:
+    """A line of the listing's table: a ledger whose metadata does not decode says why."""
+    from ..ops.ledgers import LedgerInfo
+
+    if not isinstance(r, LedgerInfo):
+        return (r.ledger_id, getattr(r, "error", None), "", "", "", "", "")
+    return (
+        r.ledger_id,
+        r.state,
+        _quorums(r),
+        _last_entry(r),
+        human_size(r.length) if r.is_closed else "open",
+        human_time(r.ctime),
+        ", ".join(dict.fromkeys(b for s in r.segments for b in s.bookies)),
+    )
 
 
-def _last_entry(r: dict) -> str:
-    if "state" not in r or r["state"] == "CLOSED":
-        return "" if r.get("last_entry_id") is None else str(r["last_entry_id"])
-    lac = r.get("last_add_confirmed")
-    return "? (LAC unknown)" if lac is None else f"{lac} (LAC)"
+def _quorums(r: LedgerInfo) -> str:
+    return f"{r.ensemble_size}/{r.write_quorum}/{r.ack_quorum}"
 
 
-def _length(r: dict) -> str:
-    if "state" not in r:
-        return ""
-    return human_size(r["length"]) if r["state"] == "CLOSED" else "open"
+def _last_entry(r: LedgerInfo) -> str:
+    if r.is_closed:
+        return str(r.last_entry_id)
+    return "? (LAC unknown)" if r.last_add_confirmed is None else f"{r.last_add_confirmed} (LAC)"
 
 
 @ledger.command("show")
@@ -199,36 +202,33 @@ def ledger_show(app: App, ledger_id: int):
     doc = add_confirmed_lac(lambda: app.bk, show_ledger(app.store, ledger_id), app.protocol)
 
     def human():
-        closed = doc["state"] == "CLOSED"
-        pairs = [("ledger", doc["ledger_id"]), ("state", doc["state"]), ("ensemble/write/ack", _quorums(doc))]
-        if closed:
+        pairs = [("ledger", doc.ledger_id), ("state", doc.state), ("ensemble/write/ack", _quorums(doc))]
+        if doc.is_closed:
             pairs += [
-                ("last entry", doc["last_entry_id"]),
-                ("length", f"{human_size(doc['length'])} ({doc['length']} bytes)"),
+                ("last entry", doc.last_entry_id),
+                ("length", f"{human_size(doc.length)} ({doc.length} bytes)"),
             ]
         else:
-            lac = doc["last_add_confirmed"]
+            lac = doc.last_add_confirmed
             pairs += [
                 (
                     "last add confirmed",
-                    f"{lac} ({doc.get('lac_note') or 'read from the bookies'})"
+                    f"{lac} ({doc.lac_note or 'read from the bookies'})"
                     if lac is not None
-                    else f"unknown ({doc.get('lac_error')})",
+                    else f"unknown ({doc.lac_error})",
                 ),
-                ("last entry", f"{doc['last_entry_id']} (metadata: set when the ledger is closed)"),
-                ("length", f"{doc['length']} (metadata: set when the ledger is closed)"),
+                ("last entry", f"{doc.last_entry_id} (metadata: set when the ledger is closed)"),
+                ("length", f"{doc.length} (metadata: set when the ledger is closed)"),
             ]
         pairs += [
-            ("digest", doc["digest"]),
-            ("password", "set" if doc["password_set"] else "empty"),
-            ("created", human_time(doc["ctime"]) or "unknown"),
-            ("metadata format", doc["format_version"]),
-            ("znode version", doc["version"]),
+            ("digest", doc.digest),
+            ("password", "set" if doc.password_set else "empty"),
+            ("created", human_time(doc.ctime) or "unknown"),
+            ("metadata format", doc.format_version),
+            ("znode version", doc.version),
         ]
-        fields(app, pairs + [(f"meta {k}", v) for k, v in doc["custom_metadata"].items()])
-        table(
-            app, ["first entry", "ensemble"], [(s["first_entry_id"], ", ".join(s["bookies"])) for s in doc["segments"]]
-        )
+        fields(app, pairs + [(f"meta {k}", v) for k, v in doc.custom_metadata.items()])
+        table(app, ["first entry", "ensemble"], [(s.first_entry_id, ", ".join(s.bookies)) for s in doc.segments])
 
     emit(app, doc, human)
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import BinaryIO
+from dataclasses import replace
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 
@@ -14,6 +15,9 @@ from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id, complete_ledger_id, complete_open_ledger_id
 from ..render import emit, human_size, plural
 from . import LEDGER_ID, pass_app
+
+if TYPE_CHECKING:
+    from ..ops.ledgers import ClosedLedger
 
 _PASSWORD = click.option(
     "--password",
@@ -184,7 +188,7 @@ def ledger_add(app: App, ledger_id: int, data: tuple[str, ...], file, binary: bo
         raise
 
     def human():
-        ids = doc["entry_ids"]
+        ids = doc.entry_ids
         if app.quiet:  # the result alone: the last entry id added
             if ids:
                 click.echo(ids[-1])
@@ -309,7 +313,9 @@ def _read_replica(
                 app.err_console.print(f"entry {row['entry_id']}: {row['status']} on {bookie}: {row['error']}")
             continue
         if app.json:
-            app.emit_json(dict(entry_doc(ledger_id, row["entry_id"], row["payload"], fmt), bookie=bookie, status="ok"))
+            app.emit_json(
+                replace(entry_doc(ledger_id, row["entry_id"], row["payload"], fmt), bookie=bookie, status="ok")
+            )
         elif out is not None:
             out.write(row["payload"])
         else:
@@ -366,7 +372,7 @@ def ledger_close(app: App, ledger_id: int, password: str | None, force: bool):
     if held is None:
         _guard_live(app, ledger_id, "close", force)
     doc = close_ledger(app.bk, ledger_id, _password(password), held)
-    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["already_closed"])))
+    emit(app, doc, lambda: app.console.print(_closed_text(doc, bool(doc.already_closed))))
 
 
 @click.command("fence")
@@ -394,16 +400,13 @@ def ledger_fence(app: App, ledger_id: int, password: str | None, force: bool):
     doc = fence_ledger(app.bk, ledger_id, _password(password))
 
     def human():
-        if not doc["fenced"]:
-            app.console.print(
-                f"ledger {ledger_id} was already {doc['state'].lower().replace('_', ' ')}: nothing to fence"
-            )
+        if not doc.fenced:
+            app.console.print(f"ledger {ledger_id} was already {doc.state.lower().replace('_', ' ')}: nothing to fence")
             return
         app.console.print(
-            f"ledger {ledger_id} fenced on {', '.join(doc['bookies_fenced'])}"
-            f" (last add confirmed {doc['last_add_confirmed']})"
+            f"ledger {ledger_id} fenced on {', '.join(doc.bookies_fenced)} (last add confirmed {doc.last_add_confirmed})"
         )
-        for bookie, error in doc["bookies_failed"].items():
+        for bookie, error in doc.bookies_failed.items():
             app.err_console.print(f"not fenced: {bookie}: {error}")
 
     emit(app, doc, human)
@@ -432,14 +435,14 @@ def ledger_recover(app: App, ledger_id: int, password: str | None, force: bool):
         _guard_live(app, ledger_id, "recover", force, any_writer=True)
     drop_held(app, ledger_id)
     doc = recover_ledger(app.bk, ledger_id, _password(password))
-    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc["previous_state"] == "CLOSED")))
+    emit(app, doc, lambda: app.console.print(_closed_text(doc, doc.previous_state == "CLOSED")))
 
 
-def _closed_text(doc: dict, already: bool) -> str:
+def _closed_text(doc: ClosedLedger, already: bool) -> str:
     """What close and recover say: the same words for the same outcome."""
     return (
-        f"ledger {doc['ledger_id']} {'was already' if already else 'is now'} closed: last entry "
-        f"{doc['last_entry_id']}, length {human_size(doc['length'])}"
+        f"ledger {doc.ledger_id} {'was already' if already else 'is now'} closed: last entry "
+        f"{doc.last_entry_id}, length {human_size(doc.length)}"
     )
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .ledgers import LedgerInfo, LedgerRow
+
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
@@ -190,22 +192,11 @@ class Totals:
     entries: int = 0
     bytes: int = 0
 
-    def add(self, row: dict) -> dict:
+    def add(self, row: LedgerRow) -> LedgerRow:
         """Count *row* in; returns it (``map(totals.add, rows)`` passes rows on)."""
         self.count += 1
-        last = row.get("last_entry_id")
-        if row.get("state") == "CLOSED" and last is not None and last >= 0:
-            self.entries += last + 1
-        self.bytes += row.get("length") or 0
+        if isinstance(row, LedgerInfo):
+            if row.is_closed and row.last_entry_id >= 0:
+                self.entries += row.last_entry_id + 1
+            self.bytes += row.length or 0
         return row
-
-    def to_json(self) -> dict:
-        return {"count": self.count, "entries": self.entries, "bytes": self.bytes}
-
-
-def totals(rows: Iterable[dict]) -> dict:
-    """:class:`Totals` of *rows* as a JSON document."""
-    t = Totals()
-    for r in rows:
-        t.add(r)
-    return t.to_json()

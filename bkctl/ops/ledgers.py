@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
 
+from .results import not_in_json, omitted_unless, omitted_when_none
+
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper, BlockingLedger
+    from bkctl.wire.client.ledger_admin import Fenced
     from bkctl.wire.metadata.store import MetadataStore
 
 #: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
@@ -21,26 +24,86 @@ _STATE_NAMES = {state: state.name for state in LedgerState}
 _DIGEST_NAMES = {digest: digest.name for digest in DigestType}
 
 
-def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> dict:
-    """Stable, JSON-ready description of a ledger's metadata (no password bytes)."""
-    return {
-        "ledger_id": ledger_id,
-        "state": _STATE_NAMES[md.state],
-        "ensemble_size": md.ensemble_size,
-        "write_quorum": md.write_quorum,
-        "ack_quorum": md.ack_quorum,
-        "last_entry_id": md.last_entry_id,
-        # a closed ledger's last entry; for an open one, what the bookies say (add_confirmed_lac)
-        "last_add_confirmed": md.last_entry_id if md.is_closed else None,
-        "length": md.length,
-        "digest": _DIGEST_NAMES[md.digest_type] if md.digest_type is not None else None,
-        "password_set": bool(md.password),
-        "ctime": md.ctime,
-        "custom_metadata": {k: v.decode("utf-8", "backslashreplace") for k, v in md.custom_metadata.items()},
-        "segments": [{"first_entry_id": first, "bookies": list(ens)} for first, ens in md.ensembles],
-        "format_version": md.format_version,
-        "version": version,
-    }
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A segment of a ledger: its first entry and its ensemble, in order."""
+
+    first_entry_id: int
+    bookies: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    """A ledger's metadata as every command describes it (no password bytes): ``ledger show``,
+    a line of ``ledger list --json``, what ``ledger create --json`` prints."""
+
+    ledger_id: int
+    state: str  #: the LedgerState's name: OPEN, IN_RECOVERY, CLOSED
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    last_entry_id: int
+    #: a closed ledger's last entry; for an open one, what the bookies say (:func:`add_confirmed_lac`)
+    last_add_confirmed: int | None
+    length: int
+    digest: str | None
+    password_set: bool
+    ctime: int | None
+    custom_metadata: dict[str, str]
+    segments: tuple[Segment, ...]
+    format_version: int
+    version: int | None
+    #: ``ledger list --not-adhering``: the first entries of the segments that break the placement policy
+    not_adhering: list[int] | None = omitted_when_none()
+    #: why the bookies could not tell an open ledger's LAC
+    lac_error: str | None = omitted_when_none()
+    #: once the bookies were asked for the LAC: :data:`V2_LAC_NOTE` over v2, else None
+    lac_read: bool = not_in_json(False)
+    lac_note: str | None = omitted_unless("lac_read")
+
+    @property
+    def is_closed(self) -> bool:
+        return self.state == "CLOSED"
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableLedger:
+    """A ledger of a listing whose metadata does not decode: its id and why."""
+
+    ledger_id: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerId:
+    """A ledger of a listing by id alone (no filter asked for its metadata)."""
+
+    ledger_id: int
+
+
+#: a line of ``ledger list``
+LedgerRow = LedgerInfo | UnreadableLedger | LedgerId
+
+
+def describe(ledger_id: int, md: LedgerMetadata, version: int | None = None) -> LedgerInfo:
+    """Stable description of a ledger's metadata (no password bytes)."""
+    return LedgerInfo(
+        ledger_id,
+        _STATE_NAMES[md.state],
+        md.ensemble_size,
+        md.write_quorum,
+        md.ack_quorum,
+        md.last_entry_id,
+        md.last_entry_id if md.is_closed else None,
+        md.length,
+        _DIGEST_NAMES[md.digest_type] if md.digest_type is not None else None,
+        bool(md.password),
+        md.ctime,
+        {k: v.decode("utf-8", "backslashreplace") for k, v in md.custom_metadata.items()},
+        tuple(Segment(first, tuple(ens)) for first, ens in md.ensembles),
+        md.format_version,
+        version,
+    )
 
 
 def list_ledgers(
@@ -54,7 +117,7 @@ def list_ledgers(
     lacs: Callable[[], Any] | None = None,
     protocol: str = "v3",
     progress=None,
-) -> Iterator[dict]:
+) -> Iterator[LedgerRow]:
     """Stream ledgers in id order; with a filter (or ``details``) each
     ledger's metadata is read and described (one walk, :meth:`LedgerManager.walk`,
     which tells ``progress``), else only ids are listed.
@@ -72,16 +135,16 @@ def list_ledgers(
         placement.refresh(store.registration.writable_bookies() + store.registration.readonly_bookies())
     if not details and want_state is None and bookie is None and match is None and placement is None:
         for ledger_id in store.ledgers.ids():
-            yield {"ledger_id": ledger_id}
+            yield LedgerId(ledger_id)
         return
 
-    def selected() -> Iterator[tuple[Any, dict]]:
+    def selected() -> Iterator[tuple[Any, LedgerInfo | UnreadableLedger]]:
         for read in store.ledgers.walk(naming=None if bookie is None else (bookie,), progress=progress):
             ledger_id, md, version = read
             if md is None:
                 continue  # deleted meanwhile
             if isinstance(md, Exception):  # corrupt: report and go on
-                yield read, {"ledger_id": ledger_id, "error": str(md)}
+                yield read, UnreadableLedger(ledger_id, str(md))
                 continue
             if want_state is not None and md.state is not want_state:
                 continue
@@ -93,7 +156,7 @@ def list_ledgers(
                 failing = segments_not_adhering(md, placement)
                 if not failing:
                     continue
-                yield read, {**describe(ledger_id, md, version), "not_adhering": failing}
+                yield read, replace(describe(ledger_id, md, version), not_adhering=failing)
                 continue
             yield read, describe(ledger_id, md, version)
 
@@ -110,7 +173,9 @@ LAC_WINDOW = 64
 _LAC_HELD = 4096
 
 
-def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], protocol: str) -> Iterator[dict]:
+def _with_lacs(
+    items: Iterator[tuple[Any, LedgerInfo | UnreadableLedger]], lacs: Callable[[], Any], protocol: str
+) -> Iterator[LedgerInfo | UnreadableLedger]:
     """The docs of *items*, an open ledger's with its LAC read from its bookies, in order
     and streaming: each open ledger's read starts as the walk meets it
     (``BlockingBookKeeper.start_read_lac``), up to :data:`LAC_WINDOW` at once, and the
@@ -118,20 +183,21 @@ def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], proto
     from collections import deque
 
     client = None
-    held: deque[tuple[dict, Any]] = deque()  # (doc, its LAC read or None), in order
+    held: deque[tuple[LedgerInfo | UnreadableLedger, Any]] = deque()  # (doc, its LAC read or None), in order
     reading = 0
 
-    def oldest() -> dict:
+    def oldest() -> LedgerInfo | UnreadableLedger:
         nonlocal reading
         doc, pending = held.popleft()
         if pending is not None:
             reading -= 1
-            _with_lac(doc, pending.result(), protocol)
+            assert isinstance(doc, LedgerInfo)  # only an open ledger's LAC is read
+            return _with_lac(doc, pending.result(), protocol)
         return doc
 
     try:
         for read, doc in items:
-            if doc.get("state") in (None, "CLOSED"):
+            if not isinstance(doc, LedgerInfo) or doc.is_closed:
                 if not held:
                     yield doc
                     continue
@@ -153,7 +219,7 @@ def _with_lacs(items: Iterator[tuple[Any, dict]], lacs: Callable[[], Any], proto
                 pending.cancel()
 
 
-def show_ledger(store: MetadataStore, ledger_id: int) -> dict:
+def show_ledger(store: MetadataStore, ledger_id: int) -> LedgerInfo:
     md, version = store.ledgers.read(ledger_id)
     return describe(ledger_id, md, version)
 
@@ -167,31 +233,29 @@ V2_LAC_NOTE = (
 )
 
 
-def add_confirmed_lac(bk: Callable[[], Any], doc: dict, protocol: str = "v3") -> dict:
+def add_confirmed_lac(bk: Callable[[], Any], doc: LedgerInfo, protocol: str = "v3") -> LedgerInfo:
     """Fill ``last_add_confirmed`` of a ledger that is not closed (its
     metadata says -1 until it is) from its bookies; when they cannot tell,
     it stays None and ``lac_error`` says why.  Over ``protocol`` v2 it is
     only what the last entries carry (``lac_note``: :data:`V2_LAC_NOTE`).
     ``bk()`` gives the client, called for such a ledger only: a closed one
     needs no bookie, nor the reactor thread and its imports."""
-    if doc.get("state") in (None, "CLOSED"):
+    if doc.is_closed:
         return doc
     client = bk()
     try:
-        lac: int | Exception = client.open(doc["ledger_id"]).last_add_confirmed
+        lac: int | Exception = client.open(doc.ledger_id).last_add_confirmed
     except Exception as e:  # noqa: BLE001 - the metadata is still worth showing
         lac = e
     return _with_lac(doc, lac, protocol)
 
 
-def _with_lac(doc: dict, lac: int | Exception, protocol: str) -> dict:
+def _with_lac(doc: LedgerInfo, lac: int | Exception, protocol: str) -> LedgerInfo:
     """*doc* with the LAC its bookies gave, or ``lac_error`` saying why they could not."""
+    note = V2_LAC_NOTE if protocol == "v2" else None
     if isinstance(lac, Exception):
-        doc["lac_error"] = str(lac) or type(lac).__name__
-    else:
-        doc["last_add_confirmed"] = lac
-    doc["lac_note"] = V2_LAC_NOTE if protocol == "v2" else None
-    return doc
+        return replace(doc, lac_error=str(lac) or type(lac).__name__, lac_read=True, lac_note=note)
+    return replace(doc, last_add_confirmed=lac, lac_read=True, lac_note=note)
 
 
 def parse_ledger_ids(words, stdin=None) -> tuple[list[int], list[tuple[int, int]]]:
@@ -436,6 +500,14 @@ def _check_appendable(bk: BlockingBookKeeper, ledger_id: int) -> None:
         raise LedgerFencedError(f"ledger {ledger_id} is being recovered; it cannot be appended to")
 
 
+@dataclass(frozen=True)
+class Added:
+    """What ``ledger add`` appended: the entry ids the ledger gave, in order."""
+
+    ledger_id: int
+    entry_ids: list[int]
+
+
 def add_entries(
     bk: BlockingBookKeeper,
     ledger_id: int,
@@ -443,7 +515,7 @@ def add_entries(
     password: bytes | None = None,
     held: HeldLedger | None = None,
     window: int = 256,
-) -> dict:
+) -> Added:
     """Append ``payloads`` (any iterable of bytes, consumed lazily) to a ledger.
 
     With ``held`` (the session's own handle) the adds go through it and the
@@ -458,7 +530,7 @@ def add_entries(
         _check_password(held, password)
         ids = _pipelined_add(held.ledger.handle, payloads, window)
         run_in_reactor(held.ledger.handle.publish_lac, timeout=bk.timeout)
-        return {"ledger_id": ledger_id, "entry_ids": ids}
+        return Added(ledger_id, ids)
     _check_appendable(bk, ledger_id)
     from bkctl.wire.client.ledger_handle import LedgerHandle
 
@@ -473,7 +545,7 @@ def add_entries(
             pass
         raise
     run_in_reactor(writer.release, timeout=bk.timeout)
-    return {"ledger_id": ledger_id, "entry_ids": ids}
+    return Added(ledger_id, ids)
 
 
 def _check_password(held: HeldLedger, password: bytes | None) -> None:
@@ -506,8 +578,22 @@ def iter_entries(reader, first: int = 0, last: int | None = None, batch: int = 5
     return reader.read_range(first, limit, batch=batch)
 
 
-def entry_doc(ledger_id: int, entry_id: int, payload: bytes, fmt: str = "text") -> dict:
-    """The JSON line of one entry: ``payload`` is the UTF-8 text for
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry as ``ledger read --json`` and ``ledger tail --json`` print it; read from one
+    bookie (``--bookie``), that bookie and ``status`` (ok) too."""
+
+    ledger_id: int
+    entry_id: int
+    length: int
+    encoding: str  #: utf-8, hex, base64
+    payload: str
+    bookie: str | None = omitted_when_none()
+    status: str | None = omitted_when_none()
+
+
+def entry_doc(ledger_id: int, entry_id: int, payload: bytes, fmt: str = "text") -> Entry:
+    """One entry as its JSON line shows it: ``payload`` is the UTF-8 text for
     ``text`` when the entry is valid UTF-8, else base64 (never mangled);
     lowercase hex for ``hex``; base64 for ``raw``.  ``encoding`` names which."""
     import base64
@@ -521,13 +607,7 @@ def entry_doc(ledger_id: int, entry_id: int, payload: bytes, fmt: str = "text") 
             encoding, value = "utf-8", bytes(payload).decode("utf-8")
         except UnicodeDecodeError:
             encoding, value = "base64", base64.b64encode(payload).decode("ascii")
-    return {
-        "ledger_id": ledger_id,
-        "entry_id": entry_id,
-        "length": len(payload),
-        "encoding": encoding,
-        "payload": value,
-    }
+    return Entry(ledger_id, entry_id, len(payload), encoding, value)
 
 
 _ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, 0x85]}
@@ -545,9 +625,24 @@ def entry_line(entry_id: int, payload: bytes, fmt: str = "text") -> str:
     return f"{entry_id}\t{payload.decode('utf-8', 'replace').translate(_ESCAPES)}"
 
 
+@dataclass(frozen=True)
+class ClosedLedger:
+    """A ledger ``ledger close`` or ``ledger recover`` left closed: its last entry and length;
+    close says whether it was ``already_closed`` and whether it had to be ``fenced`` (recovered),
+    recover what state it was in before (``previous_state``)."""
+
+    ledger_id: int
+    state: str
+    last_entry_id: int
+    length: int
+    already_closed: bool | None = omitted_when_none()
+    fenced: bool | None = omitted_when_none()
+    previous_state: str | None = omitted_when_none()
+
+
 def close_ledger(
     bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None
-) -> dict:
+) -> ClosedLedger:
     """Close a ledger.  The session's own ledger is closed by its writer;
     any other OPEN ledger is recovered (fenced, tail re-replicated, closed),
     the only safe way to close a ledger whose writer may still be alive.
@@ -560,31 +655,30 @@ def close_ledger(
             pass
         md, _ = bk.metadata(ledger_id)
         if md.is_closed:
-            return {**_closed_doc(ledger_id, md), "already_closed": False, "fenced": False}
+            return _closed(ledger_id, md, already_closed=False, fenced=False)
     md, _ = bk.metadata(ledger_id)
     if md.is_closed:
         if password is not None:
             bk.open(ledger_id, password)  # still check it
-        return {**_closed_doc(ledger_id, md), "already_closed": True, "fenced": False}
+        return _closed(ledger_id, md, already_closed=True, fenced=False)
     bk.recover(ledger_id, password)
     md, _ = bk.metadata(ledger_id)
-    return {**_closed_doc(ledger_id, md), "already_closed": False, "fenced": True}
+    return _closed(ledger_id, md, already_closed=False, fenced=True)
 
 
-def _closed_doc(ledger_id: int, md) -> dict:
-    return {"ledger_id": ledger_id, "state": md.state.name, "last_entry_id": md.last_entry_id, "length": md.length}
+def _closed(ledger_id: int, md: LedgerMetadata, **outcome: Any) -> ClosedLedger:
+    return ClosedLedger(ledger_id, md.state.name, md.last_entry_id, md.length, **outcome)
 
 
-def recover_ledger(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None) -> dict:
+def recover_ledger(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None) -> ClosedLedger:
     """Open with recovery: an OPEN (or half-recovered) ledger is fenced, its
     tail re-replicated and it is closed; concurrent recoveries agree."""
     was, _ = bk.metadata(ledger_id)
     reader = bk.recover(ledger_id, password)
-    md = reader.metadata
-    return {**_closed_doc(ledger_id, md), "previous_state": was.state.name}
+    return _closed(ledger_id, reader.metadata, previous_state=was.state.name)
 
 
-def fence_ledger(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None) -> dict:
+def fence_ledger(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None) -> Fenced:
     """Fence without closing (see :func:`bkctl.wire.client.ledger_admin.fence_ledger`)."""
     from bkctl.wire.client.ledger_admin import fence_ledger as fence
 

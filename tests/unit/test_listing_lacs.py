@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 from bkctl.ops import ledgers as L
+from bkctl.ops.results import to_json
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.fake_store import FakeMetadataStore
 
@@ -53,7 +54,7 @@ def _store(n: int) -> FakeMetadataStore:
 def test_lacs_are_read_in_a_window_and_the_listing_keeps_its_order():
     store, client = _store(1000), Client()
     made = []
-    docs = list(L.list_ledgers(store, details=True, lacs=lambda: made.append(1) or client))
+    docs = [to_json(d) for d in L.list_ledgers(store, details=True, lacs=lambda: made.append(1) or client)]
     assert [d["ledger_id"] for d in docs] == list(range(1, 1001))
     assert len(made) == 1  # one client, made when the first open ledger came
     assert 1 < client.most <= L.LAC_WINDOW
@@ -69,7 +70,7 @@ def test_lacs_are_read_in_a_window_and_the_listing_keeps_its_order():
 def test_no_client_is_made_for_a_cluster_of_closed_ledgers():
     store = FakeMetadataStore().start()
     store.ledgers.create(LedgerMetadata.new((A, B), password=b"").closed(1, 2), 5)
-    assert [d["ledger_id"] for d in L.list_ledgers(store, details=True, lacs=lambda: 1 / 0)] == [5]
+    assert [d.ledger_id for d in L.list_ledgers(store, details=True, lacs=lambda: 1 / 0)] == [5]
 
 
 def test_a_listing_left_early_cancels_the_reads_still_out():

@@ -12,6 +12,7 @@ from twisted.internet import defer
 
 from bkctl.ops.bench import percentile
 from bkctl.ops.ledgers import entry_doc, entry_line, parse_custom_metadata
+from bkctl.ops.results import to_json
 from bkctl.wire import fastpath
 from bkctl.wire.client.errors import EntryUnrecoverable, LedgerFencedError, NotEnoughBookies, TargetUnusable
 from bkctl.wire.client.fragments import Fragment, choose_replacements, fragments_to_rereplicate
@@ -335,16 +336,16 @@ def test_entry_rendering_and_metadata_pairs():
     assert parse_custom_metadata(["a=b", "c=d=e", "empty="]) == {"a": b"b", "c": b"d=e", "empty": b""}
     with pytest.raises(ValueError):
         parse_custom_metadata(["novalue"])
-    assert entry_doc(1, 2, b"h\xffi", "text") == {
+    assert to_json(entry_doc(1, 2, b"h\xffi", "text")) == {
         "ledger_id": 1,
         "entry_id": 2,
         "length": 3,
         "encoding": "base64",
         "payload": "aP9p",
     }  # never mangled
-    assert entry_doc(1, 3, "hé".encode(), "text")["payload"] == "hé"
-    assert entry_doc(1, 2, b"\x00\x01", "hex")["payload"] == "0001"
-    assert entry_doc(1, 2, b"\x00\x01", "raw") == {
+    assert to_json(entry_doc(1, 3, "hé".encode(), "text"))["payload"] == "hé"
+    assert to_json(entry_doc(1, 2, b"\x00\x01", "hex"))["payload"] == "0001"
+    assert to_json(entry_doc(1, 2, b"\x00\x01", "raw")) == {
         "ledger_id": 1,
         "entry_id": 2,
         "length": 2,

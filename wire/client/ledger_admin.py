@@ -8,6 +8,7 @@ metadata.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet import defer
@@ -20,6 +21,7 @@ from .errors import MISSING_ON_BOOKIE, LedgerRecoveryError, Unauthorized, Unknow
 from .quorum import QuorumSchedule
 
 __all__ = [
+    "Fenced",
     "describe_bookie",
     "fence_ledger",
 ]
@@ -28,7 +30,21 @@ __all__ = [
 # ----------------------------------------------------------------- fencing
 
 
-async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Fenced:
+    """What :func:`fence_ledger` did: the bookies fenced, those that failed (bookie -> why) and
+    the last add confirmed they answered with; a closed ledger is not fenced (``fenced`` False,
+    its last entry as the LAC)."""
+
+    ledger_id: int
+    state: str  #: the LedgerState's name
+    fenced: bool = False
+    bookies_fenced: list[str] = field(default_factory=list)
+    bookies_failed: dict[str, str] = field(default_factory=dict)
+    last_add_confirmed: int | None = None
+
+
+async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None = None) -> Fenced:
     """Fence a ledger on the bookies of its last ensemble, leaving its metadata as is.
 
     Sends a fencing read to each of them; once fenced, a bookie refuses
@@ -39,17 +55,9 @@ async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None
     ledger needs no fencing (``fenced`` False).
     """
     md, _version = await client.run_blocking(client.store.ledgers.read, ledger_id)
-    doc: dict[str, Any] = {
-        "ledger_id": ledger_id,
-        "state": md.state.name,
-        "fenced": False,
-        "bookies_fenced": [],
-        "bookies_failed": {},
-        "last_add_confirmed": None,
-    }
     if md.is_closed:
-        doc["last_add_confirmed"] = md.last_entry_id
-        return doc
+        return Fenced(ledger_id, md.state.name, last_add_confirmed=md.last_entry_id)
+    failed: dict[str, str] = {}
     password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
     digest = DigestManager(ledger_id, digest_type, password_bytes)
     key = master_key(password_bytes)
@@ -70,23 +78,20 @@ async def fence_ledger(client: Any, ledger_id: int, password: bytes | str | None
             try:
                 lac = max(lac, digest.verify(value).lac)
             except DigestError as exc:
-                doc["bookies_failed"][bookie] = str(exc)
+                failed[bookie] = str(exc)
                 fenced.discard(index)
         elif isinstance(value.value, MISSING_ON_BOOKIE):
             fenced.add(index)  # fenced, holds nothing of the ledger yet
         elif isinstance(value.value, Unauthorized):
             raise Unauthorized(f"ledger {ledger_id}: bookie {bookie} refused the fence: wrong password", bookie=bookie)
         else:
-            doc["bookies_failed"][bookie] = str(value.value)
-    doc["bookies_fenced"] = [ensemble[i] for i in sorted(fenced)]
-    doc["last_add_confirmed"] = lac
+            failed[bookie] = str(value.value)
     if not fenced or not QuorumSchedule.of(md).covered(fenced):
         raise LedgerRecoveryError(
             f"ledger {ledger_id}: only {len(fenced)} of {len(ensemble)} bookies were fenced, too few to stop "
-            f"every write quorum ({'; '.join(f'{b}: {e}' for b, e in doc['bookies_failed'].items())})"
+            f"every write quorum ({'; '.join(f'{b}: {e}' for b, e in failed.items())})"
         )
-    doc["fenced"] = True
-    return doc
+    return Fenced(ledger_id, md.state.name, True, [ensemble[i] for i in sorted(fenced)], failed, lac)
 
 
 # ----------------------------------------------------------------- bookie info
