@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id
 from ..render import emit, fields, table
 from . import pass_app
+
+if TYPE_CHECKING:
+    from ..ops.cookies import CookieInfo
 
 
 @click.group()
@@ -31,16 +36,16 @@ _FROM_FILE = click.option(
 )
 
 
-def _show(app: App, doc: dict) -> None:
-    pairs = [
-        ("bookie", doc["bookie_id"]),
-        ("instance id", doc["instance_id"]),
-        ("journal dirs", ", ".join(doc["journal_dirs"])),
-        ("ledger dirs", ", ".join(doc["ledger_dirs"])),
+def _show(app: App, doc: CookieInfo) -> None:
+    pairs: list[tuple[str, object]] = [
+        ("bookie", doc.bookie_id),
+        ("instance id", doc.instance_id),
+        ("journal dirs", ", ".join(doc.journal_dirs)),
+        ("ledger dirs", ", ".join(doc.ledger_dirs)),
     ]
-    if doc["index_dirs"] is not None:
-        pairs.append(("index dirs", ", ".join(doc["index_dirs"])))
-    pairs += [("layout", doc["layout_version"]), ("znode version", doc["version"])]
+    if doc.index_dirs is not None:
+        pairs.append(("index dirs", ", ".join(doc.index_dirs)))
+    pairs += [("layout", doc.layout_version), ("znode version", doc.version)]
     fields(app, pairs)
 
 
@@ -57,7 +62,7 @@ def cookie_get(app: App, bookie_id: str, raw: bool):
     from ..ops.cookies import get
 
     doc = get(app.store, bookie_id)
-    emit(app, doc, (lambda: click.echo(doc["text"], nl=False)) if raw else (lambda: _show(app, doc)))
+    emit(app, doc, (lambda: click.echo(doc.text, nl=False)) if raw else (lambda: _show(app, doc)))
 
 
 @cookie.command("create")
@@ -89,7 +94,7 @@ def cookie_update(app: App, bookie_id: str, path: str):
     from ..ops.cookies import update
 
     doc = update(app.store, bookie_id, path)
-    emit(app, doc, lambda: app.console.print(f"cookie of {bookie_id} updated (znode version {doc['version']})"))
+    emit(app, doc, lambda: app.console.print(f"cookie of {bookie_id} updated (znode version {doc.version})"))
 
 
 @cookie.command("delete")
@@ -234,40 +239,39 @@ def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, f
     if action == "rename":
         if from_id is None:  # (set with the action above)
             raise CommandError("give the bookie id to rename from (--from-id)", USAGE)
-        doc = cookies.admin_rename(app.store, dirs, from_id)
+        renamed = cookies.admin_rename(app.store, dirs, from_id)
         emit(
             app,
-            doc,
+            renamed,
             lambda: app.console.print(
-                f"cookie moved from {doc['old_bookie_id']} to {doc['bookie_id']} "
-                f"({len(doc['rewritten_dirs'])} directories rewritten)"
+                f"cookie moved from {renamed.old_bookie_id} to {renamed.bookie_id} "
+                f"({len(renamed.rewritten_dirs)} directories rewritten)"
             ),
         )
     elif action == "expand":
-        doc = cookies.admin_expand(app.store, dirs)
+        expanded = cookies.admin_expand(app.store, dirs)
         emit(
             app,
-            doc,
+            expanded,
             lambda: app.console.print(
-                f"storage expanded with {', '.join(doc['added_dirs'])}" if doc["added_dirs"] else "nothing to expand"
+                f"storage expanded with {', '.join(expanded.added_dirs)}"
+                if expanded.added_dirs
+                else "nothing to expand"
             ),
         )
     elif action == "list":
-        doc = cookies.admin_list(app.store, dirs)
+        listing = cookies.admin_list(app.store, dirs)
 
         def human():
-            zk = doc["zookeeper"]
+            zk = listing.zookeeper
             table(
                 app,
                 ["cookie", "exists", "bookie"],
-                [(zk["path"], "yes" if zk["exists"] else "no", zk["bookie_host"] or "")]
-                + [
-                    (r["path"], "yes" if r["exists"] else "no", r["bookie_host"] or r["error"] or "")
-                    for r in doc["local"]
-                ],
+                [(zk.path, "yes" if zk.exists else "no", zk.bookie_host or "")]
+                + [(r.path, "yes" if r.exists else "no", r.bookie_host or r.error or "") for r in listing.local],
             )
 
-        emit(app, doc, human)
+        emit(app, listing, human)
     else:
 
         def confirm(n_files: int, zk: bool) -> None:
@@ -276,12 +280,12 @@ def cookie_admin(app: App, conf: str, action: str | None, from_id: str | None, f
                 app, f"Delete {what} of bookie {dirs.bookie_id}?", force, f"delete the cookies of {dirs.bookie_id}"
             )
 
-        doc = cookies.admin_delete(app.store, dirs, confirm)
+        deleted = cookies.admin_delete(app.store, dirs, confirm)
         emit(
             app,
-            doc,
+            deleted,
             lambda: app.console.print(
-                f"deleted {len(doc['deleted_files'])} VERSION files"
-                + (" and the ZooKeeper cookie" if doc["zookeeper_deleted"] else "")
+                f"deleted {len(deleted.deleted_files)} VERSION files"
+                + (" and the ZooKeeper cookie" if deleted.zookeeper_deleted else "")
             ),
         )

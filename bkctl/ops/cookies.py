@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bkctl.wire.metadata.cookie import Cookie, parse_cookie
 
 from .errors import BadInput, Conflict, NotFound
+from .results import omitted_when_none
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
@@ -25,19 +26,111 @@ if TYPE_CHECKING:
     from .bookie_conf import BookieDirs
 
 
-def cookie_doc(bookie_id: str, cookie: Cookie, version: int | None) -> dict:
-    """JSON-ready description of a cookie (same keys as in ``bookie info``)."""
-    return {
-        "bookie_id": bookie_id,
-        "bookie_host": cookie.bookie_id,
-        "journal_dirs": list(cookie.journal_dirs),
-        "ledger_dirs": list(cookie.ledger_dirs),
-        "index_dirs": None if cookie.index_dirs is None else list(cookie.index_dirs),
-        "instance_id": cookie.instance_id,
-        "layout_version": cookie.layout_version,
-        "version": version,
-        "text": cookie.serialize().decode("utf-8"),
-    }
+@dataclass(frozen=True)
+class CookieInfo:
+    """A bookie's cookie as ``cookie get`` shows it: its directories, instance and layout, the
+    znode's version and the cookie's text; ``cookie update`` adds the cookie it replaced
+    (``previous``), ``cookie generate`` the file it wrote."""
+
+    bookie_id: str
+    bookie_host: str
+    journal_dirs: list[str]
+    ledger_dirs: list[str]
+    index_dirs: list[str] | None
+    instance_id: str | None
+    layout_version: int
+    version: int | None
+    text: str
+    previous: CookieInfo | None = omitted_when_none()
+    file: str | None = omitted_when_none()
+
+
+@dataclass(frozen=True)
+class CookieDeleted:
+    """``cookie delete``: the bookie whose ZooKeeper cookie went, at which znode version."""
+
+    bookie_id: str
+    deleted: bool
+    version: int
+
+
+@dataclass(frozen=True)
+class ZooKeeperCookie:
+    """``cookie admin --list``: the bookie's cookie in ZooKeeper (its znode path, without a store None)."""
+
+    path: str | None
+    exists: bool
+    version: int | None
+    bookie_host: str | None
+
+
+@dataclass(frozen=True)
+class LocalCookie:
+    """``cookie admin --list``: a directory's ``current/VERSION``, and whether it is ZooKeeper's cookie."""
+
+    dir: str
+    path: str
+    exists: bool
+    bookie_host: str | None
+    matches_zookeeper: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
+class CookieListing:
+    """``cookie admin --list``: the configured bookie's cookies, in ZooKeeper and in each directory."""
+
+    bookie_id: str
+    zookeeper: ZooKeeperCookie
+    local: list[LocalCookie]
+
+
+@dataclass(frozen=True)
+class CookiesDeleted:
+    """``cookie admin --delete``: the VERSION files removed and whether ZooKeeper's cookie went too."""
+
+    bookie_id: str
+    deleted_files: list[str]
+    zookeeper_deleted: bool
+
+
+@dataclass(frozen=True)
+class StorageExpanded:
+    """``cookie admin --expand``: the start-up check's outcome and the directories it stamped."""
+
+    bookie_id: str
+    outcome: str
+    added_dirs: list[str]
+
+
+@dataclass(frozen=True)
+class CookieRenamed:
+    """``cookie admin --from-id`` (``--hostname``, ``--ip``): the cookie moved to the configured id."""
+
+    bookie_id: str
+    old_bookie_id: str
+    rewritten_dirs: list[str]
+    zookeeper_created: bool
+    old_cookie_deleted: bool
+
+
+def cookie_doc(
+    bookie_id: str, cookie: Cookie, version: int | None, previous: CookieInfo | None = None, file: str | None = None
+) -> CookieInfo:
+    """A cookie as the cookie commands describe it."""
+    return CookieInfo(
+        bookie_id,
+        cookie.bookie_id,
+        list(cookie.journal_dirs),
+        list(cookie.ledger_dirs),
+        None if cookie.index_dirs is None else list(cookie.index_dirs),
+        cookie.instance_id,
+        cookie.layout_version,
+        version,
+        cookie.serialize().decode("utf-8"),
+        previous,
+        file,
+    )
 
 
 def _check_id(bookie_id: str) -> str:
@@ -58,7 +151,7 @@ def _check_host(bookie_id: str, cookie: Cookie, path: str) -> None:
         raise BadInput(f"{path} is the cookie of bookie {cookie.bookie_id}, not of {bookie_id}")
 
 
-def get(store: MetadataStore, bookie_id: str) -> dict:
+def get(store: MetadataStore, bookie_id: str) -> CookieInfo:
     found = store.cookies.get(_check_id(bookie_id))
     if found is None:
         from bkctl.wire.metadata.errors import NoSuchCookie
@@ -67,7 +160,7 @@ def get(store: MetadataStore, bookie_id: str) -> dict:
     return cookie_doc(bookie_id, *found)
 
 
-def create(store: MetadataStore, bookie_id: str, path: str) -> dict:
+def create(store: MetadataStore, bookie_id: str, path: str) -> CookieInfo:
     """ZooKeeper create (exit 4 if the bookie has a cookie already)."""
     cookie = read_cookie_file(path)
     _check_host(_check_id(bookie_id), cookie, path)
@@ -75,7 +168,7 @@ def create(store: MetadataStore, bookie_id: str, path: str) -> dict:
     return cookie_doc(bookie_id, cookie, version)
 
 
-def update(store: MetadataStore, bookie_id: str, path: str) -> dict:
+def update(store: MetadataStore, bookie_id: str, path: str) -> CookieInfo:
     """Replace the stored cookie (compare-and-set on the version just read; exit 3 without one)."""
     cookie = read_cookie_file(path)
     _check_host(_check_id(bookie_id), cookie, path)
@@ -85,9 +178,7 @@ def update(store: MetadataStore, bookie_id: str, path: str) -> dict:
 
         raise NoSuchCookie(bookie_id)
     version = store.cookies.put(bookie_id, cookie, version=found[1])
-    doc = cookie_doc(bookie_id, cookie, version)
-    doc["previous"] = cookie_doc(bookie_id, *found)
-    return doc
+    return cookie_doc(bookie_id, cookie, version, previous=cookie_doc(bookie_id, *found))
 
 
 def _refuse_registered(store: MetadataStore, bookie_id: str) -> None:
@@ -95,7 +186,7 @@ def _refuse_registered(store: MetadataStore, bookie_id: str) -> None:
         raise Conflict(f"bookie {bookie_id} is running (registered in ZooKeeper); stop it first")
 
 
-def delete(store: MetadataStore, bookie_id: str, confirm: Callable[[], object] | None = None) -> dict:
+def delete(store: MetadataStore, bookie_id: str, confirm: Callable[[], object] | None = None) -> CookieDeleted:
     """Delete the ZooKeeper cookie of a bookie that is not running (exit 4 while it is)."""
     found = store.cookies.get(_check_id(bookie_id))
     if found is None:
@@ -106,7 +197,7 @@ def delete(store: MetadataStore, bookie_id: str, confirm: Callable[[], object] |
     if confirm is not None:
         confirm()
     store.cookies.delete(bookie_id, found[1])
-    return {"bookie_id": bookie_id, "deleted": True, "version": found[1]}
+    return CookieDeleted(bookie_id, True, found[1])
 
 
 def generate(
@@ -116,7 +207,7 @@ def generate(
     ledger_dirs: list[str],
     index_dirs: list[str] | None,
     out: str,
-) -> dict:
+) -> CookieInfo:
     """Write a cookie for these directories to ``out`` (layout 5, Java's text format)."""
     cookie = Cookie(
         _check_id(bookie_id),
@@ -128,9 +219,7 @@ def generate(
     data = cookie.serialize()
     with open(out, "wb") as f:
         f.write(data)
-    doc = cookie_doc(bookie_id, cookie, None)
-    doc["file"] = out
-    return doc
+    return cookie_doc(bookie_id, cookie, None, file=out)
 
 
 def split_dirs(values: Iterable[str] | None) -> list[str]:
@@ -168,7 +257,7 @@ def version_path(d: str) -> str:
     return os.path.join(layout.current_dir(d), layout.VERSION_FILE)
 
 
-def admin_list(store: MetadataStore | None, dirs: BookieDirs) -> dict:
+def admin_list(store: MetadataStore | None, dirs: BookieDirs) -> CookieListing:
     """The local VERSION files and the ZooKeeper cookie of the configured bookie."""
     from bkctl.wire.metadata import paths
 
@@ -176,28 +265,25 @@ def admin_list(store: MetadataStore | None, dirs: BookieDirs) -> dict:
     local = []
     for d, c in _local_cookies(dirs).items():
         local.append(
-            {
-                "dir": d,
-                "path": version_path(d),
-                "exists": c is not None,
-                "bookie_host": c.bookie_id if isinstance(c, Cookie) else None,
-                "matches_zookeeper": isinstance(c, Cookie) and zk is not None and c == zk[0],
-                "error": c if isinstance(c, str) else None,
-            }
+            LocalCookie(
+                d,
+                version_path(d),
+                c is not None,
+                c.bookie_id if isinstance(c, Cookie) else None,
+                isinstance(c, Cookie) and zk is not None and c == zk[0],
+                c if isinstance(c, str) else None,
+            )
         )
-    return {
-        "bookie_id": dirs.known_id,
-        "zookeeper": {
-            "path": paths.cookie_path(dirs.known_id, store.root) if store is not None else None,
-            "exists": zk is not None,
-            "version": zk[1] if zk else None,
-            "bookie_host": zk[0].bookie_id if zk else None,
-        },
-        "local": local,
-    }
+    zookeeper = ZooKeeperCookie(
+        paths.cookie_path(dirs.known_id, store.root) if store is not None else None,
+        zk is not None,
+        zk[1] if zk else None,
+        zk[0].bookie_id if zk else None,
+    )
+    return CookieListing(dirs.known_id, zookeeper, local)
 
 
-def admin_delete(store: MetadataStore, dirs: BookieDirs, confirm: Callable[[int, bool], object]) -> dict:
+def admin_delete(store: MetadataStore, dirs: BookieDirs, confirm: Callable[[int, bool], object]) -> CookiesDeleted:
     """Delete every local VERSION file and the ZooKeeper cookie (``confirm(what)`` asked first)."""
     _refuse_registered(store, dirs.known_id)
     files = [version_path(d) for d, c in _local_cookies(dirs).items() if c is not None]
@@ -209,10 +295,10 @@ def admin_delete(store: MetadataStore, dirs: BookieDirs, confirm: Callable[[int,
         os.unlink(f)
     if zk is not None:
         store.cookies.delete(dirs.known_id, zk[1])
-    return {"bookie_id": dirs.known_id, "deleted_files": files, "zookeeper_deleted": zk is not None}
+    return CookiesDeleted(dirs.known_id, files, zk is not None)
 
 
-def admin_expand(store: MetadataStore, dirs: BookieDirs) -> dict:
+def admin_expand(store: MetadataStore, dirs: BookieDirs) -> StorageExpanded:
     """Accept new empty ledger/index directories: stamp them and rewrite the ZooKeeper cookie
     (bookied's start-up check with allowStorageExpansion=true)."""
     from bkctl.wire.bookie_disk.identity import IdentityError, check_and_stamp
@@ -223,14 +309,10 @@ def admin_expand(store: MetadataStore, dirs: BookieDirs) -> dict:
         outcome = check_and_stamp(store, dirs.cookie(store.cluster.instance_id()), allow_expansion=True)
     except IdentityError as e:
         raise Conflict(str(e)) from None
-    return {
-        "bookie_id": dirs.known_id,
-        "outcome": outcome,
-        "added_dirs": [d for d in dirs.all if d not in before] if outcome != "ok" else [],
-    }
+    return StorageExpanded(dirs.known_id, outcome, [d for d in dirs.all if d not in before] if outcome != "ok" else [])
 
 
-def admin_rename(store: MetadataStore, dirs: BookieDirs, old_id: str) -> dict:
+def admin_rename(store: MetadataStore, dirs: BookieDirs, old_id: str) -> CookieRenamed:
     """Move a stopped bookie's cookie from ``old_id`` to the configured id.
 
     Java's order: every local VERSION gets the cookie with the new id, the
@@ -271,10 +353,4 @@ def admin_rename(store: MetadataStore, dirs: BookieDirs, old_id: str) -> dict:
     if old is not None:
         store.cookies.delete(old_id, old[1])
         old_deleted = True
-    return {
-        "bookie_id": new_id,
-        "old_bookie_id": old_id,
-        "rewritten_dirs": rewritten,
-        "zookeeper_created": new is None,
-        "old_cookie_deleted": old_deleted,
-    }
+    return CookieRenamed(new_id, old_id, rewritten, new is None, old_deleted)
