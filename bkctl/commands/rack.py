@@ -43,7 +43,7 @@ def rack_set(app: App, bookie_id: str, rack_name: str, group: str, hostname: str
     from ..ops.racks import set_rack
 
     doc = set_rack(app.store, bookie_id, rack_name, group, hostname, allow_unknown=allow_unknown)
-    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id}: rack {doc['rack']} (group {group})"))
+    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id}: rack {doc.rack} (group {group})"))
 
 
 @rack.command("get")
@@ -61,9 +61,9 @@ def rack_get(app: App, bookie_id: str):
             app,
             [
                 ("bookie", bookie_id),
-                ("rack", doc.get("rack")),
-                ("group", doc["group"]),
-                ("hostname", doc.get("hostname")),
+                ("rack", doc.rack),
+                ("group", doc.group),
+                ("hostname", doc.hostname),
             ],
         ),
     )
@@ -77,7 +77,7 @@ def rack_delete(app: App, bookie_id: str):
     from ..ops.racks import delete_rack
 
     doc = delete_rack(app.store, bookie_id)
-    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id} removed from rack {doc.get('rack')}"))
+    emit(app, doc, lambda: app.console.print(f"bookie {bookie_id} removed from rack {doc.rack}"))
 
 
 @rack.command("list")
@@ -93,6 +93,6 @@ def rack_list(app: App):
         lambda rows: table(
             app,
             ["rack", "bookie", "state", "group", "hostname"],
-            ((r["rack"], r["bookie_id"], r["state"], r["group"], r["hostname"]) for r in rows),
+            ((r.rack, r.bookie_id, r.state.value, r.group, r.hostname) for r in rows),
         ),
     )

@@ -8,14 +8,52 @@ from the others.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.errors import NotFound
 
 from .errors import BadInput, OpFailed
+from .results import omitted_when_none
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
+
+
+@dataclass(frozen=True)
+class RackPlacement:
+    """A bookie's entry in the rack map: its group, and what Pulsar's BookieInfo holds (its rack,
+    a host name when one was given)."""
+
+    bookie_id: str
+    group: str
+    rack: str | None = omitted_when_none()
+    hostname: str | None = omitted_when_none()
+
+
+def _placement(bookie: str, group: str, info: dict[str, Any]) -> RackPlacement:
+    return RackPlacement(bookie, group, info.get("rack"), info.get("hostname"))
+
+
+class BookieState(Enum):
+    """Whether a bookie of the rack map is registered, and how."""
+
+    WRITABLE = "writable"
+    READONLY = "readonly"
+    NOT_REGISTERED = "not registered"
+
+
+@dataclass(frozen=True)
+class RackRow:
+    """A line of ``rack list``."""
+
+    group: str
+    rack: str | None
+    bookie_id: str
+    hostname: str | None
+    state: BookieState
 
 
 def _check(bookie: str) -> str:
@@ -26,7 +64,7 @@ def _check(bookie: str) -> str:
     return bookie
 
 
-def _update(store: MetadataStore, change) -> dict:
+def _update(store: MetadataStore, change: Callable[[dict], RackPlacement]) -> RackPlacement:
     from bkctl.wire.metadata.errors import VersionConflict
 
     for _ in range(20):
@@ -47,7 +85,7 @@ def set_rack(
     group: str = "default",
     hostname: str | None = None,
     allow_unknown: bool = False,
-) -> dict:
+) -> RackPlacement:
     """Put ``bookie`` in ``rack``; a bookie the cluster does not know (not
     registered, no cookie) only with ``allow_unknown`` (exit 3 otherwise)."""
     from bkctl.wire.metadata.racks import RackMapError, normalize_rack
@@ -62,7 +100,7 @@ def set_rack(
     except RackMapError as e:
         raise BadInput(str(e)) from None
 
-    def change(doc):
+    def change(doc: dict) -> RackPlacement:
         for members in doc.values():
             members.pop(bookie, None)
         info = {"rack": rack}
@@ -71,28 +109,28 @@ def set_rack(
         doc.setdefault(group, {})[bookie] = info
         for name in [g for g, members in doc.items() if not members]:
             del doc[name]
-        return {"bookie_id": bookie, "group": group, **info}
+        return _placement(bookie, group, info)
 
     return _update(store, change)
 
 
-def get_rack(store: MetadataStore, bookie: str) -> dict:
+def get_rack(store: MetadataStore, bookie: str) -> RackPlacement:
     _check(bookie)
     doc, _ = store.racks.read()
     for group, members in doc.items():
         if bookie in members:
-            return {"bookie_id": bookie, "group": group, **members[bookie]}
+            return _placement(bookie, group, members[bookie])
     raise NotFound(f"bookie {bookie} is not in the rack map")
 
 
-def delete_rack(store: MetadataStore, bookie: str) -> dict:
+def delete_rack(store: MetadataStore, bookie: str) -> RackPlacement:
     _check(bookie)
 
-    def change(doc):
+    def change(doc: dict) -> RackPlacement:
         found = None
         for group, members in list(doc.items()):
             if bookie in members:
-                found = {"bookie_id": bookie, "group": group, **members.pop(bookie)}
+                found = _placement(bookie, group, members.pop(bookie))
                 if not members:
                     del doc[group]
         if found is None:
@@ -102,7 +140,7 @@ def delete_rack(store: MetadataStore, bookie: str) -> dict:
     return _update(store, change)
 
 
-def list_racks(store: MetadataStore) -> list[dict]:
+def list_racks(store: MetadataStore) -> list[RackRow]:
     """One row per bookie: group, rack, bookie_id, hostname, state (writable,
     read-only, or not registered), sorted by rack."""
     doc, _ = store.racks.read()
@@ -110,14 +148,12 @@ def list_racks(store: MetadataStore) -> list[dict]:
     rows = []
     for group, members in doc.items():
         for bookie, info in members.items():
-            state = "writable" if bookie in writable else "readonly" if bookie in readonly else "not registered"
-            rows.append(
-                {
-                    "group": group,
-                    "rack": info.get("rack"),
-                    "bookie_id": bookie,
-                    "hostname": info.get("hostname"),
-                    "state": state,
-                }
+            state = (
+                BookieState.WRITABLE
+                if bookie in writable
+                else BookieState.READONLY
+                if bookie in readonly
+                else BookieState.NOT_REGISTERED
             )
-    return sorted(rows, key=lambda r: (str(r["rack"]), r["bookie_id"]))
+            rows.append(RackRow(group, info.get("rack"), bookie, info.get("hostname"), state))
+    return sorted(rows, key=lambda r: (str(r.rack), r.bookie_id))
