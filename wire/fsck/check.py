@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from bkctl.wire.client.pool import BookiePool
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-__all__ = ["BookieRequests", "CheckOptions", "Held", "check_ledger", "confirm_lost", "held_by"]
+__all__ = ["BookieRequests", "CheckOptions", "Held", "asks_bookies", "check_ledger", "confirm_lost", "held_by"]
 
 
 class Held:
@@ -292,6 +292,13 @@ def _read_first(wanted: list[int], sampled: set[int]) -> bool:
     if not wanted or len(wanted) > len(sampled) + 1:
         return False
     return sum(1 for e in wanted if e not in sampled) <= 1
+
+
+def asks_bookies(md: LedgerMetadata) -> bool:
+    """Whether :func:`check_ledger` has anything to ask the bookies about: False for a ledger
+    with no entry any bookie should hold yet (an empty closed one, an open one whose only
+    segment is its open last), whose check is None by its metadata alone."""
+    return bool(_segments(md))
 
 
 async def check_ledger(
