@@ -8,6 +8,7 @@ import io
 import pytest
 
 from bkctl.backup.storage import LocalStorage
+from bkctl.wire.backup import archive
 from bkctl.wire.backup.archive import DataWriter, read_data
 from bkctl.wire.errors import ArchiveDamaged
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
@@ -40,6 +41,39 @@ def test_a_damaged_data_object_is_refused(damage):
     data, sha = _object([b"a", b"bcd"])
     with pytest.raises(ArchiveDamaged):
         list(read_data(io.BytesIO(damage(data)), 7, sha))
+
+
+class CountedReads(io.BytesIO):
+    """A stream that counts its reads and gives at most ``most`` bytes a read (a network body)."""
+
+    def __init__(self, data: bytes, most: int | None = None):
+        super().__init__(data)
+        self.reads = 0
+        self.most = most
+
+    def read(self, n=-1):
+        self.reads += 1
+        if self.most is not None and (n < 0 or n > self.most):
+            n = self.most
+        return super().read(n)
+
+
+def test_a_data_object_is_read_in_blocks_not_twice_an_entry():
+    entries = [bytes([i % 256]) * 100 for i in range(5000)]
+    data, sha = _object(entries)
+    stream = CountedReads(data)
+    assert [p for _e, p in read_data(stream, 7, sha)] == entries
+    assert stream.reads <= 10  # 560 KiB in blocks of 64 KiB, and the end; two an entry would be 10,000
+
+
+@pytest.mark.parametrize("most", [1, 7, 1000])
+def test_short_reads_and_entries_across_blocks_read_back_whole(monkeypatch, most):
+    monkeypatch.setattr(archive, "READ_BLOCK", 64)  # entries straddle the blocks
+    entries = [b"x" * n for n in (0, 1, 63, 64, 65, 200, 3)]
+    data, sha = _object(entries)
+    assert [p for _e, p in read_data(CountedReads(data, most), 7, sha)] == entries
+    with pytest.raises(ArchiveDamaged, match="ends early"):
+        list(read_data(CountedReads(data[:-2], most), 7, sha))
 
 
 def test_the_hash_is_checked_even_when_every_entry_reads():

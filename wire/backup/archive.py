@@ -151,36 +151,59 @@ class DataWriter:
         self.payload_bytes += len(payload)
 
 
+#: bytes a data object is read in at a time (:func:`read_data`): larger blocks cost more in
+#: fresh memory than they save in calls
+READ_BLOCK = 64 << 10
+
+
 def read_data(f: ByteStream, ledger_id: int, expect_sha256: str | None = None) -> Iterator[tuple[int, bytes]]:
     """The entries of a data object, each checked against its CRC32C; at the end the SHA-256
     of the object's index (:class:`DataWriter`) against ``expect_sha256``
-    (:class:`ArchiveDamaged` on any mismatch)."""
+    (:class:`ArchiveDamaged` on any mismatch).  The object is read in blocks of
+    :data:`READ_BLOCK` (two reads an entry cost more than the entry's CRC, more still from S3)."""
     sha = hashlib.sha256()
+    buf = b""
+    pos = 0
+    ended = False
 
-    def take(n: int) -> bytes:
-        data = f.read(n)
-        if len(data) != n:
-            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
-        sha.update(data)
-        return data
+    def have(need: int) -> bool:
+        """Whether ``buf[pos:]`` holds ``need`` bytes, reading blocks until it does or the object ends."""
+        nonlocal buf, pos, ended
+        while len(buf) - pos < need and not ended:
+            block = f.read(max(READ_BLOCK, need - (len(buf) - pos)))
+            if not block:
+                ended = True
+            else:
+                buf = buf[pos:] + block
+                pos = 0
+        return len(buf) - pos >= need
 
-    magic, lid = _HEADER.unpack(take(_HEADER.size))
+    if not have(_HEADER.size):
+        raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
+    magic, lid = _HEADER.unpack_from(buf, pos)
+    sha.update(buf[pos : pos + _HEADER.size])
+    pos += _HEADER.size
     if magic != MAGIC or lid != ledger_id:
         raise ArchiveDamaged(f"ledger {ledger_id}: not its data object (header {magic!r}, ledger {lid})")
     expected = 0
+    head_size = _ENTRY.size
+    unpack = _ENTRY.unpack_from
     while True:
-        head = f.read(_ENTRY.size)
-        if not head:
-            break
-        if len(head) != _ENTRY.size:
+        if len(buf) - pos < head_size and not have(head_size):
+            if pos == len(buf):
+                break  # the end, between two entries
             raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
-        sha.update(head)
-        entry_id, length, crc = _ENTRY.unpack(head)
+        entry_id, length, crc = unpack(buf, pos)
+        sha.update(buf[pos : pos + head_size])
         if entry_id != expected:
             raise ArchiveDamaged(f"ledger {ledger_id}: entry {entry_id} where {expected} was expected")
-        payload = f.read(length)
-        if len(payload) != length:
-            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
+        end = pos + head_size + length
+        if end > len(buf):
+            if not have(head_size + length):
+                raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
+            end = pos + head_size + length
+        payload = buf[end - length : end]
+        pos = end
         if crc32c(payload) != crc:
             raise ArchiveDamaged(f"ledger {ledger_id} entry {entry_id}: CRC32C does not match")
         expected += 1
