@@ -23,7 +23,7 @@ import tomllib
 
 import pytest
 
-from tests.repo.sources import MODULES, ROOT, imports, tree
+from tests.repo.sources import MODULES, ROOT, imports, nodes, tree
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
@@ -147,7 +147,7 @@ OPS_EXCEPTIONS = {
 def regexes(path) -> list[str]:
     """``line: re.call`` for each regular expression the file applies (``re.compile``, ``re.match``...)."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RE_CALLS:
             if isinstance(node.func.value, ast.Name) and node.func.value.id == "re":
                 found.append(f"{node.lineno}: re.{node.func.attr}")
@@ -168,7 +168,7 @@ def format_imports(module: str, path) -> list[str]:
 def exit_codes(module: str, path) -> list[str]:
     """What ties ``module`` to exit codes: an import of ``bkctl.exitcodes``, a name ``CommandError``."""
     found = [f"imports {i}" for i in imports(module, path, False) if i == "bkctl.exitcodes"]
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.Name) and node.id == "CommandError":
             found.append(f"{node.lineno}: CommandError")
     return found
@@ -184,7 +184,7 @@ def classes_beyond_results(module: str, path) -> list[str]:
     """The classes ``module`` defines that are not results (dataclass, NamedTuple, Enum); the errors
     module's exceptions are its results."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if not isinstance(node, ast.ClassDef):
             continue
         decorators = {

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo.sources import MODULES, tree
+from tests.repo.sources import MODULES, nodes, tree
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
@@ -65,7 +65,7 @@ def _private(name: str) -> bool:
 def reaches(path: Path) -> list[str]:
     """``line: what`` for each access to an underscored name of something not self/cls/super()."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.Attribute) and _private(node.attr) and not _own(node.value):
             what = ast.unparse(node)
             if what not in PUBLIC_QUALIFIED:
@@ -89,7 +89,7 @@ def reaches(path: Path) -> list[str]:
 def private_imports(path: Path) -> list[str]:
     """``line: what`` for each ``from m import _name`` (an underscored name, not a dunder)."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.ImportFrom):
             dots = "." * node.level
             for alias in node.names:
@@ -103,14 +103,14 @@ def switch_reads(path: Path) -> list[str]:
     and comments are prose) and each use of a module-level switch ``fastpath.ENABLED``."""
     docstrings = {
         id(n.body[0].value)
-        for n in ast.walk(tree(path))
+        for n in nodes(tree(path))
         if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
         and n.body
         and isinstance(n.body[0], ast.Expr)
         and isinstance(n.body[0].value, ast.Constant)
     }
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if (
             isinstance(node, ast.Constant)
             and isinstance(node.value, str)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo.sources import MODULES, tree
+from tests.repo.sources import MODULES, nodes, tree
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
@@ -33,7 +33,7 @@ _STORE_NAME = re.compile(r"(^|\.)_?\w*store$", re.IGNORECASE)
 def back_doors(path: Path) -> list[str]:
     """``line: what`` for each kazoo import and each raw-client access in the file."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -20,7 +20,7 @@ from collections import deque
 
 import pytest
 
-from tests.repo.sources import MODULES, ROOT, imports, suite_modules, tree
+from tests.repo.sources import MODULES, ROOT, imports, nodes, suite_modules, tree
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
@@ -63,7 +63,7 @@ def consults(module: str) -> bool:
     ``build()``, or replaces one of them)."""
     if SWITCH not in runtime_imports()[module]:
         return False
-    for node in ast.walk(tree(KNOWN[module])):
+    for node in nodes(tree(KNOWN[module])):
         if (
             isinstance(node, ast.Attribute)
             and node.attr in _CONSULTING

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repo.sources import MODULES, tree
+from tests.repo.sources import MODULES, nodes, tree
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
@@ -93,7 +93,7 @@ def _is_none(node: ast.expr) -> bool:
 def c_imports(module: str, path: Path) -> list[str]:
     """``line: what`` for each import of a C extension, and each string naming one."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.Import):
             found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name in C_EXTENSIONS]
         elif isinstance(node, ast.ImportFrom):
@@ -111,7 +111,7 @@ def c_imports(module: str, path: Path) -> list[str]:
 def selections(path: Path) -> list[str]:
     """``what`` for each ``fastpath.selected()``/``fastpath.build(...)`` (or the names imported)."""
     found = []
-    for node in ast.walk(tree(path)):
+    for node in nodes(tree(path)):
         if isinstance(node, ast.Call):
             func = node.func
             name = (
@@ -131,7 +131,7 @@ def selections(path: Path) -> list[str]:
 def _imported_from_fastpath(path: Path, name: str) -> bool:
     return any(
         isinstance(n, ast.ImportFrom) and (n.module or "").endswith("fastpath") and any(a.name == name for a in n.names)
-        for n in ast.walk(tree(path))
+        for n in nodes(tree(path))
     )
 
 
@@ -150,12 +150,12 @@ def _twin_params(module_tree: ast.AST, twin_names: dict[ast.AST, set[str]]) -> d
     of a twins record, or a name bound to one (``_typed(rows, twins.avro_columns)``, then
     ``_typed(..., avrocols)`` compared with None); by the callee's name, methods through ``self``."""
     by_name: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
-    for node in ast.walk(module_tree):
+    for node in nodes(module_tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             by_name.setdefault(node.name, []).append(node)
     out: dict[ast.AST, set[str]] = {}
     for caller, names in twin_names.items():
-        for call in ast.walk(caller):
+        for call in nodes(caller):
             if not isinstance(call, ast.Call):
                 continue
             func = call.func
@@ -203,12 +203,10 @@ def choices(path: Path) -> list[str]:
     binding or a call given a twin returned compared with None."""
     found = []
     module_tree = tree(path)
-    functions = [
-        fn for fn in ast.walk(module_tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-    ]
+    functions = [fn for fn in nodes(module_tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
     # names bound to a field of a twins record, in each function; then the parameters given one
     twin_names = {
-        fn: {t.id for node in ast.walk(fn) for t, v in _bound(node) if isinstance(t, ast.Name) and _twin_field(v)}
+        fn: {t.id for node in nodes(fn) for t, v in _bound(node) if isinstance(t, ast.Name) and _twin_field(v)}
         for fn in functions
     }
     for _ in range(3):  # a twin handed on through a few calls
@@ -222,7 +220,7 @@ def choices(path: Path) -> list[str]:
 
         # names bound to what a c_* binding returned, or a call given a twin (or one of its members)
         from_c = set()
-        for node in ast.walk(fn):
+        for node in nodes(fn):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 call = node.value
                 func = call.func
@@ -233,7 +231,7 @@ def choices(path: Path) -> list[str]:
                     or any(twin(a) for a in given)
                 ):
                     from_c |= {n for t in node.targets for n in _names(t)}
-        for node in ast.walk(fn):
+        for node in nodes(fn):
             if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)):
                 left, right = node.left, node.comparators[0]
                 if not _is_none(right):
