@@ -68,3 +68,43 @@ def test_ledgers_with_nothing_on_the_bookies_are_judged_without_the_reactor(monk
     assert run.totals.ledgers == len(empty) + len(opened) + 1
     assert [(f.ledger_id, f.kind) for f in findings][0] == (empty[0], Kind.MARKED_HEALTHY)
     assert [f.ledger_id for f in findings][1:] == [full]
+
+
+def test_the_owner_of_a_ledger_naming_no_topic_is_looked_up_not_scanned_for(monkeypatch):
+    """fsck names the owner of each damaged ledger; one whose metadata names no managed ledger
+    (a plain ledger, or one an older broker made) is looked for in every topic: indexed once,
+    not every topic scanned a finding (2.6 s each at 10^4 topics: hours at 10^6 ledgers)."""
+    from bkctl.wire.domain.ownership import Owners
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from bkctl.wire.pulsar.topics import ManagedLedger
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    for t in range(5):
+        info = ml.ManagedLedgerInfo()
+        for lid in (100 * t + 1, 100 * t + 2):
+            info.ledgerInfo.add(ledgerId=lid, entries=1)
+        cursor = ml.ManagedCursorInfo(cursorsLedgerId=100 * t + 50, markDeleteLedgerId=100 * t + 1)
+        store.pulsar.put_managed_ledger(
+            f"acme/ns/persistent/t{t}", info.SerializeToString(), {"sub": cursor.SerializeToString()}
+        )
+    listings = []
+    ledger_ids = ManagedLedger.ledger_ids
+
+    def counted(self):
+        listings.append(self.name)
+        return ledger_ids.fget(self)
+
+    monkeypatch.setattr(ManagedLedger, "ledger_ids", property(counted))
+    owners = Owners(store)
+    plain = LedgerMetadata.new([A, B], 2, 2, password=b"")
+    answers = [owners.owner_of(lid, plain) for lid in (302, 450, 999, 1, 999)]
+    assert [(o.owner, o.topic, o.cursor) for o in answers] == [
+        ("topic", "persistent://acme/ns/t3", None),
+        ("cursor", "persistent://acme/ns/t4", "sub"),
+        ("not-pulsar", None, None),
+        ("topic", "persistent://acme/ns/t0", None),
+        ("not-pulsar", None, None),
+    ]
+    assert len(listings) == 5  # each managed ledger's listing read once, not once a ledger asked

@@ -238,6 +238,10 @@ class Owners:
         self.young_seconds = young_seconds  # an orphan younger than this carries a caution
         self._named: dict[str, list[ManagedLedger]] = {}
         self._every: list[ManagedLedger] | None = None
+        #: every managed ledger's data and cursor ledgers -> (managed ledger, cursor or None),
+        #: built once for the ledgers that name no managed ledger (a scan of every topic a
+        #: ledger: 2.6 s each at 10^4 topics, hours for an fsck's findings)
+        self._index: dict[int, tuple[ManagedLedger, str | None]] | None = None
 
     def candidates(self, custom: dict[str, str]) -> list[ManagedLedger]:
         named = custom.get(MANAGED_LEDGER_KEY)
@@ -248,6 +252,27 @@ class Owners:
         if self._every is None:
             self._every = list(candidates(self.topics, {}))
         return self._every
+
+    def _listing(self, ledger_id: int, custom: dict[str, str]) -> tuple[ManagedLedger, str | None] | None:
+        """The first of :meth:`candidates` listing ``ledger_id``, and the cursor whose ledger
+        it is (None: a data ledger); every managed ledger's listings indexed once."""
+        if not custom.get(MANAGED_LEDGER_KEY):
+            if self._index is None:
+                index: dict[int, tuple[ManagedLedger, str | None]] = {}
+                for ml in self.candidates(custom):
+                    for listed in ml.ledger_ids:
+                        index.setdefault(listed, (ml, None))
+                    for cursor, info in ml.cursors.items():
+                        index.setdefault(info.cursorsLedgerId, (ml, cursor))
+                self._index = index
+            return self._index.get(ledger_id)
+        for ml in self.candidates(custom):
+            if ledger_id in ml.ledger_ids:
+                return ml, None
+            for cursor, info in ml.cursors.items():
+                if info.cursorsLedgerId == ledger_id:
+                    return ml, cursor
+        return None
 
     def owner_of(self, ledger_id: int, md: LedgerMetadata, now_ms: int | None = None) -> LedgerOwnership:
         """:func:`ledger_owner`'s answer for a ledger whose metadata ``md`` was read."""
@@ -278,15 +303,15 @@ class Owners:
                         "a schema ledger before its locator names it, so it may be named soon"
                     )
             return out
-        for ml in self.candidates(custom):
+        found = self._listing(ledger_id, custom)
+        if found is not None:
+            ml, cursor = found
             topic = None if ml.topic is None else str(ml.topic)
-            if ledger_id in ml.ledger_ids:
+            if cursor is None:
                 out.owner, out.topic, out.managed_ledger = "topic", topic, ml.name
-                return out
-            for cursor, info in ml.cursors.items():
-                if info.cursorsLedgerId == ledger_id:
-                    out.owner, out.topic, out.cursor, out.managed_ledger = "cursor", topic, cursor, ml.name
-                    return out
+            else:
+                out.owner, out.topic, out.cursor, out.managed_ledger = "cursor", topic, cursor, ml.name
+            return out
         out.owner = "orphan" if component else "not-pulsar"
         out.listed = False
         if component and CURSOR_KEY in custom:
