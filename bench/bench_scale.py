@@ -93,6 +93,8 @@ class Figure:
     peak_rss_mib: float
     load: str
     rc: int
+    #: user + system CPU seconds of the command (under load the wall time is mostly waiting)
+    cpu: float = 0.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +213,8 @@ def timed(label: str, cmd: list[str], env: dict[str, str], zk: str) -> Figure:
     requests = zk_requests(zk) - before - 1
     if proc.returncode != 0:
         print(f"  {label}: exit {proc.returncode}: {err[0][-400:].decode(errors='replace')}", flush=True)
-    return Figure(label, seconds, lines, requests, usage.ru_maxrss / 1024, load, proc.returncode)
+    cpu = usage.ru_utime + usage.ru_stime
+    return Figure(label, seconds, lines, requests, usage.ru_maxrss / 1024, load, proc.returncode, cpu)
 
 
 def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
@@ -280,7 +283,7 @@ def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
                 results.setdefault(label, {}).setdefault(side, []).append(fig)
                 rate = f.ledgers / fig.seconds
                 print(
-                    f"  {label:26} {side:5} {fig.seconds:8.2f} s {rate:>10,.0f} ledgers/s "
+                    f"  {label:26} {side:5} {fig.seconds:8.2f} s (CPU {fig.cpu:7.1f} s) {rate:>10,.0f} ledgers/s "
                     f"{fig.zk_requests:>9,} ZK requests  peak RSS {fig.peak_rss_mib:6.0f} MiB  "
                     f"{fig.lines:>9,} lines  exit {fig.rc}  [{fig.load}]",
                     flush=True,
