@@ -256,7 +256,9 @@ class _Finisher:
     def __init__(self, slots: int):
         self.pool = ThreadPoolExecutor(max_workers=max(1, slots), thread_name_prefix="backup-store")
         self.slots = threading.BoundedSemaphore(max(1, slots))
-        self.futures: list[Future[None]] = []
+        #: the jobs that failed: a job done well is forgotten (a million-ledger backup does
+        #: not keep a million futures; the pool's shutdown waits for those under way)
+        self.failed: list[Future[None]] = []
         self.lock = threading.Lock()
 
     def submit(self, job: Callable[[], None]) -> None:
@@ -273,16 +275,20 @@ class _Finisher:
         except BaseException:
             self.slots.release()
             raise
-        with self.lock:
-            self.futures.append(future)
+        future.add_done_callback(self._settled)
+
+    def _settled(self, future: Future[None]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            with self.lock:
+                self.failed.append(future)
 
     def wait(self) -> None:
         """Wait for every job; the first failure raised (the others waited for too)."""
         try:
-            for future in list(self.futures):
-                future.result()
-        finally:
             self.pool.shutdown(wait=True)
+        finally:
+            for future in self.failed:
+                future.result()
 
 
 class _Copier:

@@ -71,3 +71,26 @@ def test_the_incremental_check_reads_no_ledger_one_by_one(tmp_path):
     assert sorted(x.ledger_id for x in again.ledgers) == ids and not any(x.copied for x in again.ledgers)
     assert [c for c in store.calls if c[0].endswith("read_bytes")] == []  # the walk's reads serve the check
     assert len(bk.opened) == len(ids)  # each opened once, to be copied the first time
+
+
+def test_the_finisher_forgets_the_jobs_done_well_and_raises_a_failure():
+    import gc
+    from concurrent.futures import Future
+
+    import pytest
+
+    finisher = _Finisher(2)
+    for _ in range(500):
+        finisher.submit(lambda: None)
+    finisher.wait()
+    gc.collect()
+    assert sum(isinstance(o, Future) for o in gc.get_objects()) < 50  # not one a ledger copied
+
+    def fails() -> None:
+        raise OSError("archive not writable")
+
+    finisher = _Finisher(2)
+    finisher.submit(lambda: None)
+    finisher.submit(fails)
+    with pytest.raises(OSError, match="not writable"):
+        finisher.wait()
