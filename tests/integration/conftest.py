@@ -10,6 +10,7 @@ import pytest
 
 from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
+from tests.support.spark import worker_spark  # noqa: F401 - a fixture: one Spark session per test process
 
 
 @pytest.fixture

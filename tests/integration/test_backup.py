@@ -198,11 +198,10 @@ def exported(capsys, uri, out: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def spark(world):
+def spark(world, worker_spark):
+    """The worker's Spark session (tests/support/spark.py), after the module's cluster."""
     pytest.importorskip("pyspark")
-    from tests.support.spark import local_spark
-
-    yield from local_spark()
+    return worker_spark.session()
 
 
 def ledger_bytes(bk, ledger_id: int) -> list[bytes]:

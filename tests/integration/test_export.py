@@ -127,10 +127,9 @@ def cluster(zookeeper, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def spark(cluster):
-    from tests.support.spark import local_spark
-
-    yield from local_spark()
+def spark(cluster, worker_spark):
+    """The worker's Spark session (tests/support/spark.py), after the module's cluster."""
+    return worker_spark.session()
 
 
 def arrow_rows(out: Path) -> dict[int, list[tuple[int, bytes]]]:

@@ -651,11 +651,10 @@ def test_orphans_checks_a_candidate_again_before_reporting_it(pulsar_cluster, ca
 
 
 @pytest.fixture(scope="module")
-def spark(pulsar_cluster):
+def spark(pulsar_cluster, worker_spark):
+    """The worker's Spark session (tests/support/spark.py), after the module's cluster."""
     pytest.importorskip("pyspark")
-    from tests.support.spark import local_spark
-
-    yield from local_spark()
+    return worker_spark.session()
 
 
 def export_rows(out):

@@ -382,15 +382,17 @@ def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookke
     assert gone.returncode == 3, gone.stderr
 
 
-def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_cluster, monkeypatch):
+def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_cluster, worker_spark, monkeypatch):
     """spark.read.format("bookkeeper") on a topic whose ledgers are mostly in S3: the executors
-    (Spark's Python workers) GET the blocks with their own credentials, the AWS_* variables."""
+    (Spark's Python workers) GET the blocks with their own credentials, the AWS_* variables --
+    those of the environment the JVM starts in: a session of its own, the worker's stopped."""
     from bkctl.export.datasource import register
     from tests.support.spark import local_spark
 
     c = offload_cluster
     for key, value in c.s3.env().items():
         monkeypatch.setenv(key, value)
+    worker_spark.stop()
     case = "s3_d_chunking_small_blocks"
     for spark in local_spark():
         register(spark)

@@ -289,11 +289,10 @@ def test_the_delete_guard_follows_the_schema_registry(schema_cluster, capsys):
 
 
 @pytest.fixture(scope="module")
-def spark(schema_cluster):
+def spark(schema_cluster, worker_spark):
+    """The worker's Spark session (tests/support/spark.py), after the module's cluster."""
     pytest.importorskip("pyspark")
-    from tests.support.spark import local_spark
-
-    yield from local_spark()
+    return worker_spark.session()
 
 
 def export(capsys, c, out, *args):
