@@ -24,23 +24,20 @@ def cluster_info(app: App):
     doc = info(app.store, app.cluster_name)
 
     def human():
-        ar = doc["autorecovery"]
-        b = doc["bookies"]
+        ar = doc.autorecovery
+        b = doc.bookies
         fields(
             app,
             [
-                ("cluster", doc["cluster"] or "(not in the config file)"),
-                ("metadata URI", doc["uri"]),
-                ("instance id", doc["instance_id"]),
-                ("ledger manager", doc["layout"] and doc["layout"]["manager"]),
-                (
-                    "bookies",
-                    f"{len(b['writable'])} writable, {len(b['readonly'])} read-only, {len(b['all'])} with cookies",
-                ),
-                ("autorecovery", "enabled" if ar["enabled"] else "disabled"),
-                ("lost bookie delay", delay_text(ar["lost_bookie_recovery_delay"])),
-                ("under-replicated", ar["underreplicated"]),
-                ("auditor", ar["auditor"] or "none"),
+                ("cluster", doc.cluster or "(not in the config file)"),
+                ("metadata URI", doc.uri),
+                ("instance id", doc.instance_id),
+                ("ledger manager", doc.layout and doc.layout.manager),
+                ("bookies", f"{len(b.writable)} writable, {len(b.readonly)} read-only, {len(b.all)} with cookies"),
+                ("autorecovery", "enabled" if ar.enabled else "disabled"),
+                ("lost bookie delay", delay_text(ar.lost_bookie_recovery_delay)),
+                ("under-replicated", ar.underreplicated),
+                ("auditor", ar.auditor or "none"),
             ],
         )
 
@@ -86,7 +83,7 @@ def metaformat(app: App, force: bool, non_interactive: bool, with_bookies: bool)
         app,
         result,
         lambda: app.console.print(
-            f"formatted; new instance id {result.get('instance_id')}" if result["formatted"] else "not formatted"
+            f"formatted; new instance id {result.instance_id}" if result.formatted else "not formatted"
         ),
     )
 
@@ -473,7 +470,7 @@ def _toggle(app: App, enabled: bool) -> None:
     emit(
         app,
         doc,
-        lambda: app.console.print(f"autorecovery {state}" if doc["changed"] else f"autorecovery was already {state}"),
+        lambda: app.console.print(f"autorecovery {state}" if doc.changed else f"autorecovery was already {state}"),
     )
 
 

@@ -3,10 +3,71 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .results import omitted_when_none
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The cluster's LAYOUT znode: its ledger manager (short name, None for a factory unknown to
+    bkctl, and factory class)."""
+
+    manager: str | None
+    factory: str
+    format_version: int
+
+
+@dataclass(frozen=True)
+class RegisteredBookies:
+    """The bookies registered writable, read-only, and every bookie with a cookie (``all``)."""
+
+    writable: list[str]
+    readonly: list[str]
+    all: list[str]
+
+
+@dataclass(frozen=True)
+class AutorecoveryState:
+    """The autorecovery switch, lostBookieRecoveryDelay, the ledgers marked and the auditor."""
+
+    enabled: bool
+    lost_bookie_recovery_delay: int | None
+    underreplicated: int
+    auditor: str | None
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """``cluster info``: the cluster in use, its instance id and layout, bookies and autorecovery."""
+
+    uri: str
+    cluster: str | None
+    instance_id: str | None
+    layout: Layout | None
+    bookies: RegisteredBookies
+    autorecovery: AutorecoveryState
+
+
+@dataclass(frozen=True)
+class Formatted:
+    """``metaformat``: whether it formatted, whether a cluster was there, the new instance id."""
+
+    formatted: bool
+    existed: bool
+    instance_id: str | None = omitted_when_none()
+
+
+@dataclass(frozen=True)
+class AutorecoverySwitch:
+    """``autorecovery enable|disable``: the switch now, and whether this changed it."""
+
+    enabled: bool
+    changed: bool
 
 
 def require_cluster(store: MetadataStore) -> None:
@@ -27,27 +88,17 @@ def require_cluster(store: MetadataStore) -> None:
     )
 
 
-def cluster_info(store: MetadataStore, cluster_name: str | None = None) -> dict:
+def cluster_info(store: MetadataStore, cluster_name: str | None = None) -> ClusterInfo:
     layout = store.cluster.layout()
     writable, readonly = store.registration.writable_bookies(), store.registration.readonly_bookies()
-    return {
-        "uri": store.uri,
-        "cluster": cluster_name,
-        "instance_id": store.cluster.instance_id(),
-        "layout": None
-        if layout is None
-        else {
-            "manager": layout.manager,
-            "factory": layout.manager_factory_class,
-            "format_version": layout.format_version,
-        },
-        "bookies": {
-            "writable": sorted(writable),
-            "readonly": sorted(readonly),
-            "all": sorted(store.registration.all_bookies()),
-        },
-        "autorecovery": autorecovery_status(store),
-    }
+    return ClusterInfo(
+        store.uri,
+        cluster_name,
+        store.cluster.instance_id(),
+        None if layout is None else Layout(layout.manager, layout.manager_factory_class, layout.format_version),
+        RegisteredBookies(sorted(writable), sorted(readonly), sorted(store.registration.all_bookies())),
+        autorecovery_status(store),
+    )
 
 
 def registered_bookies(store: MetadataStore) -> list[str]:
@@ -55,7 +106,7 @@ def registered_bookies(store: MetadataStore) -> list[str]:
     return store.registration.writable_bookies() + [f"{b} (read-only)" for b in store.registration.readonly_bookies()]
 
 
-def metaformat(store: MetadataStore, confirm: Callable[[], bool], with_bookies: bool = False) -> dict:
+def metaformat(store: MetadataStore, confirm: Callable[[], bool], with_bookies: bool = False) -> Formatted:
     """BookKeeper's ``metaformat``: ``confirm()`` is asked only when the cluster already exists.
 
     Refuses (exit 4) while any bookie is registered, as ``cluster nuke`` does,
@@ -72,20 +123,20 @@ def metaformat(store: MetadataStore, confirm: Callable[[], bool], with_bookies: 
             "or give --with-registered-bookies",
         )
     if existed and not confirm():
-        return {"formatted": False, "existed": True}
+        return Formatted(False, True)
     store.cluster.format()
-    return {"formatted": True, "existed": existed, "instance_id": store.cluster.instance_id()}
+    return Formatted(True, existed, store.cluster.instance_id())
 
 
-def autorecovery_status(store: MetadataStore) -> dict:
-    return {
-        "enabled": store.underreplication.is_enabled(),
-        "lost_bookie_recovery_delay": store.underreplication.lost_bookie_recovery_delay(),
-        "underreplicated": store.underreplication.count(),
-        "auditor": store.auditor.current(),
-    }
+def autorecovery_status(store: MetadataStore) -> AutorecoveryState:
+    return AutorecoveryState(
+        store.underreplication.is_enabled(),
+        store.underreplication.lost_bookie_recovery_delay(),
+        store.underreplication.count(),
+        store.auditor.current(),
+    )
 
 
-def set_autorecovery(store: MetadataStore, enabled: bool) -> dict:
+def set_autorecovery(store: MetadataStore, enabled: bool) -> AutorecoverySwitch:
     changed = store.underreplication.enable() if enabled else store.underreplication.disable()
-    return {"enabled": enabled, "changed": changed}
+    return AutorecoverySwitch(enabled, changed)
