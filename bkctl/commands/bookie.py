@@ -70,6 +70,7 @@ _CONF = click.option(
 def bookieformat(app: App, conf: str, force: bool, delete_cookie: bool):
     """Wipe a stopped bookie's journal, ledger and index directories (run on the bookie's host)."""
     from ..ops.bookie_conf import bookie_dirs
+    from ..ops.bookies import BookieFormatted
     from ..ops.bookies import bookieformat as do_format
 
     dirs = bookie_dirs(conf)
@@ -86,8 +87,10 @@ def bookieformat(app: App, conf: str, force: bool, delete_cookie: bool):
         app,
         doc,
         lambda: app.console.print(
-            f"bookie {dirs.bookie_id} formatted ({len(doc['directories'])} directories)"
-            + ("; cookie deleted" if doc["cookie_deleted"] else "")
+            f"bookie {dirs.bookie_id} formatted ({len(doc.directories)} directories)"
+            + ("; cookie deleted" if doc.cookie_deleted else "")
+            if isinstance(doc, BookieFormatted)
+            else "not formatted"
         ),
     )
 
@@ -109,15 +112,16 @@ def upgrade(app: App, conf: str, action: str | None):
     dirs = bookie_dirs(conf)
     if not app.metadata_uri and dirs.metadata_uri:
         app.metadata_uri = dirs.metadata_uri
+    doc: ops.Upgraded | ops.Finalized | ops.RolledBack
     if action == "upgrade":
-        doc = ops.upgrade(dirs, app.store)
-        text = f"upgraded {len(doc['upgraded'])} directories" if doc["upgraded"] else "already current"
+        doc = upgraded = ops.upgrade(dirs, app.store)
+        text = f"upgraded {len(upgraded.upgraded)} directories" if upgraded.upgraded else "already current"
     elif action == "finalize":
-        doc = ops.finalize(dirs)
-        text = f"finalized {len(doc['finalized'])} directories"
+        doc = finalized = ops.finalize(dirs)
+        text = f"finalized {len(finalized.finalized)} directories"
     else:
-        doc = ops.rollback(dirs, app.store)
-        text = f"rolled back {len(doc['rolled_back'])} directories; cookie deleted"
+        doc = rolled = ops.rollback(dirs, app.store)
+        text = f"rolled back {len(rolled.rolled_back)} directories; cookie deleted"
     emit(app, doc, lambda: app.console.print(text))
 
 

@@ -11,6 +11,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .bookie_conf import BookieDirs
@@ -39,6 +40,46 @@ def list_bookies(store: MetadataStore, which: str = "writable") -> list[dict]:
 # -- local directories ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BookieFormatted:
+    """``bookieformat``: the directories emptied, and whether the ZooKeeper cookie went too."""
+
+    bookie_id: str | None
+    directories: list[str]
+    cookie_deleted: bool
+    formatted: bool = True
+
+
+@dataclass(frozen=True)
+class NotFormatted:
+    """``bookieformat`` declined at its question: nothing changed."""
+
+    formatted: bool = False
+
+
+@dataclass(frozen=True)
+class Upgraded:
+    """``upgrade --upgrade``: the directories moved into ``current/``, and those already there."""
+
+    upgraded: list[str]
+    already_current: list[str]
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """``upgrade --finalize``: the directories whose old layout's files were deleted."""
+
+    finalized: list[str]
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """``upgrade --rollback``: the directories whose ``current/`` went; the ZooKeeper cookie went too."""
+
+    rolled_back: list[str]
+    cookie_deleted: bool
+
+
 def _non_empty(d: str) -> bool:
     try:
         return bool(os.listdir(d))
@@ -48,7 +89,7 @@ def _non_empty(d: str) -> bool:
 
 def bookieformat(
     dirs: BookieDirs, store: MetadataStore | None, confirm: Callable[[], bool], delete_cookie: bool = False
-) -> dict:
+) -> BookieFormatted | NotFormatted:
     """BookKeeper's ``bookieformat``: empty every journal, ledger and index directory.
 
     ``confirm()`` is asked when a journal directory holds data.  With
@@ -56,7 +97,7 @@ def bookieformat(
     must exist).
     """
     if any(_non_empty(d) for d in dirs.journal) and not confirm():
-        return {"formatted": False}
+        return NotFormatted()
     if store is not None and dirs.bookie_id is not None and _is_registered(store, dirs.bookie_id):
         raise Conflict(f"bookie {dirs.bookie_id} is running (registered in ZooKeeper); stop it first")
     wiped = []
@@ -79,7 +120,7 @@ def bookieformat(
             raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper")
         store.cookies.delete(dirs.known_id, found[1])
         cookie_deleted = True
-    return {"formatted": True, "bookie_id": dirs.bookie_id, "directories": wiped, "cookie_deleted": cookie_deleted}
+    return BookieFormatted(dirs.bookie_id, wiped, cookie_deleted)
 
 
 def _is_registered(store: MetadataStore, bookie_id: str) -> bool:
@@ -112,7 +153,7 @@ def _old_entries(d: str) -> list[str]:
     return [n.rstrip("/") for n in old_layout_files(d) if n != "VERSION"]
 
 
-def upgrade(dirs: BookieDirs, store: MetadataStore) -> dict:
+def upgrade(dirs: BookieDirs, store: MetadataStore) -> Upgraded:
     """Move every old-layout directory to ``current/`` by hard links; then create the ZK cookie."""
     instance_id = store.cluster.instance_id()
     cookie = dirs.cookie(instance_id).serialize()
@@ -135,7 +176,7 @@ def upgrade(dirs: BookieDirs, store: MetadataStore) -> dict:
         os.rename(tmp, os.path.join(d, "current"))
     if staged:
         store.cookies.put(dirs.known_id, cookie)  # create: fails if one exists
-    return {"upgraded": [d for d, _ in staged], "already_current": [d for d in dirs.all if d not in todo]}
+    return Upgraded([d for d, _ in staged], [d for d in dirs.all if d not in todo])
 
 
 def _link_tree(src: str, dst: str) -> None:
@@ -147,7 +188,7 @@ def _link_tree(src: str, dst: str) -> None:
         os.link(src, dst)
 
 
-def finalize(dirs: BookieDirs) -> dict:
+def finalize(dirs: BookieDirs) -> Finalized:
     """Delete the old top-level files of upgraded directories (the copies in current/ stay)."""
     done = []
     for d in dirs.all:
@@ -163,10 +204,10 @@ def finalize(dirs: BookieDirs) -> dict:
         except FileNotFoundError:
             pass
         done.append(d)
-    return {"finalized": done}
+    return Finalized(done)
 
 
-def rollback(dirs: BookieDirs, store: MetadataStore) -> dict:
+def rollback(dirs: BookieDirs, store: MetadataStore) -> RolledBack:
     """Undo an upgrade that is not finalized: delete ``current/`` and the ZK cookie.
 
     Unlike Java's tool, which deletes ``current/`` of every directory (even
@@ -192,4 +233,4 @@ def rollback(dirs: BookieDirs, store: MetadataStore) -> dict:
 
         raise NoSuchCookie(f"bookie {dirs.bookie_id} has no cookie in ZooKeeper to delete")
     store.cookies.delete(dirs.known_id, found[1])
-    return {"rolled_back": rolled, "cookie_deleted": True}
+    return RolledBack(rolled, True)
