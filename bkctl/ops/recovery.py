@@ -353,11 +353,13 @@ def lost_with(bk: BlockingBookKeeper, store: MetadataStore, ledger_ids: Iterable
     if not ids:
         return {}
     live = frozenset(store.registration.writable_bookies()) | frozenset(store.registration.readonly_bookies())
-    reads = [
+    # a generator: the metadata is read as the chunks are checked, never a bookie's every
+    # ledger's at once (a drain's dry run at 10^6 ledgers held 286,000: 535 MiB)
+    reads = (
         r
         for r in store.ledgers.read_many(ids, naming=[bookie])
         if r[1] is not None and not isinstance(r[1], Exception) and bookie in r[1].bookies
-    ]
+    )
     from bkctl.wire.client.blocking import run_in_reactor
 
     out: dict[int, str] = {}
