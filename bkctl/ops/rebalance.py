@@ -397,21 +397,23 @@ def drain(
         return report, plan
     with begin_run(store, "drain", throttle, bookie, poll=run_poll) as run:
         plan = _drain_passes(
-            bk,
-            store,
-            report,
-            state,
-            run,
-            placement,
-            wait,
-            poll,
-            throttle,
-            http,
-            confirm,
-            listener,
-            progress,
-            clock,
-            sleep,
+            _DrainPasses(
+                bk=bk,
+                store=store,
+                report=report,
+                state=state,
+                run=run,
+                placement=placement,
+                wait=wait,
+                poll=poll,
+                throttle=throttle,
+                http=http,
+                confirm=confirm,
+                heard=listener or Unheard(),
+                progress=progress,
+                clock=clock,
+                sleep=sleep,
+            )
         )
     if report.drained and decommission:
         report.cookie_deleted = _decommission_when_stopped(
@@ -420,23 +422,29 @@ def drain(
     return report, plan
 
 
-def _drain_passes(
-    bk: BlockingBookKeeper,
-    store: MetadataStore,
-    report,
-    state,
-    run,
-    placement,
-    wait,
-    poll,
-    throttle,
-    http,
-    confirm,
-    listener,
-    progress,
-    clock,
-    sleep,
-):
+@dataclass(frozen=True)
+class _DrainPasses:
+    """What the passes of one drain work with: the drain's arguments, its report (filled in as
+    the passes go) and its running record."""
+
+    bk: BlockingBookKeeper
+    store: MetadataStore
+    report: DrainReport
+    state: str  #: the bookie's registration when the drain began (writable, read-only)
+    run: Any  #: the running record (:func:`begin_run`)
+    placement: Any
+    wait: float
+    poll: float
+    throttle: Any
+    http: str | None
+    confirm: Callable[[str], Any] | None
+    heard: MoveListener
+    progress: Any
+    clock: Callable[[], float]
+    sleep: Callable[[float], Any]
+
+
+def _drain_passes(d: _DrainPasses) -> Any:
     """The passes of a drain, until no ledger names the bookie, ``wait`` runs out, it is
     cancelled or interrupted (Ctrl-C): ``report`` says which.  Returns the first pass's plan."""
     from bkctl.wire.rebalance.plan import plan_drain
@@ -444,61 +452,65 @@ def _drain_passes(
     from .bookie_http import set_readonly
     from .recovery import ledgers_on
 
-    bookie = report.bookie
-    heard = listener or Unheard()
+    bookie = d.report.bookie
+    heard = d.heard
     note = heard.note
     first_plan = None
-    started = clock()
-    deadline = started + wait
+    started = d.clock()
+    deadline = started + d.wait
     try:
         while True:
-            survey = read_cluster(store, keep=[bookie], progress=progress if report.passes == 0 else None)
-            plan = plan_drain(survey, bookie, [b for b in writable_bookies(store) if b != bookie], placement)
+            survey = read_cluster(d.store, keep=[bookie], progress=d.progress if d.report.passes == 0 else None)
+            plan = plan_drain(survey, bookie, [b for b in writable_bookies(d.store) if b != bookie], d.placement)
             if first_plan is None:
                 first_plan = plan
                 heard.plan(plan)
-                if confirm is not None:
-                    confirm(
+                if d.confirm is not None:
+                    d.confirm(
                         f"turn {bookie} read-only and move its {plural(len(plan.moves), 'replica')} to other bookies"
                     )
-                if state != "read-only":
-                    set_readonly(store, bookie, True, http)
-                    report.read_only_set = report.read_only = True
+                if d.state != "read-only":
+                    set_readonly(d.store, bookie, True, d.http)
+                    d.report.read_only_set = d.report.read_only = True
                     note(f"{bookie} is read-only: new ledgers go elsewhere, it still serves reads")
                 heard.start(plan)
-            report.passes += 1
-            pass_tally = carry_out(bk, plan.moves, heard, throttle=throttle, run=run)
-            report.tally.merge(pass_tally)
-            remaining = ledgers_on(store, [bookie])
+            d.report.passes += 1
+            pass_tally = carry_out(d.bk, plan.moves, heard, throttle=d.throttle, run=d.run)
+            d.report.tally.merge(pass_tally)
+            remaining = ledgers_on(d.store, [bookie])
             if not remaining:
-                report.left = {}
+                d.report.left = {}
                 break
             why = {u.ledger_id: u.reason for u in plan.unmovable}
             why.update({r.move.ledger_id: r.reason or r.outcome.value for r in pass_tally.left})
-            report.left = {lid: why.get(lid, "it names the bookie again: run drain again") for lid in remaining}
+            d.report.left = {lid: why.get(lid, "it names the bookie again: run drain again") for lid in remaining}
             kinds = {u.ledger_id: u.kind.value for u in plan.unmovable}
-            report.waiting_for_writers = any(kinds.get(lid) == "open-tail" for lid in report.left)
+            d.report.waiting_for_writers = any(kinds.get(lid) == "open-tail" for lid in d.report.left)
             waiting_only = not pass_tally.failed and all(
-                kind in _WAITING_KINDS for lid, kind in kinds.items() if lid in report.left
+                kind in _WAITING_KINDS for lid, kind in kinds.items() if lid in d.report.left
             )
             if pass_tally.stopped is not None:
-                report.stopped = pass_tally.stopped
+                d.report.stopped = pass_tally.stopped
                 break
-            if clock() >= deadline or (not pass_tally.moved and not waiting_only):
+            if d.clock() >= deadline or (not pass_tally.moved and not waiting_only):
                 break
             note(
                 f"{plural(len(remaining), 'ledger')} still on {bookie}"
-                + (" (open ledgers wait for their writers to roll or close them)" if report.waiting_for_writers else "")
+                + (
+                    " (open ledgers wait for their writers to roll or close them)"
+                    if d.report.waiting_for_writers
+                    else ""
+                )
                 + "; looking again"
             )
-            sleep(min(poll, max(0.0, deadline - clock())))
+            d.sleep(min(d.poll, max(0.0, deadline - d.clock())))
     except KeyboardInterrupt:
-        report.stopped, report.interrupted = "interrupted (Ctrl-C)", True
+        d.report.stopped, d.report.interrupted = "interrupted (Ctrl-C)", True
         try:
-            report.left = {lid: "interrupted before it moved" for lid in ledgers_on(store, [bookie])}
+            d.report.left = {lid: "interrupted before it moved" for lid in ledgers_on(d.store, [bookie])}
         except KeyboardInterrupt:
             pass
-    report.waited = clock() - started
+    d.report.waited = d.clock() - started
     return first_plan
 
 
