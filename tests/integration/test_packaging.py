@@ -157,14 +157,14 @@ def readme_spark_snippet() -> str:
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_path):
+def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(
+    venv, tmp_path, metadata_uri, zk_namespace, bookie_cluster
+):
     """Only the cluster's address is changed: the fresh venv's Python runs the
-    snippet against a sandbox holding the topic and subscription it names
-    (``orders``: the vector a_plain's 5 messages; ``billing`` acknowledged up
-    to entry 1), with no registration line and no environment prepared."""
+    snippet against a cluster (three bookieds on the suite's ZooKeeper) holding the topic
+    and subscription it names (``orders``: the vector a_plain's 5 messages; ``billing``
+    acknowledged up to entry 1), with no registration line and no environment prepared."""
     pytest.importorskip("pyspark")
-    from bkctl.sandbox import cluster
-    from bkctl.sandbox import state as sandbox_state
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
@@ -172,38 +172,35 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(venv, tmp_
 
     snippet = readme_spark_snippet()
     assert README_URI in snippet and "register" not in snippet.split("import")[-1]
-    sandbox = tmp_path / "sbx"
-    try:
-        uri = cluster.sandbox_up(sandbox, bookies=3)["uri"]
-        name = "public/default/persistent/orders"
-        entries = pe.case_entries("a_plain")
-        with BlockingBookKeeper(uri, timeout=60) as bk:
-            lh = bk.create(
-                3,
-                2,
-                2,
-                digest_type="CRC32C",
-                password=b"",
-                custom_metadata={
-                    "application": b"pulsar",
-                    "component": b"managed-ledger",
-                    "pulsar/managed-ledger": name.encode(),
-                },
-            )
-            for entry in entries:
-                lh.add(entry)
-            lh.close()
-        info = ml.ManagedLedgerInfo()
-        info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=1)
-        billing = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lh.ledger_id, markDeleteEntryId=1)
-        with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
-            store.client.create(f"/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
-            store.client.create(f"/managed-ledgers/{name}/billing", billing.SerializeToString())
-        env_python = venv / "bin" / "python"
-        proc = _run(env_python, "-c", snippet.replace(README_URI, uri), cwd=tmp_path)
-    finally:
-        if sandbox_state.load_state(sandbox):
-            cluster.sandbox_down(sandbox, grace=5)
+    uri = metadata_uri
+    bookie_cluster(3)
+    name = "public/default/persistent/orders"
+    entries = pe.case_entries("a_plain")
+    with BlockingBookKeeper(uri, timeout=60) as bk:
+        lh = bk.create(
+            3,
+            2,
+            2,
+            digest_type="CRC32C",
+            password=b"",
+            custom_metadata={
+                "application": b"pulsar",
+                "component": b"managed-ledger",
+                "pulsar/managed-ledger": name.encode(),
+            },
+        )
+        for entry in entries:
+            lh.add(entry)
+        lh.close()
+    info = ml.ManagedLedgerInfo()
+    info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=1)
+    billing = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lh.ledger_id, markDeleteEntryId=1)
+    with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
+        # the cluster's root is the znode above its ledgers (zk_namespace), Pulsar's folders beside them
+        store.client.create(f"{zk_namespace}/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
+        store.client.create(f"{zk_namespace}/managed-ledgers/{name}/billing", billing.SerializeToString())
+    env_python = venv / "bin" / "python"
+    proc = _run(env_python, "-c", snippet.replace(README_URI, uri), cwd=tmp_path)
     shown = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     ids = [line.split("|")[1].strip() for line in shown[1:]]
     assert ids == [f"{lh.ledger_id}:{e}:-1" for e in (2, 3, 4)], proc.stdout
