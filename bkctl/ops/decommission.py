@@ -16,6 +16,7 @@ recovered (fenced and closed) first, its writer being unable to leave a bookie t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..humanize import plural as _plural
@@ -261,26 +262,28 @@ def decommission(
     with begin_run(store, "decommission", throttle, bookie, poll=run_poll) as run:
         if confirm is not None:  # even with no data: the cookie goes
             confirm(ids)
+        mover = _Mover(
+            bk=bk,
+            store=store,
+            bookie=bookie,
+            run=run,
+            on_start=on_start,
+            on_ledger=on_ledger,
+            on_bytes=on_bytes,
+            note=note,
+            placement=placement,
+            throttle=throttle,
+            passes=passes,
+            timeout=timeout,
+            poll=poll,
+            heartbeat=heartbeat,
+            clock=clock,
+            sleep=sleep,
+        )
         if use_daemons and ids:
-            by_ledger = _by_the_daemons(
-                bk, store, bookie, ids, run, on_start, on_ledger, note, timeout, poll, heartbeat, clock, sleep
-            )
+            by_ledger = _by_the_daemons(mover, ids)
         elif ids:
-            by_ledger = _locally(
-                bk,
-                store,
-                bookie,
-                ids,
-                found.bytes,
-                run,
-                result,
-                placement,
-                throttle,
-                passes,
-                on_start,
-                on_ledger,
-                on_bytes,
-            )
+            by_ledger = _locally(mover, ids, found.bytes, result)
         else:
             by_ledger = {}
         result["stopped"] = run.stop_reason
@@ -336,33 +339,42 @@ def _planned_rows(bk: BlockingBookKeeper, store: MetadataStore, bookie: str, ids
     return rows
 
 
-def _locally(
-    bk: BlockingBookKeeper,
-    store: MetadataStore,
-    bookie,
-    ids,
-    nbytes,
-    run,
-    result,
-    placement,
-    throttle,
-    passes,
-    on_start,
-    on_ledger,
-    on_bytes,
-) -> dict[int, dict]:
+@dataclass(frozen=True)
+class _Mover:
+    """What a decommission's mover works with, locally (:func:`_locally`) or by the daemons
+    (:func:`_by_the_daemons`): the decommission's arguments and its running record."""
+
+    bk: BlockingBookKeeper
+    store: MetadataStore
+    bookie: str
+    run: Any  #: the running record (:func:`~.rebalance.begin_run`)
+    on_start: Callable[[int, int | None], Any] | None
+    on_ledger: Callable[[dict], Any] | None
+    on_bytes: Callable[[int], Any] | None
+    note: Callable[[str], Any]
+    placement: Any
+    throttle: Any
+    passes: int
+    timeout: float
+    poll: float
+    heartbeat: float
+    clock: Callable[[], float]
+    sleep: Callable[[float], Any]
+
+
+def _locally(mover: _Mover, ids: list[int], nbytes: int | None, result: dict[str, Any]) -> dict[int, dict]:
     """The passes of a local decommission: close, plan, carry out, until no ledger names the bookie."""
     from bkctl.wire.rebalance.executor import carry_out
 
     by_ledger: dict[int, dict] = {}
-    if on_start is not None:
-        on_start(len(ids), nbytes)
-    while ids and result["passes"] < passes and not run.cancelled():
+    if mover.on_start is not None:
+        mover.on_start(len(ids), nbytes)
+    while ids and result["passes"] < mover.passes and not mover.run.cancelled():
         result["passes"] += 1
-        closed, failed = _close_open(bk, store, ids, bookie, dry_run=False)
+        closed, failed = _close_open(mover.bk, mover.store, ids, mover.bookie, dry_run=False)
         by_ledger.update(failed)
-        plan = _plan(store, bookie, placement)
-        reads = {lid: md for lid, md, _v in store.ledgers.read_many([m.ledger_id for m in plan.moves])}
+        plan = _plan(mover.store, mover.bookie, mover.placement)
+        reads = {lid: md for lid, md, _v in mover.store.ledgers.read_many([m.ledger_id for m in plan.moves])}
         for u in plan.unmovable:
             if u.ledger_id not in failed:
                 by_ledger[u.ledger_id] = _row(
@@ -374,78 +386,64 @@ def _locally(
                 move_result, _reads.get(move_result.move.ledger_id), move_result.move.ledger_id in _closed
             )
             by_ledger[row["ledger_id"]] = row
-            if on_ledger is not None:
-                on_ledger(row)
+            if mover.on_ledger is not None:
+                mover.on_ledger(row)
 
         tally = carry_out(
-            bk.client,
+            mover.bk.client,
             plan.moves,
-            throttle,
+            mover.throttle,
             on_result=heard,
-            on_bytes=on_bytes,
-            run=run,
+            on_bytes=mover.on_bytes,
+            run=mover.run,
             read_sources=False,
             past_marks=True,
         )
         for lid in sorted(closed - set(by_ledger)):  # its recovery left the bookie (an ensemble change)
             by_ledger[lid] = _row(lid, None, None, status="recovered", closed_first=True)
-            if on_ledger is not None:
-                on_ledger(by_ledger[lid])
+            if mover.on_ledger is not None:
+                mover.on_ledger(by_ledger[lid])
         result["entries_copied"] += tally.entries
         result["lost_entries"] += tally.lost_entries
-        ids = ledgers_on(store, [bookie])
+        ids = ledgers_on(mover.store, [mover.bookie])
         if not tally.moved:
             break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
     return by_ledger
 
 
-def _by_the_daemons(
-    bk: BlockingBookKeeper,
-    store: MetadataStore,
-    bookie,
-    ids,
-    run,
-    on_start,
-    on_ledger,
-    note,
-    timeout,
-    poll,
-    heartbeat,
-    clock,
-    sleep,
-) -> dict[int, dict]:
+def _by_the_daemons(mover: _Mover, ids: list[int]) -> dict[int, dict]:
     """Trigger the audit and wait (up to ``timeout``) for the autorecovery daemons to move every
     ledger off the bookie, saying every ``heartbeat`` seconds what those left wait for."""
     from bkctl.wire.autorecovery.control import trigger_audit
 
     by_ledger: dict[int, dict] = {}
-    if on_start is not None:
-        on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
-    auditor, _delay = trigger_audit(store)
-    lost_first = lost_with(bk, store, ids, bookie)
+    if mover.on_start is not None:
+        mover.on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
+    auditor, _delay = trigger_audit(mover.store)
+    lost_first = lost_with(mover.bk, mover.store, ids, mover.bookie)
     if lost_first:
-        note(lost_line(list(lost_first), bookie))
-    note(
-        f"audit triggered (auditor {auditor}): waiting up to {timeout:g} s for the autorecovery daemons "
-        f"to move {_plural(len(ids), 'ledger')} off {bookie}"
+        mover.note(lost_line(list(lost_first), mover.bookie))
+    mover.note(
+        f"audit triggered (auditor {auditor}): waiting up to {mover.timeout:g} s for the autorecovery daemons "
+        f"to move {_plural(len(ids), 'ledger')} off {mover.bookie}"
     )
     waiting = list(ids)
-    deadline = clock() + timeout
-    told = clock()
+    deadline = mover.clock() + mover.timeout
+    told = mover.clock()
     while True:
-        left = still_on(store, waiting, bookie)
+        left = still_on(mover.store, waiting, mover.bookie)
         for lid in sorted(set(waiting) - set(left)):
             by_ledger[lid] = {"ledger_id": lid, "status": "replicated"}
-            if on_ledger is not None:
-                on_ledger(by_ledger[lid])
+            if mover.on_ledger is not None:
+                mover.on_ledger(by_ledger[lid])
         waiting = left
-        if not waiting or clock() >= deadline or set(waiting) <= set(lost_first) or run.cancelled():
+        if not waiting or mover.clock() >= deadline or set(waiting) <= set(lost_first) or mover.run.cancelled():
             break  # (no worker can copy what has no copy left: waiting longer changes nothing)
-        if clock() - told >= heartbeat:
-            told = clock()
-            note(
-                f"{_plural(len(waiting), 'ledger')} still on {bookie}: "
-                f"{describe_left(daemon_rows(repair_states(store, waiting, bookie)))}"
+        if mover.clock() - told >= mover.heartbeat:
+            told = mover.clock()
+            mover.note(
+                f"{_plural(len(waiting), 'ledger')} still on {mover.bookie}: "
+                f"{describe_left(daemon_rows(repair_states(mover.store, waiting, mover.bookie)))}"
             )
-        sleep(poll)
+        mover.sleep(mover.poll)
     return by_ledger
