@@ -4,6 +4,7 @@ day-2 operations on one bookie, added to the ``bookie`` group in bkctl.cli."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from ..app import App, ProgressBar, confirm_destructive
 from ..completers import complete_bookie_id, complete_ledger_id
 from ..render import emit, table
 from . import pass_app
+
+if TYPE_CHECKING:
+    from ..ops.bookie_http import GcRun
 
 
 @click.command("replace-id")
@@ -199,8 +203,8 @@ def state(app: App, bookie_id: str, http: str | None):
         doc,
         lambda: fields(
             app,
-            [("bookie", bookie_id), ("http", doc["http"]), ("registration", doc["registration"])]
-            + [(k, value(v)) for k, v in doc["state"].items()],
+            [("bookie", bookie_id), ("http", doc.http), ("registration", doc.registration)]
+            + [(k, value(v)) for k, v in doc.state.items()],
         ),
     )
 
@@ -226,12 +230,11 @@ def readonly(app: App, bookie_id: str, mode: str, http: str | None):
         app,
         doc,
         lambda: app.console.print(
-            f"bookie {bookie_id} is {'read-only' if doc['read_only'] else 'writable'}"
-            f" (registered as {doc['registration']})"
+            f"bookie {bookie_id} is {'read-only' if doc.read_only else 'writable'} (registered as {doc.registration})"
         ),
     )
-    if doc["registration"] != ("read-only" if mode == "on" else "writable"):
-        raise CommandError(f"the registration of {bookie_id} still says {doc['registration']}", FAILED)
+    if doc.registration != ("read-only" if mode == "on" else "writable"):
+        raise CommandError(f"the registration of {bookie_id} still says {doc.registration}", FAILED)
 
 
 @click.command("gc")
@@ -300,8 +303,8 @@ def gc(
     else:
         doc = run_gc(store, bookie_id, status_only, http, kind=kind)
     emit(app, doc, lambda: _print_gc(app, bookie_id, doc))
-    if doc["error"]:
-        raise CommandError(doc["error"], FAILED)
+    if doc.error:
+        raise CommandError(doc.error, FAILED)
 
 
 #: how many entry logs holding dead data ``bookie gc --status`` names (the most dead data first)
@@ -318,24 +321,24 @@ def _pass_limits(run: dict) -> str:
     return out
 
 
-def _print_gc(app: App, bookie_id: str, doc: dict) -> None:
+def _print_gc(app: App, bookie_id: str, doc: GcRun) -> None:
     from ..ops.bookie_http import gc_activity
     from ..render import fields, human_size, human_time, plural
 
-    st, details = doc["status"], doc["details"]
+    st, details = doc.status, doc.details
     d = details[0] if isinstance(details, list) and details and isinstance(details[0], dict) else {}
     pairs = [("bookie", bookie_id)]
-    if doc["triggered"]:
+    if doc.triggered:
         pairs.append(
             (
                 "gc",
-                f"triggered{' (' + doc['kind'] + ' compaction only)' if doc['kind'] else ''}"
+                f"triggered{' (' + doc.kind + ' compaction only)' if doc.kind else ''}"
                 f"{', over' if st.get('gcRuns') is not None and not st.get('gcRunning') else ''}",
             )
         )
-    if doc.get("no_compaction"):
-        pairs.append(("compaction", f"none: {doc['no_compaction']} (only deleted ledgers were collected)"))
-    pairs.append(("in forced gc", "yes" if doc["is_in_force_gc"] else "no"))
+    if doc.no_compaction:
+        pairs.append(("compaction", f"none: {doc.no_compaction} (only deleted ledgers were collected)"))
+    pairs.append(("in forced gc", "yes" if doc.is_in_force_gc else "no"))
     if "gcRunning" in st:
         pairs.append(("state", gc_activity(st)))
     if "gcRuns" in st:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, NoHttpAnswer, NotRegistered, OpFailed
 
@@ -89,10 +90,49 @@ def call(address: str, method: str, path: str, body=None, query: str = "", timeo
         return text
 
 
-def state(store: MetadataStore, bookie_id: str, http: str | None = None) -> dict:
+@dataclass(frozen=True)
+class BookieState:
+    """``bookie state``: what the bookie's HTTP admin answered (``state``, as it says it) beside its
+    registration in ZooKeeper (writable, read-only, not registered)."""
+
+    bookie_id: str
+    http: str
+    state: Any
+    registration: str
+
+
+@dataclass(frozen=True)
+class ReadOnlySwitched:
+    """``bookie readonly on|off``: the bookie's answer, and its registration once it showed (or not)."""
+
+    bookie_id: str
+    http: str
+    read_only: bool
+    registration: str
+
+
+@dataclass(frozen=True)
+class GcRun:
+    """``bookie gc``: whether a pass was forced (the bookie's ``message``; ``kind`` of compaction),
+    the bookie's GC ``status`` and ``details`` answers, and ``error`` when a waited-for pass was
+    not over in time; ``no_compaction`` says why a forced pass compacts nothing."""
+
+    bookie_id: str
+    http: str
+    triggered: bool
+    message: Any
+    kind: str | None
+    is_in_force_gc: bool | None
+    status: dict
+    details: Any
+    error: str | None
+    no_compaction: str | None
+
+
+def state(store: MetadataStore, bookie_id: str, http: str | None = None) -> BookieState:
     address = http_address(store, bookie_id, http)
     doc = call(address, "GET", STATE)
-    return {"bookie_id": bookie_id, "http": address, "state": doc, "registration": registration(store, bookie_id)}
+    return BookieState(bookie_id, address, doc, registration(store, bookie_id))
 
 
 def read_only_reasons_of(doc) -> dict[str, str] | None:
@@ -122,7 +162,7 @@ def registration(store: MetadataStore, bookie_id: str) -> str:
 
 def set_readonly(
     store: MetadataStore, bookie_id: str, readonly: bool, http: str | None = None, wait: float = 10.0
-) -> dict:
+) -> ReadOnlySwitched:
     """Switch the bookie, then wait (up to ``wait`` s) until its registration shows it."""
     address = http_address(store, bookie_id, http)
     answer = call(address, "PUT", READONLY, {"readOnly": readonly})
@@ -132,12 +172,9 @@ def set_readonly(
     while seen != want and time.monotonic() < deadline:
         time.sleep(0.1)
         seen = registration(store, bookie_id)
-    return {
-        "bookie_id": bookie_id,
-        "http": address,
-        "read_only": bool(answer.get("readOnly")) if isinstance(answer, dict) else readonly,
-        "registration": seen,
-    }
+    return ReadOnlySwitched(
+        bookie_id, address, bool(answer.get("readOnly")) if isinstance(answer, dict) else readonly, seen
+    )
 
 
 def gc(
@@ -150,7 +187,7 @@ def gc(
     clock=time.monotonic,
     sleep=time.sleep,
     on_status=None,
-) -> dict:
+) -> GcRun:
     """Force a GC pass (``kind`` "major"/"minor": only that compaction, Java's forceMajor/forceMinor
     body), or with ``status_only`` only read the status; with ``wait`` (seconds) wait until the pass
     is over (bookied reports its runs; a Java bookie does not: exit 1), telling ``on_status(status)``
@@ -185,20 +222,18 @@ def gc(
     running = call(address, "GET", GC)
     details = call(address, "GET", GC_DETAILS)
     status = running if isinstance(running, dict) else {}
-    return {
-        "bookie_id": bookie_id,
-        "http": address,
-        "triggered": triggered is not None,
-        "message": triggered,
-        "kind": kind,
-        "is_in_force_gc": str(status.get("is_in_force_gc", "false")).lower() == "true"
-        if isinstance(running, dict)
-        else None,
-        "status": status,
-        "details": details,
-        "error": error,
-        "no_compaction": no_compaction(status, kind) if triggered is not None else None,
-    }
+    return GcRun(
+        bookie_id,
+        address,
+        triggered is not None,
+        triggered,
+        kind,
+        str(status.get("is_in_force_gc", "false")).lower() == "true" if isinstance(running, dict) else None,
+        status,
+        details,
+        error,
+        no_compaction(status, kind) if triggered is not None else None,
+    )
 
 
 def no_compaction(status: dict, kind: str | None) -> str | None:
