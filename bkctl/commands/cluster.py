@@ -206,7 +206,7 @@ def autorecovery_whoisauditor(app: App):
     from ..ops.autorecovery import who_is_auditor
 
     doc = who_is_auditor(app.store)
-    emit(app, doc, lambda: app.console.print(doc["auditor"] or "none"))
+    emit(app, doc, lambda: app.console.print(doc.auditor or "none"))
 
 
 @autorecovery.command("trigger-audit")
@@ -222,7 +222,7 @@ def autorecovery_trigger_audit(app: App):
     from ..ops.autorecovery import trigger_audit
 
     doc = trigger_audit(app.store)
-    emit(app, doc, lambda: app.console.print(f"audit triggered (auditor {doc['auditor']})"))
+    emit(app, doc, lambda: app.console.print(f"audit triggered (auditor {doc.auditor})"))
 
 
 @autorecovery.command("force-audit")
@@ -279,10 +279,10 @@ def autorecovery_force_audit(app: App, checks: tuple[str, ...], every: bool):
     doc = force_audit(app.store, chosen, int(time.time() * 1000))
 
     def human():
-        app.console.print(f"{', '.join(doc['checks'])}: last run set to {human_time(doc['ctime'])} (21 days ago)")
-        if doc["auditor"]:
+        app.console.print(f"{', '.join(doc.checks)}: last run set to {human_time(doc.ctime)} (21 days ago)")
+        if doc.auditor:
             app.console.print(
-                f"they run when the auditor next starts: restart the daemon of {doc['auditor']} "
+                f"they run when the auditor next starts: restart the daemon of {doc.auditor} "
                 "(bookied, or `autorecovery run`) for them to run now"
             )
         else:

@@ -5,24 +5,53 @@ worker holds which ledger (Java's ``whoisauditor``, ``triggeraudit`` and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
 
-def who_is_auditor(store: MetadataStore) -> dict:
-    return {"auditor": store.auditor.current()}
+@dataclass(frozen=True)
+class Auditor:
+    """``autorecovery who-is-auditor``: the elected auditor, None when none is."""
+
+    auditor: str | None
 
 
-def trigger_audit(store: MetadataStore) -> dict:
+@dataclass(frozen=True)
+class AuditTriggered:
+    """``autorecovery trigger-audit``: the auditor that audits now, and the delay it was told again."""
+
+    triggered: bool
+    auditor: str | None
+    lost_bookie_recovery_delay: int | None
+
+
+@dataclass(frozen=True)
+class AuditForced:
+    """``autorecovery force-audit``: the checks whose last run (``ctime``, ms) went 21 days back,
+    what each was before (ms or None), and the auditor whose restart runs them."""
+
+    checks: list[str]
+    ctime: int
+    previous: dict[str, int | None]
+    auditor: str | None
+
+
+def who_is_auditor(store: MetadataStore) -> Auditor:
+    return Auditor(store.auditor.current())
+
+
+def trigger_audit(store: MetadataStore) -> AuditTriggered:
     """Rewrite ``lostBookieRecoveryDelay`` with its own value: the auditor audits
     at once.  Refused (AutorecoveryDisabled: exit 4, NoAuditor: exit 5) when
     no audit would run, as Java's shell and bookied's HTTP endpoint refuse it."""
     from bkctl.wire.autorecovery.control import trigger_audit as rewrite_delay
 
     auditor, delay = rewrite_delay(store)
-    return {"triggered": True, "auditor": auditor, "lost_bookie_recovery_delay": delay}
+    return AuditTriggered(True, auditor, delay)
 
 
 #: how far back ``force-audit`` sets a check's last run, as Java's forceauditchecks: 21 days,
@@ -30,18 +59,19 @@ def trigger_audit(store: MetadataStore) -> dict:
 FORCE_AUDIT_AGE_MS = 21 * 24 * 3600 * 1000
 
 
-def force_audit(store: MetadataStore, checks, now_ms: int) -> dict:
+def force_audit(store: MetadataStore, checks: Iterable[str], now_ms: int) -> AuditForced:
     """Java's ``forceauditchecks``: set the last run of each of ``checks``
     (:data:`~bkctl.wire.metadata.paths.UR_CHECK_CTIMES` names) 21 days back.  An
     auditor reads them only when it starts (Java's and ours), so they run once the
     elected auditor's daemon restarts, or a new auditor is elected.  Returns
     ``checks``, ``ctime`` (ms), ``previous`` {check: ms or null}, ``auditor``."""
+    checks = list(checks)
     ctime = now_ms - FORCE_AUDIT_AGE_MS
-    previous = {}
+    previous: dict[str, int | None] = {}
     for check in checks:
         previous[check] = store.underreplication.check_ctime(check)
         store.underreplication.set_check_ctime(check, ctime)
-    return {"checks": list(checks), "ctime": ctime, "previous": previous, "auditor": store.auditor.current()}
+    return AuditForced(checks, ctime, previous, store.auditor.current())
 
 
 def _row(snap, ledger_id: int) -> dict:

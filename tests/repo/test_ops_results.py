@@ -30,9 +30,6 @@ _INSPECT = "a bookie's records, streamed as JSON lines by `bookie inspect`: to c
 
 #: (module, function) -> why it returns a JSON-shaped dict today
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("bkctl.ops.autorecovery", "who_is_auditor"): _TO_CONVERT,
-    ("bkctl.ops.autorecovery", "trigger_audit"): _TO_CONVERT,
-    ("bkctl.ops.autorecovery", "force_audit"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "query_status"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
