@@ -218,6 +218,8 @@ class BookieConnection:
         #: and every answer is parsed
         self.twins = twins
         self.fastpaths = twins.enabled
+        #: whether adds may go out as runs at all (v3 with fast paths; :meth:`_room_for_adds`)
+        self._runs = self.use_v3 and self.fastpaths
         #: :class:`~bkctl.wire.tls.TLSFiles` (None: plain text); its context is built on first connect
         self.tls = tls
         #: this connection's writes: held during a burst of ``cork`` (its pool's:
@@ -353,8 +355,9 @@ class BookieConnection:
         refused request).  As many as the wire has room for (connected, nothing queued, under
         ``max_outstanding``; v3 with fast paths) go out as one run: their frames built, their
         deadlines started, registered and written together (``Twins.adds``); the others one by
-        one, queued when they must wait.  Argument errors raise ValueError."""
-        room = self._room_for_adds(len(adds))
+        one (``EntryRequests.encoded_add``: the general path's every copy), queued when they must
+        wait.  Argument errors raise ValueError."""
+        room = self._room_for_adds(len(adds)) if self._runs else 0
         if room:
             rest = None
             if room < len(adds):
@@ -370,28 +373,27 @@ class BookieConnection:
                 return
         else:
             rest = zip(adds, ctxs, slots)
+        encoded_add = self.entries.encoded_add
         for add, ctx, slot in rest:
-            self._add_one(add, on_done, ctx, slot)
-
-    def _add_one(self, add: EncodedAdd, on_done: AddDone, ctx: Any, slot: int) -> None:
-        """One of :meth:`add_run`'s adds outside a run: on a connection with room on the wire and
-        nothing queued, the shared bytes go out with this connection's v3 header (or as they are,
-        v2) and the answer is matched without being parsed (:meth:`EntryRequests.encoded_add`);
-        else it waits (or is refused) with its frame."""
-        proto = self._proto
-        req, data = self.entries.encoded_add(add)
-        req.callback_to(on_done, ctx, slot)
-        if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
-            if data is not None:  # it waits (or is refused) with the frame it was encoded with
-                req.frame = data
-            self._submit_request(req, WRITE, self.add_timeout, False)
-        elif data is None:
-            self._submit_request(req, WRITE, self.add_timeout, False)
-        else:
-            self._send_now(proto, req, data, WRITE, self.add_timeout)
+            # outside a run: on a connection with room on the wire and nothing queued, the shared
+            # bytes go out with this connection's v3 header (or as they are, v2) and the answer is
+            # matched without being parsed; else it waits (or is refused) with its frame
+            req, now = encoded_add(add)
+            req.on_done = on_done  # req.callback_to, inline: the general path's every copy
+            req.ctx = ctx
+            req.slot = slot
+            if now is None:  # built the general way, its frame in req.frame
+                self._submit_request(req, WRITE, self.add_timeout, False)
+                continue
+            proto = self._proto
+            if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
+                req.frame = now  # it waits (or is refused) with the frame it was encoded with
+                self._submit_request(req, WRITE, self.add_timeout, False)
+            else:
+                self._send_now(proto, req, now, WRITE, self.add_timeout)
 
     def _room_for_adds(self, count: int) -> int:
-        """How many of ``count`` adds would go on the wire at once as :meth:`_add_one` sends one
+        """How many of ``count`` adds would go on the wire at once as :meth:`add_run` sends one
         (connected, nothing queued, room under ``max_outstanding``; v3 with fast paths; else
         none): :meth:`add_run` sends that many as one run."""
         if not self._takes_runs():

@@ -15,7 +15,7 @@ EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from bkctl.wire.codecs import answers, v2, v3, v3_fast
@@ -50,7 +50,7 @@ class EntryRequests:
     the fast paths when ``twins.enabled``: :mod:`bkctl.wire.fastpath`), taking
     txnIds from ``txn_ids``."""
 
-    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_read_frame", "_add_frame", "_add_copies")
+    __slots__ = ("use_v3", "fastpaths", "_ids", "_encoder", "_read_frame", "_add_frame", "_add_copies", "encoded_add")
 
     def __init__(self, use_v3: bool, twins: Twins, txn_ids: Iterator[int]):
         self.use_v3 = use_v3
@@ -64,20 +64,25 @@ class EntryRequests:
         self._add_frame = twins.codec.add_frame
         #: :meth:`encoded_adds` over v3 with fast paths on: the twin in use (``Twins.adds``)
         self._add_copies = twins.adds.add_copies
+        #: ``encoded_add(add)`` -> ``(req, data)``: the request of an ADD encoded once for its whole
+        #: write set, for a connection with room on the wire, ``data`` the bytes to write at once
+        #: (the shared bytes with this connection's v3 header, or the v2 frame as it is: a fast
+        #: path; :meth:`fast_add`), or None for a request built the general way, its frame in
+        #: ``req.frame`` (:meth:`general_add`: the only way with fast paths off, bound here so
+        #: that the general path's every copy is one call)
+        self.encoded_add: Callable[[EncodedAdd], tuple[Request, bytes | None]] = (
+            self.fast_add if self.fastpaths else self.general_add
+        )
 
-    def add(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        master_key: bytes,
-        body: bytes,
-        recovery: bool,
-        high_priority: bool,
-        deferred_sync: bool,
-        txn: int | None = None,
-    ) -> Request:
-        """The request of an ADD; v3: with ``txn``, else the next txnId.  Argument errors
-        raise ValueError (DEFERRED_SYNC over v2 too: the connection refuses it first)."""
+    def general_add(self, add: EncodedAdd, txn: int | None = None) -> tuple[Request, None]:
+        """``(req, None)``: the request of ``add`` built the general way, its frame in ``req.frame``
+        (:attr:`encoded_add` of any ADD with fast paths off, of one the fast path does not send
+        as encoded with them on); v3: with ``txn``, else the next txnId.  Only an EncodedAdd of its fields carries DEFERRED_SYNC (a writer's entries,
+        the C twin's too, never do).  Argument errors raise ValueError (DEFERRED_SYNC over v2
+        too: the connection refuses it first)."""
+        ledger_id, entry_id, master_key, body = add.ledger_id, add.entry_id, add.master_key, add.body
+        recovery, high_priority = add.recovery, add.high_priority
+        deferred_sync = add.deferred_sync if type(add) is EncodedAdd else False
         if len(master_key) != MASTER_KEY_LENGTH:
             check_master_key(master_key)
         if self.use_v3:
@@ -132,24 +137,18 @@ class EntryRequests:
                 answers.v2_add,
             )
         req.ids = (ledger_id, entry_id)
-        return req
+        return req, None
 
-    def encoded_add(self, add: EncodedAdd) -> tuple[Request, bytes | None]:
-        """The request of an ADD encoded once for its whole write set, for a
-        connection with room on the wire: ``(req, data)``, ``data`` the bytes
-        to write at once (the shared bytes with this connection's v3 header,
-        or the v2 frame as it is: a fast path); ``(req, None)`` for a request
-        built the general way (fast paths off, an encoding for the other
-        protocol), its frame in ``req.frame``."""
-        if not self.fastpaths:
-            return self._add_general(add, None), None
+    def fast_add(self, add: EncodedAdd) -> tuple[Request, bytes | None]:
+        """:attr:`encoded_add` with fast paths on: the shared bytes with this connection's v3
+        header, or the v2 frame as it is; :meth:`general_add` for an encoding for the other
+        protocol."""
         if self.use_v3:
             return self._encoded_v3(add, next(self._ids))
-        else:
-            data = add.v2_frame
-            if data is None:
-                return self._add_general(add, None), None
-            req = Request(None, (add.ledger_id, add.entry_id, _OPC_ADD), b"", answers.v2_add)
+        data = add.v2_frame
+        if data is None:
+            return self.general_add(add)
+        req = Request(None, (add.ledger_id, add.entry_id, _OPC_ADD), b"", answers.v2_add)
         req.ids = (add.ledger_id, add.entry_id)
         return req, data
 
@@ -157,10 +156,10 @@ class EntryRequests:
         """:meth:`encoded_add` over v3 with the txnId ``txn`` (fast paths on)."""
         part = add.v3_part
         if part is None:  # encoded for v2
-            return self._add_general(add, txn), None
+            return self.general_add(add, txn)
         framed = _priority_frame(txn, part) if add.high_priority else self._add_frame(txn, part)
         if framed is None:  # a txnId upb has its own say about
-            return self._add_general(add, txn), None
+            return self.general_add(add, txn)
         data, answer_head = framed
         return _v3_add_request(txn, answer_head, add), data
 
@@ -177,14 +176,6 @@ class EntryRequests:
         # v2, or fast paths off: each copy is encoded_add's (a v2 ADD has no txnId; a v3 one built
         # the general way takes its own)
         return copies_of(adds, ctxs, slots, on_done, self.encoded_add)
-
-    def _add_general(self, add: EncodedAdd, txn: int | None) -> Request:
-        """:meth:`encoded_add` the general way (``txn``: the txnId already taken, v3).  Only an
-        EncodedAdd of its fields carries DEFERRED_SYNC (a writer's entries, the C twin's too, never do)."""
-        sync = add.deferred_sync if type(add) is EncodedAdd else False
-        return self.add(
-            add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery, add.high_priority, sync, txn
-        )
 
     def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:
         """A plain READ for a connection with room on the wire: ``(req,

@@ -440,18 +440,19 @@ class LedgerHandle(ReadHandle):
             self._send(p)
         return d
 
-    def _address(self, p: PendingEntry) -> tuple[str, ...]:
-        """Give ``p`` its write set (no copy acknowledged yet); returns it."""
+    def _send(self, p: PendingEntry) -> None:
+        """Give ``p`` its write set (no copy acknowledged yet) and send each copy to its bookie
+        (:meth:`_send_slot` of each slot, inline: the general path's every entry goes this way)."""
         bookies = p.bookies = self._add_stripe.write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
-        return bookies
-
-    def _send(self, p: PendingEntry) -> None:
-        for slot in range(len(self._address(p))):
+        failed = self._failed
+        for slot in range(len(bookies)):
             if self._state == _FAILED:
                 return
-            self._send_slot(p, slot)
+            bookie = p.bookies[slot]  # read anew: a refused copy's ensemble change may have reassigned it
+            if bookie not in failed:  # else replaced by the ensemble change under way; sent then
+                self._send_copies(bookie, [p.encoded], [p], [slot])  # type: ignore[list-item]  # packaged: encoded
 
     def _run_room(self) -> int:
         """How many entries a run may hold: each puts at most one copy on a

@@ -6,13 +6,16 @@ own, apart from the handle's pipeline and ensemble."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from twisted.internet import defer
 
 from bkctl.wire.codecs.add_frames import EncodedAdd
 
 __all__ = ["EncodingEntries", "Entries", "PendingAdd", "PendingEntry", "address_run"]
+
+#: how a maker of entries encodes an entry's ADD (:class:`Entries`: its v3 parts; :class:`EncodingEntries`: all of it)
+_Encoder = TypeVar("_Encoder")
 
 
 class PendingAdd:
@@ -21,12 +24,19 @@ class PendingAdd:
 
     __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks", "encoded")
 
-    def __init__(self, entry_id: int, body: bytes, length: int, deferred: defer.Deferred[int] | None = None):
+    def __init__(
+        self,
+        entry_id: int,
+        body: bytes,
+        length: int,
+        deferred: defer.Deferred[int] | None = None,
+        encoded: EncodedAdd | None = None,
+    ):
         self.entry_id = entry_id
         self.body = body
         self.length = length
-        #: the fast path's ADD, encoded once for every bookie of the write set
-        self.encoded: EncodedAdd | None = None
+        #: its ADD, encoded once for every bookie of the write set (None: not yet)
+        self.encoded = encoded
         self.deferred = deferred  # None: nobody waits for this one
         # write set, slot i = copy i; None until sent. A tuple shared with the
         # other entries of the same stripe until an ensemble change edits it.
@@ -77,83 +87,78 @@ class WriteSets(Protocol):
         """The bookies of ``entry_id``'s write set."""
 
 
-class Entries:
-    """A writer's maker of its entries on the fast path over v3, each packaged (``package``:
-    ``(ledger_id, entry_id, lac, length, payload)`` -> bytes) and its ADD encoded at once for
-    its whole write set (``add_part``: ``Twins.codec.add_part`` of :mod:`bkctl.wire.fastpath`):
-    ``entries(entry_id, lac, length, payload, deferred)`` -> a :class:`PendingAdd` with its
-    :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`.  The C twin is ``_addentries.Entries``,
-    whose entry is its own encoded ADD (:attr:`bkctl.wire.fastpath.Twins.entries`)."""
+class _Maker(Generic[_Encoder]):
+    """What a writer's maker of its entries holds, the one constructor :class:`Entries` and
+    :class:`EncodingEntries` share: how it packages an entry (``package``: ``(ledger_id,
+    entry_id, lac, length, payload)`` -> bytes) and encodes its ADD (``encoder``), for ledger
+    ``ledger_id`` with ``master_key``, its adds recovery adds (``recovery``) or not."""
 
-    __slots__ = ("package", "add_part", "ledger_id", "master_key", "recovery")
+    __slots__ = ("package", "encoder", "ledger_id", "master_key", "recovery")
 
     def __init__(
         self,
         package: Callable[[int, int, int, int, bytes], bytes],
-        add_part: Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]],
+        encoder: _Encoder,
         ledger_id: int,
         master_key: bytes,
         recovery: bool,
     ):
         self.package = package
-        self.add_part = add_part
+        self.encoder = encoder
         self.ledger_id = ledger_id
         self.master_key = master_key
         self.recovery = recovery
+
+
+class Entries(_Maker[Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]]]):
+    """A writer's maker of its entries on the fast path over v3, each packaged (``package``)
+    and its ADD encoded at once for its whole write set (``encoder``: ``add_part``,
+    ``Twins.codec.add_part`` of :mod:`bkctl.wire.fastpath`): ``entries(entry_id, lac, length,
+    payload, deferred)`` -> a :class:`PendingAdd` with its
+    :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`.  The C twin is ``_addentries.Entries``,
+    whose entry is its own encoded ADD (:attr:`bkctl.wire.fastpath.Twins.entries`)."""
+
+    __slots__ = ()
 
     def __call__(
         self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
     ) -> PendingAdd:
         ledger_id, key, recovery = self.ledger_id, self.master_key, self.recovery
         body = self.package(ledger_id, entry_id, lac, length, payload)
-        p = PendingAdd(entry_id, body, length, deferred)
-        add = p.encoded = EncodedAdd(
-            ledger_id, entry_id, key, body, recovery, recovery
-        )  # a recovery add: high priority
-        add.v3_part, add.v3_tail = self.add_part(ledger_id, entry_id, key, body, recovery)
-        return p
+        add = EncodedAdd(ledger_id, entry_id, key, body, recovery, recovery)  # a recovery add: high priority
+        add.v3_part, add.v3_tail = self.encoder(ledger_id, entry_id, key, body, recovery)
+        return PendingAdd(entry_id, body, length, deferred, add)
 
 
-class EncodingEntries:
+class EncodingEntries(_Maker[Callable[[int, int, bytes, bytes, bool, bool], EncodedAdd]]):
     """A writer's maker of its entries where no twin makes them (fast paths off, or over v2):
     each packaged (``package``, as :class:`Entries`) and its ADD encoded at once for its whole
-    write set by ``encode`` (``(ledger_id, entry_id, master_key, body, recovery, high_priority)``
-    -> :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`: :meth:`AddEncoder.encode
+    write set by ``encoder`` (``(ledger_id, entry_id, master_key, body, recovery,
+    high_priority)`` -> :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`: :meth:`AddEncoder.encode
     <bkctl.wire.codecs.add_frames.AddEncoder.encode>`, or ``EncodedAdd`` itself for an ADD of
     its fields only, which each connection builds the general way): the same call as
     :class:`Entries`.  :meth:`packaged` encodes an entry packaged already (recovery's)."""
 
-    __slots__ = ("package", "encode_add", "ledger_id", "master_key", "recovery")
-
-    def __init__(
-        self,
-        package: Callable[[int, int, int, int, bytes], bytes],
-        encode_add: Callable[[int, int, bytes, bytes, bool, bool], EncodedAdd],
-        ledger_id: int,
-        master_key: bytes,
-        recovery: bool,
-    ):
-        self.package = package
-        self.encode_add = encode_add
-        self.ledger_id = ledger_id
-        self.master_key = master_key
-        self.recovery = recovery
+    __slots__ = ()
 
     def __call__(
         self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
     ) -> PendingAdd:
-        body = self.package(self.ledger_id, entry_id, lac, length, payload)
-        return self.packaged(entry_id, body, length, deferred)
+        ledger_id, recovery = self.ledger_id, self.recovery
+        body = self.package(ledger_id, entry_id, lac, length, payload)
+        # :meth:`packaged`, inline: the general path's every entry
+        add = self.encoder(ledger_id, entry_id, self.master_key, body, recovery, recovery)
+        return PendingAdd(entry_id, body, length, deferred, add)
 
     def packaged(self, entry_id: int, body: bytes, length: int, deferred: defer.Deferred[int] | None) -> PendingAdd:
         """The entry whose packaged bytes are ``body``, its ADD encoded (a recovery add: high priority)."""
-        p = PendingAdd(entry_id, body, length, deferred)
-        p.encoded = self.encode_add(self.ledger_id, entry_id, self.master_key, body, self.recovery, self.recovery)
-        return p
+        recovery = self.recovery
+        add = self.encoder(self.ledger_id, entry_id, self.master_key, body, recovery, recovery)
+        return PendingAdd(entry_id, body, length, deferred, add)
 
     def encode(self, p: PendingEntry) -> EncodedAdd:
         """``p``'s ADD, encoded (for :func:`address_run`: an entry is encoded when it is made)."""
-        encoded = p.encoded = self.encode_add(
+        encoded = p.encoded = self.encoder(
             self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
         )
         return encoded
