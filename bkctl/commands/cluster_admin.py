@@ -66,7 +66,7 @@ def backup(app: App, path: str, force: bool):
         app,
         doc,
         lambda: app.console.print(
-            f"{doc['ledgers']} ledgers and {doc['cookies']} cookies of instance {doc['instance_id']} saved to {path}"
+            f"{doc.ledgers} ledgers and {doc.cookies} cookies of instance {doc.instance_id} saved to {path}"
         ),
     )
 
@@ -109,11 +109,11 @@ def restore(app: App, path: str, force: bool):
         app,
         doc,
         lambda: app.console.print(
-            f"restored {doc['ledgers']} ledgers ({len(doc['replaced_ledgers'])} replaced) and {doc['cookies']} cookies "
-            f"from {path}; instance {doc['instance_id']}"
+            f"restored {doc.ledgers} ledgers ({len(doc.replaced_ledgers)} replaced) and {doc.cookies} cookies "
+            f"from {path}; instance {doc.instance_id}"
             + (
                 ""
-                if doc["next_ledger_id_above"] is not None or not doc["ledgers"]
+                if doc.next_ledger_id_above is not None or not doc.ledgers
                 else "; the ledger id generator could not be moved past the restored ids"
             )
         ),

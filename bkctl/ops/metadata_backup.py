@@ -31,6 +31,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import BadInput, Conflict
@@ -45,7 +46,45 @@ FORMAT = "bkctl-cluster-metadata/1"
 MAX_IDS_DRAWN = 200_000
 
 
-def backup(store: MetadataStore, path: str, uri: str, overwrite: bool = False) -> dict:
+@dataclass(frozen=True)
+class BackedUp:
+    """``cluster backup-metadata``: the file written, what it holds, and its size."""
+
+    file: str
+    ledgers: int
+    cookies: int
+    bytes: int
+    instance_id: str | None
+
+
+@dataclass(frozen=True)
+class BackupFile:
+    """A backup file as read back, checked: the instance, the autorecovery settings (``enabled``,
+    ``lost_bookie_recovery_delay``) and each ledger's metadata and bookie's cookie, as bytes."""
+
+    instance_id: str | None
+    autorecovery: dict[str, Any]
+    ledgers: dict[int, bytes]
+    cookies: dict[str, bytes]
+
+
+@dataclass(frozen=True)
+class Restored:
+    """``cluster restore-metadata``: what was written, what it replaced, whether the cluster or its
+    instance id was made anew, and the id the generator was moved above (None: it could not be)."""
+
+    file: str
+    ledgers: int
+    replaced_ledgers: list[int]
+    cookies: int
+    replaced_cookies: list[str]
+    instance_id: str | None
+    instance_id_replaced: bool
+    cluster_created: bool
+    next_ledger_id_above: int | None
+
+
+def backup(store: MetadataStore, path: str, uri: str, overwrite: bool = False) -> BackedUp:
     """Write the backup file; an existing ``path`` is refused unless ``overwrite``
     (exit 4).  Returns ``file``, ``ledgers``, ``cookies``, ``bytes``, ``instance_id``."""
     from bkctl.wire.metadata.errors import NoSuchLedger
@@ -65,11 +104,12 @@ def backup(store: MetadataStore, path: str, uri: str, overwrite: bool = False) -
         if found is not None:
             cookies[bookie_id] = _b64(found[0].serialize())
     layout = store.cluster.layout()
+    store_instance = store.cluster.instance_id()
     doc = {
         "format": FORMAT,
         "created": int(time.time() * 1000),
         "metadata_uri": uri,
-        "instance_id": store.cluster.instance_id(),
+        "instance_id": store_instance,
         "layout": layout.serialize().decode() if layout else None,
         "autorecovery": {
             "enabled": store.underreplication.is_enabled(),
@@ -85,16 +125,10 @@ def backup(store: MetadataStore, path: str, uri: str, overwrite: bool = False) -
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return {
-        "file": path,
-        "ledgers": len(ledgers),
-        "cookies": len(cookies),
-        "bytes": len(text),
-        "instance_id": doc["instance_id"],
-    }
+    return BackedUp(path, len(ledgers), len(cookies), len(text), store_instance)
 
 
-def read_backup(path: str, parse: Callable[[bytes, int | None], Any] | None = None) -> dict:
+def read_backup(path: str, parse: Callable[[bytes, int | None], Any] | None = None) -> BackupFile:
     """The backup document; a file that is not one: exit 2.  Each ledger's metadata is checked
     with ``parse`` (a store's decoder, ``store.ledgers.parse``; None: the general path)."""
     from bkctl.wire.metadata.ledger import parse_ledger_metadata
@@ -108,16 +142,18 @@ def read_backup(path: str, parse: Callable[[bytes, int | None], Any] | None = No
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise BadInput(f"{path}: not a bkctl cluster backup (format {FORMAT} expected)")
     try:
-        doc["ledgers"] = {int(k): base64.b64decode(v, validate=True) for k, v in doc["ledgers"].items()}
-        doc["cookies"] = {str(k): base64.b64decode(v, validate=True) for k, v in doc["cookies"].items()}
-        for _ledger_id, data in doc["ledgers"].items():
+        ledgers = {int(k): base64.b64decode(v, validate=True) for k, v in doc["ledgers"].items()}
+        cookies = {str(k): base64.b64decode(v, validate=True) for k, v in doc["cookies"].items()}
+        for _ledger_id, data in ledgers.items():
             check(data, None)
     except Exception as exc:  # noqa: BLE001 - any damage is the same answer
         raise BadInput(f"{path}: damaged backup ({exc})") from None
-    return doc
+    return BackupFile(doc.get("instance_id"), doc.get("autorecovery") or {}, ledgers, cookies)
 
 
-def restore(store: MetadataStore, path: str, confirm_overwrite: Callable[[list[int], list[str], bool], None]) -> dict:
+def restore(
+    store: MetadataStore, path: str, confirm_overwrite: Callable[[list[int], list[str], bool], None]
+) -> Restored:
     """Write the backup's ledgers and cookies, INSTANCEID and the autorecovery
     settings into the cluster (initialised first if its root is gone).  Ledgers or cookies that exist, or
     another INSTANCEID, are replaced only after ``confirm_overwrite(ledgers,
@@ -128,39 +164,40 @@ def restore(store: MetadataStore, path: str, confirm_overwrite: Callable[[list[i
     created = not store.cluster.exists()
     if created:  # nuked: made again (Java's initnewcluster), then given the backup's INSTANCEID
         store.cluster.init()
-    existing_ledgers = [lid for lid in sorted(doc["ledgers"]) if store.ledgers.exists(lid)]
+    existing_ledgers = [lid for lid in sorted(doc.ledgers) if store.ledgers.exists(lid)]
     current = set(store.registration.all_bookies())
-    existing_cookies = sorted(b for b in doc["cookies"] if b in current)
-    instance_differs = bool(doc.get("instance_id")) and store.cluster.instance_id() != doc["instance_id"]
+    existing_cookies = sorted(b for b in doc.cookies if b in current)
+    instance_differs = bool(doc.instance_id) and store.cluster.instance_id() != doc.instance_id
     if existing_ledgers or existing_cookies or (instance_differs and not created):
         confirm_overwrite(existing_ledgers, existing_cookies, instance_differs)
     if instance_differs:
-        store.cluster.set_instance_id(doc["instance_id"])
-    for ledger_id, data in sorted(doc["ledgers"].items()):
+        assert doc.instance_id is not None  # (it differs)
+        store.cluster.set_instance_id(doc.instance_id)
+    for ledger_id, data in sorted(doc.ledgers.items()):
         store.ledgers.restore_bytes(ledger_id, data, overwrite=ledger_id in existing_ledgers)
-    for bookie_id, data in sorted(doc["cookies"].items()):
+    for bookie_id, data in sorted(doc.cookies.items()):
         found = store.cookies.get(bookie_id)
         store.cookies.put(bookie_id, data, version=None if found is None else found[1])
-    settings = doc.get("autorecovery") or {}
+    settings = doc.autorecovery
     if settings.get("lost_bookie_recovery_delay") is not None:
         store.underreplication.set_lost_bookie_recovery_delay(int(settings["lost_bookie_recovery_delay"]))
     if settings.get("enabled") is False:
         store.underreplication.disable()
     elif settings.get("enabled") is True:
         store.underreplication.enable()
-    highest = max(doc["ledgers"], default=None)
+    highest = max(doc.ledgers, default=None)
     above = move_id_generator_past(store, highest) if highest is not None else None
-    return {
-        "file": path,
-        "ledgers": len(doc["ledgers"]),
-        "replaced_ledgers": existing_ledgers,
-        "cookies": len(doc["cookies"]),
-        "replaced_cookies": existing_cookies,
-        "instance_id": doc.get("instance_id"),
-        "instance_id_replaced": instance_differs,
-        "cluster_created": created,
-        "next_ledger_id_above": above,
-    }
+    return Restored(
+        path,
+        len(doc.ledgers),
+        existing_ledgers,
+        len(doc.cookies),
+        existing_cookies,
+        doc.instance_id,
+        instance_differs,
+        created,
+        above,
+    )
 
 
 def move_id_generator_past(store: MetadataStore, highest: int) -> int | None:
