@@ -290,40 +290,30 @@ def _read_replica(
     from ..exitcodes import FAILED, CommandError
     from ..ops.ledgers import entry_doc, entry_line
     from ..ops.recovery import check_bookie_ids
-    from ..ops.replica_read import read_replica
+    from ..ops.replica_read import BadReplica, ReplicaRead, ReplicaStatus, read_replica
 
     check_bookie_ids([bookie])
-    doc = app.bk.run(read_replica, ledger_id, bookie, first, last, _password(password))
+    doc: ReplicaRead = app.bk.run(read_replica, ledger_id, bookie, first, last, _password(password))
     out = _binary_stdout() if fmt == "raw" and not app.json else None
     bad = 0
-    for row in doc["entries"]:
-        if row["status"] != "ok":
+    for row in doc.entries:
+        if row.status is not ReplicaStatus.OK or row.payload is None:
             bad += 1
             if app.json:
-                app.emit_json(
-                    {
-                        "ledger_id": ledger_id,
-                        "entry_id": row["entry_id"],
-                        "bookie": bookie,
-                        "status": row["status"],
-                        "error": row["error"],
-                    }
-                )
+                app.emit_json(BadReplica(ledger_id, row.entry_id, bookie, row.status, row.error))
             else:
-                app.err_console.print(f"entry {row['entry_id']}: {row['status']} on {bookie}: {row['error']}")
+                app.err_console.print(f"entry {row.entry_id}: {row.status.value} on {bookie}: {row.error}")
             continue
         if app.json:
-            app.emit_json(
-                replace(entry_doc(ledger_id, row["entry_id"], row["payload"], fmt), bookie=bookie, status="ok")
-            )
+            app.emit_json(replace(entry_doc(ledger_id, row.entry_id, row.payload, fmt), bookie=bookie, status="ok"))
         elif out is not None:
-            out.write(row["payload"])
+            out.write(row.payload)
         else:
-            click.echo(entry_line(row["entry_id"], row["payload"], fmt))
+            click.echo(entry_line(row.entry_id, row.payload, fmt))
     if out is not None:
         out.flush()
     if bad:
-        raise CommandError(f"{bad} of {len(doc['entries'])} entries are missing or bad on {bookie}", FAILED)
+        raise CommandError(f"{bad} of {len(doc.entries)} entries are missing or bad on {bookie}", FAILED)
 
 
 def _binary_stdout():

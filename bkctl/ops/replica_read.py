@@ -8,10 +8,53 @@ that fails its digest is reported, not skipped.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
+
+
+class ReplicaStatus(Enum):
+    """What the bookie gave for an entry its write set names it for."""
+
+    OK = "ok"
+    MISSING = "missing"  #: the bookie does not have it
+    CORRUPT = "corrupt"  #: its digest fails
+    ERROR = "error"  #: the read failed otherwise
+
+
+@dataclass(frozen=True)
+class ReplicaEntry:
+    """One entry as the bookie gave it: its payload when ``ok``, else why not."""
+
+    entry_id: int
+    status: ReplicaStatus
+    payload: bytes | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ReplicaRead:
+    """The entries in ``first..last`` of a ledger whose write set holds ``bookie``, as it gave them."""
+
+    ledger_id: int
+    bookie: str
+    first: int
+    last: int
+    entries: list[ReplicaEntry]
+
+
+@dataclass(frozen=True)
+class BadReplica:
+    """The JSON line of ``ledger read --bookie`` for an entry the bookie lacks or holds damaged."""
+
+    ledger_id: int
+    entry_id: int
+    bookie: str
+    status: ReplicaStatus
+    error: str | None
 
 
 async def read_replica(
@@ -22,10 +65,8 @@ async def read_replica(
     last: int | None,
     password: bytes | None = None,
     window: int = 64,
-) -> dict:
-    """``{"ledger_id", "bookie", "first", "last", "entries": [{"entry_id", "status" (ok,
-    missing, corrupt, error), "payload" (bytes or None), "error"}]}`` for the entries in
-    ``first..last`` whose write set holds ``bookie``.  ``last`` None: the closed ledger's last
+) -> ReplicaRead:
+    """The entries in ``first..last`` whose write set holds ``bookie``, as it gave them.  ``last`` None: the closed ledger's last
     entry, or for an open ledger the highest entry the bookie has."""
     from twisted.internet import defer
 
@@ -48,22 +89,17 @@ async def read_replica(
             except NotFound:
                 last = -1
     wanted = [e for e in range(first, last + 1) if bookie in md.write_set(e)]
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, ReplicaEntry] = {}
 
     def ok(data, entry_id):
         try:
-            rows[entry_id] = {
-                "entry_id": entry_id,
-                "status": "ok",
-                "payload": digest.verify(data, entry_id).payload,
-                "error": None,
-            }
+            rows[entry_id] = ReplicaEntry(entry_id, ReplicaStatus.OK, digest.verify(data, entry_id).payload, None)
         except Exception as e:  # noqa: BLE001 - a bad replica is the finding
-            rows[entry_id] = {"entry_id": entry_id, "status": "corrupt", "payload": None, "error": str(e)}
+            rows[entry_id] = ReplicaEntry(entry_id, ReplicaStatus.CORRUPT, None, str(e))
 
     def bad(f, entry_id):
-        status = "missing" if f.check(NotFound) else "error"
-        rows[entry_id] = {"entry_id": entry_id, "status": status, "payload": None, "error": f.getErrorMessage()}
+        status = ReplicaStatus.MISSING if f.check(NotFound) else ReplicaStatus.ERROR
+        rows[entry_id] = ReplicaEntry(entry_id, status, None, f.getErrorMessage())
 
     for i in range(0, len(wanted), window):
         ds = []
@@ -72,10 +108,4 @@ async def read_replica(
             d.addCallbacks(ok, bad, callbackArgs=(e,), errbackArgs=(e,))
             ds.append(d)
         await defer.DeferredList(ds)
-    return {
-        "ledger_id": ledger_id,
-        "bookie": bookie,
-        "first": first,
-        "last": last,
-        "entries": [rows[e] for e in wanted],
-    }
+    return ReplicaRead(ledger_id, bookie, first, last, [rows[e] for e in wanted])
