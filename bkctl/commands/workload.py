@@ -73,9 +73,9 @@ def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entr
         app,
         doc,
         lambda: app.console.print(
-            f"simpletest OK: {entries} entries written to ledger {doc['ledger_id']} "
-            f"({ensemble}/{write_quorum}/{ack_quorum} on {', '.join(doc['bookies'])}) in {doc['write_seconds']:.3f}s,"
-            f" read back, closed, reopened, read in {doc['read_seconds']:.3f}s, deleted"
+            f"simpletest OK: {entries} entries written to ledger {doc.ledger_id} "
+            f"({ensemble}/{write_quorum}/{ack_quorum} on {', '.join(doc.bookies)}) in {doc.write_seconds:.3f}s,"
+            f" read back, closed, reopened, read in {doc.read_seconds:.3f}s, deleted"
         ),
     )
 

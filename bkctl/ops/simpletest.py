@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import SimpleTestFailed
@@ -22,6 +23,25 @@ ENTRY_SIZE = 100
 PAYLOAD = bytes(ord("A") + i % 26 for i in range(ENTRY_SIZE))
 
 
+@dataclass(frozen=True)
+class SimpleTestResult:
+    """``bkctl simpletest``/``bookiesanity`` that passed: the ledger it wrote, read back and
+    deleted, on which bookies, and how long the writes and the reads took (seconds)."""
+
+    ledger_id: int
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    entries: int
+    entry_size: int
+    bookies: list[str]
+    last_entry_id: int
+    write_seconds: float
+    read_seconds: float
+    deleted: bool
+    ok: bool
+
+
 def simpletest(
     bk: BlockingBookKeeper,
     ensemble: int = 3,
@@ -30,11 +50,8 @@ def simpletest(
     entries: int = 100,
     on_step: Callable[[str], Any] | None = None,
     bookie: str | None = None,
-) -> dict:
-    """Run the test; returns a JSON-ready summary: ``ledger_id``,
-    ``ensemble_size``, ``write_quorum``, ``ack_quorum``, ``entries``,
-    ``entry_size``, ``bookies``, ``last_entry_id``, ``write_seconds``,
-    ``read_seconds``, ``deleted``, ``ok``.  Raises :class:`SimpleTestFailed`
+) -> SimpleTestResult:
+    """Run the test; returns its :class:`SimpleTestResult`.  Raises :class:`SimpleTestFailed`
     naming the step that failed; the ledger is deleted anyway.
 
     ``bookie`` pins the test to that one bookie (ensemble, write and ack
@@ -48,21 +65,8 @@ def simpletest(
             return simpletest(bk, 1, 1, 1, entries, on_step)
         finally:
             client.placement = saved
-    doc: dict[str, Any] = {
-        "ledger_id": None,
-        "ensemble_size": ensemble,
-        "write_quorum": write_quorum,
-        "ack_quorum": ack_quorum,
-        "entries": entries,
-        "entry_size": ENTRY_SIZE,
-        "bookies": [],
-        "last_entry_id": None,
-        "write_seconds": None,
-        "read_seconds": None,
-        "deleted": False,
-        "ok": False,
-    }
     step = "create"
+    ledger_id: int | None = None  # once created, until deleted
 
     def at(name: str) -> None:
         nonlocal step
@@ -73,19 +77,18 @@ def simpletest(
     try:
         at("create")
         lh = bk.create(ensemble, write_quorum, ack_quorum, "CRC32C", b"", {"Bookie": b"simpletest"})
-        doc["ledger_id"] = lh.ledger_id
-        doc["bookies"] = list(lh.metadata.last_ensemble)
+        ledger_id = created = lh.ledger_id
+        bookies = list(lh.metadata.last_ensemble)
         at("write")
         started = time.perf_counter()
         last = lh.add_many(PAYLOAD for _ in range(entries))
-        doc["write_seconds"] = round(time.perf_counter() - started, 6)
+        write_seconds = round(time.perf_counter() - started, 6)
         expected_last = entries - 1
         got_last = -1 if last is None else last
         if got_last != expected_last or lh.last_add_confirmed != expected_last:
             raise SimpleTestFailed(
                 "write", f"last entry id is {got_last} (LAC {lh.last_add_confirmed}), expected {expected_last}"
             )
-        doc["last_entry_id"] = got_last
         at("read unconfirmed")
         _check(lh.read(0, expected_last, allow_unconfirmed=True) if entries else [], entries, "read unconfirmed")
         at("close")
@@ -101,18 +104,30 @@ def simpletest(
         _check(
             [e for batch in rh.read_range(0, batch=1000) for e in batch] if entries else [], entries, "read confirmed"
         )
-        doc["read_seconds"] = round(time.perf_counter() - started, 6)
+        read_seconds = round(time.perf_counter() - started, 6)
         at("delete")
         bk.delete(lh.ledger_id)
-        doc["deleted"] = True
+        ledger_id = None
     except SimpleTestFailed:
-        _cleanup(bk, doc)
+        _cleanup(bk, ledger_id)
         raise
     except Exception as e:
-        _cleanup(bk, doc)
+        _cleanup(bk, ledger_id)
         raise SimpleTestFailed(step, str(e) or type(e).__name__) from e
-    doc["ok"] = True
-    return doc
+    return SimpleTestResult(
+        created,
+        ensemble,
+        write_quorum,
+        ack_quorum,
+        entries,
+        ENTRY_SIZE,
+        bookies,
+        got_last,
+        write_seconds,
+        read_seconds,
+        deleted=True,
+        ok=True,
+    )
 
 
 def _check(entries: list[tuple[int, bytes]], n: int, step: str) -> None:
@@ -123,11 +138,11 @@ def _check(entries: list[tuple[int, bytes]], n: int, step: str) -> None:
             raise SimpleTestFailed(step, f"entry {entry_id} does not hold what was written")
 
 
-def _cleanup(bk: BlockingBookKeeper, doc: dict) -> None:
-    if doc["ledger_id"] is None or doc["deleted"]:
+def _cleanup(bk: BlockingBookKeeper, ledger_id: int | None) -> None:
+    """Delete the test's ledger after a failure, if it was created and is not deleted yet."""
+    if ledger_id is None:
         return
     try:
-        bk.delete(doc["ledger_id"])
-        doc["deleted"] = True
+        bk.delete(ledger_id)
     except Exception:  # noqa: BLE001 - the failure itself is what gets reported
         pass
