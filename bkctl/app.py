@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .exitcodes import USAGE, CommandError
-from .ops.results import to_json as result_json
+from .ops.results import fields_of
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -454,7 +454,7 @@ class _DelayedProgress(ProgressBar):
 
 def _json_default(obj: Any) -> Any:
     if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):  # an operation's result
-        return result_json(obj)
+        return fields_of(obj)
     if isinstance(obj, (bytes, bytearray)):
         return obj.hex()
     if isinstance(obj, tuple):  # a NamedTuple is a list, as json writes it
@@ -498,7 +498,7 @@ def confirm_destructive(app: App, question: str, force: bool, action: str) -> No
 
 # orjson: a listing of a million ledgers is a million of these lines, and json's encoder
 # cost 8 us a ledger line where orjson's costs 0.9.  Keys sorted, bytes as hex; a dataclass
-# (an operation's result) goes to _json_default, whose one conversion is bkctl.ops.results.to_json;
+# (an operation's result) goes to _json_default, whose one conversion is bkctl.ops.results';
 # a datetime is refused.
 _JSON_OPTIONS = (
     orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME

@@ -24,7 +24,10 @@ _STATE_NAMES = {state: state.name for state in LedgerState}
 _DIGEST_NAMES = {digest: digest.name for digest in DigestType}
 
 
-@dataclass(frozen=True, slots=True)
+# Segment and LedgerInfo are not frozen: `ledger list` makes one per ledger, a million of them,
+# and a frozen dataclass costs four times as much to build (object.__setattr__ per field); nothing
+# changes one once made (dataclasses.replace makes the LAC's copy).
+@dataclass(slots=True)
 class Segment:
     """A segment of a ledger: its first entry and its ensemble, in order."""
 
@@ -32,7 +35,7 @@ class Segment:
     bookies: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LedgerInfo:
     """A ledger's metadata as every command describes it (no password bytes): ``ledger show``,
     a line of ``ledger list --json``, what ``ledger create --json`` prints."""

@@ -15,8 +15,10 @@ written by that method."""
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 #: a field's metadata: left out of the document while None
 _OMIT_NONE = {"json": "omit-none"}
@@ -40,45 +42,60 @@ def not_in_json(default: Any = None) -> Any:
     return dataclasses.field(default=default, metadata=_HIDDEN, compare=False)
 
 
-#: result class -> [(field name, rule, the field it depends on)], read once per class (a listing
-#: converts a million rows)
-_SHAPES: dict[type, list[tuple[str, str | None, str | None]]] = {}
-#: the values a document holds as they are
-_PLAIN = frozenset({str, int, float, bool, type(None)})
+class _Shape(NamedTuple):
+    """How a result class is written: its keys, read at once, and the keys with a rule."""
+
+    names: tuple[str, ...]
+    read: Callable[[Any], Any]  #: the values of ``names``, as a tuple
+    rules: tuple[tuple[str, str, str | None], ...]  #: (key, omit-none/omit-unless, the field it depends on)
 
 
-def _shape(cls: type) -> list[tuple[str, str | None, str | None]]:
-    shape = _SHAPES[cls] = [
-        (f.name, f.metadata.get("json"), f.metadata.get("unless"))
-        for f in dataclasses.fields(cls)
-        if f.metadata.get("json") != "hidden"
-    ]
+#: result class -> its shape, read once per class (a listing writes a million rows)
+_SHAPES: dict[type, _Shape] = {}
+
+
+def _shape(cls: type) -> _Shape:
+    shown = [f for f in dataclasses.fields(cls) if f.metadata.get("json") != "hidden"]
+    names = tuple(f.name for f in shown)
+    getter = operator.attrgetter(*names) if names else (lambda _v: ())
+    read = getter if len(names) != 1 else (lambda v: (getter(v),))
+    rules = tuple((f.name, f.metadata["json"], f.metadata.get("unless")) for f in shown if f.metadata.get("json"))
+    shape = _SHAPES[cls] = _Shape(names, read, rules)
     return shape
 
 
-def to_json(value: Any) -> Any:
-    """``value`` as its JSON document: a dataclass a dict of its fields, an Enum its value, a list
-    or tuple a list, a dict's values converted; anything else as it is."""
+def fields_of(value: Any) -> dict[str, Any]:
+    """A result's own keys and values, not converted further: what the CLI's encoder takes
+    (``bkctl.app.encode_json``), which comes back here for a nested result and writes Enums,
+    lists and tuples itself.  A type of wire's with its own ``to_json`` method gives that."""
     cls = type(value)
-    if cls in _PLAIN:
-        return value
     shape = _SHAPES.get(cls)
     if shape is None:
-        if hasattr(cls, "to_json"):  # a type of wire's that writes its own document
-            return to_json(value.to_json())
-        if isinstance(value, Enum):
-            return value.value
-        if not dataclasses.is_dataclass(value) or isinstance(value, type):
-            if isinstance(value, (list, tuple)) and not hasattr(value, "_asdict"):
-                return [v if type(v) in _PLAIN else to_json(v) for v in value]
-            if isinstance(value, dict):
-                return {k: v if type(v) in _PLAIN else to_json(v) for k, v in value.items()}
-            return value
+        if hasattr(cls, "to_json"):
+            return value.to_json()
         shape = _shape(cls)
-    doc = {}
-    for name, rule, unless in shape:
-        item = getattr(value, name)
-        if rule is not None and (item is None if rule == "omit-none" else not getattr(value, unless or "")):
-            continue
-        doc[name] = item if type(item) in _PLAIN else to_json(item)
+    doc = dict(zip(shape.names, shape.read(value)))
+    for name, rule, unless in shape.rules:
+        if doc[name] is None if rule == "omit-none" else not getattr(value, unless or ""):
+            del doc[name]
     return doc
+
+
+def to_json(value: Any) -> Any:
+    """``value`` as its JSON document, all the way down: a result a dict of :func:`fields_of`,
+    an Enum its value, a list or tuple a list, a dict's values converted; anything else as it is."""
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) or hasattr(type(value), "to_json"):
+        return {k: to_json(v) for k, v in fields_of(value).items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_asdict"):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
+
+
+#: the values a document holds as they are
+_PLAIN = frozenset({str, int, float, bool, type(None)})

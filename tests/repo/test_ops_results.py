@@ -30,6 +30,7 @@ _INSPECT = "a bookie's records, streamed as JSON lines by `bookie inspect`: to c
 
 #: (module, function) -> why it returns a JSON-shaped dict today
 EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("bkctl.ops.results", "fields_of"): "the one conversion itself: a result's keys and values, for the encoder",
     ("bkctl.ops.autorecovery", "query_status"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
