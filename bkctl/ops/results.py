@@ -1,10 +1,13 @@
 """An operation's result as the JSON document ``--json`` prints: the one conversion.
 
 An operation returns a named type -- a frozen dataclass, its states Enums -- and the commands,
-the shell and scripts read its attributes; :func:`to_json` is the only place that turns one into
-the document users' cron jobs parse (``bkctl.app.encode_json`` calls it for any dataclass it
-meets, so a command hands the result itself to ``emit``): each field a key, named as the field,
-its value converted the same way (a nested result, a list of them, an Enum's value); a field
+the shell and scripts read its attributes; this module is the only place that turns one into
+the document users' cron jobs parse: :func:`fields_of` gives a result's keys and values (what
+``bkctl.app.encode_json`` calls for any dataclass it meets, so a command hands the result itself
+to ``emit``; orjson writes the values and comes back for a nested result), :func:`to_json` the
+whole document as Python values (for tests and callers that read it): each field a key, named as
+the field, its value converted the same way (a nested result, a list of them, an Enum's value); a
+field
 declared with :func:`omitted_when_none` is left out of the document while it is None (a key the
 document has only sometimes, ``lac_error``), one with :func:`omitted_unless` while another field is
 false, one declared with :func:`not_in_json` never appears
