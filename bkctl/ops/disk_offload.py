@@ -11,6 +11,7 @@ ledger metadata, this reads the managed ledgers' offload contexts).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.disk_attribution import packed_entry_bytes
@@ -29,9 +30,21 @@ DEFAULT_DELETION_LAG = 4 * 3600.0
 _NAMED = 20
 
 
+@dataclass(frozen=True)
+class HeldTwice:
+    """``bkctl disk``'s ``offloaded_twice``: the ledgers offloaded more than the deletion lag ago
+    whose BookKeeper copy is still there: how many, their bytes, every copy's bytes, the first ids."""
+
+    ledgers: int
+    length_bytes: int
+    stored_bytes: int
+    deletion_lag_seconds: float
+    ledger_ids: list[int]
+
+
 def held_twice(
     store: MetadataStore, base: str | None = None, lag: float = DEFAULT_DELETION_LAG, now: float | None = None
-) -> dict:
+) -> HeldTwice:
     """The ledgers whose offload completed more than ``lag`` seconds ago and whose BookKeeper copy
     is still there: how many, their bytes (``length_bytes``, and ``stored_bytes``: every copy the
     bookies keep, by each ledger's write quorum), the first few ids."""
@@ -56,23 +69,17 @@ def held_twice(
         stored += (md.length + (md.last_entry_id + 1) * packed_entry_bytes(md)) * md.write_quorum
         if len(named) < _NAMED:
             named.append(ledger_id)
-    return {
-        "ledgers": ledgers,
-        "length_bytes": length,
-        "stored_bytes": stored,
-        "deletion_lag_seconds": lag,
-        "ledger_ids": named,
-    }
+    return HeldTwice(ledgers, length, stored, lag, named)
 
 
-def summary_part(doc: dict) -> str | None:
+def summary_part(doc: HeldTwice) -> str | None:
     """The clause ``bkctl disk``'s first line gets (None: nothing is held twice)."""
     from ..humanize import human_size, plural
 
-    if not doc["ledgers"]:
+    if not doc.ledgers:
         return None
     return (
-        f"{human_size(doc['stored_bytes'])} on the bookies is {plural(doc['ledgers'], 'ledger')} also offloaded to "
-        f"tiered storage more than {doc['deletion_lag_seconds'] / 3600:g} h ago (held twice: "
+        f"{human_size(doc.stored_bytes)} on the bookies is {plural(doc.ledgers, 'ledger')} also offloaded to "
+        f"tiered storage more than {doc.deletion_lag_seconds / 3600:g} h ago (held twice: "
         "`bkctl pulsar offload list`)"
     )

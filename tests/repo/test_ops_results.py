@@ -42,7 +42,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.disk", "bookie_doc"): _TO_CONVERT,
     ("bkctl.ops.disk", "disk_report"): _TO_CONVERT,
     ("bkctl.ops.disk", "totals"): _TO_CONVERT,
-    ("bkctl.ops.disk_offload", "held_twice"): _TO_CONVERT,
     ("bkctl.ops.inspect", "entry_fields"): _INSPECT,
     ("bkctl.ops.inspect", "files"): _INSPECT,
     ("bkctl.ops.inspect", "journal"): _INSPECT,
