@@ -80,8 +80,12 @@ class EntryRequests:
         as encoded with them on); v3: with ``txn``, else the next txnId.  Only an EncodedAdd of its fields carries DEFERRED_SYNC (a writer's entries,
         the C twin's too, never do).  Argument errors raise ValueError (DEFERRED_SYNC over v2
         too: the connection refuses it first)."""
-        ledger_id, entry_id, master_key, body = add.ledger_id, add.entry_id, add.master_key, add.body
-        recovery, high_priority = add.recovery, add.high_priority
+        ledger_id = add.ledger_id  # one by one: four names at once would build and unpack a tuple
+        entry_id = add.entry_id
+        master_key = add.master_key
+        body = add.body
+        recovery = add.recovery
+        high_priority = add.high_priority
         deferred_sync = add.deferred_sync if type(add) is EncodedAdd else False
         if len(master_key) != MASTER_KEY_LENGTH:
             check_master_key(master_key)

@@ -160,11 +160,12 @@ class LedgerHandle(ReadHandle):
         )
         #: the one way an add is packaged: ``(entry_id, lac, length, payload, deferred)`` -> its
         #: PendingEntry with its ADD encoded (``encoded``); over v3 with fast paths the twin in use
-        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else ``_encoding``
+        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else ``_encoding``'s
+        #: (its bound ``__call__``: a Python method called inline, not through the type's call slot)
         self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingEntry] = (
             writer.entries(self._package, self.twins.codec.add_part, ledger_id, self.master_key, recovery)
             if self.twins.enabled and protocol == "v3"
-            else self._encoding
+            else self._encoding.__call__
         )
         #: the LAC told to the bookies outside the adds (WRITE_LAC; a recoverer never ticks)
         self._explicit = ExplicitLac(
