@@ -555,32 +555,32 @@ class ReplicaCheck:
         self._found_by_check: set[str] | None = None
 
     async def read_all(self, client) -> dict[tuple[str, int], str]:
-        from bkctl.exitcodes import CommandError
-        from bkctl.ops.replica_read import read_replica
+        from bkctl.ops.replica_read import ReplicaEntry, ReplicaStatus, read_replica
+        from bkctl.wire.errors import NotFound
 
         ledger_id = self.ledger_id
         md, _ = await client.run_blocking(client.store.ledgers.read, ledger_id)
         self.ensembles = md.ensembles
         found: dict[tuple[str, int], str] = {}
         for bookie in sorted(set(md.bookies)):
-            got = {"entries": []}
+            rows: list[ReplicaEntry] = []
             for attempt in range(5):
                 try:
-                    got = await read_replica(client, ledger_id, bookie, 0, self.last, PASSWORD)
-                except CommandError:  # a repair replaced it since the metadata above: not named now
+                    rows = (await read_replica(client, ledger_id, bookie, 0, self.last, PASSWORD)).entries
+                except NotFound:  # a repair replaced it since the metadata above: not named now
                     break
-                if not any(row["status"] == "error" for row in got["entries"]) or attempt == 4:
+                if not any(row.status is ReplicaStatus.ERROR for row in rows) or attempt == 4:
                     break
                 await task.deferLater(client.reactor, 1.0, lambda: None)  # the bookie coming back
-            for row in got["entries"]:
-                entry_id = row["entry_id"]
+            for row in rows:
+                entry_id = row.entry_id
                 if entry_id not in self.acked:
                     continue
-                status = row["status"]
-                if status == "ok" and row["payload"] != payload(self.rnd.seed, ledger_id, entry_id):
+                status = row.status.value
+                if status == "ok" and row.payload != payload(self.rnd.seed, ledger_id, entry_id):
                     status = "differs"
                 if status in ("differs", "corrupt"):
-                    self.losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row['error']})")
+                    self.losses.append(f"ledger {ledger_id} entry {entry_id} on {bookie}: {status} ({row.error})")
                 found[(bookie, entry_id)] = status
         self.reads.append(found)
         return found

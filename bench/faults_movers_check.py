@@ -164,8 +164,8 @@ def check_entries(bk, lid: int, expect, md, seed: int, payload, password: bytes,
 def _read_copies(bk, lid: int, password: bytes):
     """``(metadata, {(bookie, entry_id): status})`` of every copy the write sets name, each read
     straight from its bookie and its bytes returned."""
-    from bkctl.exitcodes import CommandError
     from bkctl.ops.replica_read import read_replica
+    from bkctl.wire.errors import NotFound
 
     async def go(client):
         md, _ = await client.run_blocking(client.store.ledgers.read, lid)
@@ -173,10 +173,10 @@ def _read_copies(bk, lid: int, password: bytes):
         for bookie in sorted(set(md.bookies)):
             try:
                 got = await read_replica(client, lid, bookie, 0, md.last_entry_id, password)
-            except CommandError:  # the metadata changed under the read (a repair, a move)
+            except NotFound:  # the metadata changed under the read (a repair, a move)
                 continue
-            for row in got["entries"]:
-                rows[(bookie, row["entry_id"])] = (row["status"], row["payload"])
+            for row in got.entries:
+                rows[(bookie, row.entry_id)] = (row.status.value, row.payload)
         return md, rows
 
     return bk.run(go)

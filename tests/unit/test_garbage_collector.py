@@ -933,6 +933,7 @@ def test_no_nearly_empty_compaction_while_minor_compaction_is_suspended_or_off(t
 def test_bookie_gc_status_shows_the_nearly_empty_compactions_when_the_rule_is_on(monkeypatch):
     import bkctl.render
     from bkctl.commands.bookie_admin import _print_gc
+    from bkctl.ops.bookie_http import GcRun
 
     shown: list = []
     monkeypatch.setattr(bkctl.render, "fields", lambda app, pairs: shown.extend(pairs))
@@ -947,7 +948,18 @@ def test_bookie_gc_status_shows_the_nearly_empty_compactions_when_the_rule_is_on
         _print_gc(
             None,
             "b:3181",
-            {"status": gc.status(), "details": gc.details(), "triggered": False, "is_in_force_gc": False},
+            GcRun(
+                bookie_id="b:3181",
+                http="http://127.0.0.1:8000",
+                triggered=False,
+                message=None,
+                kind=None,
+                is_in_force_gc=False,
+                status=gc.status(),
+                details=gc.details(),
+                error=None,
+                no_compaction=None,
+            ),
         )
         lines = dict(shown)
         if policy.settled_below:
