@@ -203,11 +203,12 @@ def test_kill_9_of_bkctl_mid_rebalance_loses_no_copy_and_a_rerun_finishes(bookie
     uri = metadata_uri
     old, ids, counts, procs, run = slow_rebalance(bookies, uri, zkstore, writer)
     try:
-        first_moves = [until_a_move(run)[-1]]  # one move done, the next ones copying: kill -9 now
+        seen = until_a_move(run)  # one move done, the next ones copying: kill -9 now
     finally:
         run.kill()
         run.wait()
-    assert first_moves and first_moves[0]["outcome"] == "moved"
+    planned, first_moves = seen[0], [seen[-1]]
+    assert planned["event"] == "plan" and first_moves[0]["outcome"] == "moved"
     ensembles_sane(zkstore, ids)
     assert all_whole(zkstore, procs, ids) == counts  # no ledger is a copy short
     done = events(ok(bkctl(uri, "--json", "rebalance", "--force")))
@@ -220,10 +221,17 @@ def test_kill_9_of_bkctl_mid_rebalance_loses_no_copy_and_a_rerun_finishes(bookie
     ]
     for m in first_moves[0]["moves"]:  # no replica moved twice: none leaves where the first run put it
         assert (first_moves[0]["ledger_id"], m["target"]) not in moved_again
-    assert done[-1]["outside_after"] == [] and done[-1]["failed"] == 0
+    # the rerun ends where the kept plan said the first run would (whether a greedy plan can
+    # bring every bookie within the band depends on the writer's random placement: not asked)
+    assert done[-1]["failed"] == 0 and done[-1]["outside_after"] == planned["outside_after"]
     ensembles_sane(zkstore, ids)
     assert all_whole(zkstore, procs, ids) == counts
     assert zkstore.rebalance.read() is None  # the run ended: nothing kept
+    if not done[-1]["skipped"]:  # (a move whose lock the killed run's session still held is skipped)
+        now = events(ok(bkctl(uri, "--json", "rebalance", "--dry-run")))[0]
+        assert {b["bookie"]: b["before"] for b in now["bookies"]} == {
+            b["bookie"]: b["after"] for b in planned["bookies"]
+        }
 
 
 def test_a_target_killed_mid_copy_fails_its_moves_and_loses_nothing(bookies, metadata_uri, zkstore, writer):
