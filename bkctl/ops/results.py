@@ -11,7 +11,8 @@ field
 declared with :func:`omitted_when_none` is left out of the document while it is None (a key the
 document has only sometimes, ``lac_error``), one with :func:`omitted_unless` while another field is
 false, one declared with :func:`not_in_json` never appears
-(what the human output needs beside the document).  Keys are sorted on output, so the fields'
+(what the human output needs beside the document), one declared with :func:`json_key` is written
+under that key rather than its name (``from``, a word Python keeps).  Keys are sorted on output, so the fields'
 order is free.  A type of wire's with its own ``to_json`` method (an owner, a topic's state) is
 written by that method."""
 
@@ -40,6 +41,12 @@ def omitted_unless(flag: str) -> Any:
     return dataclasses.field(default=None, metadata={"json": "omit-unless", "unless": flag})
 
 
+def json_key(key: str) -> Any:
+    """A field (no default) written under ``key`` in the document, not under its own name: a key
+    that is no Python name (``from``)."""
+    return dataclasses.field(metadata={"key": key})
+
+
 def not_in_json(default: Any = None) -> Any:
     """A field the human output reads that is not part of the JSON document."""
     return dataclasses.field(default=default, metadata=_HIDDEN, compare=False)
@@ -48,7 +55,7 @@ def not_in_json(default: Any = None) -> Any:
 class _Shape(NamedTuple):
     """How a result class is written: its keys, read at once, and the keys with a rule."""
 
-    names: tuple[str, ...]
+    names: tuple[str, ...]  #: the document's keys, in the fields' order
     read: Callable[[Any], Any]  #: the values of ``names``, as a tuple
     rules: tuple[tuple[str, str, str | None], ...]  #: (key, omit-none/omit-unless, the field it depends on)
 
@@ -59,11 +66,16 @@ _SHAPES: dict[type, _Shape] = {}
 
 def _shape(cls: type) -> _Shape:
     shown = [f for f in dataclasses.fields(cls) if f.metadata.get("json") != "hidden"]
-    names = tuple(f.name for f in shown)
-    getter = operator.attrgetter(*names) if names else (lambda _v: ())
-    read = getter if len(names) != 1 else (lambda v: (getter(v),))
-    rules = tuple((f.name, f.metadata["json"], f.metadata.get("unless")) for f in shown if f.metadata.get("json"))
-    shape = _SHAPES[cls] = _Shape(names, read, rules)
+    attrs = tuple(f.name for f in shown)
+    getter = operator.attrgetter(*attrs) if attrs else (lambda _v: ())
+    read = getter if len(attrs) != 1 else (lambda v: (getter(v),))
+    keys = tuple(f.metadata.get("key", f.name) for f in shown)
+    rules = tuple(
+        (f.metadata.get("key", f.name), f.metadata["json"], f.metadata.get("unless"))
+        for f in shown
+        if f.metadata.get("json")
+    )
+    shape = _SHAPES[cls] = _Shape(keys, read, rules)
     return shape
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from bkctl.app import encode_json
-from bkctl.ops.results import not_in_json, omitted_when_none, to_json
+from bkctl.ops.results import json_key, not_in_json, omitted_when_none, to_json
 
 
 class Colour(Enum):
@@ -57,3 +57,14 @@ def test_a_type_with_its_own_document_writes_it():
             return {"ledger_id": self.ledger_id, "owner": None}
 
     assert to_json([Owned(7)]) == [{"ledger_id": 7, "owner": None}]
+
+
+def test_a_field_with_a_json_key_is_written_under_it():
+    @dataclass(frozen=True, slots=True)
+    class Renamed:
+        source: str = json_key("from")
+        to: str = json_key("to")
+        error: str | None = omitted_when_none()
+
+    assert to_json(Renamed("a", "b")) == {"from": "a", "to": "b"}
+    assert encode_json(Renamed("a", "b", "x")) == '{"error":"x","from":"a","to":"b"}'
