@@ -61,7 +61,7 @@ def replace_id(
     segments).
     """
     from ..exitcodes import CONFLICT, FAILED, CommandError
-    from ..ops.replace_id import replace_bookie_id
+    from ..ops.replace_id import Rewrite, replace_bookie_id
 
     bar: ProgressBar | None = None
 
@@ -87,34 +87,30 @@ def replace_id(
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
-    t = doc["totals"]
+    t = doc.totals
 
     def human():
-        bad = [r for r in doc["ledgers"] if r["status"] in ("conflict", "failed")]
+        bad = [r for r in doc.ledgers if r.status in (Rewrite.CONFLICT, Rewrite.FAILED)]
         if bad:
-            table(app, ["ledger", "status", "error"], [(r["ledger_id"], r["status"], r.get("error")) for r in bad])
+            table(app, ["ledger", "status", "error"], [(r.ledger_id, r.status.value, r.error) for r in bad])
         if dry_run:
             app.console.print(
-                f"dry run: {t['planned']} ledgers ({t['segments']} segments) name {old}; "
-                f"nothing changed ({doc['ledgers_scanned']} ledgers scanned)"
+                f"dry run: {t.planned} ledgers ({t.segments} segments) name {old}; "
+                f"nothing changed ({doc.ledgers_scanned} ledgers scanned)"
             )
         else:
             app.console.print(
-                f"{t['updated']} ledgers ({t['segments']} segments) rewritten from {old} to {new}"
-                + (
-                    f"; {t['unchanged'] + t['deleted']} already done or deleted"
-                    if t["unchanged"] + t["deleted"]
-                    else ""
-                )
-                + (f"; {t['conflict']} conflicts" if t["conflict"] else "")
-                + (f"; {t['failed']} FAILED" if t["failed"] else "")
+                f"{t.updated} ledgers ({t.segments} segments) rewritten from {old} to {new}"
+                + (f"; {t.unchanged + t.deleted} already done or deleted" if t.unchanged + t.deleted else "")
+                + (f"; {t.conflict} conflicts" if t.conflict else "")
+                + (f"; {t.failed} FAILED" if t.failed else "")
             )
 
     emit(app, doc, human)
-    if t["failed"]:
-        raise CommandError(f"{t['failed']} ledgers could not be updated", FAILED)
-    if t["conflict"]:
-        raise CommandError(f"{t['conflict']} ledgers already name {new} in a segment that names {old}", CONFLICT)
+    if t.failed:
+        raise CommandError(f"{t.failed} ledgers could not be updated", FAILED)
+    if t.conflict:
+        raise CommandError(f"{t.conflict} ledgers already name {new} in a segment that names {old}", CONFLICT)
 
 
 # -- capacity -------------------------------------------------------------------------------

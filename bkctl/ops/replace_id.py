@@ -15,20 +15,72 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from .errors import BadInput, Conflict
+from .results import json_key, omitted_when_none
 
 if TYPE_CHECKING:
+    from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore
+
+
+class Rewrite(Enum):
+    """What became of a ledger that names FROM."""
+
+    UPDATED = "updated"
+    PLANNED = "planned"  #: a dry run's: would be updated
+    UNCHANGED = "unchanged"  #: names FROM no more (another run, a writer)
+    DELETED = "deleted"  #: deleted meanwhile
+    CONFLICT = "conflict"  #: a segment names TO already: left unchanged
+    FAILED = "failed"  #: a writer kept adding segments naming FROM
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRewrite:
+    """One ledger naming FROM: what became of it, in how many segments."""
+
+    ledger_id: int
+    status: Rewrite
+    segments: int
+    error: str | None = omitted_when_none()
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteTotals:
+    """The ledgers of a run by what became of them; ``segments`` those updated (or planned)."""
+
+    matched: int
+    updated: int
+    planned: int
+    unchanged: int
+    deleted: int
+    conflict: int
+    failed: int
+    segments: int
+
+
+@dataclass(frozen=True, slots=True)
+class IdReplacement:
+    """A run of ``bookie replace-id``: FROM, TO, one row per ledger that named FROM, the totals."""
+
+    to: str
+    dry_run: bool
+    ledgers_scanned: int
+    ledgers: list[LedgerRewrite]
+    totals: RewriteTotals
+    source: str = json_key("from")  #: last: to mypy, a field declared so has a default
 
 
 class _Pace:
     """At most ``rate`` calls per second across threads (0: no limit)."""
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float) -> None:
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self._next = 0.0
         self._lock = threading.Lock()
@@ -44,39 +96,37 @@ class _Pace:
             time.sleep(at - now)
 
 
-def _one_ledger(store: MetadataStore, ledger_id: int, md, version: int, old: str, new: str, dry_run: bool) -> dict:
+def _one_ledger(
+    store: MetadataStore, ledger_id: int, md: LedgerMetadata, version: int, old: str, new: str, dry_run: bool
+) -> LedgerRewrite:
     """Rewrite one ledger from the metadata the scan read, by the one compare-and-set every
     replica move makes (:func:`~bkctl.wire.client.replica_swap.swap_bookies`: a concurrent
     write that leaves those segments as they were is retried); a segment naming FROM that a
     writer added meanwhile is swapped in turn."""
     from bkctl.wire.client.replica_swap import Swap, SwapOutcome, swap_bookies
 
-    row: dict = {"ledger_id": ledger_id, "status": "unchanged", "segments": 0}
+    status, segments = Rewrite.UNCHANGED, 0
     for _round in range(3):
         firsts = [first for first, ensemble in md.ensembles if old in ensemble]
         if not firsts:
-            return row
+            return LedgerRewrite(ledger_id, status, segments)
         joined = [first for first in firsts if new in dict(md.ensembles)[first]]
         if joined:
-            row.update(status="conflict", error=f"its segment from entry {joined[0]} names {new} already")
-            return row
+            error = f"its segment from entry {joined[0]} names {new} already"
+            return LedgerRewrite(ledger_id, Rewrite.CONFLICT, segments, error)
         if dry_run:
-            row.update(status="planned", segments=len(firsts))
-            return row
+            return LedgerRewrite(ledger_id, Rewrite.PLANNED, len(firsts))
         done = swap_bookies(store, ledger_id, [Swap(first, old, new) for first in firsts], known=(md, version))
         if done.outcome is SwapOutcome.GONE:
-            row.update(status="deleted", segments=0)
-            return row
+            return LedgerRewrite(ledger_id, Rewrite.DELETED, 0)
         if done.outcome is SwapOutcome.CONFLICT:
-            row.update(status="conflict", error=done.reason)
-            return row
+            return LedgerRewrite(ledger_id, Rewrite.CONFLICT, segments, done.reason)
         if done.outcome is SwapOutcome.SWAPPED:
-            row["status"] = "updated"
-            row["segments"] += len(firsts)
+            status = Rewrite.UPDATED
+            segments += len(firsts)
         assert done.metadata is not None
         md, version = done.metadata, done.version
-    row.update(status="failed", error="a writer keeps adding segments that name it")
-    return row
+    return LedgerRewrite(ledger_id, Rewrite.FAILED, segments, "a writer keeps adding segments that name it")
 
 
 def replace_bookie_id(
@@ -90,8 +140,8 @@ def replace_bookie_id(
     allow_unknown: bool = False,
     confirm: Callable[[int], None] | None = None,
     on_start: Callable[[int], None] | None = None,
-    on_ledger: Callable[[dict], None] | None = None,
-) -> dict:
+    on_ledger: Callable[[LedgerRewrite], None] | None = None,
+) -> IdReplacement:
     """Rewrite ``old`` to ``new`` everywhere; returns the summary.
 
     ``confirm(n)`` is called (unless ``dry_run``) with the number of ledgers
@@ -100,12 +150,8 @@ def replace_bookie_id(
     known to the cluster (registered, or with a cookie) unless
     ``allow_unknown``.  A dry run applies every check the real run applies.
 
-    Summary keys: ``from``, ``to``, ``dry_run``, ``ledgers_scanned``,
-    ``ledgers`` (one row per ledger naming ``old``: ``ledger_id``,
-    ``status`` (updated, planned, unchanged, deleted, conflict, failed),
-    ``segments``, ``error``), and ``totals`` (``matched``, ``updated``,
-    ``planned``, ``unchanged``, ``deleted``, ``conflict``, ``failed``,
-    ``segments``).
+    The summary: one row per ledger naming ``old`` and the totals (its --json document's keys
+    ``from``, ``to``, ``dry_run``, ``ledgers_scanned``, ``ledgers``, ``totals``).
     """
     from .recovery import check_bookie_ids, require_known_bookie
 
@@ -117,7 +163,7 @@ def replace_bookie_id(
     if not allow_unknown:
         require_known_bookie(store, new, "--allow-unknown-id", f"start the bookie as {new} first")
     scanned = 0
-    matched: list[tuple[int, object, int]] = []
+    matched: list[tuple[int, LedgerMetadata, int]] = []
     for ledger_id, md, version in store.ledgers.walk():
         scanned += 1
         if md is None:
@@ -132,7 +178,7 @@ def replace_bookie_id(
         on_start(len(matched))
     pace = _Pace(rate)
 
-    def work(item) -> dict:
+    def work(item: tuple[int, LedgerMetadata, int]) -> LedgerRewrite:
         pace.wait()
         ledger_id, md, version = item
         row = _one_ledger(store, ledger_id, md, version, old, new, dry_run)
@@ -145,18 +191,15 @@ def replace_bookie_id(
             rows = list(pool.map(work, matched))
     else:
         rows = [work(item) for item in matched]
-    totals = {
-        "matched": len(matched),
-        "updated": 0,
-        "planned": 0,
-        "unchanged": 0,
-        "deleted": 0,
-        "conflict": 0,
-        "failed": 0,
-        "segments": 0,
-    }
-    for r in rows:
-        totals[r["status"]] += 1
-        if r["status"] in ("updated", "planned"):
-            totals["segments"] += r["segments"]
-    return {"from": old, "to": new, "dry_run": dry_run, "ledgers_scanned": scanned, "ledgers": rows, "totals": totals}
+    count = Counter(r.status for r in rows)
+    totals = RewriteTotals(
+        matched=len(matched),
+        updated=count[Rewrite.UPDATED],
+        planned=count[Rewrite.PLANNED],
+        unchanged=count[Rewrite.UNCHANGED],
+        deleted=count[Rewrite.DELETED],
+        conflict=count[Rewrite.CONFLICT],
+        failed=count[Rewrite.FAILED],
+        segments=sum(r.segments for r in rows if r.status in (Rewrite.UPDATED, Rewrite.PLANNED)),
+    )
+    return IdReplacement(new, dry_run, scanned, rows, totals, source=old)

@@ -105,7 +105,7 @@ def test_replace_id_retries_after_a_concurrent_change(metadata_uri, zkstore):
 
     zkstore.ledgers.update = racing_update
     doc = replace_bookie_id(zkstore, OLD, NEW)
-    assert raced and doc["totals"]["updated"] == 1 and doc["totals"]["segments"] == 2
+    assert raced and doc.totals.updated == 1 and doc.totals.segments == 2
     md, _ = zkstore.ledgers.read(ledger_id)
     assert [first for first, _ in md.ensembles] == [0, 7] and OLD not in md.bookies
 

@@ -73,7 +73,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.recovery", "daemon_rows"): _TO_CONVERT,
     ("bkctl.ops.recovery", "left_rows"): _TO_CONVERT,
     ("bkctl.ops.recovery", "repair_states"): _TO_CONVERT,
-    ("bkctl.ops.replace_id", "replace_bookie_id"): _TO_CONVERT,
     ("bkctl.ops.top", "sort_rows"): _TOP,
     ("bkctl.ops.top", "filter_rows"): _TOP,
     ("bkctl.ops.top", "repairs_of"): _TOP,

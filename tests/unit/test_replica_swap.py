@@ -79,7 +79,7 @@ def via_fsck(store, known):
 
 def via_replace_id(store, known):
     md, version = known
-    return _one_ledger(store, LEDGER, md, version, B, E, dry_run=False)["status"]
+    return _one_ledger(store, LEDGER, md, version, B, E, dry_run=False).status.value
 
 
 def via_helper(store, known):
