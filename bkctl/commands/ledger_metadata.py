@@ -34,7 +34,7 @@ def metadata_dump(app: App, ledger_id: int, path: str):
 
         raise CommandError("--json and FILE '-' would share stdout: give a file name", USAGE)
     doc = dump(app.store, ledger_id, path)
-    text = f"ledger {ledger_id}: {doc['bytes']} bytes of format-v{doc['format_version']} metadata written to "
+    text = f"ledger {ledger_id}: {doc.bytes} bytes of format-v{doc.format_version} metadata written to "
     if path == "-":
         app.info(text + "stdout")
         return
@@ -83,6 +83,6 @@ def metadata_restore(app: App, path: str, ledger_id: int | None, force: bool):
         app,
         doc,
         lambda: app.console.print(
-            f"ledger {ledger_id} {'replaced' if doc['replaced'] else 'restored'} from {path} ({doc['state']})"
+            f"ledger {ledger_id} {'replaced' if doc.replaced else 'restored'} from {path} ({doc.state})"
         ),
     )

@@ -19,12 +19,39 @@ from typing import TYPE_CHECKING
 from .ledgers import LedgerInfo, LedgerRow
 
 if TYPE_CHECKING:
+    from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore
 
 # -- dump / restore ---------------------------------------------------------------------
 
 
-def dump(store: MetadataStore, ledger_id: int, path: str) -> dict:
+@dataclass(frozen=True, slots=True)
+class MetadataDump:
+    """A ledger's metadata written to ``file``: ``bytes`` of its own format, the znode's ``version``,
+    the ledger's ``state`` (its name: OPEN, IN_RECOVERY, CLOSED)."""
+
+    ledger_id: int
+    file: str
+    bytes: int
+    format_version: int
+    version: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRestore:
+    """A ledger's metadata znode created from ``file`` (``replaced``: it existed), its new ``version``."""
+
+    ledger_id: int
+    file: str
+    bytes: int
+    format_version: int
+    state: str
+    replaced: bool
+    version: int
+
+
+def dump(store: MetadataStore, ledger_id: int, path: str) -> MetadataDump:
     from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
     data, version = store.ledgers.read_bytes(ledger_id)
@@ -37,14 +64,7 @@ def dump(store: MetadataStore, ledger_id: int, path: str) -> dict:
     else:
         with open(path, "wb") as f:
             f.write(data)
-    return {
-        "ledger_id": ledger_id,
-        "file": path,
-        "bytes": len(data),
-        "format_version": md.format_version,
-        "version": version,
-        "state": md.state.name,
-    }
+    return MetadataDump(ledger_id, path, len(data), md.format_version, version, md.state.name)
 
 
 _ID_IN_NAME = re.compile(r"(\d+)")
@@ -56,7 +76,7 @@ def ledger_id_from_file_name(path: str) -> int | None:
     return int(found[0]) if len(found) == 1 else None
 
 
-def read_dump(path: str):
+def read_dump(path: str) -> tuple[bytes, LedgerMetadata]:
     """``(bytes, metadata)`` of a dump file; not metadata: exit 2."""
     from bkctl.wire.metadata.ledger import parse_ledger_metadata
 
@@ -65,7 +85,7 @@ def read_dump(path: str):
     return parse_input_file(path, parse_ledger_metadata, "ledger metadata")
 
 
-def restore(store: MetadataStore, ledger_id: int, path: str, confirm_overwrite: Callable[[], None]) -> dict:
+def restore(store: MetadataStore, ledger_id: int, path: str, confirm_overwrite: Callable[[], None]) -> MetadataRestore:
     """Create the ledger's znode from a dump; an existing one is replaced only after
     ``confirm_overwrite()`` (which raises to refuse)."""
     data, md = read_dump(path)
@@ -73,15 +93,7 @@ def restore(store: MetadataStore, ledger_id: int, path: str, confirm_overwrite: 
     if exists:
         confirm_overwrite()
     version = store.ledgers.restore_bytes(ledger_id, data, overwrite=exists)
-    return {
-        "ledger_id": ledger_id,
-        "file": path,
-        "bytes": len(data),
-        "format_version": md.format_version,
-        "state": md.state.name,
-        "replaced": exists,
-        "version": version,
-    }
+    return MetadataRestore(ledger_id, path, len(data), md.format_version, md.state.name, exists, version)
 
 
 # -- ledger list filters -----------------------------------------------------------------
@@ -124,7 +136,7 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _SIZES[m.group(2).lower()])
 
 
-def parse_meta_filters(items: Iterable[str]) -> list[tuple[str, str]]:
+def parse_meta_filters(items: Iterable[str] | None) -> list[tuple[str, str]]:
     out = []
     for item in items or ():
         key, sep, pattern = item.partition("=")
@@ -156,13 +168,13 @@ class LedgerFilter:
     def active(self) -> bool:
         return bool(self.meta) or any(v is not None for v in (self.min_size, self.older_than, self.open_longer_than))
 
-    def _age(self, md) -> float | None:
+    def _age(self, md: LedgerMetadata) -> float | None:
         if md.ctime is None:
             return None
         now = self.now_ms if self.now_ms is not None else int(time.time() * 1000)
         return (now - md.ctime) / 1000.0
 
-    def __call__(self, md) -> bool:
+    def __call__(self, md: LedgerMetadata) -> bool:
         for key_glob, value_glob in self.meta:
             if not any(
                 fnmatch.fnmatchcase(k, key_glob)

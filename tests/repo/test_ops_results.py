@@ -52,8 +52,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.inspect", "index"): _INSPECT,
     ("bkctl.ops.inspect", "lastmark"): _INSPECT,
     ("bkctl.ops.inspect", "check"): _INSPECT,
-    ("bkctl.ops.ledger_meta", "dump"): _TO_CONVERT,
-    ("bkctl.ops.ledger_meta", "restore"): _TO_CONVERT,
     ("bkctl.ops.prometheus", "rates"): _TO_CONVERT,
     ("bkctl.ops.pulsar", "list_topics"): _TO_CONVERT,
     ("bkctl.ops.pulsar", "show_topic"): _TO_CONVERT,
