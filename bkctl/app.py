@@ -453,8 +453,8 @@ class _DelayedProgress(ProgressBar):
 
 
 def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):  # an operation's result
-        return fields_of(obj)
+    if not isinstance(obj, type) and (hasattr(obj, "__dataclass_fields__") or hasattr(type(obj), "to_json")):
+        return fields_of(obj)  # an operation's result, or a type of wire's that writes its own document
     if isinstance(obj, (bytes, bytearray)):
         return obj.hex()
     if isinstance(obj, tuple):  # a NamedTuple is a list, as json writes it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..app import App
@@ -9,6 +11,9 @@ from ..completers import complete_ledger_id, complete_topic
 from ..exitcodes import FAILED, USAGE, CommandError
 from ..render import emit, emit_rows, fields, human_size, plural, table
 from . import LEDGER_ID, pass_app
+
+if TYPE_CHECKING:
+    from ..ops.pulsar import CursorShown
 
 
 @click.group()
@@ -92,17 +97,17 @@ def topic_list(app: App, tenant, namespace):
             ["topic", "ledgers", "entries", "size", "cursors", "terminated"],
             [
                 (
-                    r["topic"],
-                    r["ledgers"],
-                    f"{r['entries']}{'+' if r['uncounted_ledgers'] else ''}",
-                    human_size(r["size"]),
-                    ",".join(r["cursors"]),
-                    "yes" if r["terminated"] else "",
+                    r.topic,
+                    r.ledgers,
+                    f"{r.entries}{'+' if r.uncounted_ledgers else ''}",
+                    human_size(r.size),
+                    ",".join(r.cursors),
+                    "yes" if r.terminated else "",
                 )
                 for r in rows
             ],
         )
-        if any(r["uncounted_ledgers"] for r in rows):
+        if any(r.uncounted_ledgers for r in rows):
             app.console.print(
                 "+: and the entries of a ledger not closed yet, which the managed ledger does not "
                 "record (`pulsar topic show TOPIC` counts them)",
@@ -124,13 +129,15 @@ def _hint_no_managed_ledgers(app: App, base: str) -> None:
     )
 
 
-def _position(c: dict) -> str:
+def _position(c: CursorShown) -> str:
     """Where a cursor's position came from, briefly."""
-    kind = c["position_source"]
-    if kind == "znode":
-        return "znode (fallback)" if c["fallback"] else "znode"
-    entry = c["position_from"].split(" entry ", 1)[1].split(" ", 1)[0]
-    return f"ledger entry {entry}" + (" (beyond LAC)" if kind == "beyond-lac" else "")
+    from bkctl.wire.domain.topic_state import PositionKind
+
+    kind = c.position_source
+    if kind is PositionKind.ZNODE:
+        return "znode (fallback)" if c.fallback else "znode"
+    entry = c.position_from.split(" entry ", 1)[1].split(" ", 1)[0]
+    return f"ledger entry {entry}" + (" (beyond LAC)" if kind is PositionKind.BEYOND_LAC else "")
 
 
 @topic.command("show")
@@ -193,36 +200,36 @@ def topic_show(app: App, name, strict):
         doc = show_topic(app.store, name, _base(), bk=lambda: app.bk, strict=strict)
     except CursorFallback as exc:
         raise CommandError(f"{exc} (--strict)", FAILED) from None
-    for warning in doc["warnings"]:
+    for warning in doc.warnings:
         app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
 
     def human():
-        if doc["declared_partitions"] is not None:
+        if doc.declared_partitions is not None:
             app.console.print(
-                f"{doc['topic']}: partitioned, {plural(doc['declared_partitions'], 'partition')}", highlight=False
+                f"{doc.topic}: partitioned, {plural(doc.declared_partitions, 'partition')}", highlight=False
             )
-        schema = doc["schema"]
+        schema = doc.schema
         state = (
             "none"
             if schema is None
-            else f"version {schema['newest']}"
-            + (f" ({schema['type']})" if schema["type"] else "")
-            + (f": {schema['problem']}" if schema["problem"] else "")
+            else f"version {schema.newest}"
+            + (f" ({schema.type})" if schema.type else "")
+            + (f": {schema.problem}" if schema.problem else "")
         )
         app.console.print(f"schema: {state}", highlight=False, markup=False, soft_wrap=True)
-        for part in doc["partitions"]:
-            if part["managed_ledger"] is None:
-                fields(app, [("topic", part["topic"]), ("managed ledger", "none (no broker has loaded it: no data)")])
+        for part in doc.partitions:
+            if part.managed_ledger is None:
+                fields(app, [("topic", part.topic), ("managed ledger", "none (no broker has loaded it: no data)")])
                 continue
-            entries = f"{part['entries']}" + (f" ({part['beyond_lac']} past the LAC)" if part["beyond_lac"] else "")
+            entries = f"{part.entries}" + (f" ({part.beyond_lac} past the LAC)" if part.beyond_lac else "")
             fields(
                 app,
                 [
-                    ("topic", part["topic"]),
-                    ("managed ledger", part["managed_ledger"]),
+                    ("topic", part.topic),
+                    ("managed ledger", part.managed_ledger),
                     ("entries", entries),
-                    ("size", human_size(part["size"])),
-                    ("terminated at", part["terminated_at"] or "no"),
+                    ("size", human_size(part.size)),
+                    ("terminated at", part.terminated_at or "no"),
                 ],
             )
             table(
@@ -239,10 +246,10 @@ def topic_show(app: App, name, strict):
                         ls["closed"],
                         ",".join(ls["bookies"]),
                     )
-                    for ls in part["ledgers"]
+                    for ls in (ledger.to_json() for ledger in part.ledgers)  # wire's document of it
                 ],
             )
-            if part["cursors"]:
+            if part.cursors:
                 table(
                     app,
                     [
@@ -258,17 +265,17 @@ def topic_show(app: App, name, strict):
                     ],
                     [
                         (
-                            c["name"],
-                            c["mark_delete"],
+                            c.name,
+                            c.mark_delete,
                             _position(c),
-                            " ".join(c["individually_deleted"]),
-                            c["backlog_entries"],
-                            "?" if c["backlog_messages"] is None else c["backlog_messages"],
-                            human_size(c["backlog_bytes"]) + ("" if c["backlog_bytes_exact"] else " (est.)"),
-                            "none" if c["cursor_ledger"] == -1 else c["cursor_ledger"],
-                            c["last_active"],
+                            " ".join(c.individually_deleted),
+                            c.backlog_entries,
+                            "?" if c.backlog_messages is None else c.backlog_messages,
+                            human_size(c.backlog_bytes) + ("" if c.backlog_bytes_exact else " (est.)"),
+                            "none" if c.cursor_ledger == -1 else c.cursor_ledger,
+                            c.last_active,
                         )
-                        for c in part["cursors"]
+                        for c in part.cursors
                     ],
                 )
 
@@ -302,28 +309,28 @@ def ledger_owner(app: App, ledger_id):
     doc = owner(app.store, ledger_id, _base())
 
     def human():
-        owner_topic = doc["topic"] or f"of managed ledger {doc['managed_ledger']}"  # its topic part does not decode
+        owner_topic = doc.topic or f"of managed ledger {doc.managed_ledger}"  # its topic part does not decode
         where = {
             "topic": f"topic {owner_topic}",
-            "cursor": f"cursor {doc['cursor']} of topic {owner_topic}",
+            "cursor": f"cursor {doc.cursor} of topic {owner_topic}",
             "orphan": "orphan (no managed ledger lists it"
-            + (f"; it names {doc['managed_ledger']}" if doc["managed_ledger"] else "")
+            + (f"; it names {doc.managed_ledger}" if doc.managed_ledger else "")
             + ")",
             "not-pulsar": "not a Pulsar ledger (no Pulsar custom metadata, no managed ledger lists it)",
-            "schema": f"schema registry ledger of {doc['topic'] or doc['custom_metadata'].get('pulsar/schemaId')}"
+            "schema": f"schema registry ledger of {doc.topic or doc.custom_metadata.get('pulsar/schemaId')}"
             + (
-                f", version {doc['schema_version']}"
-                if doc["listed"]
+                f", version {doc.schema_version}"
+                if doc.listed
                 else ": no schema locator names it (an orphan schema ledger; see `pulsar schema check`)"
             ),
-            "compacted-ledger": f"compacted ledger of topic {doc['topic']} "
+            "compacted-ledger": f"compacted ledger of topic {doc.topic} "
             "(by its custom metadata; the __compaction cursor not checked)",
         }
-        owner = doc["owner"]
-        text = where.get(owner, f"{owner} ledger (by its custom metadata; not checked)")
+        owner = doc.owner
+        text = where.get(owner or "", f"{owner} ledger (by its custom metadata; not checked)")
         app.console.print(f"ledger {ledger_id}: {text}", highlight=False)
-        if doc["caution"]:
-            app.console.print(f"caution: {doc['caution']}", highlight=False)
+        if doc.caution:
+            app.console.print(f"caution: {doc.caution}", highlight=False)
 
     emit(app, doc, human)
 
@@ -427,25 +434,19 @@ def schema_list(app: App):
 
     rows = list_schemas(app.store, _base(), bk=lambda: app.bk)
 
+    def lines(r):  # a schema whose locator does not read: one line, its problem
+        if not r.versions:
+            return [(r.topic, "", "?", "", "", r.problem or "")]
+        return [
+            (r.topic, v.version, v.type or "?", v.timestamp or "", v.ledger_id, v.problem or r.problem or "")
+            for v in r.versions
+        ]
+
     def human(rows):
         table(
             app,
             ["topic", "version", "type", "registered", "ledger", "problem"],
-            [
-                (
-                    r["topic"],
-                    v["version"],
-                    v["type"] or "?",
-                    v["timestamp"] or "",
-                    v["ledger_id"],
-                    v["problem"] or r["problem"] or "",
-                )
-                for r in rows
-                for v in (
-                    r["versions"]
-                    or [{"version": "", "type": None, "timestamp": None, "ledger_id": "", "problem": None}]
-                )
-            ],
+            [line for r in rows for line in lines(r)],
         )
 
     emit_rows(app, rows, human)
@@ -485,22 +486,22 @@ def schema_show(app: App, name, version):
         raise CommandError(f"{name}: {exc} (`bkctl pulsar schema check` says what it means)", FAILED) from None
 
     def human():
-        if doc["problem"]:
-            app.err_console.print(f"bkctl: warning: {doc['problem']}", markup=False, highlight=False, soft_wrap=True)
+        if doc.problem:
+            app.err_console.print(f"bkctl: warning: {doc.problem}", markup=False, highlight=False, soft_wrap=True)
         fields(
             app,
             [
-                ("topic", doc["topic"]),
-                ("schema id", doc["schema_id"]),
-                ("version", f"{doc['version']} of {', '.join(map(str, doc['versions']))}"),
-                ("type", doc["type"] + (" (deleted)" if doc["deleted"] else "")),
-                ("registered", doc["timestamp"] or "?"),
-                ("ledger", doc["ledger_id"]),
-                ("hash", doc["hash"] + ("" if doc["hash_ok"] else " (does not match the data)")),
+                ("topic", doc.topic),
+                ("schema id", doc.schema_id),
+                ("version", f"{doc.version} of {', '.join(map(str, doc.versions))}"),
+                ("type", doc.type + (" (deleted)" if doc.deleted else "")),
+                ("registered", doc.timestamp or "?"),
+                ("ledger", doc.ledger_id),
+                ("hash", doc.hash + ("" if doc.hash_ok else " (does not match the data)")),
             ]
-            + [(f"property {k}", v) for k, v in sorted(doc["properties"].items())],
+            + [(f"property {k}", v) for k, v in sorted(doc.properties.items())],
         )
-        definition = doc["definition"]
+        definition = doc.definition
         if isinstance(definition, dict) and isinstance(definition.get("fileDescriptorSet"), list):
             app.console.print(f"root message: {definition.get('rootMessageTypeName')}", highlight=False)
             app.console.print("\n".join(definition["fileDescriptorSet"]), highlight=False, markup=False)
@@ -547,25 +548,23 @@ def schema_check(app: App, older_than):
     except ValueError as exc:
         raise CommandError(f"--older-than: {exc}", USAGE) from None
     doc = check_schemas(app.store, _base(), bk=lambda: app.bk, older_than=age)
-    rows = doc["findings"]
+    rows = doc.findings
 
     def human(rows):
         kind = None
         for r in rows:  # grouped by kind: its consequence once, then one line per finding
-            if r["kind"] != kind:
-                kind = r["kind"]
-                n = sum(1 for x in rows if x["kind"] == kind)
-                app.console.print(f"{kind} ({n}): {r['consequence']}", highlight=False, soft_wrap=True)
-            where = r["topic"] or r["schema_id"] or "no schema id"
-            version = "" if r["version"] is None else f" version {r['version']}"
-            app.console.print(
-                f"  {where}{version}, ledger {r['ledger_id']}: {r['detail']}", highlight=False, soft_wrap=True
-            )
-        young = doc["young_ledgers"]
+            if r.kind != kind:
+                kind = r.kind
+                n = sum(1 for x in rows if x.kind == kind)
+                app.console.print(f"{kind} ({n}): {r.consequence}", highlight=False, soft_wrap=True)
+            where = r.topic or r.schema_id or "no schema id"
+            version = "" if r.version is None else f" version {r.version}"
+            app.console.print(f"  {where}{version}, ledger {r.ledger_id}: {r.detail}", highlight=False, soft_wrap=True)
+        young = doc.young_ledgers
         named = f" (ledger{'s' if len(young) > 1 else ''} {', '.join(map(str, young))})" if young else ""
         app.console.print(
-            f"{plural(len(rows), 'finding')} among {plural(doc['schemas'], 'schema')} and "
-            f"{plural(doc['schema_ledgers'], 'schema ledger')}; not judged: {doc['young']} younger "
+            f"{plural(len(rows), 'finding')} among {plural(doc.schemas, 'schema')} and "
+            f"{plural(doc.schema_ledgers, 'schema ledger')}; not judged: {doc.young} younger "
             f"than {older_than}{named}",
             highlight=False,
         )

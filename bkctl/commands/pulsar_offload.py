@@ -119,10 +119,10 @@ def offload_verify(app: App, topic, entries, s3_endpoint, offload_root, offload_
 
     def named(rows):
         for r in rows:
-            if not r["ok"]:
-                bad.append(r["ledger_id"])
+            if not r.ok:
+                bad.append(r.ledger_id)
                 app.err_console.print(
-                    f"bkctl: error: ledger {r['ledger_id']} of {r['topic']}: {'; '.join(r['problems'])}",
+                    f"bkctl: error: ledger {r.ledger_id} of {r.topic}: {'; '.join(r.problems)}",
                     highlight=False,
                     soft_wrap=True,
                 )
@@ -133,10 +133,10 @@ def offload_verify(app: App, topic, entries, s3_endpoint, offload_root, offload_
             table(
                 app,
                 ["topic", "ledger", "result", "where"],
-                [(r["topic"], r["ledger_id"], "ok" if r["ok"] else "FAILED", r["where"]) for r in rows],
+                [(r.topic, r.ledger_id, "ok" if r.ok else "FAILED", r.where) for r in rows],
             )
         app.console.print(
-            f"{plural(sum(r['ok'] for r in rows), 'offloaded ledger')} of {len(rows)} check out", highlight=False
+            f"{plural(sum(r.ok for r in rows), 'offloaded ledger')} of {len(rows)} check out", highlight=False
         )
 
     emit_rows(app, named(verify(app.store, settings, _base(), _topic(topic), entries)), human)

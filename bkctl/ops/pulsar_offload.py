@@ -11,8 +11,9 @@ missing or wrong is a finding, named.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bkctl.wire.domain.offloads import offloads
 from bkctl.wire.domain.topic_state import metadata_in_batches
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
     from bkctl.wire.pulsar.offload_store import OffloadRecord, OffloadSettings
 
-__all__ = ["VERIFY_BATCH", "verify"]
+__all__ = ["VERIFY_BATCH", "OffloadCheck", "verify"]
 
 #: offloaded ledgers verified a batch at a time (their znodes read in one round of reads)
 VERIFY_BATCH = 1000
@@ -35,8 +36,8 @@ def verify(
     base: str | None = None,
     topic: str | None = None,
     entries: bool = False,
-) -> Iterator[dict[str, Any]]:
-    """One row per offloaded ledger: the record's fields, ``ok`` and ``problems``; the
+) -> Iterator[OffloadCheck]:
+    """One :class:`OffloadCheck` per offloaded ledger; the
     managed ledgers are read as the rows are taken, ``VERIFY_BATCH`` records at a time (their
     znodes read in one batch), so that a cluster's every offloaded ledger is never held."""
     records = offloads(store, base, topic)
@@ -45,13 +46,27 @@ def verify(
             yield _row(record, zk_md, verify_ledger(record, settings, zk_md, entries))
 
 
-def _row(record: OffloadRecord, zk_md: LedgerMetadata | None, problems: list[str]) -> dict[str, Any]:
-    return {
-        "topic": record.topic,
-        "ledger_id": record.location.ledger_id,
-        "where": record.location.where(),
-        "complete": record.location.complete,
-        "in_bookkeeper": zk_md is not None,
-        "ok": not problems,
-        "problems": problems,
-    }
+@dataclass(frozen=True, slots=True)
+class OffloadCheck:
+    """One offloaded ledger checked: where its objects are, whether BookKeeper still has it, and
+    what is wrong with it (``problems``, empty when it checks out)."""
+
+    topic: str
+    ledger_id: int
+    where: str
+    complete: bool
+    in_bookkeeper: bool
+    ok: bool
+    problems: list[str]
+
+
+def _row(record: OffloadRecord, zk_md: LedgerMetadata | None, problems: list[str]) -> OffloadCheck:
+    return OffloadCheck(
+        topic=record.topic,
+        ledger_id=record.location.ledger_id,
+        where=record.location.where(),
+        complete=record.location.complete,
+        in_bookkeeper=zk_md is not None,
+        ok=not problems,
+        problems=problems,
+    )

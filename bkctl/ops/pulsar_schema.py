@@ -12,6 +12,7 @@ orphans``) and schema ledgers with fewer live copies than their write quorum.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.ownership import topic_of_schema_id
@@ -25,11 +26,21 @@ from bkctl.wire.pulsar.managed_ledger import (
     SCHEMA_ID_KEY,
 )
 
+from .results import omitted_when_none
+
 if TYPE_CHECKING:
+    from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.pulsar.registry import SchemaRegistry
+    from bkctl.wire.pulsar.schema import IndexEntry
 
 __all__ = [
     "FINDINGS",
+    "SchemaCheck",
+    "SchemaFinding",
+    "SchemaRow",
+    "SchemaShown",
+    "SchemaVersion",
     "check_schemas",
     "list_schemas",
     "show_schema",
@@ -75,42 +86,59 @@ def _live_set(store: MetadataStore) -> set[str]:
     return set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
 
 
-def _version_doc(registry, schema_id: str, entry, locator, down: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class SchemaVersion:
+    """One version of a schema as ``schema list`` shows it: its locator's entry, and what its
+    ledger says (``type``, ``timestamp``, ``deleted``, ``user``: None when it was not read);
+    ``problem``, why it cannot be read."""
+
+    version: int
+    ledger_id: int
+    entry_id: int
+    hash: str
+    type: str | None = None
+    timestamp: str | None = None
+    deleted: bool | None = None
+    problem: str | None = None
+    #: in the document only once the version's ledger was read
+    user: str | None = omitted_when_none()
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaRow:
+    """One schema id of ``schema list``: its topic, newest version and every version."""
+
+    schema_id: str
+    topic: str
+    newest: int | None = None
+    versions: list[SchemaVersion] = field(default_factory=list)
+    problem: str | None = None
+
+
+def _version_doc(registry: SchemaRegistry, entry: IndexEntry, down: str | None = None) -> SchemaVersion:
     from bkctl.wire.pulsar.errors import SchemaUnreadable
     from bkctl.wire.text import utc_iso
 
-    doc: dict[str, Any] = {
-        "version": entry.version,
-        "ledger_id": entry.ledger_id,
-        "entry_id": entry.entry_id,
-        "hash": entry.hash.hex(),
-        "type": None,
-        "timestamp": None,
-        "deleted": None,
-        "problem": None,
-    }
+    base = SchemaVersion(entry.version, entry.ledger_id, entry.entry_id, entry.hash.hex())
     if down is not None:
-        doc["problem"] = f"schema ledger {entry.ledger_id}: {down}"
-        return doc
+        return replace(base, problem=f"schema ledger {entry.ledger_id}: {down}")
     try:
         schema = registry.entry(entry.ledger_id, entry.entry_id).schema
     except SchemaUnreadable as exc:
-        doc["problem"] = str(exc)
-        return doc
-    doc.update(
+        return replace(base, problem=str(exc))
+    return replace(
+        base,
         type=schema.type,
         timestamp=utc_iso(schema.timestamp) if schema.timestamp else None,
         deleted=schema.deleted,
         user=schema.user,
+        problem=None
+        if registry.hash_matches(entry.hash, schema)
+        else "its data does not hash to the locator's SHA-256",
     )
-    if not registry.hash_matches(entry.hash, schema):
-        doc["problem"] = "its data does not hash to the locator's SHA-256"
-    return doc
 
 
-def list_schemas(
-    store: MetadataStore, base: str | None = None, bk: BookKeeperFactory | None = None
-) -> list[dict[str, Any]]:
+def list_schemas(store: MetadataStore, base: str | None = None, bk: BookKeeperFactory | None = None) -> list[SchemaRow]:
     """One row per schema id: its topic, newest version and every version with
     its type, time and ledger (read from the version's ledger when ``bk`` is given)."""
     from bkctl.wire.pulsar.errors import PulsarFormatError
@@ -118,29 +146,42 @@ def list_schemas(
     reg = registry(store, base, bk)
     rows = []
     for sid in reg.schema_ids():
-        row: dict[str, Any] = {
-            "schema_id": sid,
-            "topic": topic_of_schema_id(sid),
-            "newest": None,
-            "versions": [],
-            "problem": None,
-        }
         try:
             locator = reg.locator(sid)
         except PulsarFormatError as exc:
-            row["problem"] = str(exc)
-            rows.append(row)
+            rows.append(SchemaRow(sid, topic_of_schema_id(sid), problem=str(exc)))
             continue
         if locator is None:
             continue  # deleted meanwhile
-        row["newest"] = locator.info.version
         live = _live_set(store) if bk is not None else set()
-        row["versions"] = [
-            _version_doc(reg, sid, e, locator, _copies_down(store, live, e.ledger_id) if bk is not None else None)
+        versions = [
+            _version_doc(reg, e, _copies_down(store, live, e.ledger_id) if bk is not None else None)
             for e in sorted(locator.index)
         ]
-        rows.append(row)
+        rows.append(SchemaRow(sid, topic_of_schema_id(sid), locator.info.version, versions))
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaShown:
+    """One version of a topic's schema (``schema show``); ``problem``: why the newest version
+    is not the one shown, or None."""
+
+    problem: str | None
+    topic: str
+    schema_id: str
+    version: int
+    newest: int
+    versions: list[int]
+    type: str
+    timestamp: str | None
+    user: str
+    deleted: bool
+    properties: dict[str, str]
+    ledger_id: int
+    hash: str
+    hash_ok: bool
+    definition: Any  #: pretty JSON's value (AVRO, JSON, KEY_VALUE, PROTOBUF_NATIVE's descriptor) or text
 
 
 def show_schema(
@@ -149,7 +190,7 @@ def show_schema(
     version: int | None = None,
     base: str | None = None,
     bk: BookKeeperFactory | None = None,
-) -> dict[str, Any]:
+) -> SchemaShown:
     """One version of a topic's schema (the newest by default): its type,
     time, properties, hash, ledger and definition (pretty JSON for AVRO and
     JSON, the descriptor for PROTOBUF_NATIVE, both sides of a KEY_VALUE)."""
@@ -183,31 +224,56 @@ def show_schema(
             raise
     entry = locator.entry(got)
     assert entry is not None  # the registry read a version its locator lists
-    return {
-        "problem": problem,
-        "topic": topic_of_schema_id(sid),
-        "schema_id": sid,
-        "version": got,
-        "newest": locator.info.version,
-        "versions": [e.version for e in sorted(locator.index)],
-        "type": schema.type,
-        "timestamp": utc_iso(schema.timestamp) if schema.timestamp else None,
-        "user": schema.user,
-        "deleted": schema.deleted,
-        "properties": schema.properties,
-        "ledger_id": entry.ledger_id,
-        "hash": entry.hash.hex(),
-        "hash_ok": schema_hash(schema.data) == entry.hash or schema.deleted,
-        "definition": pretty_definition(schema),
-    }
+    return SchemaShown(
+        problem=problem,
+        topic=topic_of_schema_id(sid),
+        schema_id=sid,
+        version=got,
+        newest=locator.info.version,
+        versions=[e.version for e in sorted(locator.index)],
+        type=schema.type,
+        timestamp=utc_iso(schema.timestamp) if schema.timestamp else None,
+        user=schema.user,
+        deleted=schema.deleted,
+        properties=schema.properties,
+        ledger_id=entry.ledger_id,
+        hash=entry.hash.hex(),
+        hash_ok=schema_hash(schema.data) == entry.hash or schema.deleted,
+        definition=pretty_definition(schema),
+    )
 
 
-def _live_copies(md: Any, live: set[str]) -> int:
+def _live_copies(md: LedgerMetadata, live: set[str]) -> int:
     """How many of entry 0's write set are on registered bookies."""
     from bkctl.wire.metadata.ledger import write_set_indices
 
     ensemble = md.ensembles[0][1]
     return sum(str(ensemble[i]) in live for i in write_set_indices(0, len(ensemble), md.write_quorum))
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaFinding:
+    """One finding of ``schema check``: its ``kind`` (a :data:`FINDINGS` key) and what it means."""
+
+    kind: str
+    schema_id: str | None
+    topic: str | None
+    version: int | None
+    ledger_id: int | None
+    detail: str
+    consequence: str
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaCheck:
+    """``schema check``: its findings, grouped by kind, and what was looked at; ``young_ledgers``:
+    the schema ledgers nothing names that were too young to judge."""
+
+    findings: list[SchemaFinding]
+    schemas: int
+    schema_ledgers: int
+    young: int
+    young_ledgers: list[int]
 
 
 def check_schemas(
@@ -216,7 +282,7 @@ def check_schemas(
     bk: BookKeeperFactory | None = None,
     older_than: float = 3600.0,
     now_ms: int | None = None,
-) -> dict[str, Any]:
+) -> SchemaCheck:
     """Every finding of the registry's doctor (:data:`FINDINGS`), and what
     was looked at: ``findings`` (kind, schema_id, topic, version, ledger_id,
     detail, consequence), ``schemas``, ``schema_ledgers``, ``young`` (schema
@@ -231,20 +297,11 @@ def check_schemas(
 
     reg = registry(store, base, bk)
     live = _live_set(store)
-    findings: list[dict[str, Any]] = []
+    findings: list[SchemaFinding] = []
 
-    def find(kind, sid, version, ledger_id, detail):
-        findings.append(
-            {
-                "kind": kind,
-                "schema_id": sid,
-                "topic": None if sid is None else topic_of_schema_id(sid),
-                "version": version,
-                "ledger_id": ledger_id,
-                "detail": detail,
-                "consequence": FINDINGS[kind],
-            }
-        )
+    def find(kind: str, sid: str | None, version: int | None, ledger_id: int | None, detail: str) -> None:
+        topic = None if sid is None else topic_of_schema_id(sid)
+        findings.append(SchemaFinding(kind, sid, topic, version, ledger_id, detail, FINDINGS[kind]))
 
     named: set[int] = set()
     ids = reg.schema_ids()
@@ -326,11 +383,5 @@ def check_schemas(
             + ("its schema has a locator that does not name it" if located else "its schema has no locator"),
         )
     order = {kind: i for i, kind in enumerate(FINDINGS)}
-    findings.sort(key=lambda f: order[f["kind"]])  # grouped by cause (stable: in the walk's order within one)
-    return {
-        "findings": findings,
-        "schemas": len(ids),
-        "schema_ledgers": schema_ledgers,
-        "young": young,
-        "young_ledgers": young_ids,
-    }
+    findings.sort(key=lambda f: order[f.kind])  # grouped by cause (stable: in the walk's order within one)
+    return SchemaCheck(findings, len(ids), schema_ledgers, young, young_ids)

@@ -32,9 +32,9 @@ def test_rows_come_before_every_offloaded_ledger_is_read(monkeypatch):
     monkeypatch.setattr(pulsar_offload, "verify_ledger", lambda record, settings, md, entries: ["missing"])
     rows = pulsar_offload.verify(object(), OffloadSettings())  # type: ignore[arg-type]
     first = next(rows)
-    assert first["ledger_id"] == 1 and first["problems"] == ["missing"] and not first["ok"]
+    assert first.ledger_id == 1 and first.problems == ["missing"] and not first.ok
     assert len(produced) <= batch + 1  # one batch read, not the cluster's every ledger
     rest = list(rows)
-    assert [r["ledger_id"] for r in [first, *rest]] == list(range(1, total + 1))
+    assert [r.ledger_id for r in [first, *rest]] == list(range(1, total + 1))
     assert max(len(a) for a in asked) <= batch
     assert sum(len(a) for a in asked) == total

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from bkctl.ops import pulsar as ops
+from bkctl.ops.results import to_json
 from bkctl.wire.domain.topic_state import CursorFallback, cursor_state
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
@@ -140,7 +141,7 @@ def test_topic_show_gives_the_vectors_backlog_in_entries_messages_and_bytes():
     doc, client, store, pool, data_id, writer = load_case()
     sub = doc["subscriptions"][SUB]
     bk = SyncBK(client)
-    shown = ops.show_topic(store, doc["topic"], bk=lambda: bk)
+    shown = to_json(ops.show_topic(store, doc["topic"], bk=lambda: bk))
     [cursor] = shown["partitions"][0]["cursors"]
     entries = pe.case_entries(CASE)
     unacked = [e for _, e in sub["unacked_entries"]]
@@ -157,14 +158,14 @@ def test_topic_show_gives_the_vectors_backlog_in_entries_messages_and_bytes():
 def test_short_topic_names_resolve_to_the_same_topic():
     doc, client, store, pool, data_id, writer = load_case()
     short = doc["topic"].removeprefix("persistent://public/default/")
-    assert ops.show_topic(store, short)["topic"] == doc["topic"]
-    assert ops.show_topic(store, "public/default/" + short)["topic"] == doc["topic"]
+    assert to_json(ops.show_topic(store, short))["topic"] == doc["topic"]
+    assert to_json(ops.show_topic(store, "public/default/" + short))["topic"] == doc["topic"]
 
 
 def test_a_closed_cursor_ledger_gives_its_last_entry():
     doc, client, store, pool, data_id, writer = load_case(close_cursor_ledger=True)
     bk = SyncBK(client)
-    shown = ops.show_topic(store, doc["topic"], bk=lambda: bk)
+    shown = to_json(ops.show_topic(store, doc["topic"], bk=lambda: bk))
     [cursor] = shown["partitions"][0]["cursors"]
     assert (cursor["mark_delete"], cursor["position_source"]) == (f"{data_id}:6", "cursor-ledger")
     assert cursor["position_from"] == f"cursor ledger {writer.ledger_id} entry 3"
@@ -174,7 +175,7 @@ def test_a_cursor_ledger_that_is_gone_falls_back_to_the_znode_with_a_warning_and
     doc, client, store, pool, data_id, writer = load_case(close_cursor_ledger=True)
     store.ledgers.delete(writer.ledger_id)
     bk = SyncBK(client)
-    shown = ops.show_topic(store, doc["topic"], bk=lambda: bk)
+    shown = to_json(ops.show_topic(store, doc["topic"], bk=lambda: bk))
     [cursor] = shown["partitions"][0]["cursors"]
     assert (cursor["mark_delete"], cursor["position_source"]) == (f"{data_id}:1", "znode")
     assert cursor["fallback"] == f"cursor ledger {writer.ledger_id} is gone"
@@ -195,7 +196,7 @@ def test_a_cursor_without_a_ledger_is_read_from_its_znode_without_a_warning():
         {SUB: info.SerializeToString()},
     )
     bk = SyncBK(client)
-    shown = ops.show_topic(store, doc["topic"], bk=lambda: bk)
+    shown = to_json(ops.show_topic(store, doc["topic"], bk=lambda: bk))
     [cursor] = shown["partitions"][0]["cursors"]
     assert (cursor["position_source"], cursor["fallback"], cursor["backlog_entries"]) == ("znode", None, 1)
     assert shown["warnings"] == []

@@ -495,17 +495,17 @@ def test_check_names_the_missing_schema_ledger_and_the_orphan():
     store, c = doctor_store()
     doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=10_000_000)
     sid = c["expected"]["schema_id"]
-    assert [(f["kind"], f["schema_id"], f["version"], f["ledger_id"]) for f in doc["findings"]] == [
+    assert [(f.kind, f.schema_id, f.version, f.ledger_id) for f in doc.findings] == [
         ("missing-ledger", sid, 1, 2001),
         ("orphan", sid, None, 2002),
     ]
-    assert doc["findings"][0]["topic"] == "persistent://public/default/vec-s-schema-ledger-missing"
-    assert doc["findings"][0]["consequence"] == FINDINGS["missing-ledger"]
-    assert "its schema has a locator that does not name it" in doc["findings"][1]["detail"]
-    assert (doc["schemas"], doc["schema_ledgers"], doc["young"]) == (1, 2, 0)
+    assert doc.findings[0].topic == "persistent://public/default/vec-s-schema-ledger-missing"
+    assert doc.findings[0].consequence == FINDINGS["missing-ledger"]
+    assert "its schema has a locator that does not name it" in doc.findings[1].detail
+    assert (doc.schemas, doc.schema_ledgers, doc.young) == (1, 2, 0)
     # an orphan younger than the caution is not judged, but counted
     doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=2_000)
-    assert [f["kind"] for f in doc["findings"]] == ["missing-ledger"] and doc["young"] == 1
+    assert [f.kind for f in doc.findings] == ["missing-ledger"] and doc.young == 1
 
 
 def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledger():
@@ -523,14 +523,14 @@ def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledge
     entries[2000] = raw.SerializeToString()
     entries[2001] = b"\xff\xff"  # does not decode
     doc = check_schemas(store, bk=lambda: _Ledgers(entries), now_ms=10_000_000)
-    assert sorted((f["kind"], f["version"]) for f in doc["findings"]) == [
+    assert sorted((f.kind, f.version) for f in doc.findings) == [
         ("hash-mismatch", 0),
         ("under-replicated", 0),
         ("under-replicated", 1),
         ("unreadable-ledger", 1),
     ]
-    under = [f for f in doc["findings"] if f["kind"] == "under-replicated"][0]
-    assert under["detail"] == "1 of 2 copies on live bookies"
+    under = [f for f in doc.findings if f.kind == "under-replicated"][0]
+    assert under.detail == "1 of 2 copies on live bookies"
 
 
 class _NoAnswer:
@@ -551,12 +551,12 @@ def test_a_version_whose_bookies_are_all_down_is_one_finding_in_the_operators_wo
 
     store, c = doctor_store("s_avro_evolved", bookies=("10.0.0.8:3181", "10.0.0.9:3181"))  # neither is live
     doc = check_schemas(store, bk=_NoAnswer, now_ms=10_000_000)
-    assert [(f["kind"], f["version"]) for f in doc["findings"]] == [("no-live-copy", 0), ("no-live-copy", 1)]
-    assert doc["findings"][0]["detail"] == "version 0's ledger: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down"
-    assert doc["findings"][0]["consequence"] == FINDINGS["no-live-copy"]
-    assert "losing another bookie" not in doc["findings"][0]["consequence"]
+    assert [(f.kind, f.version) for f in doc.findings] == [("no-live-copy", 0), ("no-live-copy", 1)]
+    assert doc.findings[0].detail == "version 0's ledger: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down"
+    assert doc.findings[0].consequence == FINDINGS["no-live-copy"]
+    assert "losing another bookie" not in doc.findings[0].consequence
     [row] = list_schemas(store, bk=_NoAnswer)
-    assert [v["problem"] for v in row["versions"]] == [
+    assert [v.problem for v in row.versions] == [
         "schema ledger 2000: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down",
         "schema ledger 2001: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down",
     ]
@@ -567,7 +567,7 @@ def test_check_groups_its_findings_by_kind_and_names_the_ledgers_it_did_not_judg
 
     store, c = doctor_store()
     doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=2_000)
-    assert doc["young"] == 1 and doc["young_ledgers"] == [2002]
+    assert doc.young == 1 and doc.young_ledgers == [2002]
 
 
 def test_show_of_a_topic_whose_newest_version_is_lost_shows_the_newest_that_reads_and_says_so():
@@ -576,8 +576,8 @@ def test_show_of_a_topic_whose_newest_version_is_lost_shows_the_newest_that_read
     store, c = doctor_store()  # s_schema_ledger_missing: version 1's ledger is gone
     topic = c["expected"]["topic"]
     doc = show_schema(store, topic, bk=lambda: _Ledgers(c["ledgers"]))
-    assert doc["version"] == 0 and doc["newest"] == 1
-    assert doc["problem"].startswith("the newest version, 1, does not read (schema ledger 2001: gone")
+    assert doc.version == 0 and doc.newest == 1
+    assert doc.problem.startswith("the newest version, 1, does not read (schema ledger 2001: gone")
     with pytest.raises(SchemaUnreadable):  # asked for by number: no stand-in
         show_schema(store, topic, 1, bk=lambda: _Ledgers(c["ledgers"]))
     with pytest.raises(NoSuchSchema, match=f"has no schema \\(did you mean {topic}\\?\\)"):
@@ -590,13 +590,13 @@ def test_list_and_show_read_each_version_from_its_ledger():
     store, c = doctor_store("s_avro_evolved")
     bk = lambda: _Ledgers(c["ledgers"])  # noqa: E731
     [row] = list_schemas(store, bk=bk)
-    assert (row["topic"], row["newest"]) == ("persistent://public/default/vec-s-avro-evolved", 1)
-    assert [(v["version"], v["type"], v["ledger_id"], v["problem"]) for v in row["versions"]] == [
+    assert (row.topic, row.newest) == ("persistent://public/default/vec-s-avro-evolved", 1)
+    assert [(v.version, v.type, v.ledger_id, v.problem) for v in row.versions] == [
         (0, "AVRO", 2000, None),
         (1, "AVRO", 2001, None),
     ]
     doc = show_schema(store, "persistent://public/default/vec-s-avro-evolved", 0, bk=bk)
-    assert [f["name"] for f in doc["definition"]["fields"]] == ["id", "owner", "balance", "legacy_code"]
-    assert (doc["version"], doc["newest"], doc["hash_ok"], doc["ledger_id"]) == (0, 1, True, 2000)
+    assert [f["name"] for f in doc.definition["fields"]] == ["id", "owner", "balance", "legacy_code"]
+    assert (doc.version, doc.newest, doc.hash_ok, doc.ledger_id) == (0, 1, True, 2000)
     with pytest.raises(NoSuchSchema):
         show_schema(store, "persistent://public/default/nothing", bk=bk)

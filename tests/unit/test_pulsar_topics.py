@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from bkctl.ops import pulsar as ops
+from bkctl.ops.results import to_json
 from bkctl.wire.domain.orphans import OrphanSweep
 from bkctl.wire.domain.topic_state import resolve_topics
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -123,7 +124,7 @@ def test_partitions_by_managed_ledgers_and_by_partitioned_topic_metadata(store):
     assert topics.declared_partitions(parts) == 3
     assert topics.declared_partitions(TopicName.parse(f"persistent://{NS}/orders")) is None
     assert [ml_.ledger_ids for ml_ in resolve_topics(topics, f"persistent://{NS}/parts")] == [[3], [4]]
-    shown = ops.show_topic(store, f"persistent://{NS}/parts")
+    shown = to_json(ops.show_topic(store, f"persistent://{NS}/parts"))
     assert (shown["partitioned"], shown["declared_partitions"]) == (True, 3)
     assert [(p["partition"], p["managed_ledger"]) for p in shown["partitions"]] == [
         (0, f"{NS}/persistent/parts-partition-0"),
@@ -151,7 +152,7 @@ def test_values_that_do_not_decode_are_named_by_their_znode(store):
 
 
 def test_list_topics_owner_and_orphans_from_what_the_topics_list(store):
-    rows = {row["topic"]: row for row in ops.list_topics(store, "public", "default")}
+    rows = {row["topic"]: row for row in to_json(ops.list_topics(store, "public", "default"))}
     assert rows[f"persistent://{NS}/orders"] == {
         "topic": f"persistent://{NS}/orders",
         "managed_ledger": f"{NS}/persistent/orders",
@@ -163,11 +164,11 @@ def test_list_topics_owner_and_orphans_from_what_the_topics_list(store):
         "cursors": ["audit", "sub/1"],
         "terminated": False,
     }
-    assert ops.ledger_owner(store, 2)["owner"] == "topic"
-    owner = ops.ledger_owner(store, 9)
+    assert to_json(ops.ledger_owner(store, 2))["owner"] == "topic"
+    owner = to_json(ops.ledger_owner(store, 9))
     assert (owner["owner"], owner["cursor"], owner["topic"]) == ("cursor", "audit", f"persistent://{NS}/orders")
-    assert ops.ledger_owner(store, 6)["topic"] == "persistent://legacy/east/ns/old"
-    assert ops.ledger_owner(store, 77)["owner"] == "orphan"
+    assert to_json(ops.ledger_owner(store, 6))["topic"] == "persistent://legacy/east/ns/old"
+    assert to_json(ops.ledger_owner(store, 77))["owner"] == "orphan"
     sweep = OrphanSweep(store, older_than=0, now_ms=store.now_ms() + 1)
     assert [orphan.ledger_id for orphan in sweep] == [77]
     assert (sweep.checked, sweep.pulsar, sweep.orphans) == (7, 7, 1)
