@@ -30,7 +30,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .ops.top import SORTS, filter_rows, repairs_of, sort_rows
+from .ops.top import SORTS, TopRow, TopState, filter_rows, repairs_of, sort_rows
 from .render import human_size
 
 KEYS = [
@@ -58,7 +58,7 @@ class ViewState:
     interval: float = 1.0
     title: str = ""
     error: str | None = None  # the last snapshot's failure
-    rows: list = field(default_factory=list)
+    rows: list[TopRow] = field(default_factory=list)
 
 
 def _num(value, fmt: str = "{:.0f}") -> str:
@@ -79,30 +79,31 @@ def _yes_no(value) -> str:
 _STATE_STYLE = {"writable": "green", "read-only": "yellow", "down": "red", "lost": "bold red", "unreachable": "magenta"}
 
 
-def _note(row: dict) -> str:
-    if row["state"] in ("down", "lost"):
+def _note(row: TopRow) -> str:
+    if row.state in (TopState.DOWN, TopState.LOST):
         return "not registered"
-    if row["state"] == "unreachable":
+    if row.state is TopState.UNREACHABLE:
         return "HTTP admin not answering"
     notes = []
-    if row.get("read_only_reason"):
-        notes.append(f"read-only: {row['read_only_reason']}")
-    if row["metrics"] is None:
+    if row.read_only_reason:
+        notes.append(f"read-only: {row.read_only_reason}")
+    if row.metrics is None:
         notes.append("no metrics")
-    if row["kind"] == "java" and row["entry_logs"] is None:
+    if row.kind == "java" and row.disk.entry_logs is None:
         notes.append("no entry-log figures (Java)")
     return ", ".join(notes)
 
 
-def _gc_text(row: dict) -> str:
-    if row["compacting"]:
-        return f"{row['compacting']} compacting"
-    if row["gc_running"]:
+def _gc_text(row: TopRow) -> str:
+    gc = row.gc
+    if gc.compacting:
+        return f"{gc.compacting} compacting"
+    if gc.gc_running:
         return "GC running"
-    last = row.get("last_compaction")
+    last = gc.last_compaction
     if last and last.get("reclaimedBytes"):
         return f"last {last.get('kind', '')} freed {human_size(last['reclaimedBytes'])}"
-    return "idle" if row["gc_running"] is not None else "-"
+    return "idle" if gc.gc_running is not None else "-"
 
 
 def _clock(epoch_ms: float) -> str:
@@ -179,7 +180,7 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
         if states:
             text.append(" (" + ", ".join(f"{n} {s}" for s, n in sorted(states.items())) + ")")
         # the rows' word: a bookie with a cookie that no ledger names is "down" in the list, not lost
-        lost = [r["bookie_id"] for r in snapshot["bookies"] if r["state"] == "lost"]
+        lost = [r.bookie_id for r in snapshot["bookies"] if r.state is TopState.LOST]
         if lost:
             text.append(f"; lost: {', '.join(lost)}", style="red")
     if state.error:
@@ -216,25 +217,26 @@ SORT_COLUMN = {
 }
 
 
-def _cells(r: dict) -> list:
-    disk = "-" if r["used_percent"] is None else f"{r['used_percent']:.0f}% of {human_size(r['total_bytes'])}"
+def _cells(r: TopRow) -> list:
+    d, m = r.disk, r.rates
+    disk = "-" if d.used_percent is None else f"{d.used_percent:.0f}% of {human_size(d.total_bytes)}"
     return [
-        r["bookie_id"],
-        Text(r["state"], style=_STATE_STYLE.get(r["state"], "")),
-        r["rack"] or "",
-        _num(r["add_rate"]),
-        f"{_ms(r['add_p50_ms'])}/{_ms(r['add_p99_ms'])}",
-        _num(r["read_rate"]),
-        _ms(r["read_p99_ms"]),
-        _ms(r["journal_sync_p99_ms"]),
+        r.bookie_id,
+        Text(r.state.value, style=_STATE_STYLE.get(r.state.value, "")),
+        r.rack or "",
+        _num(m.add_rate),
+        f"{_ms(m.add_p50_ms)}/{_ms(m.add_p99_ms)}",
+        _num(m.read_rate),
+        _ms(m.read_p99_ms),
+        _ms(m.journal_sync_p99_ms),
         disk,
-        "-" if r["reclaimable_bytes"] is None else human_size(r["reclaimable_bytes"]),
+        "-" if d.reclaimable_bytes is None else human_size(d.reclaimable_bytes),
         _gc_text(r),
         _note(r),
     ]
 
 
-def bookie_table(rows: list[dict], state: ViewState, live: bool, width: int | None = None) -> Table:
+def bookie_table(rows: list[TopRow], state: ViewState, live: bool, width: int | None = None) -> Table:
     """The bookies, one a line; on a terminal narrower than all the columns need, the least
     telling columns are left out (:data:`DROP_FIRST`) rather than every one cut short."""
     cells = [_cells(r) for r in rows]
@@ -264,24 +266,25 @@ def bookie_table(rows: list[dict], state: ViewState, live: bool, width: int | No
 
 
 def detail(snapshot: dict, bookie_id: str) -> Panel:
-    rows = [r for r in snapshot["bookies"] if r["bookie_id"] == bookie_id]
+    rows: list[TopRow] = [r for r in snapshot["bookies"] if r.bookie_id == bookie_id]
     if not rows:
         return Panel(f"{bookie_id} is gone from the cluster's bookies", title=bookie_id)
     r = rows[0]
+    d, gc, m = r.disk, r.gc, r.rates
     lines = [
-        f"state {r['state']} (registration: {r['registration']}), rack {r['rack'] or '-'}, "
-        f"HTTP admin {r['http'] or '-'} ({r['kind'] or 'no answer'})"
-        + (f"; read-only: {r['read_only_reason']}" if r.get("read_only_reason") else ""),
-        f"disk: {human_size(r['used_bytes'])} used of {human_size(r['total_bytes'])}; entry logs "
-        f"{_num(r['entry_logs'])} ({human_size(r['entry_log_bytes'])}), reclaimable "
-        f"{human_size(r['reclaimable_bytes'])}, lowest live ratio {_num(r['lowest_live_ratio'], '{:.2f}')}",
-        f"gc: {_gc_text(r)}; runs {_num(r['gc_runs'])}, forced {_yes_no(r['forced_gc'])}, reclaimed since start "
-        f"{human_size(r['reclaimed_bytes'])}",
-        f"metrics ({r['metrics'] or 'none'}): adds {_num(r['add_rate'])}/s p50 {_ms(r['add_p50_ms'])} ms "
-        f"p99 {_ms(r['add_p99_ms'])} ms; reads {_num(r['read_rate'])}/s p50 {_ms(r['read_p50_ms'])} ms "
-        f"p99 {_ms(r['read_p99_ms'])} ms; journal sync p99 {_ms(r['journal_sync_p99_ms'])} ms",
+        f"state {r.state.value} (registration: {r.registration}), rack {r.rack or '-'}, "
+        f"HTTP admin {r.http or '-'} ({r.kind or 'no answer'})"
+        + (f"; read-only: {r.read_only_reason}" if r.read_only_reason else ""),
+        f"disk: {human_size(d.used_bytes)} used of {human_size(d.total_bytes)}; entry logs "
+        f"{_num(d.entry_logs)} ({human_size(d.entry_log_bytes)}), reclaimable "
+        f"{human_size(d.reclaimable_bytes)}, lowest live ratio {_num(d.lowest_live_ratio, '{:.2f}')}",
+        f"gc: {_gc_text(r)}; runs {_num(gc.gc_runs)}, forced {_yes_no(gc.forced_gc)}, reclaimed since start "
+        f"{human_size(gc.reclaimed_bytes)}",
+        f"metrics ({r.metrics or 'none'}): adds {_num(m.add_rate)}/s p50 {_ms(m.add_p50_ms)} ms "
+        f"p99 {_ms(m.add_p99_ms)} ms; reads {_num(m.read_rate)}/s p50 {_ms(m.read_p50_ms)} ms "
+        f"p99 {_ms(m.read_p99_ms)} ms; journal sync p99 {_ms(m.journal_sync_p99_ms)} ms",
     ]
-    for what, why in r["unread"].items():
+    for what, why in r.unread.items():
         lines.append(f"not read: {what}: {why}")
     repairs = repairs_of(snapshot, bookie_id)
     lines.append(f"under-replicated ledgers missing a copy here: {len(repairs)}")
@@ -307,7 +310,7 @@ def help_panel() -> Panel:
 def footer(state: ViewState) -> Text:
     if state.editing is not None:
         return Text(f"filter: {state.editing}_", style="bold")
-    order = "descending" if SORTS[state.sort][1] != state.reverse else "ascending"
+    order = "descending" if SORTS[state.sort].largest_first != state.reverse else "ascending"
     text = f"sort {state.sort} ({order})" + (f"  filter '{state.filter}'" if state.filter else "")
     return Text(text + "   q quit  ? help  s sort  / filter  Enter details", style="dim")
 
@@ -365,7 +368,7 @@ def apply_key(state: ViewState, key: str) -> bool:
     elif key in ("\x1b[B", "j", "\x1bOB"):
         state.selected = min(len(state.rows) - 1, state.selected + 1) if state.rows else 0
     elif key in ("\r", "\n", "d") and state.detail is None and state.rows:
-        state.detail = state.rows[state.selected]["bookie_id"]
+        state.detail = state.rows[state.selected].bookie_id
     elif key in ("\x1b", "\x7f", "\x08"):
         if state.detail is not None:
             state.detail = None

@@ -44,12 +44,12 @@ def bookie_list(app: App, states: tuple[str, ...], disk: bool):
 
     rows = list_bookies(app.store, "all")
     if states and "all" not in states:
-        rows = [r for r in rows if r["state"] in states]
+        rows = [r for r in rows if r.state.value in states]
     if disk:
         from .bookie_admin import list_with_disk
 
         return list_with_disk(app, rows)
-    emit_rows(app, rows, lambda rows: table(app, ["bookie", "state"], [(r["bookie_id"], r["state"]) for r in rows]))
+    emit_rows(app, rows, lambda rows: table(app, ["bookie", "state"], [(r.bookie_id, r.state.value) for r in rows]))
 
 
 _CONF = click.option(

@@ -15,6 +15,7 @@ from . import pass_app
 
 if TYPE_CHECKING:
     from ..ops.bookie_http import GcRun
+    from ..ops.bookies import BookieRow
 
 
 @click.command("replace-id")
@@ -116,52 +117,46 @@ def replace_id(
 # -- capacity -------------------------------------------------------------------------------
 
 
-def list_with_disk(app: App, rows: list[dict]) -> None:
+def list_with_disk(app: App, rows: list[BookieRow]) -> None:
     """`bookie list --disk` of the bookies ``rows`` (from ``ops.bookies.list_bookies``)."""
-    from ..ops.capacity import with_disk
+    from ..ops.bookies import BookieState
+    from ..ops.capacity import BookieCapacity, with_disk
     from ..render import human_size as _size
 
-    asked = sum(1 for r in rows if r["state"] != "down")
+    asked = sum(1 for r in rows if r.state is not BookieState.DOWN)
     with app.progress(asked, "asking bookies") as bar:
         doc = with_disk(app.bk, rows, on_answer=bar.advance)
 
     def human():
-        def line(r):
-            if r["total_bytes"] is None:
-                return (r["bookie_id"], r["state"], "", "", "", r.get("error") or "")
-            return (
-                r["bookie_id"],
-                r["state"],
-                _size(r["total_bytes"]),
-                _size(r["free_bytes"]),
-                f"{r['used_percent']:.1f}%",
-                "",
-            )
+        def line(r: BookieCapacity):
+            if r.total_bytes is None or r.free_bytes is None:
+                return (r.bookie_id, r.state.value, "", "", "", r.error or "")
+            return (r.bookie_id, r.state.value, _size(r.total_bytes), _size(r.free_bytes), f"{r.used_percent:.1f}%", "")
 
-        t = doc["total"]
-        rows_out = [line(r) for r in doc["bookies"]]
+        t = doc.total
+        rows_out = [line(r) for r in doc.bookies]
         rows_out.append(
             (
-                f"total ({t['answered']}/{t['bookies']} answered)",
+                f"total ({t.answered}/{t.bookies} answered)",
                 "",
-                _size(t["total_bytes"]) if t["answered"] else "",
-                _size(t["free_bytes"]) if t["answered"] else "",
-                f"{t['used_percent']:.1f}%" if t["used_percent"] is not None else "",
+                _size(t.total_bytes) if t.answered else "",
+                _size(t.free_bytes) if t.answered else "",
+                f"{t.used_percent:.1f}%" if t.used_percent is not None else "",
                 "",
             )
         )
         table(app, ["bookie", "state", "total", "free", "used", "error"], rows_out)
 
     if app.json:  # a list: JSON lines, the totals last
-        for row in doc["bookies"]:
+        for row in doc.bookies:
             app.emit_json(row)
-        app.emit_json({"total": doc["total"]})
+        app.emit_json({"total": doc.total})
     else:
         human()
-    if asked and not doc["total"]["answered"]:
+    if asked and not doc.total.answered:
         from ..exitcodes import UNREACHABLE, CommandError
 
-        first = next((r["error"] for r in doc["bookies"] if r.get("error")), None)
+        first = next((r.error for r in doc.bookies if r.error), None)
         raise CommandError(f"no bookie answered (0/{asked})" + (f": {first}" if first else ""), UNREACHABLE)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
 import click
 
 from ..app import App
@@ -10,6 +13,9 @@ from ..exitcodes import USAGE, CommandError
 from ..ops.disk import BY
 from ..render import emit, human_size, plural, table
 from . import pass_app
+
+if TYPE_CHECKING:
+    from ..ops.disk import DiskReport
 
 
 @click.command("disk")
@@ -85,10 +91,10 @@ def disk(app: App, bookie_id: str | None, by: str, older_than: str, base: str | 
         raise CommandError(f"--older-than/--offload-lag: {exc}", USAGE) from None
     with app.walk_progress("reading ledger metadata") as progress:
         doc = disk_report(app.store, lambda: app.bk, bookie_id, by, base, older_than=age, progress=progress)
-    doc["offloaded_twice"] = held_twice(app.store, base, lag)
-    twice = summary_part(doc["offloaded_twice"])
-    if twice:
-        doc["summary"] = "; ".join(filter(None, [doc["summary"], twice]))
+    twice = held_twice(app.store, base, lag)
+    said = summary_part(twice)
+    summary = "; ".join(filter(None, [doc.summary, said])) if said else doc.summary
+    doc = replace(doc, offloaded_twice=twice, summary=summary)
     emit(app, doc, lambda: show(app, doc, older_than))
 
 
@@ -96,27 +102,27 @@ def _size(n) -> str:
     return "" if n is None else human_size(n)
 
 
-def show(app: App, doc: dict, older_than: str) -> None:
-    app.console.print(doc["summary"], highlight=False, soft_wrap=True)
+def show(app: App, doc: DiskReport, older_than: str) -> None:
+    app.console.print(doc.summary, highlight=False, soft_wrap=True)
     app.console.print()
     rows = []
-    for b in doc["bookies"]:
-        disk_text = "" if b["used_bytes"] is None else f"{_size(b['used_bytes'])} / {_size(b['total_bytes'])}"
-        live = b["live"]
+    for b in doc.bookies:
+        disk_text = "" if b.used_bytes is None else f"{_size(b.used_bytes)} / {_size(b.total_bytes)}"
+        live = b.live
         rows.append(
             (
-                b["bookie_id"],
-                b["state"],
+                b.bookie_id,
+                b.state.value,
                 disk_text,
-                (_size(b["data_bytes"]) if b["data_bytes"] is not None else "?") if b["kind"] else "",
-                _size(live["topics"] + live["applications"] + live["unlisted"]) if b["kind"] else "",
-                _size(b["estimated_bytes"]) if b["estimated_bytes"] else "",
-                _size(live["orphans"]) if b["kind"] else "",
-                _size(b["awaiting_gc_bytes"]),
-                _size((b["compaction"] or {}).get("dead_bytes")),
-                _size(b["journal_bytes"]),
-                _size(b["index_bytes"]),
-                _size(b["other_files_bytes"]),
+                (_size(b.data_bytes) if b.data_bytes is not None else "?") if b.kind else "",
+                _size(live.topics + live.applications + live.unlisted) if b.kind else "",
+                _size(b.estimated_bytes) if b.estimated_bytes else "",
+                _size(live.orphans) if b.kind else "",
+                _size(b.awaiting_gc_bytes),
+                _size(b.compaction.dead_bytes if b.compaction else None),
+                _size(b.journal_bytes),
+                _size(b.index_bytes),
+                _size(b.other_files_bytes),
             )
         )
     table(
@@ -137,34 +143,30 @@ def show(app: App, doc: dict, older_than: str) -> None:
         ],
         rows,
     )
-    for b in doc["bookies"]:
-        c = b["compaction"]
-        if c and c["entry_logs"]:
-            lowest = "" if c["lowest_live_ratio"] is None else f", lowest live ratio {c['lowest_live_ratio']:.2f}"
+    for b in doc.bookies:
+        c = b.compaction
+        if c and c.entry_logs:
+            lowest = "" if c.lowest_live_ratio is None else f", lowest live ratio {c.lowest_live_ratio:.2f}"
             app.console.print(
-                f"{b['bookie_id']}: {plural(c['entry_logs'], 'entry log')} ({_size(c['entry_log_bytes'])}{lowest}); "
-                f"dead {_size(c['dead_bytes'])}: {_size(c['below_minor_dead_bytes'])} under the minor threshold "
-                f"{b['minor_threshold']:g}, {_size(c['below_major_dead_bytes'])} under the major "
-                f"{b['major_threshold']:g}, {_size(c['above_major_dead_bytes'])} over it, "
-                f"{_size(c['active_log_dead_bytes'])} in the log being written"
-                + (" (taken to be the newest)" if c["active_assumed"] else "")
-                + (
-                    ""
-                    if b["thresholds_reported"]
-                    else "; thresholds: the defaults (the bookie does not report its own)"
-                ),
+                f"{b.bookie_id}: {plural(c.entry_logs, 'entry log')} ({_size(c.entry_log_bytes)}{lowest}); "
+                f"dead {_size(c.dead_bytes)}: {_size(c.below_minor_dead_bytes)} under the minor threshold "
+                f"{b.minor_threshold:g}, {_size(c.below_major_dead_bytes)} under the major "
+                f"{b.major_threshold:g}, {_size(c.above_major_dead_bytes)} over it, "
+                f"{_size(c.active_log_dead_bytes)} in the log being written"
+                + (" (taken to be the newest)" if c.active_assumed else "")
+                + ("" if b.thresholds_reported else "; thresholds: the defaults (the bookie does not report its own)"),
                 highlight=False,
                 soft_wrap=True,
             )
-        for what, why in b["unread"].items():
-            app.console.print(f"{b['bookie_id']}: not read: {what}: {why}", highlight=False, soft_wrap=True)
-    if doc["by"] != "bookie":
+        for what, why in b.unread.items():
+            app.console.print(f"{b.bookie_id}: not read: {what}: {why}", highlight=False, soft_wrap=True)
+    if doc.by != "bookie":
         app.console.print()
         table(
             app,
             [
                 "kind",
-                doc["by"] if doc["by"] != "topic" else "topic",
+                doc.by if doc.by != "topic" else "topic",
                 "component",
                 "ledgers",
                 "length",
@@ -173,24 +175,24 @@ def show(app: App, doc: dict, older_than: str) -> None:
             ],
             [
                 (
-                    g["kind"],
-                    g["name"],
-                    g["component"] or "",
-                    g["ledgers"],
-                    _size(g["length_bytes"]),
-                    _size(g["stored_bytes"]),
-                    g["open_ledgers"] or "",
+                    g.kind,
+                    g.name,
+                    g.component or "",
+                    g.ledgers,
+                    _size(g.length_bytes),
+                    _size(g.stored_bytes),
+                    g.open_ledgers or "",
                 )
-                for g in doc["groups"]
+                for g in doc.groups
             ],
         )
-    led, orph = doc["ledgers"], doc["orphans"]
-    note = f"{plural(led['walked'], 'ledger')} read"
-    if led["open_estimated"]:
-        note += f"; {led['open_estimated']} open (their size read from the bookies: an estimate)"
-    if led["open_unknown"]:
-        note += f"; {led['open_unknown']} open ones not counted ({'; '.join(led['open_unknown_why'])})"
-    if led["unreadable"]:
-        note += f"; {led['unreadable']} whose metadata does not decode"
-    note += f"; orphans: {orph['ledgers']} (older than {older_than}; {orph['young']} younger not judged)"
+    led, orph = doc.ledgers, doc.orphans
+    note = f"{plural(led.walked, 'ledger')} read"
+    if led.open_estimated:
+        note += f"; {led.open_estimated} open (their size read from the bookies: an estimate)"
+    if led.open_unknown:
+        note += f"; {led.open_unknown} open ones not counted ({'; '.join(led.open_unknown_why)})"
+    if led.unreadable:
+        note += f"; {led.unreadable} whose metadata does not decode"
+    note += f"; orphans: {orph.ledgers} (older than {older_than}; {orph.young} younger not judged)"
     app.console.print(note, highlight=False, soft_wrap=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .bookie_http import GC, GC_DETAILS, HTTP_FAILURES, call, http_address, read_only_reasons_of
+from .bookies import BookieRow, BookieState
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
@@ -32,7 +33,7 @@ class BookieReading:
     """One bookie as its registration and HTTP admin showed it at ``read_at`` (``time.monotonic()``)."""
 
     bookie_id: str
-    state: str  # writable, read-only or down (a cookie, not registered)
+    state: BookieState
     http: str | None = None  # host:port of its HTTP admin
     info: dict | None = None  # freeSpace, totalSpace
     gc: dict | None = None  # GET /api/v1/bookie/gc (bookied adds its figures to Java's one key)
@@ -91,14 +92,14 @@ def _int(doc: Any, key: str) -> int | None:
 def read_bookie(
     store: MetadataStore | None,
     bookie_id: str,
-    state: str,
+    state: BookieState,
     endpoints: tuple[str, ...],
     timeout: float = 2.0,
     address: str | None = None,
 ) -> BookieReading:
     """Ask one bookie's HTTP admin for ``endpoints`` (paths above); every failure goes to ``unread``."""
     reading = BookieReading(bookie_id, state, read_at=time.monotonic())
-    if state == "down":
+    if state is BookieState.DOWN:
         reading.unread["http"] = "not registered (down)"
         return reading
     if address is None:
@@ -138,20 +139,20 @@ def read_bookie(
 
 def read_bookies(
     store: MetadataStore | None,
-    bookies: list[dict],
+    bookies: list[BookieRow],
     endpoints: tuple[str, ...],
     timeout: float = 2.0,
     addresses: dict[str, str] | None = None,
     pool: ThreadPoolExecutor | None = None,
 ) -> list[BookieReading]:
-    """:func:`read_bookie` for every row of ``bookies`` (``bookie_id``, ``state``: ``list_bookies``), at once.
+    """:func:`read_bookie` for every row of ``bookies`` (``list_bookies``), at once.
 
     ``addresses`` (bookie id -> host:port) saves the registration reads of a
     caller that reads the same bookies again and again (``top``)."""
     addresses = addresses or {}
 
-    def one(row):
-        return read_bookie(store, row["bookie_id"], row["state"], endpoints, timeout, addresses.get(row["bookie_id"]))
+    def one(row: BookieRow) -> BookieReading:
+        return read_bookie(store, row.bookie_id, row.state, endpoints, timeout, addresses.get(row.bookie_id))
 
     if pool is not None:
         return list(pool.map(one, bookies))

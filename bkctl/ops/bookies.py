@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from .bookie_conf import BookieDirs
@@ -21,7 +22,25 @@ if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
 
-def list_bookies(store: MetadataStore, which: str = "writable") -> list[dict]:
+class BookieState(Enum):
+    """A bookie as its registration shows it: writable, read-only, or down (a cookie, not registered)."""
+
+    WRITABLE = "writable"
+    READ_ONLY = "read-only"
+    DOWN = "down"
+
+
+@dataclass(frozen=True, slots=True)
+class BookieRow:
+    """One bookie of ``bookie list``: its id and state.  The views that read more of a bookie
+    extend it with their own fields (``bookie list --disk``'s :class:`~.capacity.BookieCapacity`)
+    or read it (:func:`~.bookie_reads.read_bookies`)."""
+
+    bookie_id: str
+    state: BookieState
+
+
+def list_bookies(store: MetadataStore, which: str = "writable") -> list[BookieRow]:
     """``which``: writable, readonly or all (every bookie with a cookie)."""
     writable, readonly = set(store.registration.writable_bookies()), set(store.registration.readonly_bookies())
     if which == "all":
@@ -32,8 +51,14 @@ def list_bookies(store: MetadataStore, which: str = "writable") -> list[dict]:
         ids = writable
     rows = []
     for bookie_id in sorted(ids):
-        state = "writable" if bookie_id in writable else "read-only" if bookie_id in readonly else "down"
-        rows.append({"bookie_id": bookie_id, "state": state})
+        state = (
+            BookieState.WRITABLE
+            if bookie_id in writable
+            else BookieState.READ_ONLY
+            if bookie_id in readonly
+            else BookieState.DOWN
+        )
+        rows.append(BookieRow(bookie_id, state))
     return rows
 
 

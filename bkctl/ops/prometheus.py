@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -30,7 +31,7 @@ BOOKIED_LATENCY = "bookie_request_latency_seconds"
 class Scrape:
     """The samples of one scrape: name -> [(labels, value)]."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str) -> None:
         self.samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
         for line in text.splitlines():
             if not line or line.startswith("#"):
@@ -98,12 +99,24 @@ def bucket_quantile(before: dict[float, float], after: dict[float, float], q: fl
     return math.inf
 
 
-def rates(before: Scrape | None, after: Scrape, seconds: float) -> dict:
-    """Per second and latencies (ms) between two scrapes of one bookie: ``add_rate``,
-    ``add_p50_ms``, ``add_p99_ms``, ``read_*`` likewise, ``journal_sync_p99_ms``.  Without an
-    earlier scrape rates and bookied's quantiles are None (Java's summaries keep a window of
-    their own: their quantiles are the bookie's)."""
-    out: dict[str, float | None] = {}
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """A bookie's requests per second and latencies (ms) between two scrapes (None: not known)."""
+
+    add_rate: float | None = None
+    add_p50_ms: float | None = None
+    add_p99_ms: float | None = None
+    read_rate: float | None = None
+    read_p50_ms: float | None = None
+    read_p99_ms: float | None = None
+    journal_sync_p99_ms: float | None = None
+
+
+def rates(before: Scrape | None, after: Scrape, seconds: float) -> Rates:
+    """Per second and latencies (ms) between two scrapes of one bookie, adds and reads, and the
+    journal's sync p99.  Without an earlier scrape rates and bookied's quantiles are None (Java's
+    summaries keep a window of their own: their quantiles are the bookie's)."""
+    out: dict[str, tuple[float | None, float | None, float | None]] = {}
     naming = after.naming
     for what, (op, java_name) in OPS.items():
         rate = p50 = p99 = None
@@ -122,14 +135,14 @@ def rates(before: Scrape | None, after: Scrape, seconds: float) -> dict:
                 rate = max(0.0, (now - then) / seconds)
             p50 = after.worst(java_name, success="true", quantile="0.5")
             p99 = after.worst(java_name, success="true", quantile="0.99")
-        out.update({f"{what}_rate": rate, f"{what}_p50_ms": p50, f"{what}_p99_ms": p99})
+        out[what] = (rate, p50, p99)
     sync = None
     if naming == "bookied" and before is not None:
         sync = _ms(bucket_quantile(before.buckets(BOOKIED_JOURNAL_SYNC), after.buckets(BOOKIED_JOURNAL_SYNC), 0.99))
     elif naming == "java":
         sync = after.worst(JAVA_JOURNAL_SYNC, success="true", quantile="0.99")
-    out["journal_sync_p99_ms"] = sync
-    return out
+    (add_rate, add_p50, add_p99), (read_rate, read_p50, read_p99) = out["add"], out["read"]
+    return Rates(add_rate, add_p50, add_p99, read_rate, read_p50, read_p99, sync)
 
 
 def _ms(seconds: float | None) -> float | None:

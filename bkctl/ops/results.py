@@ -12,7 +12,9 @@ declared with :func:`omitted_when_none` is left out of the document while it is 
 document has only sometimes, ``lac_error``), one with :func:`omitted_unless` while another field is
 false, one declared with :func:`not_in_json` never appears
 (what the human output needs beside the document), one declared with :func:`json_key` is written
-under that key rather than its name (``from``, a word Python keeps).  Keys are sorted on output, so the fields'
+under that key rather than its name (``from``, a word Python keeps), and one declared with
+:func:`inlined` -- a part of the result that is a result of its own (``bkctl top``'s row: its disk,
+its gc, its rates) -- gives its keys to the document in its place.  Keys are sorted on output, so the fields'
 order is free.  A type of wire's with its own ``to_json`` method (an owner, a topic's state) is
 written by that method."""
 
@@ -52,12 +54,22 @@ def not_in_json(default: Any = None) -> Any:
     return dataclasses.field(default=default, metadata=_HIDDEN, compare=False)
 
 
+def inlined() -> Any:
+    """A field holding a part of the result, a result of its own, whose keys the document has
+    beside the result's other keys (not under the field's name)."""
+    return dataclasses.field(metadata=_INLINE)
+
+
+#: a field's metadata: its value's keys in the document, in its place
+_INLINE = {"json": "inline"}
+
+
 class _Shape(NamedTuple):
     """How a result class is written: its keys, read at once, and the keys with a rule."""
 
     names: tuple[str, ...]  #: the document's keys, in the fields' order
     read: Callable[[Any], Any]  #: the values of ``names``, as a tuple
-    rules: tuple[tuple[str, str, str | None], ...]  #: (key, omit-none/omit-unless, the field it depends on)
+    rules: tuple[tuple[str, str, str | None], ...]  #: (key, omit-none/omit-unless/inline, the field it depends on)
 
 
 #: result class -> its shape, read once per class (a listing writes a million rows)
@@ -91,7 +103,9 @@ def fields_of(value: Any) -> dict[str, Any]:
         shape = _shape(cls)
     doc = dict(zip(shape.names, shape.read(value)))
     for name, rule, unless in shape.rules:
-        if doc[name] is None if rule == "omit-none" else not getattr(value, unless or ""):
+        if rule == "inline":
+            doc.update(fields_of(doc.pop(name)))
+        elif doc[name] is None if rule == "omit-none" else not getattr(value, unless or ""):
             del doc[name]
     return doc
 

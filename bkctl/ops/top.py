@@ -10,36 +10,110 @@ from :func:`~bkctl.ops.autorecovery.autorecovery_report` -- the model
 it walks the marks).  Rates and latencies are the difference between this
 scrape of a bookie's metrics and the one before (:mod:`bkctl.ops.prometheus`).
 
-The rows are plain dicts (``--once --json`` prints them); sorting and
-filtering them is here too, so the live view only draws.
+Each bookie is a :class:`TopRow` (``--once --json`` prints its document: its parts' keys beside its
+own); sorting it by a column and filtering are here too, so the live view only draws.
 """
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
-from .prometheus import Scrape, rates
+from .bookies import BookieRow, BookieState
+from .prometheus import Rates, Scrape, rates
+from .results import inlined
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
-#: sort keys: name -> (row field, largest first)
+
+class TopState(Enum):
+    """A bookie as the view shows it: its registration's state, or ``unreachable`` (registered,
+    its HTTP admin silent) or ``lost`` (the auditor counts it lost); in order of trouble."""
+
+    LOST = "lost"
+    DOWN = "down"
+    UNREACHABLE = "unreachable"
+    READ_ONLY = "read-only"
+    WRITABLE = "writable"
+
+
+#: the states, trouble first (the ``state`` column's order)
+STATE_ORDER = {state: i for i, state in enumerate(TopState)}
+
+
+class SortColumn(NamedTuple):
+    """A column the view sorts by: the row's attribute (a dotted path into its parts) and
+    whether the largest comes first."""
+
+    attribute: str
+    largest_first: bool
+
+
+#: sort keys: name -> its column
 SORTS = {
-    "bookie": ("bookie_id", False),
-    "state": ("state", False),
-    "rack": ("rack", False),
-    "adds": ("add_rate", True),
-    "add-latency": ("add_p99_ms", True),
-    "reads": ("read_rate", True),
-    "disk": ("used_percent", True),
-    "reclaimable": ("reclaimable_bytes", True),
+    "bookie": SortColumn("bookie_id", False),
+    "state": SortColumn("state", False),
+    "rack": SortColumn("rack", False),
+    "adds": SortColumn("rates.add_rate", True),
+    "add-latency": SortColumn("rates.add_p99_ms", True),
+    "reads": SortColumn("rates.read_rate", True),
+    "disk": SortColumn("disk.used_percent", True),
+    "reclaimable": SortColumn("disk.reclaimable_bytes", True),
 }
-STATE_ORDER = {"lost": 0, "down": 1, "unreachable": 2, "read-only": 3, "writable": 4}
+
+
+@dataclass(frozen=True, slots=True)
+class TopDisk:
+    """A bookie's disk as its HTTP admin says (None: not said): the filesystem, and its entry logs
+    (bookied's ``gc_details``)."""
+
+    used_bytes: int | None = None
+    total_bytes: int | None = None
+    used_percent: float | None = None
+    entry_logs: int | None = None
+    entry_log_bytes: int | None = None
+    reclaimable_bytes: int | None = None
+    lowest_live_ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopGc:
+    """A bookie's garbage collector as its HTTP admin says (None: not said)."""
+
+    gc_running: bool | None = None
+    compacting: str | None = None
+    gc_runs: int | None = None
+    forced_gc: bool | None = None
+    last_compaction: dict[str, Any] | None = None  #: the bookie's own document of it
+    next_gc_ms: int | None = None
+    reclaimed_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TopRow:
+    """One bookie of the view: who and where it is, what did not answer (``unread``: endpoint ->
+    why), and its parts -- disk, gc, rates -- whose keys the document has beside these."""
+
+    bookie_id: str
+    state: TopState
+    registration: str  #: its registration's state, or "not registered"
+    rack: str | None
+    http: str | None
+    kind: str | None  #: bookied, java, or None (no answer)
+    unread: dict[str, str]
+    read_only_reason: str | None
+    metrics: str | None  #: whose metric names its /metrics has (None: none read)
+    disk: TopDisk = inlined()
+    gc: TopGc = inlined()
+    rates: Rates = inlined()
 
 
 class _Pending:
@@ -47,13 +121,13 @@ class _Pending:
     holds that thread, never a refresh of the view nor the process's exit (a pool's threads are
     joined at exit)."""
 
-    def __init__(self, fn: Callable[[], Any], started: float):
+    def __init__(self, fn: Callable[[], Any], started: float) -> None:
         from concurrent.futures import Future
 
         self.started = started
         self.future: Future = Future()
 
-        def run():
+        def run() -> None:
             try:
                 self.future.set_result(fn())
             except BaseException as e:  # noqa: BLE001 - handed to whoever waits
@@ -97,7 +171,7 @@ class TopCollector:
         self._repair: tuple[float, dict | None, str | None] | None = None
         self._zk_read: _Pending | None = None  # the registrations' read under way
         self._report_read: _Pending | None = None  # the autorecovery report's
-        self._known: tuple[int, list[dict], dict] | None = None  # (wall ms, registrations, racks) last read
+        self._known: tuple[int, list[BookieRow], dict[str, str]] | None = None  # (wall ms, registrations, racks)
         self._zk_down: tuple[int, str] | None = None  # (wall ms since, why) while ZooKeeper does not answer
         self._zk_latency_ms: float | None = None
 
@@ -113,8 +187,8 @@ class TopCollector:
         fresh = self._read_zookeeper(now_ms)
         registered, racks = (self._known[1], self._known[2]) if self._known else ([], {})
         for row in registered if fresh else ():  # the registration may name a new HTTP port after a restart
-            if row["state"] == "down":
-                self._addresses.pop(row["bookie_id"], None)
+            if row.state is BookieState.DOWN:
+                self._addresses.pop(row.bookie_id, None)
         readings = self._read_bookies(registered, fresh)
         for reading in readings:
             if reading.http is not None and "http" not in reading.unread:
@@ -133,9 +207,9 @@ class TopCollector:
             if b.get("seen_by_auditor", True) or not b.get("cookie", True)
         }
         rows = [self._row(r, racks.get(r.bookie_id), r.bookie_id in lost) for r in readings]
-        for bookie_id in sorted(lost - {r["bookie_id"] for r in rows}):
+        for bookie_id in sorted(lost - {r.bookie_id for r in rows}):
             rows.append(_lost_row(bookie_id, racks.get(bookie_id)))
-        counts = {state: sum(1 for r in rows if r["state"] == state) for state in STATE_ORDER}
+        counts = {state.value: sum(1 for r in rows if r.state is state) for state in TopState}
         cluster = {
             "bookies": len(rows),
             **counts,
@@ -188,7 +262,7 @@ class TopCollector:
         self._known = (now_ms, registered, racks)
         return True
 
-    def _registrations(self) -> tuple[list[dict], dict]:
+    def _registrations(self) -> tuple[list[BookieRow], dict[str, str]]:
         from bkctl.wire.metadata.racks import racks_by_bookie
 
         from .bookies import list_bookies
@@ -202,14 +276,14 @@ class TopCollector:
             racks = {}
         return registered, racks
 
-    def _read_bookies(self, registered: list[dict], fresh: bool) -> list[BookieReading]:
+    def _read_bookies(self, registered: list[BookieRow], fresh: bool) -> list[BookieReading]:
         """Each bookie's HTTP admin; while ZooKeeper does not answer, only those whose address is
         known (asking ZooKeeper for the others would hold a thread of the pool)."""
         if fresh:
             return read_bookies(
                 self.store, registered, (INFO, GC, GC_DETAILS, METRICS), self.timeout, self._addresses, self._pool
             )
-        known = [r for r in registered if r["state"] == "down" or r["bookie_id"] in self._addresses]
+        known = [r for r in registered if r.state is BookieState.DOWN or r.bookie_id in self._addresses]
         readings = (
             {
                 r.bookie_id: r
@@ -221,9 +295,9 @@ class TopCollector:
             else {}
         )
         return [
-            readings.get(r["bookie_id"])
+            readings.get(r.bookie_id)
             or BookieReading(
-                r["bookie_id"], r["state"], unread={"http": "its HTTP address is in ZooKeeper, which is not answering"}
+                r.bookie_id, r.state, unread={"http": "its HTTP address is in ZooKeeper, which is not answering"}
             )
             for r in registered
         ]
@@ -253,49 +327,37 @@ class TopCollector:
             return None, "not read yet: ZooKeeper is not answering"
         return self._repair[1], self._repair[2]
 
-    def _row(self, reading: BookieReading, rack: str | None, lost: bool) -> dict:
-        state = reading.state
-        if state != "down" and _unreachable(reading):
-            state = "unreachable"
-        if lost and state == "down":
-            state = "lost"
-        row: dict[str, Any] = {
-            "bookie_id": reading.bookie_id,
-            "state": state,
-            "registration": reading.state,
-            "rack": rack,
-            "http": reading.http,
-            "kind": reading.kind,
-            "unread": dict(reading.unread),
-        }
-        row.update(_disk(reading))
-        row.update(_gc(reading))
+    def _row(self, reading: BookieReading, rack: str | None, lost: bool) -> TopRow:
+        state = TopState(reading.state.value)
+        if state is not TopState.DOWN and _unreachable(reading):
+            state = TopState.UNREACHABLE
+        if lost and state is TopState.DOWN:
+            state = TopState.LOST
         reasons = reading.read_only_reasons
-        row["read_only_reason"] = "; ".join(reasons.values()) if reasons else None
         before = self._scrapes.get(reading.bookie_id)
         if reading.metrics is not None:
             scrape = Scrape(reading.metrics)
             seconds = reading.read_at - before[0] if before else 0.0
-            row.update(rates(before[1] if before else None, scrape, seconds))
-            row["metrics"] = scrape.naming or "unknown names"
+            measured = rates(before[1] if before else None, scrape, seconds)
+            metrics: str | None = scrape.naming or "unknown names"
             self._scrapes[reading.bookie_id] = (reading.read_at, scrape)
         else:
-            row.update(
-                dict.fromkeys(
-                    (
-                        "add_rate",
-                        "add_p50_ms",
-                        "add_p99_ms",
-                        "read_rate",
-                        "read_p50_ms",
-                        "read_p99_ms",
-                        "journal_sync_p99_ms",
-                    )
-                )
-            )
-            row["metrics"] = None
+            measured, metrics = Rates(), None
             self._scrapes.pop(reading.bookie_id, None)
-        return row
+        return TopRow(
+            bookie_id=reading.bookie_id,
+            state=state,
+            registration=reading.state.value,
+            rack=rack,
+            http=reading.http,
+            kind=reading.kind,
+            unread=dict(reading.unread),
+            read_only_reason="; ".join(reasons.values()) if reasons else None,
+            metrics=metrics,
+            disk=_disk(reading),
+            gc=_gc(reading),
+            rates=measured,
+        )
 
 
 def _unreachable_error(exc: BaseException) -> bool:
@@ -310,94 +372,91 @@ def _unreachable(reading: BookieReading) -> bool:
     return reading.kind is None and reading.state != "down"
 
 
-def _lost_row(bookie_id: str, rack: str | None) -> dict:
+def _lost_row(bookie_id: str, rack: str | None) -> TopRow:
     """A bookie the auditor counts lost that has no cookie any more (decommissioned, or a stray id)."""
-    row = {
-        "bookie_id": bookie_id,
-        "state": "lost",
-        "registration": "not registered",
-        "rack": rack,
-        "http": None,
-        "kind": None,
-        "unread": {"http": "not registered"},
-        "metrics": None,
-        "read_only_reason": None,
-    }
-    row.update(_disk(BookieReading(bookie_id, "down")))
-    row.update(_gc(BookieReading(bookie_id, "down")))
-    row.update(
-        dict.fromkeys(
-            ("add_rate", "add_p50_ms", "add_p99_ms", "read_rate", "read_p50_ms", "read_p99_ms", "journal_sync_p99_ms")
-        )
+    nothing = BookieReading(bookie_id, BookieState.DOWN)
+    return TopRow(
+        bookie_id=bookie_id,
+        state=TopState.LOST,
+        registration="not registered",
+        rack=rack,
+        http=None,
+        kind=None,
+        unread={"http": "not registered"},
+        read_only_reason=None,
+        metrics=None,
+        disk=_disk(nothing),
+        gc=_gc(nothing),
+        rates=Rates(),
     )
-    return row
 
 
-def _disk(reading: BookieReading) -> dict:
+def _disk(reading: BookieReading) -> TopDisk:
     used, total = reading.used_bytes, reading.total_bytes
     logs = reading.entry_logs
-    return {
-        "used_bytes": used,
-        "total_bytes": total,
-        "used_percent": round(used * 100.0 / total, 1) if used is not None and total else None,
-        "entry_logs": None if logs is None else len(logs),
-        "entry_log_bytes": None if logs is None else sum(int(x.get("sizeBytes", 0)) for x in logs),
-        "reclaimable_bytes": None
-        if logs is None
-        else sum(max(0, int(x.get("sizeBytes", 0)) - int(x.get("liveBytes", 0))) for x in logs),
-        "lowest_live_ratio": min((float(x.get("liveRatio", 1.0)) for x in logs), default=None)
-        if logs is not None
-        else None,
-    }
+    if logs is None:
+        return TopDisk(used, total, _percent(used, total))
+    return TopDisk(
+        used,
+        total,
+        _percent(used, total),
+        entry_logs=len(logs),
+        entry_log_bytes=sum(int(x.get("sizeBytes", 0)) for x in logs),
+        reclaimable_bytes=sum(max(0, int(x.get("sizeBytes", 0)) - int(x.get("liveBytes", 0))) for x in logs),
+        lowest_live_ratio=min((float(x.get("liveRatio", 1.0)) for x in logs), default=None),
+    )
 
 
-def _gc(reading: BookieReading) -> dict:
+def _percent(used: int | None, total: int | None) -> float | None:
+    return round(used * 100.0 / total, 1) if used is not None and total else None
+
+
+def _gc(reading: BookieReading) -> TopGc:
     gc, details = reading.gc or {}, reading.gc_state
     running = gc.get("gcRunning", details.get("gcRunning"))
     compacting = gc.get("compacting") or (
         "major" if details.get("majorCompacting") else "minor" if details.get("minorCompacting") else None
     )
     last = gc.get("lastCompaction") if isinstance(gc.get("lastCompaction"), dict) else None
-    return {
-        "gc_running": running,
-        "compacting": compacting,
-        "gc_runs": gc.get("gcRuns"),
-        "forced_gc": str(gc.get("is_in_force_gc", "")).lower() == "true" if gc else None,
-        "last_compaction": last,
-        "next_gc_ms": gc.get("nextGcTime"),
-        "reclaimed_bytes": (gc.get("reclaimedSpaceViaDeletes") or 0) + (gc.get("reclaimedSpaceViaCompaction") or 0)
+    return TopGc(
+        gc_running=running,
+        compacting=compacting,
+        gc_runs=gc.get("gcRuns"),
+        forced_gc=str(gc.get("is_in_force_gc", "")).lower() == "true" if gc else None,
+        last_compaction=last,
+        next_gc_ms=gc.get("nextGcTime"),
+        reclaimed_bytes=(gc.get("reclaimedSpaceViaDeletes") or 0) + (gc.get("reclaimedSpaceViaCompaction") or 0)
         if "reclaimedSpaceViaDeletes" in gc
         else None,
-    }
+    )
 
 
 # ---------------------------------------------------------------- what the view shows
 
 
-def sort_rows(rows: list[dict], key: str, reverse: bool = False) -> list[dict]:
+def sort_rows(rows: list[TopRow], key: str, reverse: bool = False) -> list[TopRow]:
     """Rows by ``key`` (a :data:`SORTS` name); unknown values last, ties by bookie id."""
-    field, largest_first = SORTS[key]
-    descending = largest_first != reverse
+    column = SORTS[key]
+    descending = column.largest_first != reverse
+    read = operator.attrgetter(column.attribute)
 
-    def value(row):
-        v = row.get(field)
-        if field == "state":
-            v = STATE_ORDER.get(v, 9)
-        return v
+    def value(row: TopRow) -> Any:
+        v = read(row)
+        return STATE_ORDER[v] if isinstance(v, TopState) else v
 
     known = [r for r in rows if value(r) is not None]
     unknown = [r for r in rows if value(r) is None]
-    known.sort(key=lambda r: r["bookie_id"])
+    known.sort(key=lambda r: r.bookie_id)
     known.sort(key=value, reverse=descending)
-    return known + sorted(unknown, key=lambda r: r["bookie_id"])
+    return known + sorted(unknown, key=lambda r: r.bookie_id)
 
 
-def filter_rows(rows: list[dict], text: str) -> list[dict]:
+def filter_rows(rows: list[TopRow], text: str) -> list[TopRow]:
     """The rows whose bookie id, state or rack contains ``text`` (any case)."""
     text = text.strip().lower()
     if not text:
         return rows
-    return [r for r in rows if any(text in str(r.get(k) or "").lower() for k in ("bookie_id", "state", "rack"))]
+    return [r for r in rows if any(text in (v or "").lower() for v in (r.bookie_id, r.state.value, r.rack))]
 
 
 def repairs_of(snapshot: dict, bookie_id: str) -> list[dict]:

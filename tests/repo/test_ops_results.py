@@ -21,11 +21,10 @@ pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the
 
 _TO_CONVERT = "a JSON-shaped dict still, built in the operation and read by key in the command: to convert"
 
-_BOOKIE_ROWS = (
-    "the rows of `bookie list` that disk, capacity, bookie_reads and top extend by key with what each "
-    "reads of a bookie: to convert with them"
+_REPORT_ROWS = (
+    "the ledgers of the autorecovery status report (autorecovery_report's rows) that top shows: to convert "
+    "with that report"
 )
-_TOP = "a live view's rows, sorted and filtered by the column a key names: to convert with the view"
 _INSPECT = "a bookie's records, streamed as JSON lines by `bookie inspect`: to convert"
 
 #: (module, function) -> why it returns a JSON-shaped dict today
@@ -35,13 +34,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
     ("bkctl.ops.bench", "bench"): _TO_CONVERT,
-    ("bkctl.ops.bookies", "list_bookies"): _BOOKIE_ROWS,
-    ("bkctl.ops.capacity", "with_disk"): _TO_CONVERT,
     ("bkctl.ops.decommission", "decommission"): _TO_CONVERT,
-    ("bkctl.ops.disk", "compaction_policy"): _TO_CONVERT,
-    ("bkctl.ops.disk", "bookie_doc"): _TO_CONVERT,
-    ("bkctl.ops.disk", "disk_report"): _TO_CONVERT,
-    ("bkctl.ops.disk", "totals"): _TO_CONVERT,
     ("bkctl.ops.inspect", "entry_fields"): _INSPECT,
     ("bkctl.ops.inspect", "files"): _INSPECT,
     ("bkctl.ops.inspect", "journal"): _INSPECT,
@@ -52,7 +45,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.inspect", "index"): _INSPECT,
     ("bkctl.ops.inspect", "lastmark"): _INSPECT,
     ("bkctl.ops.inspect", "check"): _INSPECT,
-    ("bkctl.ops.prometheus", "rates"): _TO_CONVERT,
     ("bkctl.ops.rebalance", "plan_json"): _TO_CONVERT,
     ("bkctl.ops.rebalance", "move_json"): _TO_CONVERT,
     ("bkctl.ops.recovery", "summary"): _TO_CONVERT,
@@ -63,9 +55,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.recovery", "daemon_rows"): _TO_CONVERT,
     ("bkctl.ops.recovery", "left_rows"): _TO_CONVERT,
     ("bkctl.ops.recovery", "repair_states"): _TO_CONVERT,
-    ("bkctl.ops.top", "sort_rows"): _TOP,
-    ("bkctl.ops.top", "filter_rows"): _TOP,
-    ("bkctl.ops.top", "repairs_of"): _TOP,
+    ("bkctl.ops.top", "repairs_of"): _REPORT_ROWS,
 }
 
 

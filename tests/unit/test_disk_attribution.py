@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bkctl.ops.bookie_reads import BookieReading
+from bkctl.ops.bookies import BookieState
 from bkctl.ops.disk import bookie_doc, summary_line, totals
+from bkctl.ops.results import to_json
 from bkctl.wire.domain import disk_attribution
 from bkctl.wire.domain.disk_attribution import (
     Logical,
@@ -121,7 +123,7 @@ def walk_with(cells) -> Walk:
 def bookied(bookie_id, logs, gc_extra=None) -> BookieReading:
     return BookieReading(
         bookie_id,
-        "writable",
+        BookieState.WRITABLE,
         "h:1",
         info={"freeSpace": 10_000, "totalSpace": 100_000},
         gc={"is_in_force_gc": "false", "gcRuns": 3, **(gc_extra or {})},
@@ -136,41 +138,41 @@ def test_a_bookieds_space_attributed():
     reading = bookied(A, [log(1, 20_000, 9_000), log(2, 10_000, 0)])
     doc = bookie_doc(reading, walk, "namespace")
     stored = 5000 + 400 + 11 * 24
-    assert doc["live"] == {"topics": stored, "applications": 0, "orphans": 1000 + 2 * 24, "unlisted": 0}
-    assert doc["estimated_bytes"] == 400 + 24
-    assert doc["awaiting_gc_bytes"] == 9_000 - stored - 1048
-    assert doc["entry_log_bytes"] == 30_000 and doc["compaction"]["dead_bytes"] == 21_000
-    assert doc["other_files_bytes"] == 90_000 - 30_000
-    assert set(doc["unread"]) == {"journal", "index"} and not doc["thresholds_reported"]
+    assert to_json(doc.live) == {"topics": stored, "applications": 0, "orphans": 1000 + 2 * 24, "unlisted": 0}
+    assert doc.estimated_bytes == 400 + 24
+    assert doc.awaiting_gc_bytes == 9_000 - stored - 1048
+    assert doc.entry_log_bytes == 30_000 and doc.compaction.dead_bytes == 21_000
+    assert doc.other_files_bytes == 90_000 - 30_000
+    assert set(doc.unread) == {"journal", "index"} and not doc.thresholds_reported
     # the bookie holds less than the metadata says: data not in the entry logs yet
     short = bookie_doc(bookied(A, [log(1, 2_000, 1_000)]), walk, "namespace")
-    assert short["awaiting_gc_bytes"] == 0 and short["not_in_entry_logs_bytes"] == stored + 1048 - 1000
+    assert short.awaiting_gc_bytes == 0 and short.not_in_entry_logs_bytes == stored + 1048 - 1000
     # thresholds the bookie reports are used
     own = bookie_doc(
         bookied(A, [log(1, 100, 50)], {"minorCompactionThreshold": 0.6, "majorCompactionThreshold": 0.9}),
         walk,
         "namespace",
     )
-    assert own["thresholds_reported"] and own["compaction"]["below_minor_dead_bytes"] == 0  # the active log
+    assert own.thresholds_reported and own.compaction.below_minor_dead_bytes == 0  # the active log
 
 
 def test_a_java_bookie_says_what_it_cannot_break_down():
     walk = walk_with([(A, Owner("application", "app"), 10, 5000, False)])
     reading = BookieReading(
         A,
-        "writable",
+        BookieState.WRITABLE,
         "h:1",
         info={"freeSpace": 40_000, "totalSpace": 100_000},
         gc={"is_in_force_gc": "false"},
         gc_details=[{"gcRunning": False}],
     )
     doc = bookie_doc(reading, walk, "namespace")
-    assert doc["kind"] == "java" and doc["entry_log_bytes"] is None and doc["compaction"] is None
-    assert doc["live"]["applications"] == 5000 + 10 * 4  # Java's 4-byte entry-log framing
-    assert doc["data_bytes"] is None  # the filesystem's 60,000 used bytes are not the bookie's
-    assert "entry logs" in doc["unread"] and "journal" in doc["unread"]
-    report = {"bookies": [doc], "totals": totals([doc])}
-    assert summary_line(report) == (
+    assert doc.kind == "java" and doc.entry_log_bytes is None and doc.compaction is None
+    assert doc.live.applications == 5000 + 10 * 4  # Java's 4-byte entry-log framing
+    assert doc.data_bytes is None  # the filesystem's 60,000 used bytes are not the bookie's
+    assert "entry logs" in doc.unread and "journal" in doc.unread
+    report = ([doc], totals([doc]))
+    assert summary_line(report[0], report[1]) == (
         "4.9 KiB is live data on 1 bookie whose HTTP admin sizes none of its files "
         "(Java's: only the filesystem's free and total space, shared with other data; "
         "`du` its ledger and journal directories)"
@@ -179,7 +181,7 @@ def test_a_java_bookie_says_what_it_cannot_break_down():
     sized = bookie_doc(
         bookied(B, [log(1, 20_000, 9_000)]), walk_with([(B, Owner("application", "app"), 2, 1000, False)]), "namespace"
     )
-    both = summary_line({"bookies": [doc, sized], "totals": totals([doc, sized])})
+    both = summary_line([doc, sized], totals([doc, sized]))
     assert both.startswith("1.0 KiB of 19.5 KiB used is live data; ") and "4.9 KiB is live data on 1 bookie" in both
     # its /metrics tells its entry logs' live bytes: the deleted ledgers not yet collected are known
     reading.metrics = (
@@ -188,10 +190,10 @@ def test_a_java_bookie_says_what_it_cannot_break_down():
         'bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES{indexDir="/d2/current",ledgerDir="/d2/current"} 1000.0\n'
     )
     measured = bookie_doc(reading, walk, "namespace")
-    assert measured["awaiting_gc_bytes"] == 8000 - 5040 and measured["not_in_entry_logs_bytes"] == 0
-    assert doc["awaiting_gc_bytes"] is None  # without it: not known
-    down = bookie_doc(BookieReading(B, "down", unread={"http": "not registered (down)"}), walk, "namespace")
-    assert down["kind"] is None and down["live_bytes"] == 0 and down["unread"] == {"http": "not registered (down)"}
+    assert measured.awaiting_gc_bytes == 8000 - 5040 and measured.not_in_entry_logs_bytes == 0
+    assert doc.awaiting_gc_bytes is None  # without it: not known
+    down = bookie_doc(BookieReading(B, BookieState.DOWN, unread={"http": "not registered (down)"}), walk, "namespace")
+    assert down.kind is None and down.live_bytes == 0 and down.unread == {"http": "not registered (down)"}
 
 
 def test_the_one_line_answer_names_the_largest_share_and_its_cure():
@@ -201,8 +203,8 @@ def test_the_one_line_answer_names_the_largest_share_and_its_cure():
     # dead bytes mostly in logs between the thresholds: raise the minor one or force a major compaction
     logs = [log(1, 200_000, 80_000), log(2, 100_000, 32_640), log(3, 50_000, 40_000)]  # live: what the walk says
     doc = bookie_doc(bookied(A, logs), walk, "namespace")
-    report = {"bookies": [doc], "totals": totals([doc])}
-    assert summary_line(report) == (
+    report = ([doc], totals([doc]))
+    assert summary_line(report[0], report[1]) == (
         "100.0 KiB of 341.8 KiB used is live data; 192.7 KiB is waiting for compaction (in logs between the minor "
         "threshold 0.2 and the major 0.8, the default: the next major compaction takes it, or now "
         "`bkctl bookie gc a:1 --major`; 9.8 KiB in the active log); "
@@ -210,14 +212,14 @@ def test_the_one_line_answer_names_the_largest_share_and_its_cure():
     )
     # mostly under the minor threshold: the next minor compaction; more live data in the logs: deleted ledgers
     logs = [log(1, 200_000, 20_000), log(2, 150_000, 142_640), log(3, 1000, 1000)]
-    report = {"bookies": [d := bookie_doc(bookied(A, logs), walk, "namespace")], "totals": totals([d])}
-    line = summary_line(report)
+    report = ([d := bookie_doc(bookied(A, logs), walk, "namespace")], totals([d]))
+    line = summary_line(report[0], report[1])
     assert (
         "the next minor compaction takes it, or now `bkctl bookie gc a:1 --minor`; 7.2 KiB over the major "
         "threshold)" in line
     ), line
     assert "; 10.7 KiB is deleted ledgers the next GC pass removes (now: `bkctl bookie gc BOOKIE`)" in line, line
-    assert summary_line({"bookies": [], "totals": totals([])}).startswith("no bookie answered")
+    assert summary_line([], totals([])).startswith("no bookie answered")
 
 
 def test_one_walk_attributes_topics_orphans_and_applications_on_the_fake_store():
@@ -280,9 +282,9 @@ def test_the_journal_and_index_count_and_the_advice_is_the_one_the_bookie_allows
     reading = bookied(A, logs, off)
     reading.info.update(journalBytes=40_000, indexBytes=8_000)
     doc = bookie_doc(reading, walk, "namespace")
-    assert doc["data_bytes"] == 350_000 + 40_000 + 8_000 and "journal" not in doc["unread"]
-    assert doc["other_files_bytes"] == 0  # the made-up filesystem is smaller than the data: nothing else on it
-    line = summary_line({"bookies": [doc], "totals": totals([doc])})
+    assert doc.data_bytes == 350_000 + 40_000 + 8_000 and "journal" not in doc.unread
+    assert doc.other_files_bytes == 0  # the made-up filesystem is smaller than the data: nothing else on it
+    line = summary_line([doc], totals([doc]))
     assert "of 388.7 KiB used is live data" in line, line
     assert (
         "(in logs between the minor threshold 0.2 and the major 0.8: no compaction takes it: "
@@ -291,9 +293,7 @@ def test_the_journal_and_index_count_and_the_advice_is_the_one_the_bookie_allows
         "majorCompactionInterval"
     ) in line, line
     allowed = dict(off, forceAllowCompaction=True, forcedCompactionRefused={"major": None, "minor": None})
-    line = summary_line(
-        {"bookies": [d := bookie_doc(bookied(A, logs, allowed), walk, "namespace")], "totals": totals([d])}
-    )
+    line = summary_line([d := bookie_doc(bookied(A, logs, allowed), walk, "namespace")], totals([d]))
     assert (
         "major compaction is not periodic (majorCompactionInterval=0): `bkctl bookie gc a:1 --major` takes it" in line
     ), line
@@ -304,7 +304,7 @@ def test_the_first_line_names_read_only_bookies_and_why():
     is not bookie data, first."""
     walk = walk_with([(A, Owner("application", "app"), 10, 5_000, False)])
     reading = bookied(A, [log(1, 20_000, 5_000)])
-    reading.state = "read-only"
+    reading.state = BookieState.READ_ONLY
     reading.info.update(
         journalBytes=1_000, indexBytes=1_000, readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
     )
@@ -312,7 +312,7 @@ def test_the_first_line_names_read_only_bookies_and_why():
     java = bookie_doc(
         BookieReading(
             B,
-            "read-only",
+            BookieState.READ_ONLY,
             "h:2",
             info={"freeSpace": 1, "totalSpace": 10},
             gc={"is_in_force_gc": "false"},
@@ -321,7 +321,7 @@ def test_the_first_line_names_read_only_bookies_and_why():
         walk,
         "namespace",
     )
-    line = summary_line({"bookies": [doc, java], "totals": totals([doc, java])})
+    line = summary_line([doc, java], totals([doc, java]))
     assert line.startswith(
         "read-only: a:1 (disk usage 96.0% over diskUsageThreshold 95%; 66.4 KiB of the 87.9 KiB "
         "used on its filesystem is not bookie data), b:1 (its HTTP admin does not say why (a Java "
@@ -363,12 +363,12 @@ def test_a_read_only_bookie_filled_by_its_journal_is_told_the_way_out():
     journal and how it is trimmed, not only the disk usage."""
     walk = walk_with([(A, Owner("application", "app"), 10, 0, False)])
     reading = bookied(A, [log(1, 4_096, 0)])
-    reading.state = "read-only"
+    reading.state = BookieState.READ_ONLY
     reading.info.update(
         journalBytes=57 << 20, indexBytes=0, readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
     )
     doc = bookie_doc(reading, walk, "namespace")
-    line = summary_line({"bookies": [doc], "totals": totals([doc])})
+    line = summary_line([doc], totals([doc]))
     assert "its journal holds 57.0 MiB: the journal is trimmed once a checkpoint has written" in line, line
     assert "a deleted ledger's entries are dropped, not written (delete ledgers to free it)" in line
     assert "'checkpoint postponed'" in line and "journalMaxSizeMB" in line

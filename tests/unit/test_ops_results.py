@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from bkctl.app import encode_json
-from bkctl.ops.results import json_key, not_in_json, omitted_when_none, to_json
+from bkctl.ops.results import inlined, json_key, not_in_json, omitted_when_none, to_json
 
 
 class Colour(Enum):
@@ -68,3 +68,21 @@ def test_a_field_with_a_json_key_is_written_under_it():
 
     assert to_json(Renamed("a", "b")) == {"from": "a", "to": "b"}
     assert encode_json(Renamed("a", "b", "x")) == '{"error":"x","from":"a","to":"b"}'
+
+
+@dataclass(frozen=True)
+class Disk:
+    used_bytes: int | None
+    error: str | None = omitted_when_none()
+
+
+@dataclass(frozen=True)
+class Row:
+    bookie_id: str
+    disk: Disk = inlined()
+
+
+def test_an_inlined_part_gives_its_keys_in_its_place():
+    assert to_json(Row("b", Disk(5))) == {"bookie_id": "b", "used_bytes": 5}
+    assert encode_json(Row("b", Disk(None, error="down"))) == '{"bookie_id":"b","error":"down","used_bytes":null}'
+    assert encode_json([Row("b", Disk(1))]) == '[{"bookie_id":"b","used_bytes":1}]'

@@ -10,8 +10,10 @@ from rich.console import Console
 from bkctl.ops import autorecovery
 from bkctl.ops import top as top_ops
 from bkctl.ops.bookie_reads import BookieReading
-from bkctl.ops.prometheus import Scrape, bucket_quantile, rates
-from bkctl.ops.top import TopCollector, filter_rows, sort_rows
+from bkctl.ops.bookies import BookieState
+from bkctl.ops.prometheus import Rates, Scrape, bucket_quantile, rates
+from bkctl.ops.results import to_json
+from bkctl.ops.top import TopCollector, TopDisk, TopGc, TopRow, TopState, filter_rows, sort_rows
 from bkctl.top_screen import ViewState, apply_key, render, split_keys
 from tests.support.fake_store import FakeMetadataStore
 
@@ -34,12 +36,12 @@ def test_bookied_rates_and_quantiles_are_between_two_scrapes():
     after = Scrape(bookied_metrics(300, {"0.001": 100, "0.01": 300, "+Inf": 300}, {"0.001": 5, "0.005": 9, "+Inf": 10}))
     assert after.naming == "bookied" and after.total("bookie_requests_total", op="read") == 10
     r = rates(before, after, 2.0)
-    assert r["add_rate"] == 100.0 and r["read_rate"] == 0.0
+    assert r.add_rate == 100.0 and r.read_rate == 0.0
     # 200 adds between the scrapes: 10 under 1 ms, 190 under 10 ms
-    assert r["add_p50_ms"] == 10.0 and r["add_p99_ms"] == 10.0
-    assert r["journal_sync_p99_ms"] == 5.0
+    assert r.add_p50_ms == 10.0 and r.add_p99_ms == 10.0
+    assert r.journal_sync_p99_ms == 5.0
     first = rates(None, after, 0.0)
-    assert first["add_rate"] is None and first["add_p99_ms"] is None  # nothing to compare yet
+    assert first.add_rate is None and first.add_p99_ms is None  # nothing to compare yet
     assert bucket_quantile({}, {1.0: 0, float("inf"): 0}, 0.5) is None
 
 
@@ -55,12 +57,13 @@ def test_java_summaries_are_read_in_their_own_window():
     after = Scrape(text)
     assert after.naming == "java"
     r = rates(before, after, 5.0)
-    assert r["add_rate"] == 100.0 and r["add_p50_ms"] == 0.8 and r["add_p99_ms"] == 4.5
-    assert r["journal_sync_p99_ms"] == 2.0 and r["read_rate"] is None
+    assert r.add_rate == 100.0 and r.add_p50_ms == 0.8 and r.add_p99_ms == 4.5
+    assert r.journal_sync_p99_ms == 2.0 and r.read_rate is None
     assert not Scrape("") and Scrape("# only comments\n").naming is None
 
 
 def reading(bookie_id, state, *, metrics=None, logs=None, answered=True, unread=None):
+    state = BookieState(state)
     if not answered:
         return BookieReading(bookie_id, state, "h:1", unread=unread or {"info": "connection refused"}, read_at=1.0)
     return BookieReading(
@@ -111,11 +114,9 @@ def collector(monkeypatch):
         top_ops,
         "read_bookies",
         lambda _store, rows, *_a, **_k: [
-            c.answers.get(
-                r["bookie_id"], BookieReading(r["bookie_id"], r["state"], unread={"http": "not registered (down)"})
-            )
-            if r["state"] != "down"
-            else BookieReading(r["bookie_id"], "down", unread={"http": "not registered (down)"})
+            c.answers.get(r.bookie_id, BookieReading(r.bookie_id, r.state, unread={"http": "not registered (down)"}))
+            if r.state is not BookieState.DOWN
+            else BookieReading(r.bookie_id, BookieState.DOWN, unread={"http": "not registered (down)"})
             for r in rows
         ],
     )
@@ -132,7 +133,7 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     }
     collector.answers["c:1"].unread["metrics"] = "empty (the bookie exports no metrics: no Prometheus stats provider?)"
     snap = collector.snapshot()
-    rows = {r["bookie_id"]: r for r in snap["bookies"]}
+    rows = {r["bookie_id"]: r for r in to_json(snap["bookies"])}
     # d:1 has a cookie and the auditor counts it lost; gone:1 is lost without a cookie (decommissioned)
     assert {b: r["state"] for b, r in rows.items()} == {
         "a:1": "writable",
@@ -154,7 +155,7 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
         "a:1", "writable", logs=logs, metrics=bookied_metrics(30, {"0.001": 20, "+Inf": 20}, {"+Inf": 1})
     )
     collector.answers["a:1"].read_at = 3.0
-    a = {r["bookie_id"]: r for r in collector.snapshot()["bookies"]}["a:1"]
+    a = {r["bookie_id"]: r for r in to_json(collector.snapshot()["bookies"])}["a:1"]
     assert a["add_rate"] == 10.0 and a["add_p99_ms"] == 1.0
     text = io.StringIO()
     Console(file=text, width=160).print(render(snap, ViewState(), live=False))
@@ -179,7 +180,7 @@ def test_a_bookie_with_a_cookie_the_auditor_does_not_count_is_down_not_lost(coll
             {"bookie_id": "gone:1", "cookie": False, "seen_by_auditor": False},
         ],
     )
-    rows = {r["bookie_id"]: r["state"] for r in collector.snapshot()["bookies"]}
+    rows = {r["bookie_id"]: r["state"] for r in to_json(collector.snapshot()["bookies"])}
     assert rows["d:1"] == "down" and rows["gone:1"] == "lost"
 
 
@@ -191,24 +192,27 @@ def test_a_report_that_cannot_be_read_is_said(collector):
     autorecovery.autorecovery_report = fail  # restored by the fixture's monkeypatch
     snap = collector.snapshot()
     assert snap["autorecovery"] is None and snap["autorecovery_error"] == "ZooKeeper went away"
-    assert [r["state"] for r in snap["bookies"]] == ["unreachable", "unreachable", "unreachable", "down"]
+    assert [r.state.value for r in snap["bookies"]] == ["unreachable", "unreachable", "unreachable", "down"]
     text = io.StringIO()
     Console(file=text, width=160).print(render(snap, ViewState(), live=False))
     assert "autorecovery: not read (ZooKeeper went away)" in text.getvalue()
 
 
 def rows_of(*specs):
-    return [{"bookie_id": b, "state": s, "rack": r, "add_rate": a} for b, s, r, a in specs]
+    return [
+        TopRow(b, TopState(s), s, r, None, None, {}, None, None, TopDisk(), TopGc(), Rates(add_rate=a))
+        for b, s, r, a in specs
+    ]
 
 
 def test_sorting_and_filtering():
     rows = rows_of(("b:1", "writable", "/r1", 5.0), ("a:1", "down", None, None), ("c:1", "writable", "/r2", 9.0))
-    assert [r["bookie_id"] for r in sort_rows(rows, "bookie")] == ["a:1", "b:1", "c:1"]
-    assert [r["bookie_id"] for r in sort_rows(rows, "adds")] == ["c:1", "b:1", "a:1"]  # unknown last
-    assert [r["bookie_id"] for r in sort_rows(rows, "adds", reverse=True)] == ["b:1", "c:1", "a:1"]
-    assert [r["bookie_id"] for r in sort_rows(rows, "state")] == ["a:1", "b:1", "c:1"]  # trouble first
-    assert [r["bookie_id"] for r in filter_rows(rows, "R2")] == ["c:1"]
-    assert [r["bookie_id"] for r in filter_rows(rows, "down")] == ["a:1"] and filter_rows(rows, " ") == rows
+    assert [r.bookie_id for r in sort_rows(rows, "bookie")] == ["a:1", "b:1", "c:1"]
+    assert [r.bookie_id for r in sort_rows(rows, "adds")] == ["c:1", "b:1", "a:1"]  # unknown last
+    assert [r.bookie_id for r in sort_rows(rows, "adds", reverse=True)] == ["b:1", "c:1", "a:1"]
+    assert [r.bookie_id for r in sort_rows(rows, "state")] == ["a:1", "b:1", "c:1"]  # trouble first
+    assert [r.bookie_id for r in filter_rows(rows, "R2")] == ["c:1"]
+    assert [r.bookie_id for r in filter_rows(rows, "down")] == ["a:1"] and filter_rows(rows, " ") == rows
 
 
 def test_keys_change_the_view():
@@ -230,28 +234,29 @@ def test_keys_change_the_view():
     assert not apply_key(state, "q") and not apply_key(ViewState(), "\x03")
 
 
-def one_bookie_snapshot(**row_fields) -> dict:
+def one_bookie_snapshot(add_p50_ms: float = 2.5, add_p99_ms: float = 10.0) -> dict:
     """A snapshot of one busy bookie with every column filled, for the layout tests."""
-    row = {
-        "bookie_id": "127.0.0.1:31255",
-        "state": "writable",
-        "rack": "/r1",
-        "add_rate": 3581.0,
-        "add_p50_ms": 2.5,
-        "add_p99_ms": 10.0,
-        "read_rate": 6641.0,
-        "read_p99_ms": 1.0,
-        "journal_sync_p99_ms": 5.0,
-        "used_percent": 70.0,
-        "total_bytes": 252 << 30,
-        "reclaimable_bytes": 270 << 10,
-        "compacting": None,
-        "gc_running": False,
-        "last_compaction": None,
-        "metrics": "bookied",
-        "kind": "bookied",
-        **row_fields,
-    }
+    row = TopRow(
+        bookie_id="127.0.0.1:31255",
+        state=TopState.WRITABLE,
+        registration="writable",
+        rack="/r1",
+        http=None,
+        kind="bookied",
+        unread={},
+        read_only_reason=None,
+        metrics="bookied",
+        disk=TopDisk(used_percent=70.0, total_bytes=252 << 30, reclaimable_bytes=270 << 10),
+        gc=TopGc(gc_running=False),
+        rates=Rates(
+            add_rate=3581.0,
+            add_p50_ms=add_p50_ms,
+            add_p99_ms=add_p99_ms,
+            read_rate=6641.0,
+            read_p99_ms=1.0,
+            journal_sync_p99_ms=5.0,
+        ),
+    )
     return {
         "time": 0,
         "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0, "lost": 0},
@@ -331,7 +336,7 @@ def test_a_read_only_bookie_says_why(collector):
     collector.answers = {"c:1": reading("c:1", "read-only")}
     collector.answers["c:1"].info["readOnlyReasons"] = {"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
     snap = collector.snapshot()
-    row = {r["bookie_id"]: r for r in snap["bookies"]}["c:1"]
+    row = {r["bookie_id"]: r for r in to_json(snap["bookies"])}["c:1"]
     assert row["read_only_reason"] == "disk usage 96.0% over diskUsageThreshold 95%"
     text = io.StringIO()
     Console(file=text, width=200).print(render(snap, ViewState(), live=False))
@@ -352,12 +357,12 @@ def test_a_java_bookie_with_several_journals_shows_the_worst_p99_and_idle_summar
         'bookkeeper_server_READ_ENTRY_REQUEST{success="true",quantile="0.99",journalIndex="1"} 7.5\n'
     )
     r = rates(Scrape(text), Scrape(text), 5.0)
-    assert r["journal_sync_p99_ms"] == 3.0  # the worse journal's, not 2.0 + 3.0
-    assert r["add_p50_ms"] is None and r["add_p99_ms"] is None and r["add_rate"] == 0.0  # idle: NaN is not known
-    assert r["read_p99_ms"] == 7.5
+    assert r.journal_sync_p99_ms == 3.0  # the worse journal's, not 2.0 + 3.0
+    assert r.add_p50_ms is None and r.add_p99_ms is None and r.add_rate == 0.0  # idle: NaN is not known
+    assert r.read_p99_ms == 7.5
     import json
 
-    json.dumps(r, allow_nan=False)  # --json stays valid JSON
+    json.dumps(to_json(r), allow_nan=False)  # --json stays valid JSON
 
 
 def test_sigterm_sets_a_flag_that_a_bare_except_cannot_swallow():
