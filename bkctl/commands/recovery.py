@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from ..render import emit, stream_table
 from ..render import plural as _plural
 from . import pass_app
 from .progress import LedgerProgress
+
+if TYPE_CHECKING:
+    from ..ops.decommission import Decommissioned
 
 
 def _fragment_rows(ledgers: Iterable[dict]):
@@ -392,6 +396,7 @@ def decommission(
     from bkctl.wire.rebalance.executor import Throttle
 
     from ..exitcodes import FAILED, FSCK_DATA_LOST, CommandError
+    from ..ops.decommission import DecommissionMode
     from ..ops.decommission import decommission as run
     from ..ops.rebalance import parse_rate
     from ..ops.recovery import lost_entries_line
@@ -428,76 +433,75 @@ def decommission(
         reporter.stop()
     if dry_run:
         _show_decommission_plan(app, doc)
-        if doc["lost"]:
+        if doc.lost:
             raise CommandError(
-                f"dry run: {_plural(len(doc['lost']), 'ledger')} of {bookie} would lose data "
+                f"dry run: {_plural(len(doc.lost), 'ledger')} of {bookie} would lose data "
                 "(entries with no good copy off it: listed above); nothing changed",
                 FSCK_DATA_LOST,
             )
         return
-    lost = lost_entries_line(doc["lost_entries"]) if doc.get("lost_entries") else ""
-    if doc["error"]:
+    lost = lost_entries_line(doc.lost_entries) if doc.lost_entries else ""
+    if doc.error:
         emit(app, doc, lambda: _show_left(app, doc))
-        raise CommandError(f"{lost}; {doc['error']}" if lost else doc["error"], FSCK_DATA_LOST if lost else FAILED)
+        raise CommandError(f"{lost}; {doc.error}" if lost else doc.error, FSCK_DATA_LOST if lost else FAILED)
     copied = (
         "by the autorecovery daemons"
-        if doc["mode"] == "autorecovery"
-        else f"{_plural(doc['entries_copied'], 'entry', 'entries')} copied"
+        if doc.mode is DecommissionMode.AUTORECOVERY
+        else f"{_plural(doc.entries_copied or 0, 'entry', 'entries')} copied"
     )
     emit(
         app,
         doc,
         lambda: app.console.print(
-            f"bookie {bookie} decommissioned: {_plural(len(doc['ledgers']), 'ledger')} moved, {copied}; "
-            f"cookie {'deleted' if doc['cookie_deleted'] else 'not found'}"
+            f"bookie {bookie} decommissioned: {_plural(len(doc.ledgers), 'ledger')} moved, {copied}; "
+            f"cookie {'deleted' if doc.cookie_deleted else 'not found'}"
         ),
     )
     if lost:
         raise CommandError(lost, FSCK_DATA_LOST)
 
 
-def _show_left(app: App, doc: dict) -> None:
+def _show_left(app: App, doc: Decommissioned) -> None:
     """Every ledger a failed decommission left, one short line each, grouped by why."""
     from ..ops.recovery import cause_label
 
     cause = None
-    for row in doc["left"]:
+    for row in doc.left:
         if row["cause"] != cause:
             cause = row["cause"]
-            n = sum(1 for r in doc["left"] if r["cause"] == cause)
+            n = sum(1 for r in doc.left if r["cause"] == cause)
             app.console.print(f"{cause_label(cause)} ({_plural(n, 'ledger')}):", markup=False)
         app.console.print(f"  {row['ledger_id']}: {row['reason']}", markup=False)
 
 
-def _show_decommission_plan(app: App, doc: dict) -> None:
+def _show_decommission_plan(app: App, doc: Decommissioned) -> None:
+    from ..ops.decommission import DecommissionMode
     from ..ops.recovery import lost_line
 
     def human():
-        n = _plural(len(doc["remaining_ledgers"]), "ledger")
-        if doc["lost"]:
+        n = _plural(len(doc.remaining_ledgers), "ledger")
+        if doc.lost:
+            app.console.print(f"warning: {lost_line([r.ledger_id for r in doc.lost], doc.bookie_id)}", markup=False)
+            for r in doc.lost:
+                app.console.print(f"  {r.ledger_id}: {r.reason}", markup=False)
+        if doc.registered:
             app.console.print(
-                f"warning: {lost_line([r['ledger_id'] for r in doc['lost']], doc['bookie_id'])}", markup=False
+                f"note: {doc.bookie_id} is registered (running): stop it before decommissioning it", markup=False
             )
-            for r in doc["lost"]:
-                app.console.print(f"  {r['ledger_id']}: {r['reason']}", markup=False)
-        if doc["registered"]:
+        if doc.mode is DecommissionMode.AUTORECOVERY:
+            if doc.ledgers:
+                stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in doc.ledgers))
             app.console.print(
-                f"note: {doc['bookie_id']} is registered (running): stop it before decommissioning it", markup=False
-            )
-        if doc["mode"] == "autorecovery":
-            if doc["ledgers"]:
-                stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in doc["ledgers"]))
-            app.console.print(
-                f"dry run: {n} to move off {doc['bookie_id']} by the autorecovery daemons, then "
+                f"dry run: {n} to move off {doc.bookie_id} by the autorecovery daemons, then "
                 "its cookie deleted; nothing changed"
             )
             return
-        if doc["ledgers"]:
+        if doc.ledgers:
             stream_table(
-                app, ["ledger", "entries", "lost -> replacement", "count", "status"], _fragment_rows(doc["ledgers"])
+                app, ["ledger", "entries", "lost -> replacement", "count", "status"], _fragment_rows(doc.ledgers)
             )
         app.console.print(
-            f"dry run: {n} to re-replicate off {doc['bookie_id']} from this process, then its "
+            f"dry run: {n} to re-replicate off {doc.bookie_id} from this process, then its "
             "cookie deleted; nothing changed"
         )
 

@@ -15,8 +15,9 @@ recovered (fenced and closed) first, its writer being unable to leave a bookie t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ..humanize import plural as _plural
@@ -40,26 +41,93 @@ from .recovery import (
 
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.placement import RandomPlacement
+    from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.rebalance.executor import Throttle
+    from bkctl.wire.rebalance.mover import MoveResult
+    from bkctl.wire.rebalance.plan import LedgerMove, Plan
 
-__all__ = ["decommission"]
+    #: a ledger's metadata as a batch read gives it: None (gone) or the error reading it
+    _Read = LedgerMetadata | Exception | None
+
+__all__ = ["Decommissioned", "DecommissionMode", "LostLedger", "decommission"]
 
 
-def _segment_ends(md) -> dict[int, tuple[int | None, tuple[str, ...]]]:
+class DecommissionMode(Enum):
+    """Who copies the replicas: the autorecovery daemons, or this process."""
+
+    AUTORECOVERY = "autorecovery"
+    LOCAL = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class LostLedger:
+    """A ledger with entries no other bookie holds (lost unless the bookie returns), and why."""
+
+    ledger_id: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decommissioned:
+    """A decommission's outcome (or a dry run's plan).  ``ledgers``: a row per ledger as
+    ``recover`` has them (with the daemons ``ledger_id``, ``status`` and, for one left,
+    ``repair`` and ``error``); ``entries_copied``/``lost_entries``: None with the daemons;
+    ``left``: :func:`~.recovery.left_rows`; ``stopped``: why it stopped before the end;
+    ``error``: None, or -- ledgers left, cookie kept -- the one line saying how many and why."""
+
+    bookie_id: str
+    mode: DecommissionMode
+    passes: int
+    ledgers: list[dict[str, Any]]  #: recover's rows (:mod:`.recovery`'s, named with them)
+    entries_copied: int | None
+    lost_entries: int | None
+    remaining_ledgers: list[int]
+    left: list[dict[str, Any]]
+    lost: list[LostLedger]
+    registered: bool
+    cookie_deleted: bool
+    dry_run: bool
+    stopped: str | None
+    error: str | None
+
+
+@dataclass
+class _Passes:
+    """What a local decommission's passes add up, as they go."""
+
+    passes: int = 0
+    entries_copied: int = 0
+    lost_entries: int = 0
+    ledgers: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def _segment_ends(md: LedgerMetadata) -> dict[int, tuple[int | None, tuple[str, ...]]]:
     return {first: (last, tuple(ensemble)) for first, last, ensemble in md.segment_ranges()}
 
 
-def _row(ledger_id: int, md, move, *, status: str, copied: int = 0, closed_first: bool = False, **more) -> dict:
+def _row(
+    ledger_id: int,
+    md: _Read,
+    move: LedgerMove | None,
+    *,
+    status: str,
+    copied: int = 0,
+    closed_first: bool = False,
+    **more: Any,
+) -> dict[str, Any]:
     """A ledger's row, as ``recover`` has them (its fragments the move's segments)."""
     from bkctl.wire.client.quorum import QuorumSchedule
 
-    ends = _segment_ends(md) if md is not None and not isinstance(md, Exception) else {}
+    known = md if md is not None and not isinstance(md, Exception) else None
+    ends = _segment_ends(known) if known is not None else {}
     fragments = []
     for seg in move.segments if move is not None else ():
         last, ensemble = ends.get(seg.first_entry_id, (None, ()))
         entries = None
-        if last is not None and seg.source in ensemble:
-            counts = QuorumSchedule(len(ensemble), md.write_quorum).held_by_position(seg.first_entry_id, last)
+        if known is not None and last is not None and seg.source in ensemble:
+            counts = QuorumSchedule(len(ensemble), known.write_quorum).held_by_position(seg.first_entry_id, last)
             entries = counts[ensemble.index(seg.source)]
         fragments.append(
             {
@@ -88,7 +156,7 @@ def _row(ledger_id: int, md, move, *, status: str, copied: int = 0, closed_first
     return row
 
 
-def _result_row(result, md, closed_first: bool) -> dict:
+def _result_row(result: MoveResult, md: _Read, closed_first: bool) -> dict[str, Any]:
     from bkctl.wire.client.replication_causes import LOCKED, OTHER
     from bkctl.wire.rebalance.mover import MoveOutcome
 
@@ -143,7 +211,7 @@ def _close_open(
     return closed, failed
 
 
-def _plan(store: MetadataStore, bookie: str, placement):
+def _plan(store: MetadataStore, bookie: str, placement: RandomPlacement) -> Plan:
     from bkctl.wire.rebalance.plan import plan_drain
 
     from .rebalance import read_cluster, writable_bookies
@@ -157,8 +225,8 @@ def decommission(
     store: MetadataStore,
     bookie: str,
     *,
-    placement=None,
-    throttle=None,
+    placement: RandomPlacement | None = None,
+    throttle: Throttle | None = None,
     passes: int = 3,
     confirm: Callable[[list[int]], Any] | None = None,
     on_start: Callable[[int, int | None], Any] | None = None,
@@ -170,11 +238,11 @@ def decommission(
     poll: float = 1.0,
     heartbeat: float = 15.0,
     dry_run: bool = False,
-    progress=None,
+    progress: Callable[[], Any] | None = None,
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Any] | None = None,
     run_poll: float = 1.0,
-) -> dict:
+) -> Decommissioned:
     """Move every replica off a stopped bookie, verify, delete its cookie.
 
     The bookie must not be registered (exit 4 otherwise; registered but not answering: its
@@ -200,14 +268,8 @@ def decommission(
     do).  ``on_start(count, bytes)``, ``on_ledger(row)`` and ``on_bytes(n)`` hear the
     progress.
 
-    Returns ``bookie_id``, ``mode`` (``autorecovery`` or ``local``), ``passes``, ``ledgers``
-    (per-ledger rows as ``recover``'s; with the daemons ``ledger_id``, ``status`` and, for
-    one left, ``repair`` and ``error``), ``entries_copied`` (null with the daemons),
-    ``lost_entries`` (entries recorded lost; null with the daemons), ``remaining_ledgers``,
-    ``left`` (:func:`~.recovery.left_rows`), ``lost``, ``registered``, ``cookie_deleted``,
-    ``dry_run``, ``stopped`` (why it stopped before the end: cancelled; else None) and
-    ``error``: None, or -- ledgers left, cookie kept -- the one line saying how many and why.
-    ``dry_run`` makes every check and changes nothing: the rows are the plan."""
+    Returns a :class:`Decommissioned`.  ``dry_run`` makes every check and changes nothing:
+    the rows are the plan."""
     import time
 
     clock = clock or time.monotonic
@@ -228,37 +290,53 @@ def decommission(
         )
     if placement is None and bk is not None:
         placement = bk.client.placement
-    result: dict[str, Any] = {
-        "bookie_id": bookie,
-        "mode": "autorecovery" if use_daemons else "local",
-        "passes": 0,
-        "ledgers": [],
-        "entries_copied": None if use_daemons else 0,
-        "lost_entries": None if use_daemons else 0,
-        "remaining_ledgers": ids,
-        "left": [],
-        "lost": [],
-        "registered": registered,
-        "cookie_deleted": False,
-        "dry_run": dry_run,
-        "stopped": None,
-        "error": None,
-    }
+    mode = DecommissionMode.AUTORECOVERY if use_daemons else DecommissionMode.LOCAL
+
+    def outcome(
+        ledgers: list[dict[str, Any]],
+        lost: dict[int, str],
+        *,
+        tally: _Passes | None = None,
+        remaining: list[int] = ids,
+        left: list[dict[str, Any]] | None = None,
+        cookie_deleted: bool = False,
+        stopped: str | None = None,
+        error: str | None = None,
+    ) -> Decommissioned:
+        local = not use_daemons
+        return Decommissioned(
+            bookie_id=bookie,
+            mode=mode,
+            passes=tally.passes if tally else 0,
+            ledgers=ledgers,
+            entries_copied=(tally.entries_copied if tally else 0) if local else None,
+            lost_entries=(tally.lost_entries if tally else 0) if local else None,
+            remaining_ledgers=remaining,
+            left=left or [],
+            lost=[LostLedger(lid, why) for lid, why in lost.items()],
+            registered=registered,
+            cookie_deleted=cookie_deleted,
+            dry_run=dry_run,
+            stopped=stopped,
+            error=error,
+        )
+
     if dry_run:
+        rows: list[dict[str, Any]] = []
         if use_daemons:
-            result["ledgers"] = [{"ledger_id": lid, "status": "planned"} for lid in ids]
+            rows = [{"ledger_id": lid, "status": "planned"} for lid in ids]
         elif ids:
-            result["ledgers"] = _planned_rows(bk, store, bookie, ids, placement)
+            rows = _planned_rows(bk, store, bookie, ids, placement)
         lost = lost_with(bk, store, ids, bookie)
-        result["lost"] = [{"ledger_id": lid, "reason": why} for lid, why in lost.items()]
-        for row in result["ledgers"]:
+        for row in rows:
             row["data_lost"] = lost.get(row["ledger_id"])
-        return result
+        return outcome(rows, lost)
     from bkctl.wire.rebalance.executor import Throttle
 
     from .rebalance import begin_run
 
     throttle = throttle or Throttle()
+    tally = _Passes()
     with begin_run(store, "decommission", throttle, bookie, poll=run_poll) as run:
         if confirm is not None:  # even with no data: the cookie goes
             confirm(ids)
@@ -283,36 +361,34 @@ def decommission(
         if use_daemons and ids:
             by_ledger = _by_the_daemons(mover, ids)
         elif ids:
-            by_ledger = _locally(mover, ids, found.bytes, result)
+            _locally(mover, ids, found.bytes, tally)
+            by_ledger = tally.ledgers
         else:
             by_ledger = {}
-        result["stopped"] = run.stop_reason
+        stopped = run.stop_reason
     ids = ledgers_on(store, [bookie])
     if use_daemons:
         by_ledger.update({row["ledger_id"]: row for row in daemon_rows(repair_states(store, ids, bookie))})
     lost = lost_with(bk, store, ids, bookie)
     left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
-    result.update(
-        ledgers=[by_ledger[k] for k in sorted(by_ledger)],
-        remaining_ledgers=ids,
-        left=left_now,
-        lost=[{"ledger_id": lid, "reason": why} for lid, why in lost.items()],
-    )
-    if ids or result["stopped"]:
+    rows = [by_ledger[k] for k in sorted(by_ledger)]
+    if ids or stopped:
         waited = f" after {timeout:g} s" if use_daemons else ""
-        stopped = f"stopped ({result['stopped']}): " if result["stopped"] else ""
-        result["error"] = (
-            f"{stopped}{_plural(len(ids), 'ledger')} still {'uses' if len(ids) == 1 else 'use'} bookie {bookie}"
+        why = f"stopped ({stopped}): " if stopped else ""
+        error = (
+            f"{why}{_plural(len(ids), 'ledger')} still {'uses' if len(ids) == 1 else 'use'} bookie {bookie}"
             f"{waited}; cookie kept" + (f": {describe_left(left_now)}" if left_now else "")
         )
         if lost:
-            result["error"] = f"{lost_line(list(lost), bookie)}; {result['error']}"
-        return result
-    result["cookie_deleted"] = retire_cookie(store, bookie) == "deleted"
-    return result
+            error = f"{lost_line(list(lost), bookie)}; {error}"
+        return outcome(rows, lost, tally=tally, remaining=ids, left=left_now, stopped=stopped, error=error)
+    deleted = retire_cookie(store, bookie) == "deleted"
+    return outcome(rows, lost, tally=tally, remaining=ids, left=left_now, cookie_deleted=deleted, stopped=stopped)
 
 
-def _planned_rows(bk: BlockingBookKeeper, store: MetadataStore, bookie: str, ids: list[int], placement) -> list[dict]:
+def _planned_rows(
+    bk: BlockingBookKeeper, store: MetadataStore, bookie: str, ids: list[int], placement: RandomPlacement
+) -> list[dict[str, Any]]:
     """A dry run's rows: the open ledgers to close first, then the plan's moves and what cannot move."""
     closing, _ = _close_open(bk, store, ids, bookie, dry_run=True)
     plan = _plan(store, bookie, placement)
@@ -362,15 +438,16 @@ class _Mover:
     sleep: Callable[[float], Any]
 
 
-def _locally(mover: _Mover, ids: list[int], nbytes: int | None, result: dict[str, Any]) -> dict[int, dict]:
-    """The passes of a local decommission: close, plan, carry out, until no ledger names the bookie."""
+def _locally(mover: _Mover, ids: list[int], nbytes: int | None, tally: _Passes) -> None:
+    """The passes of a local decommission: close, plan, carry out, until no ledger names the
+    bookie; ``tally`` hears each ledger's row and the counts."""
     from bkctl.wire.rebalance.executor import carry_out
 
-    by_ledger: dict[int, dict] = {}
+    by_ledger = tally.ledgers
     if mover.on_start is not None:
         mover.on_start(len(ids), nbytes)
-    while ids and result["passes"] < mover.passes and not mover.run.cancelled():
-        result["passes"] += 1
+    while ids and tally.passes < mover.passes and not mover.run.cancelled():
+        tally.passes += 1
         closed, failed = _close_open(mover.bk, mover.store, ids, mover.bookie, dry_run=False)
         by_ledger.update(failed)
         plan = _plan(mover.store, mover.bookie, mover.placement)
@@ -381,7 +458,7 @@ def _locally(mover: _Mover, ids: list[int], nbytes: int | None, result: dict[str
                     u.ledger_id, None, None, status="skipped", error=u.reason, cause=u.kind.value, reason=u.reason
                 )
 
-        def heard(move_result, _reads=reads, _closed=closed) -> None:
+        def heard(move_result: MoveResult, _reads: Mapping[int, _Read] = reads, _closed: set[int] = closed) -> None:
             row = _result_row(
                 move_result, _reads.get(move_result.move.ledger_id), move_result.move.ledger_id in _closed
             )
@@ -389,7 +466,7 @@ def _locally(mover: _Mover, ids: list[int], nbytes: int | None, result: dict[str
             if mover.on_ledger is not None:
                 mover.on_ledger(row)
 
-        tally = carry_out(
+        moved = carry_out(
             mover.bk.client,
             plan.moves,
             mover.throttle,
@@ -403,12 +480,11 @@ def _locally(mover: _Mover, ids: list[int], nbytes: int | None, result: dict[str
             by_ledger[lid] = _row(lid, None, None, status="recovered", closed_first=True)
             if mover.on_ledger is not None:
                 mover.on_ledger(by_ledger[lid])
-        result["entries_copied"] += tally.entries
-        result["lost_entries"] += tally.lost_entries
+        tally.entries_copied += moved.entries
+        tally.lost_entries += moved.lost_entries
         ids = ledgers_on(mover.store, [mover.bookie])
-        if not tally.moved:
+        if not moved.moved:
             break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
-    return by_ledger
 
 
 def _by_the_daemons(mover: _Mover, ids: list[int]) -> dict[int, dict]:

@@ -34,7 +34,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
     ("bkctl.ops.bench", "bench"): _TO_CONVERT,
-    ("bkctl.ops.decommission", "decommission"): _TO_CONVERT,
     ("bkctl.ops.inspect", "entry_fields"): _INSPECT,
     ("bkctl.ops.inspect", "files"): _INSPECT,
     ("bkctl.ops.inspect", "journal"): _INSPECT,

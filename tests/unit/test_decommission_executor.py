@@ -10,6 +10,7 @@ import pytest
 from bkctl.exitcodes import CONFLICT, exit_code_for
 from bkctl.ops import decommission as ops
 from bkctl.ops.recovery import LOST, retire_cookie
+from bkctl.ops.results import to_json
 from bkctl.wire.client import replication_causes as R
 from bkctl.wire.client.credentials import ledger_credentials
 from bkctl.wire.client.placement import RandomPlacement
@@ -69,7 +70,9 @@ def decommission(store, bk=None, **kw):
         bk = Bk()
         for lid, md, _v in store.ledgers.walk():
             hold(bk, store, lid, set(md.bookies) - {B})
-    return ops.decommission(bk, store, B, placement=RandomPlacement(), use_daemons=False, **kw)
+    result = ops.decommission(bk, store, B, placement=RandomPlacement(), use_daemons=False, **kw)
+    assert result.mode is ops.DecommissionMode.LOCAL
+    return to_json(result)  # the --json document, which the assertions read
 
 
 def carrying(store, outcome=None, heard=None):
