@@ -18,15 +18,12 @@ import pytest
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.integration.test_pulsar_schema import PUBLISHED, schema_cluster, spark  # noqa: F401 - fixtures
+from tests.support import broker_ledgers
 from tests.support import pulsar_entries as pe
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("export-topics")]
 
 NS = "shop/orders"
-
-
-def _custom(ml_name: str) -> dict[str, bytes]:
-    return {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": ml_name.encode()}
 
 
 def _put_topic(c, zk, local: str, ledgers: list[tuple[int, list[bytes]]]) -> None:
@@ -38,11 +35,7 @@ def _put_topic(c, zk, local: str, ledgers: list[tuple[int, list[bytes]]]) -> Non
 
 
 def _ledger(c, local: str, entries: list[bytes]) -> int:
-    lh = c.bk.create(3, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=_custom(f"{NS}/persistent/{local}"))
-    for data in entries:
-        lh.add(data)
-    lh.close()
-    return lh.ledger_id
+    return broker_ledgers.write_ledger(c.bk, f"{NS}/persistent/{local}", entries).ledger_id
 
 
 @pytest.fixture(scope="module")

@@ -168,6 +168,7 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.metadata.zk import ZKMetadataStore
     from bkctl.wire.proto import pulsar_ml_pb2 as ml
+    from tests.support import broker_ledgers
     from tests.support import pulsar_entries as pe
 
     snippet = readme_spark_snippet()
@@ -177,24 +178,9 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(
     name = "public/default/persistent/orders"
     entries = pe.case_entries("a_plain")
     with BlockingBookKeeper(uri, timeout=60) as bk:
-        lh = bk.create(
-            3,
-            2,
-            2,
-            digest_type="CRC32C",
-            password=b"",
-            custom_metadata={
-                "application": b"pulsar",
-                "component": b"managed-ledger",
-                "pulsar/managed-ledger": name.encode(),
-            },
-        )
-        for entry in entries:
-            lh.add(entry)
-        lh.close()
-    info = ml.ManagedLedgerInfo()
-    info.ledgerInfo.add(ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=1)
-    billing = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=lh.ledger_id, markDeleteEntryId=1)
+        written = broker_ledgers.write_ledger(bk, name, entries)
+    info = broker_ledgers.managed_ledger_info([written], timestamp=1)
+    billing = ml.ManagedCursorInfo(cursorsLedgerId=-1, markDeleteLedgerId=written.ledger_id, markDeleteEntryId=1)
     with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         # the cluster's root is the znode above its ledgers (zk_namespace), Pulsar's folders beside them
         store.client.create(f"{zk_namespace}/managed-ledgers/{name}", info.SerializeToString(), makepath=True)
@@ -203,7 +189,7 @@ def test_the_readmes_spark_snippet_runs_as_written_on_a_fresh_install(
     proc = _run(env_python, "-c", snippet.replace(README_URI, uri), cwd=tmp_path)
     shown = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     ids = [line.split("|")[1].strip() for line in shown[1:]]
-    assert ids == [f"{lh.ledger_id}:{e}:-1" for e in (2, 3, 4)], proc.stdout
+    assert ids == [f"{written.ledger_id}:{e}:-1" for e in (2, 3, 4)], proc.stdout
 
 
 def test_the_venv_running_the_suite_shows_the_data_source_to_sparks_lookup(tmp_path):

@@ -22,6 +22,7 @@ import pytest
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_api_pb2 as pb
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
+from tests.support import broker_ledgers
 from tests.support import pulsar_entries as pe
 
 pytestmark = [
@@ -33,10 +34,7 @@ NS = "public/default"
 
 
 def custom(ml_name: str, cursor: str | None = None) -> dict[str, bytes]:
-    doc = {"application": b"pulsar", "component": b"managed-ledger", "pulsar/managed-ledger": ml_name.encode()}
-    if cursor is not None:
-        doc["pulsar/cursor"] = cursor.encode()
-    return doc
+    return broker_ledgers.custom_metadata(ml_name, **({"pulsar/cursor": cursor.encode()} if cursor is not None else {}))
 
 
 def closed_at(entries) -> int:

@@ -14,6 +14,7 @@ import uuid
 import pytest
 
 from bkctl.wire import fastpath
+from tests.support import broker_ledgers
 from tests.support import offload_cases as oc
 from tests.support import pulsar_entries as pe
 from tests.support.cli import env_for, run_bkctl
@@ -430,16 +431,11 @@ def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priori
         oc.upload(case, c.s3.client(), bucket.name, keys)
         info = parse_managed_ledger_info(oc.managed_ledger(case))
         oc.driver_metadata_for(info, c.s3.endpoint_url, bucket.name, None)
-        custom = {"application": b"pulsar", "component": b"managed-ledger",
-                  "pulsar/managed-ledger": doc["managed_ledger_name"].encode()}  # fmt: skip
         new_ids = {}
         with BlockingBookKeeper(c.uri, timeout=60) as bk:
             for old in (4002, 4003):
-                lh = bk.create(2, 2, 2, digest_type="CRC32C", password=b"", custom_metadata=custom)
-                for data in entries[old]:
-                    lh.add(data)
-                lh.close()
-                new_ids[old] = lh.ledger_id
+                written = broker_ledgers.write_ledger(bk, doc["managed_ledger_name"], entries[old], ensemble=2)
+                new_ids[old] = written.ledger_id
             for li in info.ledgerInfo:
                 li.ledgerId = new_ids.get(li.ledgerId, li.ledgerId)
             from bkctl.wire.metadata.zk import ZKMetadataStore

@@ -22,6 +22,7 @@ import pytest
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.proto import pulsar_schema_pb2 as spb
+from tests.support import broker_ledgers
 from tests.support import pulsar_entries as pe
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar-schema")]
@@ -49,27 +50,10 @@ def load_schema_case(c: SchemaCluster, zk, case: str) -> None:
     doc, manifest = got["expected"], got["manifest"]
     c.data_ledgers[case] = []
     for ml_name, entries in got["entries"].items():
-        lh = c.bk.create(
-            3,
-            2,
-            2,
-            digest_type="CRC32C",
-            password=b"",
-            custom_metadata={
-                "application": b"pulsar",
-                "component": b"managed-ledger",
-                "pulsar/managed-ledger": ml_name.encode(),
-            },
-        )
-        for data in entries:
-            lh.add(data)
-        lh.close()
-        info = ml.ManagedLedgerInfo()
-        info.ledgerInfo.add(
-            ledgerId=lh.ledger_id, entries=len(entries), size=sum(map(len, entries)), timestamp=PUBLISHED
-        )
+        written = broker_ledgers.write_ledger(c.bk, ml_name, entries)
+        info = broker_ledgers.managed_ledger_info([written], timestamp=PUBLISHED)
         zk.create(f"{c.root}/managed-ledgers/{ml_name}", info.SerializeToString(), makepath=True)
-        c.data_ledgers[case].append(lh.ledger_id)
+        c.data_ledgers[case].append(written.ledger_id)
     if got["locator"] is None:
         return
     sid = doc["schema_id"]
@@ -495,23 +479,9 @@ def test_a_one_hour_window_reads_the_ledgers_of_that_hour_and_a_bisection_per_ed
             pe.encode_entry(pe.metadata("clock", n, t0 + n * minute), f"m{n}".encode())
             for n in range(i * 60, i * 60 + 60)
         ]
-        lh = c.bk.create(
-            3,
-            2,
-            2,
-            digest_type="CRC32C",
-            password=b"",
-            custom_metadata={
-                "application": b"pulsar",
-                "component": b"managed-ledger",
-                "pulsar/managed-ledger": name.encode(),
-            },
-        )
-        for data in entries:
-            lh.add(data)
-        lh.close()
+        written = broker_ledgers.write_ledger(c.bk, name, entries)
         info.ledgerInfo.add(
-            ledgerId=lh.ledger_id, entries=60, size=sum(map(len, entries)), timestamp=t0 + (i * 60 + 59) * minute + 5
+            ledgerId=written.ledger_id, entries=60, size=written.size, timestamp=t0 + (i * 60 + 59) * minute + 5
         )
     from bkctl.wire.metadata.zk import ZKMetadataStore
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.support import broker_ledgers
 from tests.support import pulsar_entries as pe
 
 ROOT = Path(__file__).resolve().parents[1] / "vectors" / "offload"
@@ -147,22 +148,7 @@ def plant(
         if ledger["storage"] == "bookkeeper" or (write_kept and not ledger.get("bookkeeper_deleted")):
             if bk is None:
                 continue
-            lh = bk.create(
-                2,
-                2,
-                2,
-                digest_type="CRC32C",
-                password=b"",
-                custom_metadata={
-                    "application": b"pulsar",
-                    "component": b"managed-ledger",
-                    "pulsar/managed-ledger": doc["managed_ledger_name"].encode(),
-                },
-                ledger_id=lid,
-            )
-            for data in entries[lid]:
-                lh.add(data)
-            lh.close()
+            broker_ledgers.write_ledger(bk, doc["managed_ledger_name"], entries[lid], ensemble=2, ledger_id=lid)
         elif not ledger.get("bookkeeper_deleted"):
             store.ledgers.create(parse_ledger_metadata(ledger_znode(case, lid)), lid)
     if upload_objects and s3 is not None and bucket is not None:
