@@ -4,7 +4,11 @@ tests/support/s3_server.py), real ZooKeeper and bookieds.  Every case of tests/v
 laid out as its broker left it (tests/support/offload_cases.py): the objects Pulsar's offloader
 made, uploaded under their keys with their metadata (the large case as a multipart upload, one
 part per block) or the filesystem offloader's MapFiles in a folder, the ledgers still in
-BookKeeper, and the managed ledger whose driver metadata names this test's bucket and endpoint."""
+BookKeeper, and the managed ledger whose driver metadata names this test's bucket and endpoint.
+
+The exports that read run in this process (:func:`export`), on the worker's Spark session: each
+as a process of its own started a Spark JVM of its own, some 25 CPU-seconds a run.  Those
+that fail before reading, and the commands that start no Spark, run as operators run them."""
 
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from bkctl.wire import fastpath
 from tests.support import broker_ledgers
 from tests.support import offload_cases as oc
 from tests.support import pulsar_entries as pe
-from tests.support.cli import env_for, run_bkctl
+from tests.support.cli import Ran, env_for, run_bkctl, run_in_process
+from tests.support.spark import workers_environment
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar-offload")]
 
@@ -36,6 +41,20 @@ class Cluster:
 
     def bkctl(self, *args, env=None, timeout=300):
         return run_bkctl(env or self.env(), *args, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def spark(offload_cluster, worker_spark):
+    """The worker's Spark session (tests/support/spark.py), after the module's cluster."""
+    return worker_spark.session()
+
+
+def export(spark, capsys, uri: str, s3, *args) -> Ran:
+    """``bkctl export ARGS`` on cluster ``uri`` in this process, as :meth:`Cluster.bkctl` runs it in
+    another: the S3 server's credentials (``s3``: an S3Endpoint) in this process's environment and
+    in that of the Spark workers reading the offloaded ledgers."""
+    with workers_environment(spark, s3.env()):
+        return run_in_process(capsys, {"NO_COLOR": "1", "BKCTL_METADATA_URI": uri, **s3.env()}, "export", *args)
 
 
 @pytest.fixture(scope="module")
@@ -116,15 +135,15 @@ def got_rows(rows):
 
 @pytest.mark.parametrize("case", oc.cases())
 def test_export_topic_gives_the_pulsar_cases_rows_across_bookkeeper_and_the_object_store(
-    offload_cluster, case, tmp_path
+    offload_cluster, spark, capsys, case, tmp_path
 ):
     c = offload_cluster
     p = c.planted[case]
     out = tmp_path / "out"
-    args = ["export", "--out", out, "--topic", p.topic, "--managed-ledgers", c.managed_ledgers, "--json"]
+    args = ["--out", out, "--topic", p.topic, "--managed-ledgers", c.managed_ledgers, "--json"]
     if case.startswith("fs_"):
         args += ["--split-entries", "2"]
-    done = c.bkctl(*args)
+    done = export(spark, capsys, c.uri, c.s3, *args)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["problems"] == [] and doc["skipped"] == [], doc
@@ -360,7 +379,9 @@ def test_disk_counts_the_ledgers_held_twice_past_the_deletion_lag(offload_cluste
     assert later.returncode == 0 and json.loads(later.stdout)["offloaded_twice"]["ledgers"] == 0
 
 
-def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookkeeper_lost_it(offload_cluster, tmp_path):
+def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookkeeper_lost_it(
+    offload_cluster, spark, capsys, tmp_path
+):
     """The ledger export under the default managed-ledger root: a cluster of the case's own."""
     c = offload_cluster
     from bkctl.wire.metadata.zk import ZKMetadataStore
@@ -371,8 +392,7 @@ def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookke
         store.cluster.init()
         oc.plant("s3_a_plain", store, None, f"{root}/managed-ledgers", s3=c.s3, bucket=c.bucket.name,
                  upload_objects=False)  # fmt: skip
-    done = run_bkctl(env_for(uri, **c.s3.env()), "export", "--out", tmp_path / "out", "--ledgers", "4001",
-                     "--json", text=True, timeout=300)  # fmt: skip
+    done = export(spark, capsys, uri, c.s3, "--out", tmp_path / "out", "--ledgers", "4001", "--json")
     assert done.returncode == 0, done.stderr
     rows = export_rows(tmp_path / "out")
     want = oc.ledger_entries("s3_a_plain")
@@ -383,19 +403,18 @@ def test_export_ledgers_reads_a_named_ledger_from_its_offloaded_copy_once_bookke
     assert gone.returncode == 3, gone.stderr
 
 
-def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_cluster, worker_spark, monkeypatch):
+def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_cluster, spark, monkeypatch):
     """spark.read.format("bookkeeper") on a topic whose ledgers are mostly in S3: the executors
-    (Spark's Python workers) GET the blocks with their own credentials, the AWS_* variables --
-    those of the environment the JVM starts in: a session of its own, the worker's stopped."""
+    (Spark's Python workers) GET the blocks with their own credentials, the AWS_* variables of
+    their environment -- given them as a session started in that environment gives them
+    (:func:`~tests.support.spark.workers_environment`), the planning driver's in its own."""
     from bkctl.export.datasource import register
-    from tests.support.spark import local_spark
 
     c = offload_cluster
     for key, value in c.s3.env().items():
         monkeypatch.setenv(key, value)
-    worker_spark.stop()
     case = "s3_d_chunking_small_blocks"
-    for spark in local_spark():
+    with workers_environment(spark, c.s3.env()):
         register(spark)
         df = (
             spark.read.format("bookkeeper")
@@ -409,7 +428,9 @@ def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_
     assert sorted(bytes(r["payload"] or b"") for r in rows) == sorted(w[3] for w in expected_rows(case))
 
 
-def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priority_says(offload_cluster, tmp_path):
+def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priority_says(
+    offload_cluster, spark, capsys, tmp_path
+):
     """s3_a_plain again, its 4002 and 4003 written to new ledgers of the cluster (4002 still offloaded,
     its BookKeeper copy kept) and 4002's objects never uploaded: the default, tiered-storage-first,
     reads the bucket and finds nothing there (exit 3, naming the object); bookkeeper-first reads
@@ -446,7 +467,9 @@ def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priori
         tiered = c.bkctl(*args, "--out", tmp_path / "t")
         assert tiered.returncode == 3, tiered.stderr
         assert f"5378eda4-bcb0-45f9-9a29-8da09eb28c93-ledger-{new_ids[4002]}" in tiered.stderr
-        first = c.bkctl(*args, "--out", tmp_path / "b", "--offload-read", "bookkeeper-first")
+        first = export(
+            spark, capsys, c.uri, c.s3, *args[1:], "--out", tmp_path / "b", "--offload-read", "bookkeeper-first"
+        )
         assert first.returncode == 0, first.stderr
         want = [(new_ids.get(w[0], w[0]),) + w[1:] for w in expected_rows(case)]
         assert got_rows(export_rows(tmp_path / "b")) == sorted(want, key=lambda w: w[:3])

@@ -2,7 +2,9 @@
 
 :func:`run_bkctl` is the one runner; :func:`bkctl` (text) and :func:`bkctl_bytes`
 (bytes: binary payloads, ``--format raw``) run it on a cluster's URI.  :func:`bkctl_in_process`
-runs a command in the test's own process (cheap, and sees its fixtures).
+runs a command in the test's own process (cheap, and sees its fixtures), and so does
+:func:`run_in_process`, with variables of its own: an export there runs on the process's Spark
+session, where a fresh process starts a JVM of its own (some 25 CPU-seconds).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import locale
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from tests.support import zygote
 
@@ -125,3 +129,34 @@ def bkctl_in_process(capsys, uri, *args):
         assert len(lines) == 1, f"stdout must be one JSON document, got: {out!r}"
         doc = json.loads(lines[0])
     return code, doc, err
+
+
+class Ran(NamedTuple):
+    """What :func:`run_in_process` gave, under the names of :class:`subprocess.CompletedProcess`."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_in_process(capsys, env: Mapping[str, str], *args) -> Ran:
+    """``bkctl ARGS`` in this process with the variables ``env`` set meanwhile (a cluster's
+    ``BKCTL_METADATA_URI``, an object store's ``AWS_*``; the process's own restored afterwards),
+    as :func:`run_bkctl` runs it in another.  An export runs on the process's running Spark
+    session (tests/support/spark.py), whose Python workers need the variables too
+    (:func:`tests.support.spark.workers_environment`)."""
+    from bkctl.cli import run
+
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    capsys.readouterr()
+    try:
+        code = run(list(map(str, args)))
+    finally:
+        out, err = capsys.readouterr()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return Ran(code, out, err)

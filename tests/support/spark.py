@@ -7,17 +7,20 @@ and stopped at the end of the process.  Each module keeps its own cluster, outpu
 cluster root; what they share is stateless between them (the ``bookkeeper`` data source is
 registered again by whoever reads through it, temporary views are replaced by name).  A test
 that needs a session of its own (an environment its JVM and workers must inherit) stops the
-shared one first (:meth:`WorkerSpark.stop`) and starts its own with :func:`local_spark`.
+shared one first (:meth:`WorkerSpark.stop`) and starts its own with :func:`local_spark`;
+one whose Spark workers only need variables of their own (an object store's ``AWS_*``
+credentials) gives them to the shared session's workers for a while (:func:`workers_environment`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
-__all__ = ["WorkerSpark", "local_spark", "worker_spark"]
+__all__ = ["WorkerSpark", "local_spark", "worker_spark", "workers_environment"]
 
 #: the master of every test session: two task slots, as the machine has two cores
 MASTER = "local[2]"
@@ -34,6 +37,29 @@ def local_spark() -> Iterator[Any]:
     finally:
         if created:
             stop_spark(session)
+
+
+@contextmanager
+def workers_environment(spark: Any, env: Mapping[str, str]) -> Iterator[None]:
+    """The Python workers of the jobs ``spark`` runs meanwhile see ``env`` in their environment,
+    as they would had the session's JVM started in it; as they were afterwards.
+
+    A Python function Spark ships to its workers (a UDF, a ``mapInArrow``, a Python data source's
+    reader) carries the variables of ``SparkContext.environment`` as they are when it is made, and
+    the JVM runs it in a Python worker started with them (one daemon per set of variables, a fork
+    of it per task), so a job planned meanwhile reads them where the JVM's own environment
+    would have had them."""
+    environment = spark.sparkContext.environment
+    saved = {key: environment.get(key) for key in env}
+    environment.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                environment.pop(key, None)
+            else:
+                environment[key] = value
 
 
 class WorkerSpark:
