@@ -21,7 +21,9 @@ from tests.integration.test_pulsar_schema import PUBLISHED, schema_cluster, spar
 from tests.support import broker_ledgers
 from tests.support import pulsar_entries as pe
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("export-topics")]
+# test_pulsar_schema's group: one worker runs both modules, on one Spark session (a JVM, some 20
+# CPU-seconds to start) where a group of its own had another worker start another
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar-schema")]
 
 NS = "shop/orders"
 
