@@ -1,14 +1,27 @@
-"""An archive's catalogue: its marker object and its backups' manifests, newest last."""
+"""An archive's catalogue: its marker object and its backups' manifests, newest last; a
+manifest's ledgers read chunk by chunk (:func:`manifest_ledgers`) or whole (:func:`with_ledgers`)."""
 
 from __future__ import annotations
 
-from bkctl.wire.backup.archive import MARKER, Manifest, check_marker, encode_marker
+import dataclasses
+from collections.abc import Iterator
+
+from bkctl.wire.backup.archive import MARKER, Manifest, ManifestLedger, check_marker, decode_chunk, encode_marker
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import FAILED, NOT_FOUND, USAGE, CommandError
 from .storage import ArchiveStorage
 
-__all__ = ["ensure_archive", "latest_manifest", "load_manifest", "manifest_ids", "read_manifest", "require_archive"]
+__all__ = [
+    "ensure_archive",
+    "latest_manifest",
+    "load_manifest",
+    "manifest_ids",
+    "manifest_ledgers",
+    "read_manifest",
+    "require_archive",
+    "with_ledgers",
+]
 
 
 def ensure_archive(storage: ArchiveStorage, now: float) -> None:
@@ -40,9 +53,10 @@ def manifest_ids(storage: ArchiveStorage) -> list[str]:
     return [n[len("backups/") : -len(".json")] for n in storage.list("backups/") if n.endswith(".json")]
 
 
-def load_manifest(storage: ArchiveStorage, backup_id: str | None = None) -> Manifest:
-    """Backup ``backup_id``'s manifest (default: the newest); exit 3 when there is none, 1 when
-    it is damaged (naming it)."""
+def load_manifest(storage: ArchiveStorage, backup_id: str | None = None, *, ledgers: bool = True) -> Manifest:
+    """Backup ``backup_id``'s manifest (default: the newest), with its ledgers unless not
+    ``ledgers`` (:func:`with_ledgers`); exit 3 when there is none, 1 when it or one of its
+    chunks is damaged (naming it)."""
     ids = manifest_ids(storage)
     if backup_id is None:
         if not ids:
@@ -51,7 +65,8 @@ def load_manifest(storage: ArchiveStorage, backup_id: str | None = None) -> Mani
     elif backup_id not in ids:
         raise CommandError(f"{storage.url}: no backup {backup_id} (there are {len(ids)})", NOT_FOUND)
     try:
-        return read_manifest(storage, backup_id)
+        m = read_manifest(storage, backup_id)
+        return with_ledgers(storage, m) if ledgers else m
     except ArchiveDamaged as exc:
         raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
 
@@ -73,3 +88,28 @@ def latest_manifest(storage: ArchiveStorage) -> Manifest | None:
         except ArchiveDamaged:
             continue
     return None
+
+
+def manifest_ledgers(storage: ArchiveStorage, m: Manifest) -> Iterator[ManifestLedger]:
+    """``m``'s ledgers in ascending ids, a chunk at a time (an older manifest's, sorted);
+    :class:`ArchiveDamaged` when a chunk is missing or damaged."""
+    if not m.chunked:
+        yield from sorted(m.ledgers, key=lambda x: x.ledger_id)
+        return
+    after = -1
+    for ref in m.chunks:
+        try:
+            data = storage.get(ref.name)
+        except ObjectMissing:
+            raise ArchiveDamaged(f"{ref.name}: a chunk of backup {m.id}'s manifest is missing") from None
+        lines = decode_chunk(data, ref, after)
+        after = ref.last
+        yield from lines
+
+
+def with_ledgers(storage: ArchiveStorage, m: Manifest) -> Manifest:
+    """``m`` with every ledger in ``ledgers`` (read from its chunks): for what needs them all at
+    once (a restore, ``backup show``); :class:`ArchiveDamaged` when a chunk is damaged."""
+    if not m.chunked:
+        return m
+    return dataclasses.replace(m, ledgers=list(manifest_ledgers(storage, m)))

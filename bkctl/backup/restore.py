@@ -66,6 +66,9 @@ def _records(storage: ArchiveStorage, manifest: Manifest) -> tuple[dict[int, Led
     records: dict[int, LedgerRecord] = {}
     damaged: dict[int, str] = {}
     for x in manifest.ledgers:
+        if x.inline is not None:  # a ledger with no entries: its record in the manifest
+            records[x.ledger_id] = x.inline
+            continue
         try:
             records[x.ledger_id] = LedgerRecord.decode(storage.get(x.record), x.record)
         except ObjectMissing:
@@ -125,6 +128,8 @@ def _entries(storage: ArchiveStorage, record: LedgerRecord) -> Iterator[list[byt
     """The ledger's entries from the archive, checked, in chunks."""
     chunk: list[bytes] = []
     size = 0
+    if not record.entries:  # no data object
+        return
     with storage.open_read(record.data_object) as f:
         for _entry_id, payload in read_data(f, record.ledger_id, record.index_sha256):
             chunk.append(payload)

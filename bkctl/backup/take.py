@@ -16,11 +16,19 @@ into its data object; storing that object (its fsync and rename, or its upload) 
 its record is handed to a :class:`_Finisher`, so that the thread reads its next ledger
 meanwhile -- the order a record follows its data object is kept, and the manifest waits
 for every one.
+
+At a cluster's scale (issue 74) nothing is held a ledger: the whole cluster is walked as the
+store lists it (ascending ids, after the cursor ledgers), each ledger's manifest line goes into
+a chunk of the manifest as soon as it and those before it are settled, and the previous
+backup's lines are read a chunk at a time in step with the walk (:class:`_Previous`) -- for the
+incremental check and for what was deleted since.  A ledger with no entries is recorded in its
+line alone (no objects, no handle opened).
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import secrets
 import threading
@@ -32,6 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from bkctl.wire.backup.archive import (
+    CHUNK_LEDGERS,
+    ChunkRef,
+    ChunkWriter,
     DataWriter,
     LedgerRecord,
     Manifest,
@@ -43,8 +54,9 @@ from bkctl.wire.backup.archive import (
     cluster_tag,
     ledger_object,
 )
+from bkctl.wire.errors import ArchiveDamaged
 
-from .catalog import ensure_archive, latest_manifest
+from .catalog import ensure_archive, latest_manifest, manifest_ledgers
 from .storage import ArchiveStorage
 
 _T = TypeVar("_T")
@@ -77,6 +89,8 @@ class _Plan:
     #: cursor ledgers first (copied before the data ledgers: a consistent point)
     first: list[int] = field(default_factory=list)
     then: list[int] = field(default_factory=list)
+    #: every ledger of the cluster besides (``then`` the named ones): walked as the store lists them
+    walk_all: bool = False
 
 
 class Progress(Protocol):
@@ -225,8 +239,7 @@ def plan(store, selection: Selection) -> _Plan:
             other = resolve_spec(store, parse_ledger_spec(selection.ledgers))
         except SpecError as exc:
             raise CommandError(str(exc), USAGE) from None
-    elif selection.whole_cluster:
-        other = sorted(store.ledgers.ids())
+    out.walk_all = selection.whole_cluster
     out.first = list(dict.fromkeys(cursor_ledgers))
     seen = set(out.first)
     out.then = [i for i in dict.fromkeys(data_ledgers + schema_ledgers + other) if i not in seen]
@@ -255,7 +268,8 @@ class _Finisher:
 
     def __init__(self, slots: int):
         self.pool = ThreadPoolExecutor(max_workers=max(1, slots), thread_name_prefix="backup-store")
-        self.slots = threading.BoundedSemaphore(max(1, slots))
+        self.size = max(1, slots)
+        self.slots = threading.BoundedSemaphore(self.size)
         #: the jobs that failed: a job done well is forgotten (a million-ledger backup does
         #: not keep a million futures; the pool's shutdown waits for those under way)
         self.failed: list[Future[None]] = []
@@ -282,6 +296,18 @@ class _Finisher:
             with self.lock:
                 self.failed.append(future)
 
+    def settle(self) -> None:
+        """Wait until the jobs submitted so far are done (the finisher stays open)."""
+        for _ in range(self.size):
+            self.slots.acquire()
+        for _ in range(self.size):
+            self.slots.release()
+
+    def check(self) -> None:
+        """Raise the first failure of a job done so far."""
+        if self.failed:
+            self.failed[0].result()
+
     def wait(self) -> None:
         """Wait for every job; the first failure raised (the others waited for too)."""
         try:
@@ -289,6 +315,25 @@ class _Finisher:
         finally:
             for future in self.failed:
                 future.result()
+
+
+class _Slot:
+    """A ledger's place in the manifest, in the walk's order: ``settled`` once its copy is
+    stored or found (``line``), or it turned out missing or unreadable (no ``line``)."""
+
+    __slots__ = ("ledger_id", "line", "settled")
+
+    def __init__(self, ledger_id: int):
+        self.ledger_id = ledger_id
+        self.line: ManifestLedger | None = None
+        self.settled = False
+
+
+class _Check(NamedTuple):
+    """A ledger as the walk read it (``LedgerRead``) and its line in the previous backup."""
+
+    read: Any
+    previous: ManifestLedger | None
 
 
 class _Copier:
@@ -299,49 +344,85 @@ class _Copier:
         self.finisher = finisher
         self.cluster = cluster_tag(store.cluster.instance_id())
         self.lock = threading.Lock()
-        self.done: dict[int, ManifestLedger] = {}
         self.missing: list[int] = []
         self.unreadable: list[UnreadableLedger] = []
 
-    def check_or_copy(self, read: Any) -> None:
-        """The incremental check on metadata the pipelined walk read (``LedgerRead``): a
-        closed ledger whose copy the archive holds is recorded as it is, without reading its
-        metadata again one round trip at a time (366 ledgers/s at load 15, where the walk
-        reads 8,000/s); anything else is copied."""
-        if not self._found(read.ledger_id, read.metadata):
-            self.copy(read.ledger_id)
+    def check_or_copy(self, check: _Check) -> _Slot:
+        """The incremental check on metadata the pipelined walk read: a closed ledger whose
+        copy the previous backup names (its line, read in step with the walk) or the archive
+        holds is recorded as it is, without reading its metadata again one round trip at a
+        time (366 ledgers/s at load 15, where the walk reads 8,000/s); anything else is copied."""
+        slot = _Slot(check.read.ledger_id)
+        if not self._found(slot, check.read.metadata, check.previous):
+            self.copy(check.read.ledger_id, slot)
+        return slot
 
-    def _found(self, ledger_id: int, md: Any) -> bool:
+    def _found(self, slot: _Slot, md: Any, previous: ManifestLedger | None) -> bool:
         if md is None or isinstance(md, Exception) or not md.is_closed:
             return False
+        ledger_id = slot.ledger_id
         record_name = ledger_object(ledger_id, self.cluster, md.ctoken, md.last_entry_id + 1) + ".json"
-        if not self.storage.exists(record_name):
+        if previous is not None and previous.record == record_name:  # the same copy: its line again
+            line = ManifestLedger(
+                ledger_id, record_name, previous.entries, previous.payload_bytes, False, previous.inline
+            )
+        elif md.last_entry_id >= 0 and self.storage.exists(record_name):
+            record = LedgerRecord.decode(self.storage.get(record_name), record_name)
+            line = ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False)
+        else:
             return False
-        record = LedgerRecord.decode(self.storage.get(record_name), record_name)
-        self._finish(ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
-        self.progress.advance(record.payload_bytes)
+        self._finish(slot, line)
+        self.progress.advance(line.payload_bytes)
         return True
 
-    def copy(self, ledger_id: int) -> None:
+    def copy(self, ledger_id: int, slot: _Slot | None = None) -> _Slot:
+        """Copy ``ledger_id`` (its line in ``slot`` once stored)."""
         from bkctl.wire.metadata.errors import NoSuchLedger
 
+        slot = slot or _Slot(ledger_id)
         try:
             raw, _version = self.store.ledgers.read_bytes(ledger_id)
             md = self.store.ledgers.parse(raw, None)
         except NoSuchLedger:
             with self.lock:
                 self.missing.append(ledger_id)
-            return
+            slot.settled = True
+            return slot
         try:
-            self._copy(ledger_id, raw, md)
+            self._copy(slot, raw, md)
         except Exception as exc:  # noqa: BLE001 - sorted by unreadable(): the rest is raised
             why = unreadable(exc)
             if why is None:
                 raise
             with self.lock:
                 self.unreadable.append(UnreadableLedger(ledger_id, why))
+            slot.settled = True
+        return slot
 
-    def _copy(self, ledger_id: int, raw: bytes, md: Any) -> None:
+    def _record(self, slot: _Slot, raw: bytes, md: Any, entries: int, stem: str) -> LedgerRecord:
+        """The record of a copy of ``entries`` (no data object yet: the caller fills it in)."""
+        return LedgerRecord(
+            ledger_id=slot.ledger_id,
+            cluster=self.cluster,
+            ctoken=md.ctoken,
+            entries=entries,
+            payload_bytes=0,
+            state=md.state.name,
+            ensemble_size=md.ensemble_size,
+            write_quorum=md.write_quorum,
+            ack_quorum=md.ack_quorum,
+            digest_type=md.digest_type.name if md.digest_type is not None else "CRC32C",
+            password_b64=b64(md.password or b""),
+            custom_metadata_b64={k: b64(v) for k, v in md.custom_metadata.items()},
+            metadata_b64=b64(raw),
+            data_object="",
+            index_sha256="",
+            data_size=0,
+            copied_at=int(time.time() * 1000),
+        )
+
+    def _copy(self, slot: _Slot, raw: bytes, md: Any) -> None:
+        ledger_id = slot.ledger_id
         # a closed ledger's copy is looked for before its handle is opened (a metadata read
         # and a handle a ledger: the incremental check of a cluster with nothing changed)
         handle = None if md.is_closed else self.bk.open(ledger_id)
@@ -349,9 +430,13 @@ class _Copier:
         entries = last + 1
         stem = ledger_object(ledger_id, self.cluster, md.ctoken, entries)
         record_name = stem + ".json"
+        if not entries:  # nothing to copy: no objects, its record in its manifest line
+            inline = self._record(slot, raw, md, 0, stem)
+            self._finish(slot, ManifestLedger(ledger_id, record_name, 0, 0, True, inline))
+            return
         if self.storage.exists(record_name):
             record = LedgerRecord.decode(self.storage.get(record_name), record_name)
-            self._finish(ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
+            self._finish(slot, ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
             self.progress.advance(record.payload_bytes)
             return
         if handle is None:
@@ -371,40 +456,27 @@ class _Copier:
         except BaseException as exc:
             data.__exit__(type(exc), exc, exc.__traceback__)  # the partial object removed
             raise
-        record = LedgerRecord(
-            ledger_id=ledger_id,
-            cluster=self.cluster,
-            ctoken=md.ctoken,
-            entries=entries,
-            payload_bytes=writer.payload_bytes,
-            state=md.state.name,
-            ensemble_size=md.ensemble_size,
-            write_quorum=md.write_quorum,
-            ack_quorum=md.ack_quorum,
-            digest_type=md.digest_type.name if md.digest_type is not None else "CRC32C",
-            password_b64=b64(md.password or b""),
-            custom_metadata_b64={k: b64(v) for k, v in md.custom_metadata.items()},
-            metadata_b64=b64(raw),
-            data_object=stem + ".data",
-            index_sha256=writer.sha.hexdigest(),
-            data_size=writer.size,
-            copied_at=int(time.time() * 1000),
-        )
+        record = self._record(slot, raw, md, entries, stem)
+        record.payload_bytes = writer.payload_bytes
+        record.data_object = stem + ".data"
+        record.index_sha256 = writer.sha.hexdigest()
+        record.data_size = writer.size
         done = ManifestLedger(ledger_id, record_name, entries, writer.payload_bytes, True)
 
         def store() -> None:
             data.__exit__(None, None, None)  # the data object stored (synced, renamed or uploaded)...
             self.storage.put(record_name, record.encode())  # ...before the record naming it
-            self._finish(done)
+            self._finish(slot, done)
 
         self.finisher.submit(store)
 
-    def _finish(self, entry: ManifestLedger) -> None:
-        with self.lock:
-            self.done[entry.ledger_id] = entry
+    @staticmethod
+    def _finish(slot: _Slot, line: ManifestLedger) -> None:
+        slot.line = line
+        slot.settled = True
 
 
-def submitted(pool: Executor, fn: Callable[[_T], None], items: Iterable[_T], window: int) -> Iterator[Future]:
+def submitted(pool: Executor, fn: Callable[[_T], object], items: Iterable[_T], window: int) -> Iterator[Future]:
     """``fn`` of each ledger (its id, or its metadata read) submitted to ``pool``, at most
     ``window`` not yet taken by the caller (a cluster's million ledgers are not a million
     futures at once), in order."""
@@ -430,14 +502,113 @@ def unreadable(exc: BaseException) -> str | None:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _estimate(store, ledger_ids: Iterable[int]) -> int:
-    """The payload bytes the ledgers hold as their metadata says (closed ones; open ones count 0)."""
+class _Previous:
+    """The previous backup's ledger lines, read a chunk at a time in step with a walk in
+    ascending ids (a merge-join): :meth:`find` a ledger's line, :meth:`passed` the ids gone
+    by that were not asked for.  A chunk that does not read ends it (``damaged``): the ledgers
+    past it are looked for in the archive, and no ledger is called deleted."""
+
+    def __init__(self, storage: ArchiveStorage, manifest: Manifest | None):
+        self.lines: Iterator[ManifestLedger] | None = None
+        if manifest is not None:
+            self.lines = manifest_ledgers(storage, manifest)
+        self.head: ManifestLedger | None = None
+        self.damaged = False
+
+    def _next(self) -> ManifestLedger | None:
+        if self.head is None and self.lines is not None:
+            try:
+                self.head = next(self.lines, None)
+            except ArchiveDamaged:
+                self.damaged, self.head = True, None
+            if self.head is None:
+                self.lines = None
+        return self.head
+
+    def find(self, ledger_id: int) -> ManifestLedger | None:
+        """Ledger ``ledger_id``'s line (taken: not :meth:`passed`), None when there is none."""
+        self.passed(ledger_id)
+        head = self._next()
+        if head is None or head.ledger_id != ledger_id:
+            return None
+        self.head = None
+        return head
+
+    def passed(self, ledger_id: float) -> list[int]:
+        """The ids below ``ledger_id`` not asked for since (``ledger_id`` itself is kept)."""
+        gone: list[int] = []
+        while (head := self._next()) is not None and head.ledger_id < ledger_id:
+            gone.append(head.ledger_id)
+            self.head = None
+        return gone
+
+
+class _Lines:
+    """A backup's ledger lines into its chunks in ascending ids: the cursor ledgers' (copied
+    first, ``held``) merged with the walk's; with the previous backup's lines (``previous``:
+    the same selection) the ledgers of it gone since counted in ``deleted``."""
+
+    def __init__(self, writer: ChunkWriter, previous: _Previous | None):
+        self.writer, self.previous = writer, previous
+        self.held: deque[ManifestLedger] = deque()
+        self.deleted: list[int] = []
+
+    def hold(self, lines: Iterable[ManifestLedger]) -> None:
+        self.held = deque(sorted(lines, key=lambda x: x.ledger_id))
+
+    def add(self, line: ManifestLedger) -> None:
+        while self.held and self.held[0].ledger_id < line.ledger_id:
+            self._emit(self.held.popleft())
+        self._emit(line)
+
+    def _emit(self, line: ManifestLedger) -> None:
+        self.writer.add(line)
+        if self.previous is not None:
+            self.deleted.extend(self.previous.passed(line.ledger_id))
+            self.previous.find(line.ledger_id)  # this one is kept
+
+    def finish(self) -> list[ChunkRef]:
+        while self.held:
+            self._emit(self.held.popleft())
+        if self.previous is not None:
+            self.deleted.extend(self.previous.passed(float("inf")))
+            if self.previous.damaged:
+                self.deleted = []  # not known
+        return self.writer.finish()
+
+
+def _then_ids(store, work: _Plan, skip: set[int]) -> Iterator[int]:
+    """The ledgers after the cursor ledgers, ascending: those named and, for the whole cluster,
+    every ledger as the store lists them (ascending, streamed: not a list of a million)."""
+    named = sorted(set(work.then) - skip)
+    if not work.walk_all:
+        yield from named
+        return
+    last = -1
+    for lid in heapq.merge(store.ledgers.ids(), named):
+        if lid != last and lid not in skip:
+            yield lid
+        last = lid
+
+
+def _walk(pool: Executor, copier: _Copier, reads: Iterable[Any], previous: _Previous, window: int, progress: Progress):
+    """Each ledger of ``reads`` checked or copied, its :class:`_Slot` in order; the bytes to
+    copy told to ``progress`` as the metadata says (closed ledgers) as the walk goes."""
     total = 0
-    for got in store.ledgers.read_many(list(ledger_ids)):
-        md = got.metadata
-        if md is not None and not isinstance(md, Exception) and md.is_closed:
-            total += md.length
-    return total
+
+    def checks() -> Iterator[_Check]:
+        nonlocal total
+        for n, read in enumerate(reads):
+            md = read.metadata
+            if md is not None and not isinstance(md, Exception) and md.is_closed:
+                total += md.length
+            if n % 1024 == 0:
+                progress.update(total=total)
+            yield _Check(read, previous.find(read.ledger_id))
+        progress.update(total=total)
+
+    for future in submitted(pool, copier.check_or_copy, checks(), window):
+        yield future.result()
 
 
 def take_backup(
@@ -450,38 +621,58 @@ def take_backup(
     parallel: int = 4,
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
+    chunk_ledgers: int = CHUNK_LEDGERS,
 ) -> Manifest:
-    """Back ``selection`` up into ``storage``; the manifest written."""
+    """Back ``selection`` up into ``storage``; the manifest written (its head: the ledger lines
+    are in its chunks, :func:`~.catalog.manifest_ledgers`).  What it holds at once is bounded by
+    ``parallel`` and ``chunk_ledgers``, not by the cluster's ledgers: the lines go into chunks
+    as the walk settles them, the previous backup's are read a chunk at a time."""
     progress = progress or Silent()
     started = clock()
     ensure_archive(storage, started)
     storage.clean_partial()
     previous = latest_manifest(storage)
     work = plan(store, selection)
-    progress.update(total=_estimate(store, work.first + work.then))
-    finisher = _Finisher(max(1, parallel))
+    backup_id = new_backup_id(started)
+    parallel = max(1, parallel)
+    finisher = _Finisher(parallel)
     copier = _Copier(store, bk, storage, progress, finisher)
+    same = previous is not None and previous.selection == selection.to_json()
+    lines = _Lines(ChunkWriter(backup_id, storage.put, chunk_ledgers), _Previous(storage, previous) if same else None)
+    first = sorted(set(work.first))
+    pending: deque[_Slot] = deque()
     try:
-        with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="backup") as pool:
-            for phase in (work.first, work.then):
-                reads = store.ledgers.read_many(phase)
-                for future in submitted(pool, copier.check_or_copy, reads, max(1, parallel) * 16):
-                    future.result()
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="backup") as pool:
+            reads = store.ledgers.read_many(first)
+            held = list(_walk(pool, copier, reads, _Previous(storage, previous), parallel * 16, progress))
+            finisher.settle()  # the cursor ledgers' copies stored before any data ledger is read
+            finisher.check()
+            lines.hold(s.line for s in held if s.line is not None)
+            reads = store.ledgers.read_many(_then_ids(store, work, set(first)))
+            for slot in _walk(pool, copier, reads, _Previous(storage, previous), parallel * 16, progress):
+                pending.append(slot)
+                while pending and pending[0].settled:
+                    done = pending.popleft()
+                    if done.line is not None:
+                        lines.add(done.line)
+                finisher.check()
     except BaseException:
         with contextlib.suppress(Exception):  # the copies' failure is the one told
             finisher.wait()
         raise
     finisher.wait()  # every copy's objects stored before the manifest names them
-    ledger_ids = [lid for lid in work.first + work.then if lid in copier.done]
+    for slot in pending:
+        if slot.line is not None:
+            lines.add(slot.line)
+    chunks = lines.finish()
     deleted: dict[str, list[Any]] = {"ledgers": [], "topics": []}
-    if previous is not None and previous.selection == selection.to_json():
-        had = {x.ledger_id for x in previous.ledgers}
-        deleted["ledgers"] = sorted(had - set(ledger_ids))
+    if same and previous is not None:
+        deleted["ledgers"] = lines.deleted
         deleted["topics"] = sorted(
             {t.managed_ledger for t in previous.topics} - {t.managed_ledger for t in work.topics}
         )
     manifest = Manifest(
-        id=new_backup_id(started),
+        id=backup_id,
         started=int(started * 1000),
         finished=int(clock() * 1000),
         source={
@@ -490,7 +681,7 @@ def take_backup(
             "host": os.uname().nodename,
         },
         selection=selection.to_json(),
-        ledgers=[copier.done[lid] for lid in ledger_ids],
+        ledgers=[],
         topics=work.topics,
         schemas=work.schemas,
         partitioned=work.partitioned,
@@ -498,6 +689,8 @@ def take_backup(
         unreadable=sorted(copier.unreadable, key=lambda u: u.ledger_id),
         deleted=deleted,
         previous=previous.id if previous is not None else None,
+        chunks=chunks,
+        counts=dict(lines.writer.counts),
     )
     storage.put(manifest.name, manifest.encode())
     return manifest

@@ -1,13 +1,17 @@
 """An archive's catalogue read by ``bkctl backup list|show|verify`` (no cluster): a damaged
-manifest is named and hides none of the others; ``show`` reads as text, not Python's reprs."""
+manifest is named and hides none of the others; ``show`` reads as text, not Python's reprs.
+Each as an older bkctl wrote its manifests (``bkctl-backup/1``) and as chunked (``/2``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+
+import pytest
 
 from bkctl.backup.catalog import ensure_archive
 from bkctl.backup.storage import LocalStorage
-from bkctl.wire.backup.archive import Manifest, ManifestLedger, UnreadableLedger
+from bkctl.wire.backup.archive import MANIFEST_FORMAT_V1, ChunkWriter, Manifest, ManifestLedger, UnreadableLedger
 
 
 def manifest(backup_id: str, ledgers=(1, 2, 3, 7), **kw) -> Manifest:
@@ -23,15 +27,31 @@ def manifest(backup_id: str, ledgers=(1, 2, 3, 7), **kw) -> Manifest:
         partitioned=[],
         missing=kw.pop("missing", []),
         deleted=kw.pop("deleted", {"ledgers": [], "topics": []}),
+        format=MANIFEST_FORMAT_V1,
         **kw,
     )
 
 
-def archive(tmp_path) -> LocalStorage:
+def chunked(storage, m: Manifest, per_chunk: int = 3) -> Manifest:
+    """``m`` as this bkctl writes it: its ledgers in chunks (written), a head."""
+    writer = ChunkWriter(m.id, storage.put, per_chunk)
+    for x in m.ledgers:
+        writer.add(x)
+    return dataclasses.replace(m, format=Manifest.format, ledgers=[], chunks=writer.finish(), counts=writer.counts)
+
+
+@pytest.fixture(params=["v1", "v2"])
+def fmt(request):
+    return request.param
+
+
+def archive(tmp_path, fmt="v1") -> LocalStorage:
     storage = LocalStorage(str(tmp_path / "a"))
     ensure_archive(storage, 1_795_000_000.0)
     for i in ("20261101T000000000Z-aaaaaa", "20261103T000000000Z-cccccc"):
         m = manifest(i, unreadable=[UnreadableLedger(9, "NoSuchEntry: entry 6")] if "ccc" in i else [])
+        if fmt == "v2":
+            m = chunked(storage, m)
         storage.put(m.name, m.encode())
     storage.put("backups/20261102T000000000Z-bbbbbb.json", b'{"format": "bkctl-backup/1", "id": ')  # cut short
     return storage
@@ -46,8 +66,8 @@ def cli(capsys, *args):
     return code, out, err
 
 
-def test_a_damaged_manifest_is_named_and_hides_none_of_the_others(tmp_path, capsys):
-    storage = archive(tmp_path)
+def test_a_damaged_manifest_is_named_and_hides_none_of_the_others(tmp_path, capsys, fmt):
+    storage = archive(tmp_path, fmt)
     code, out, err = cli(capsys, "--json", "backup", "list", storage.url)
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
@@ -70,8 +90,8 @@ def test_a_damaged_manifest_is_named_and_hides_none_of_the_others(tmp_path, caps
     assert code == 1 and "not a backup manifest" in err and err.count("\n") == 1
 
 
-def test_show_reads_as_text_and_as_json(tmp_path, capsys):
-    storage = archive(tmp_path)
+def test_show_reads_as_text_and_as_json(tmp_path, capsys, fmt):
+    storage = archive(tmp_path, fmt)
     code, out, err = cli(capsys, "backup", "show", storage.url)
     assert code == 0, err
     assert "4 ledgers" in out and "ledgers: 1-3, 7" in out and "PARTIAL: 1 ledger could not be read" in out

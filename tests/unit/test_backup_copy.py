@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from bkctl.backup.catalog import manifest_ledgers
 from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, batch_entries, take_backup, unreadable
 from bkctl.wire.backup.archive import LedgerRecord, read_data
@@ -94,9 +95,10 @@ def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
     storage = SlowStore(str(tmp_path / "archive"))
     manifest = take_backup(store, bk, storage, Selection(ledgers=",".join(map(str, ids))), "zk://fake", parallel=1)
     assert overlapped == [True]  # one thread: the second ledger was read while the first was stored
-    assert [x.ledger_id for x in manifest.ledgers] == ids
+    lines = list(manifest_ledgers(storage, manifest))
+    assert [x.ledger_id for x in lines] == ids
     assert bk.batches == [8192, 8192]  # 4 MiB of 512-byte entries: 8192 a batch (at most)
-    for x in manifest.ledgers:  # every copy whole, its record written after its data
+    for x in lines:  # every copy whole, its record written after its data
         record = LedgerRecord.decode(storage.get(x.record))
         with storage.open_read(record.data_object) as f:
             got = list(read_data(f, x.ledger_id, record.index_sha256))

@@ -15,7 +15,12 @@ Objects, by name:
   ledger's metadata znode as stored, what a restore needs of it (quorums, digest,
   password, custom metadata), the data object's size and the SHA-256 of its index.  Written after the
   data object, so a record names a complete copy;
-* ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds.
+* ``chunks/<id>/<n>.jsonl`` -- a ``bkctl-backup/2`` backup's ledgers, :data:`CHUNK_LEDGERS` a
+  chunk, one JSON line a ledger (:class:`ManifestLedger`), ascending ledger ids across the chunks
+  (:class:`ChunkWriter`, :func:`decode_chunk`); a ledger with no entries has its record in its
+  line (``inline``) and no object of its own;
+* ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds (in
+  ``bkctl-backup/2`` its head: the chunks by name and SHA-256, and the totals).
 
 A ledger's entries never change once confirmed, so a copy is named by what it holds:
 a second backup finds ``<cluster>-<ctoken>-<entries>`` there already and copies nothing (the
@@ -28,7 +33,7 @@ import base64
 import hashlib
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
@@ -39,17 +44,22 @@ from ..objects import ByteStream
 
 __all__ = [
     "ARCHIVE_FORMAT",
+    "CHUNK_LEDGERS",
     "MANIFEST_FORMAT",
+    "MANIFEST_FORMAT_V1",
     "MARKER",
     "DataWriter",
     "LedgerRecord",
     "Manifest",
+    "ChunkRef",
+    "ChunkWriter",
     "ManifestLedger",
     "TopicRecord",
     "UnreadableLedger",
     "ValueRecord",
     "b64",
     "check_marker",
+    "decode_chunk",
     "cluster_tag",
     "encode_marker",
     "ledger_object",
@@ -58,7 +68,13 @@ __all__ = [
 ]
 
 ARCHIVE_FORMAT = "bkctl-archive/1"
-MANIFEST_FORMAT = "bkctl-backup/1"
+#: what :class:`Manifest` writes: a head naming chunks of ledger lines
+MANIFEST_FORMAT = "bkctl-backup/2"
+#: the manifest older bkctl wrote, every ledger in the one document (read, never written now)
+MANIFEST_FORMAT_V1 = "bkctl-backup/1"
+#: ledgers a manifest chunk holds (the last one fewer): what a backup holds in memory of its
+#: ledger lines, and what it reads at a time of the previous backup's
+CHUNK_LEDGERS = 4096
 MAGIC = b"BKLEDGR1"
 _HEADER = struct.Struct(">8sQ")
 _ENTRY = struct.Struct(">QII")
@@ -282,13 +298,113 @@ class ValueRecord:
 
 @dataclass
 class ManifestLedger:
-    """A ledger of a backup: the record naming its copy, and whether this backup copied it."""
+    """A ledger of a backup: the record naming its copy, and whether this backup copied it.
+    A ledger with no entries has no objects: ``inline`` is its record (``record`` the name
+    it would have, by which the next backup knows it)."""
 
     ledger_id: int
     record: str
     entries: int
     payload_bytes: int
     copied: bool
+    inline: LedgerRecord | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "ledger_id": self.ledger_id,
+            "record": self.record,
+            "entries": self.entries,
+            "payload_bytes": self.payload_bytes,
+            "copied": self.copied,
+        }
+        if self.inline is not None:
+            doc["inline"] = asdict(self.inline)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ManifestLedger:
+        inline = doc.pop("inline", None)
+        return cls(**doc, inline=None if inline is None else LedgerRecord(**inline))
+
+
+@dataclass
+class ChunkRef:
+    """A manifest chunk as its head names it: ``ledgers`` lines, ids ``first`` to ``last``."""
+
+    name: str
+    first: int
+    last: int
+    ledgers: int
+    sha256: str
+
+
+def chunk_name(backup_id: str, seq: int) -> str:
+    return f"chunks/{backup_id}/{seq:06d}.jsonl"
+
+
+def decode_chunk(data: bytes, ref: ChunkRef, after: int = -1) -> list[ManifestLedger]:
+    """The ledger lines of chunk ``ref`` (:class:`ArchiveDamaged` unless its SHA-256, its count
+    and its ids -- ascending, past ``after``, between ``first`` and ``last`` -- are the head's)."""
+    if hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise ArchiveDamaged(f"{ref.name}: its SHA-256 is not the one its manifest records")
+    try:
+        out = [ManifestLedger.from_json(json.loads(line)) for line in data.splitlines()]
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ArchiveDamaged(f"{ref.name}: not a manifest chunk ({exc})") from None
+    ids = [x.ledger_id for x in out]
+    if len(out) != ref.ledgers or ids[:1] != [ref.first] or ids[-1:] != [ref.last]:
+        raise ArchiveDamaged(f"{ref.name}: {len(out)} ledgers, not the {ref.ledgers} its manifest records")
+    for x in out:
+        if x.ledger_id <= after:
+            raise ArchiveDamaged(f"{ref.name}: ledger {x.ledger_id} out of order")
+        after = x.ledger_id
+        if x.inline is not None and (x.inline.ledger_id, x.inline.entries, x.entries) != (x.ledger_id, 0, 0):
+            raise ArchiveDamaged(f"{ref.name}: ledger {x.ledger_id}'s record in its line is not an empty ledger's")
+    return out
+
+
+class ChunkWriter:
+    """Writes a backup's ledger lines, in ascending ledger ids, into chunks of ``per_chunk``
+    (``put(name, data)`` stores one whole), counting them; :meth:`finish` stores the last and
+    returns the chunks for the head.  Holds one chunk's lines at a time."""
+
+    def __init__(self, backup_id: str, put: Callable[[str, bytes], None], per_chunk: int = CHUNK_LEDGERS):
+        self.backup_id, self.put, self.per_chunk = backup_id, put, max(1, per_chunk)
+        self.refs: list[ChunkRef] = []
+        self.lines: list[bytes] = []
+        self.first = self.last = -1
+        self.counts = {"ledgers": 0, "entries": 0, "bytes": 0, "copied_ledgers": 0, "copied_bytes": 0}
+
+    def add(self, x: ManifestLedger) -> None:
+        if x.ledger_id <= self.last:
+            raise ValueError(f"ledger {x.ledger_id} after {self.last}: lines go in ascending ids")
+        if not self.lines:
+            self.first = x.ledger_id
+        self.last = x.ledger_id
+        self.lines.append(json.dumps(x.to_json(), sort_keys=True, separators=(",", ":")).encode())
+        c = self.counts
+        c["ledgers"] += 1
+        c["entries"] += x.entries
+        c["bytes"] += x.payload_bytes
+        if x.copied:
+            c["copied_ledgers"] += 1
+            c["copied_bytes"] += x.payload_bytes
+        if len(self.lines) >= self.per_chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.lines:
+            return
+        data = b"\n".join(self.lines) + b"\n"
+        ref = ChunkRef(chunk_name(self.backup_id, len(self.refs)), self.first, self.last, len(self.lines), "")
+        ref.sha256 = hashlib.sha256(data).hexdigest()
+        self.put(ref.name, data)
+        self.refs.append(ref)
+        self.lines = []
+
+    def finish(self) -> list[ChunkRef]:
+        self._flush()
+        return self.refs
 
 
 @dataclass
@@ -302,7 +418,9 @@ class UnreadableLedger:
 
 @dataclass
 class Manifest:
-    """What one backup holds (``backups/<id>.json``)."""
+    """What one backup holds (``backups/<id>.json``).  A ``bkctl-backup/2`` manifest read is
+    its head: ``chunks`` name its ledgers (read by :func:`decode_chunk`, ``ledgers`` empty)
+    and ``counts`` their totals; one of ``bkctl-backup/1`` has every ledger in ``ledgers``."""
 
     id: str
     started: int
@@ -321,21 +439,41 @@ class Manifest:
     format: str = MANIFEST_FORMAT
     #: ledgers selected that could not be read (the backup holds everything else): a partial backup
     unreadable: list[UnreadableLedger] = field(default_factory=list)
+    #: (``bkctl-backup/2``) the chunks of ledger lines, in ascending ledger ids
+    chunks: list[ChunkRef] = field(default_factory=list)
+    #: (``bkctl-backup/2``) the ledger lines' totals (:meth:`totals`)
+    counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return f"backups/{self.id}.json"
 
+    @property
+    def chunked(self) -> bool:
+        """Whether its ledgers are in chunks (``bkctl-backup/2``), not in ``ledgers``."""
+        return self.format != MANIFEST_FORMAT_V1
+
     def encode(self) -> bytes:
-        return json.dumps(asdict(self), indent=1, sort_keys=True).encode() + b"\n"
+        doc = asdict(self)
+        if self.chunked:
+            del doc["ledgers"]
+        else:
+            doc["ledgers"] = [x.to_json() for x in self.ledgers]
+            del doc["chunks"], doc["counts"]
+        return json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
 
     @classmethod
     def decode(cls, data: bytes, name: str = "") -> Manifest:
         try:
             doc = json.loads(data)
-            if doc.get("format") != MANIFEST_FORMAT:
-                raise ValueError(f"format {doc.get('format')!r}, not {MANIFEST_FORMAT}")
-            doc["ledgers"] = [ManifestLedger(**x) for x in doc["ledgers"]]
+            if doc.get("format") not in (MANIFEST_FORMAT, MANIFEST_FORMAT_V1):
+                raise ValueError(f"format {doc.get('format')!r}, not {MANIFEST_FORMAT} or {MANIFEST_FORMAT_V1}")
+            if doc["format"] == MANIFEST_FORMAT_V1:
+                doc["ledgers"] = [ManifestLedger.from_json(x) for x in doc["ledgers"]]
+            else:
+                doc["ledgers"] = []
+                doc["chunks"] = [ChunkRef(**x) for x in doc["chunks"]]
+                doc["counts"] = {str(k): int(v) for k, v in doc["counts"].items()}
             doc["topics"] = [TopicRecord(**x) for x in doc["topics"]]
             doc["schemas"] = [ValueRecord(**x) for x in doc["schemas"]]
             doc["partitioned"] = [ValueRecord(**x) for x in doc["partitioned"]]
@@ -345,13 +483,21 @@ class Manifest:
             raise ArchiveDamaged(f"{name}: not a backup manifest ({exc})") from None
 
     def totals(self) -> dict[str, int]:
-        copied = [x for x in self.ledgers if x.copied]
+        if self.chunked:
+            counts = {
+                k: self.counts.get(k, 0) for k in ("ledgers", "entries", "bytes", "copied_ledgers", "copied_bytes")
+            }
+        else:
+            copied = [x for x in self.ledgers if x.copied]
+            counts = {
+                "ledgers": len(self.ledgers),
+                "entries": sum(x.entries for x in self.ledgers),
+                "bytes": sum(x.payload_bytes for x in self.ledgers),
+                "copied_ledgers": len(copied),
+                "copied_bytes": sum(x.payload_bytes for x in copied),
+            }
         return {
-            "ledgers": len(self.ledgers),
-            "entries": sum(x.entries for x in self.ledgers),
-            "bytes": sum(x.payload_bytes for x in self.ledgers),
-            "copied_ledgers": len(copied),
-            "copied_bytes": sum(x.payload_bytes for x in copied),
+            **counts,
             "topics": len(self.topics),
             "schemas": len(self.schemas),
             "unreadable_ledgers": len(self.unreadable),
