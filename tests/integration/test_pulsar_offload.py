@@ -24,7 +24,10 @@ from tests.support import pulsar_entries as pe
 from tests.support.cli import Ran, env_for, run_bkctl, run_in_process
 from tests.support.spark import workers_environment
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("pulsar-offload")]
+# test_backup's group: the other module that reads an S3 server and Spark, so that one worker runs
+# both on its one Spark session (a JVM, some 20 CPU-seconds to start) and its one S3 server, where
+# a group of its own had another worker start both again
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("backup")]
 
 
 class Cluster:
