@@ -119,11 +119,11 @@ def replace_id(
 
 def list_with_disk(app: App, rows: list[BookieRow]) -> None:
     """`bookie list --disk` of the bookies ``rows`` (from ``ops.bookies.list_bookies``)."""
-    from ..ops.bookies import BookieState
+    from ..ops.bookies import Registration
     from ..ops.capacity import BookieCapacity, with_disk
     from ..render import human_size as _size
 
-    asked = sum(1 for r in rows if r.state is not BookieState.DOWN)
+    asked = sum(1 for r in rows if r.state is not Registration.DOWN)
     with app.progress(asked, "asking bookies") as bar:
         doc = with_disk(app.bk, rows, on_answer=bar.advance)
 

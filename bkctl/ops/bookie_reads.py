@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .bookie_http import GC, GC_DETAILS, HTTP_FAILURES, call, http_address, read_only_reasons_of
-from .bookies import BookieRow, BookieState
+from .bookies import BookieRow, Registration
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
@@ -33,7 +33,7 @@ class BookieReading:
     """One bookie as its registration and HTTP admin showed it at ``read_at`` (``time.monotonic()``)."""
 
     bookie_id: str
-    state: BookieState
+    state: Registration
     http: str | None = None  # host:port of its HTTP admin
     info: dict | None = None  # freeSpace, totalSpace
     gc: dict | None = None  # GET /api/v1/bookie/gc (bookied adds its figures to Java's one key)
@@ -92,14 +92,14 @@ def _int(doc: Any, key: str) -> int | None:
 def read_bookie(
     store: MetadataStore | None,
     bookie_id: str,
-    state: BookieState,
+    state: Registration,
     endpoints: tuple[str, ...],
     timeout: float = 2.0,
     address: str | None = None,
 ) -> BookieReading:
     """Ask one bookie's HTTP admin for ``endpoints`` (paths above); every failure goes to ``unread``."""
     reading = BookieReading(bookie_id, state, read_at=time.monotonic())
-    if state is BookieState.DOWN:
+    if state is Registration.DOWN:
         reading.unread["http"] = "not registered (down)"
         return reading
     if address is None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
 
-class BookieState(Enum):
+class Registration(Enum):
     """A bookie as its registration shows it: writable, read-only, or down (a cookie, not registered)."""
 
     WRITABLE = "writable"
@@ -37,7 +37,7 @@ class BookieRow:
     or read it (:func:`~.bookie_reads.read_bookies`)."""
 
     bookie_id: str
-    state: BookieState
+    state: Registration
 
 
 def list_bookies(store: MetadataStore, which: str = "writable") -> list[BookieRow]:
@@ -52,11 +52,11 @@ def list_bookies(store: MetadataStore, which: str = "writable") -> list[BookieRo
     rows = []
     for bookie_id in sorted(ids):
         state = (
-            BookieState.WRITABLE
+            Registration.WRITABLE
             if bookie_id in writable
-            else BookieState.READ_ONLY
+            else Registration.READ_ONLY
             if bookie_id in readonly
-            else BookieState.DOWN
+            else Registration.DOWN
         )
         rows.append(BookieRow(bookie_id, state))
     return rows

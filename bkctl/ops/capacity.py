@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .bookies import BookieRow, BookieState
+from .bookies import BookieRow, Registration
 
 if TYPE_CHECKING:
     from twisted.python.failure import Failure
@@ -97,7 +97,7 @@ def with_disk(
     """``rows`` (from ``list_bookies``) with their disk space (asked of every registered bookie
     at once; a bookie that is down or does not answer has nulls and, if asked, the error), and
     the cluster's total."""
-    asked = [r.bookie_id for r in rows if r.state is not BookieState.DOWN]
+    asked = [r.bookie_id for r in rows if r.state is not Registration.DOWN]
     disk = bk.run(_disk_of, asked, on_answer) if asked else {}
     out = []
     total = free = answered = 0

@@ -37,7 +37,7 @@ from bkctl.wire.domain.disk_attribution import (
 )
 
 from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
-from .bookies import BookieState
+from .bookies import Registration
 from .results import omitted_when_none
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ class BookieSpace:
     ``unread``: what could not be read, and why."""
 
     bookie_id: str
-    state: BookieState
+    state: Registration
     http: str | None
     kind: str | None
     total_bytes: int | None
@@ -543,7 +543,7 @@ def read_only_text(bookies: list[BookieSpace]) -> str | None:
 
     parts = []
     for b in bookies:
-        if b.state is not BookieState.READ_ONLY:
+        if b.state is not Registration.READ_ONLY:
             continue
         reasons = b.read_only_reasons
         why = (

@@ -26,7 +26,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
-from .bookies import BookieRow, BookieState
+from .bookies import BookieRow, Registration
 from .prometheus import Rates, Scrape, rates
 from .results import inlined
 
@@ -187,7 +187,7 @@ class TopCollector:
         fresh = self._read_zookeeper(now_ms)
         registered, racks = (self._known[1], self._known[2]) if self._known else ([], {})
         for row in registered if fresh else ():  # the registration may name a new HTTP port after a restart
-            if row.state is BookieState.DOWN:
+            if row.state is Registration.DOWN:
                 self._addresses.pop(row.bookie_id, None)
         readings = self._read_bookies(registered, fresh)
         for reading in readings:
@@ -283,7 +283,7 @@ class TopCollector:
             return read_bookies(
                 self.store, registered, (INFO, GC, GC_DETAILS, METRICS), self.timeout, self._addresses, self._pool
             )
-        known = [r for r in registered if r.state is BookieState.DOWN or r.bookie_id in self._addresses]
+        known = [r for r in registered if r.state is Registration.DOWN or r.bookie_id in self._addresses]
         readings = (
             {
                 r.bookie_id: r
@@ -374,7 +374,7 @@ def _unreachable(reading: BookieReading) -> bool:
 
 def _lost_row(bookie_id: str, rack: str | None) -> TopRow:
     """A bookie the auditor counts lost that has no cookie any more (decommissioned, or a stray id)."""
-    nothing = BookieReading(bookie_id, BookieState.DOWN)
+    nothing = BookieReading(bookie_id, Registration.DOWN)
     return TopRow(
         bookie_id=bookie_id,
         state=TopState.LOST,

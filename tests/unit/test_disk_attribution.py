@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bkctl.ops.bookie_reads import BookieReading
-from bkctl.ops.bookies import BookieState
+from bkctl.ops.bookies import Registration
 from bkctl.ops.disk import bookie_doc, summary_line, totals
 from bkctl.ops.results import to_json
 from bkctl.wire.domain import disk_attribution
@@ -123,7 +123,7 @@ def walk_with(cells) -> Walk:
 def bookied(bookie_id, logs, gc_extra=None) -> BookieReading:
     return BookieReading(
         bookie_id,
-        BookieState.WRITABLE,
+        Registration.WRITABLE,
         "h:1",
         info={"freeSpace": 10_000, "totalSpace": 100_000},
         gc={"is_in_force_gc": "false", "gcRuns": 3, **(gc_extra or {})},
@@ -160,7 +160,7 @@ def test_a_java_bookie_says_what_it_cannot_break_down():
     walk = walk_with([(A, Owner("application", "app"), 10, 5000, False)])
     reading = BookieReading(
         A,
-        BookieState.WRITABLE,
+        Registration.WRITABLE,
         "h:1",
         info={"freeSpace": 40_000, "totalSpace": 100_000},
         gc={"is_in_force_gc": "false"},
@@ -192,7 +192,7 @@ def test_a_java_bookie_says_what_it_cannot_break_down():
     measured = bookie_doc(reading, walk, "namespace")
     assert measured.awaiting_gc_bytes == 8000 - 5040 and measured.not_in_entry_logs_bytes == 0
     assert doc.awaiting_gc_bytes is None  # without it: not known
-    down = bookie_doc(BookieReading(B, BookieState.DOWN, unread={"http": "not registered (down)"}), walk, "namespace")
+    down = bookie_doc(BookieReading(B, Registration.DOWN, unread={"http": "not registered (down)"}), walk, "namespace")
     assert down.kind is None and down.live_bytes == 0 and down.unread == {"http": "not registered (down)"}
 
 
@@ -304,7 +304,7 @@ def test_the_first_line_names_read_only_bookies_and_why():
     is not bookie data, first."""
     walk = walk_with([(A, Owner("application", "app"), 10, 5_000, False)])
     reading = bookied(A, [log(1, 20_000, 5_000)])
-    reading.state = BookieState.READ_ONLY
+    reading.state = Registration.READ_ONLY
     reading.info.update(
         journalBytes=1_000, indexBytes=1_000, readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
     )
@@ -312,7 +312,7 @@ def test_the_first_line_names_read_only_bookies_and_why():
     java = bookie_doc(
         BookieReading(
             B,
-            BookieState.READ_ONLY,
+            Registration.READ_ONLY,
             "h:2",
             info={"freeSpace": 1, "totalSpace": 10},
             gc={"is_in_force_gc": "false"},
@@ -363,7 +363,7 @@ def test_a_read_only_bookie_filled_by_its_journal_is_told_the_way_out():
     journal and how it is trimmed, not only the disk usage."""
     walk = walk_with([(A, Owner("application", "app"), 10, 0, False)])
     reading = bookied(A, [log(1, 4_096, 0)])
-    reading.state = BookieState.READ_ONLY
+    reading.state = Registration.READ_ONLY
     reading.info.update(
         journalBytes=57 << 20, indexBytes=0, readOnlyReasons={"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
     )

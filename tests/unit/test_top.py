@@ -10,7 +10,7 @@ from rich.console import Console
 from bkctl.ops import autorecovery
 from bkctl.ops import top as top_ops
 from bkctl.ops.bookie_reads import BookieReading
-from bkctl.ops.bookies import BookieState
+from bkctl.ops.bookies import Registration
 from bkctl.ops.prometheus import Rates, Scrape, bucket_quantile, rates
 from bkctl.ops.results import to_json
 from bkctl.ops.top import TopCollector, TopDisk, TopGc, TopRow, TopState, filter_rows, sort_rows
@@ -63,7 +63,7 @@ def test_java_summaries_are_read_in_their_own_window():
 
 
 def reading(bookie_id, state, *, metrics=None, logs=None, answered=True, unread=None):
-    state = BookieState(state)
+    state = Registration(state)
     if not answered:
         return BookieReading(bookie_id, state, "h:1", unread=unread or {"info": "connection refused"}, read_at=1.0)
     return BookieReading(
@@ -115,8 +115,8 @@ def collector(monkeypatch):
         "read_bookies",
         lambda _store, rows, *_a, **_k: [
             c.answers.get(r.bookie_id, BookieReading(r.bookie_id, r.state, unread={"http": "not registered (down)"}))
-            if r.state is not BookieState.DOWN
-            else BookieReading(r.bookie_id, BookieState.DOWN, unread={"http": "not registered (down)"})
+            if r.state is not Registration.DOWN
+            else BookieReading(r.bookie_id, Registration.DOWN, unread={"http": "not registered (down)"})
             for r in rows
         ],
     )
