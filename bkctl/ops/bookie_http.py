@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,7 @@ def http_address(store: MetadataStore | None, bookie_id: str, override: str | No
     return join_host_port(host, ep.port)
 
 
-def call(address: str, method: str, path: str, body=None, query: str = "", timeout: float = TIMEOUT):
+def call(address: str, method: str, path: str, body: Any = None, query: str = "", timeout: float = TIMEOUT) -> Any:
     """One request; the decoded JSON answer (or text).  Unreachable: exit 5; an error answer: exit 1."""
     import urllib.error
     import urllib.request
@@ -135,7 +136,7 @@ def state(store: MetadataStore, bookie_id: str, http: str | None = None) -> Book
     return BookieState(bookie_id, address, doc, registration(store, bookie_id))
 
 
-def read_only_reasons_of(doc) -> dict[str, str] | None:
+def read_only_reasons_of(doc: Any) -> dict[str, str] | None:
     """bookied's ``readOnlyReasons`` (cause -> why) in an ``info`` or ``state`` answer; None when
     there is none (a writable bookie, or Java's, which does not say)."""
     reasons = doc.get("readOnlyReasons") if isinstance(doc, dict) else None
@@ -184,9 +185,9 @@ def gc(
     http: str | None = None,
     kind: str | None = None,
     wait: float | None = None,
-    clock=time.monotonic,
-    sleep=time.sleep,
-    on_status=None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Any] = time.sleep,
+    on_status: Callable[[Any], Any] | None = None,
 ) -> GcRun:
     """Force a GC pass (``kind`` "major"/"minor": only that compaction, Java's forceMajor/forceMinor
     body), or with ``status_only`` only read the status; with ``wait`` (seconds) wait until the pass
