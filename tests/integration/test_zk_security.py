@@ -5,8 +5,6 @@ bkctl command groups and bookied work with the right credentials; wrong ones giv
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
 
 import pytest
@@ -15,7 +13,7 @@ from bkctl.sandbox.zookeeper import ZooKeeperServer, find_zookeeper_classpath, f
 from bkctl.wire.metadata import zksecurity
 from bkctl.wire.metadata.zksecurity import ZKSecurity
 from tests.support.bookieproc import BookieProcess, start_bookies
-from tests.support.cli import BKCTL, REPO, json_lines, ok, one_line_error
+from tests.support.cli import env_for, json_lines, ok, one_line_error, run_bkctl
 from tests.support.interrupts import die_with_parent
 from tests.support.tlscerts import write_certs
 
@@ -122,10 +120,10 @@ def process_security():
 
 
 def run(uri: str, env: dict, *args, timeout: float = 60):
-    full = dict(os.environ, NO_COLOR="1", PYTHONPATH=str(REPO), BKCTL_METADATA_URI=uri, **env)
-    return subprocess.run(
-        [*BKCTL, *map(str, args)], input=b"", capture_output=True, env=full, cwd=REPO, timeout=timeout
-    )
+    """``bkctl ARGS`` on ``uri`` with ``env`` besides this process's variables: a process of its
+    own, forked from the worker's zygote (tests/support/zygote.py), which has imported bkctl
+    already (none of these variables is read at import)."""
+    return run_bkctl(env_for(uri, **env), *args, timeout=timeout)
 
 
 def _drop_rack_map(hosts: str) -> None:
