@@ -15,8 +15,9 @@ from __future__ import annotations
 import pytest
 
 #: the groups that take longest (each starts a Spark session, a fresh venv or several
-#: clusters), first; the other groups follow in collection order
-LONGEST_FIRST = ("packaging", "pulsar", "export", "pulsar-schema", "zk_security", "bookie_tls")
+#: clusters), first; the other groups follow in collection order.  pulsar-schema holds
+#: test_export_topics too and backup test_pulsar_offload (one Spark session each pair)
+LONGEST_FIRST = ("pulsar-schema", "packaging", "pulsar", "export", "backup", "zk_security", "bookie_tls")
 
 
 def _rank(item: pytest.Item) -> tuple[int, int]:
