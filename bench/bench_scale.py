@@ -27,7 +27,11 @@ rebalance and drain have bytes to move for, and what backup cannot read (exit 10
 ``pulsar offload verify`` (``--offload-root`` the sandbox's folder, where no MapFile was
 written) finds every offloaded ledger's MapFile missing: a stat and a row a ledger.  ``backup
 full`` copies the cluster into a new archive in the sandbox's folder and ``backup incremental``
-runs it again with nothing changed (every copy found in the archive).
+runs it again with nothing changed (every copy found in the previous backup's manifest, read a
+chunk at a time beside the walk; the ledgers no bookie can read are tried again, exit 10).  At
+10^5 ledgers (load 9-13 on 2 CPUs) full took 182 s and 77 MiB peak RSS, incremental 63 s and
+107 MiB; with the one-document manifest and two objects an empty ledger they took 1,821 s and
+395 MiB, 221 s and 266 MiB.
 
 Then each command is run as a user runs it (``bkctl ...`` as a process, its output to a
 pipe that is counted), alternated with Java's ``bookkeeper shell`` on the same ZooKeeper

@@ -170,9 +170,9 @@ def expected_bytes(storage: ArchiveStorage, backup_id: str | None = None) -> int
             m = read_manifest(storage, i)
         except ArchiveDamaged:
             continue  # verify names it
-        if m.chunked:  # its chunks not read for a progress bar: the head's total
-            seen[m.id] = m.counts.get("bytes", 0)
-            continue
-        for x in m.ledgers:
-            seen[x.record] = x.payload_bytes
+        try:
+            for x in manifest_ledgers(storage, m):  # a copy two backups name counted once
+                seen[x.record] = x.payload_bytes
+        except ArchiveDamaged:
+            continue  # verify names it
     return sum(seen.values())

@@ -643,8 +643,8 @@ def take_backup(
     pending: deque[_Slot] = deque()
     try:
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="backup") as pool:
-            reads = store.ledgers.read_many(first)
-            held = list(_walk(pool, copier, reads, _Previous(storage, previous), parallel * 16, progress))
+            reads = store.ledgers.read_many(first)  # (few: looked for in the archive, not in the previous chunks)
+            held = list(_walk(pool, copier, reads, _Previous(storage, None), parallel * 16, progress))
             finisher.settle()  # the cursor ledgers' copies stored before any data ledger is read
             finisher.check()
             lines.hold(s.line for s in held if s.line is not None)

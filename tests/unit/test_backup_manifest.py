@@ -210,3 +210,17 @@ def test_a_previous_backup_with_a_damaged_chunk_calls_nothing_deleted(tmp_path):
     assert previous.find(first[0]) is not None
     assert previous.passed(float("inf")) == first[1:]  # the first chunk's, then it stops
     assert previous.damaged
+
+
+def test_verify_expects_the_bytes_of_a_copy_two_backups_name_once(tmp_path):
+    from bkctl.backup.catalog import ensure_archive
+    from bkctl.backup.inspect import expected_bytes
+
+    storage = LocalStorage(str(tmp_path / "a"))
+    ensure_archive(storage, 0.0)
+    for backup_id in ("20260101T000000000Z-aaaaaa", "20260102T000000000Z-bbbbbb"):
+        writer = ChunkWriter(backup_id, storage.put)
+        writer.add(_line(1))
+        m = Manifest(backup_id, 0, 0, {}, {}, [], [], [], [], [], {}, chunks=writer.finish(), counts=writer.counts)
+        storage.put(m.name, m.encode())
+    assert expected_bytes(storage) == 10  # (the progress bar's total: ledger 1's copy read once)
