@@ -79,9 +79,9 @@ LEDGERPB_API = 3
 #: what ``_avrocols``'s ``API`` must be
 AVROCOLS_API = 1
 #: what ``_addpath``'s ``API`` must be
-ADDPATH_API = 6
+ADDPATH_API = 7
 #: what ``_addentries``'s ``API`` must be
-ADDENTRIES_API = 3
+ADDENTRIES_API = 4
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:

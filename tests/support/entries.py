@@ -12,6 +12,11 @@ from bkctl.wire.client.pending_add import PendingAdd
 _C = fastpath.build(True).entries.c
 
 
+def python_entry(entry_id: int, body: bytes, length: int) -> PendingAdd:
+    """A :class:`~bkctl.wire.client.pending_add.PendingAdd` (``body`` as its packaged body, its ADD of its fields)."""
+    return PendingAdd(9, entry_id, b"k" * 20, body, False, length)
+
+
 def c_entry(entry_id: int, body: bytes, length: int) -> Any:
     """An ``_addentries.Entry`` (``body`` as its packaged body, its ADD's parts made up: what reads it does not look at them)."""
     assert _C is not None
@@ -19,9 +24,9 @@ def c_entry(entry_id: int, body: bytes, length: int) -> Any:
     return made(entry_id, -1, length, body, None)
 
 
-#: PendingAdd, and c_entry when the C twins are built
-MAKERS: list[Any] = [PendingAdd] + ([c_entry] if _C is not None else [])
+#: python_entry, and c_entry when the C twins are built
+MAKERS: list[Any] = [python_entry] + ([c_entry] if _C is not None else [])
 
 
 def maker_id(make: Any) -> str:
-    return "python-entries" if make is PendingAdd else "c-entries"
+    return "python-entries" if make is python_entry else "c-entries"

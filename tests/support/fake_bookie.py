@@ -197,10 +197,10 @@ class FakeConnection:
         assert (recovery, high_priority) == (add.recovery, add.high_priority)
         self._add_with_callback(ids[0], ids[1], key, body, recovery, high_priority, on_done, ctx, slot)
 
-    def add_run(self, adds, ctxs, slots, on_done):
-        """The one way an add enters (BookieChannel): each, in order."""
-        for add, ctx, slot in zip(adds, ctxs, slots):
-            self._add_encoded(add, on_done, ctx, slot)
+    def add_run(self, adds, slots, on_done):
+        """The one way an add enters (BookieChannel): each, in order, reported with itself as ctx."""
+        for add, slot in zip(adds, slots):
+            self._add_encoded(add, on_done, add, slot)
 
     def _timeout(self, d, entry_id):
         if not d.called:

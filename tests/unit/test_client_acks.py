@@ -14,7 +14,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.client.acks import Acks
 from bkctl.wire.client.cork import Cork
 from bkctl.wire.client.pending_add import PendingAdd
-from tests.support.entries import MAKERS, maker_id
+from tests.support.entries import MAKERS, maker_id, python_entry
 
 _C = fastpath.build(True).entries.c
 TWINS = [Acks] + ([_C.Acks] if _C is not None else [])
@@ -50,7 +50,7 @@ class Sink:
         return False
 
 
-def _setup(kind, qa=2, make=PendingAdd, max_inflight=10, resume_at=8):
+def _setup(kind, qa=2, make=python_entry, max_inflight=10, resume_at=8):
     sink = Sink(Cork())
     acks = kind(sink, qa, max_inflight, resume_at)
     for bookie in "abc":

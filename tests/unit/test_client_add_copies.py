@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import codec_twins
-from bkctl.wire.codecs.add_frames import AddEncoder
+from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
 from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.fastpath import Twins
 from tests.support import c_twins
@@ -53,14 +53,14 @@ def run(mode: str, answers, close_after, raise_at, n: int = 5):
     got = []
 
     def on_done(ctx, slot, bookie_id, error):
-        got.append((ctx, slot, bookie_id, _outcome(error)))
+        got.append((ctx.entry_id, slot, bookie_id, _outcome(error)))  # ctx: the add
         if len(got) == close_after:
             h.conn.close()
         if len(got) == raise_at:
             raise RuntimeError("a callback's bug")
 
     adds = _encoded(range(n))
-    h.conn.add_run(adds, [a.entry_id for a in adds], [e % 2 for e in range(n)], on_done)
+    h.conn.add_run(adds, [e % 2 for e in range(n)], on_done)
     wire = t.value()
     reqs = v3_requests(t)
     proto.dataReceived(b"".join(KINDS[kind](reqs[i]) for i, kind in answers))
@@ -93,10 +93,10 @@ def test_a_run_of_copies_is_answered_in_order_and_leaves_nothing(mode):
     proto, t = h.connected()
     got = []
     adds = _encoded(range(4))
-    h.conn.add_run(adds, list(range(4)), [0] * 4, lambda *a: got.append(a))
+    h.conn.add_run(adds, [0] * 4, lambda *a: got.append(a))
     assert h.conn.outstanding == 4 and len(h.delayed_but_close_grace()) == 1
     proto.dataReceived(b"".join(v3_reply(r) for r in v3_requests(t)))
-    assert got == [(e, 0, h.conn.bookie_id, None) for e in range(4)]
+    assert got == [(adds[e], 0, h.conn.bookie_id, None) for e in range(4)]  # each reported with itself
     tables = h.conn.requests
     assert not tables.sent and not tables.v3_pending and not tables.v3_fast
     assert h.delayed_but_close_grace() == []  # the deadline's timer went with the last answer
@@ -109,11 +109,11 @@ def test_a_raising_callback_is_logged_and_the_chunk_goes_on(mode, caplog):
     got = []
 
     def on_done(ctx, slot, bookie_id, error):
-        got.append(ctx)
-        if ctx == 1:
+        got.append(ctx.entry_id)
+        if ctx.entry_id == 1:
             raise ValueError("boom")
 
-    h.conn.add_run(_encoded(range(3)), [0, 1, 2], [0] * 3, on_done)
+    h.conn.add_run(_encoded(range(3)), [0] * 3, on_done)
     with caplog.at_level(logging.ERROR, logger="bkctl.wire.client.requests"):
         proto.dataReceived(b"".join(v3_reply(r) for r in v3_requests(t)))
     assert got == [0, 1, 2]
@@ -129,9 +129,9 @@ def test_queued_requests_get_the_room_an_answer_frees_before_its_callback(mode):
     proto, t = h.connected()
     order = []
     first = _encoded((0, 1))
-    h.conn.add_run(first, [0, 1], [0, 0], lambda ctx, *a: order.append(("done", ctx)))
+    h.conn.add_run(first, [0, 0], lambda ctx, *a: order.append(("done", ctx.entry_id)))
     waiting = _encoded((2,))[0]
-    h.conn.add_run([waiting], [2], [0], lambda ctx, *a: order.append(("done", ctx)))
+    h.conn.add_run([waiting], [0], lambda ctx, *a: order.append(("done", ctx.entry_id)))
     assert h.conn.queued == 1
     reqs = v3_requests(t)
     proto.dataReceived(v3_reply(reqs[0]))
@@ -152,9 +152,9 @@ def test_a_high_priority_or_a_v2_encoding_is_built_the_general_way_in_the_run(mo
         + [AddEncoder("v2", codec=fastpath.selected().codec).encode(9, 3, KEY, entry(9, 3))]
     )
     adds += _encoded((4,))
-    for i, add in enumerate(adds):
-        one.conn.add_run([add], [i], [0], lambda *a: None)
-    run_h.conn.add_run(adds, list(range(4)), [0] * 4, lambda *a: None)
+    for add in adds:
+        one.conn.add_run([add], [0], lambda *a: None)
+    run_h.conn.add_run(adds, [0] * 4, lambda *a: None)
     assert t1.value() == t2.value()
     assert [r.key for r in run_h.conn.requests.sent] == [2, 3, 4, 5]
 
@@ -163,8 +163,10 @@ def test_a_high_priority_or_a_v2_encoding_is_built_the_general_way_in_the_run(mo
 def test_the_c_copy_keeps_to_the_request_interface():
     h = _harness("c")
     h.connected()
-    h.conn.add_run(_encoded((7,)), ["ctx"], [1], lambda *a: None)
+    (add,) = _encoded((7,))
+    h.conn.add_run([add], [1], lambda *a: None)
     (req,) = h.conn.requests.sent
+    assert (req.ctx, req.slot) == (add, 1)  # the add is its copy's ctx
     assert type(req).__name__ == "AddCopy"
     assert (req.ids, req.what, req.verb, req.is_batch, req.deferred, req.frame) == (
         (9, 7),
@@ -182,7 +184,7 @@ def test_the_c_copy_keeps_to_the_request_interface():
     req.complete("b", None)
     assert got == [("c2", 0, "b", None)]
     with pytest.raises(TypeError):
-        C.add_copies((), [], [], None, iter(()), None, None)
+        C.add_copies((), [], None, iter(()), None, None)
     with pytest.raises(TypeError):
         C.take_adds([], 0, {}, {}, [], None, deque(), print, "b")
 
@@ -195,9 +197,9 @@ def test_an_add_queued_behind_a_full_wire_keeps_its_encoding(mode):
     (p1, t1), (_p2, t2) = queued.connected(), direct.connected()
     adds = _encoded((0, 1))
     got = []
-    queued.conn.add_run(adds, [0, 1], [0, 0], lambda ctx, *a: got.append(ctx))  # room for one: the other waits
+    queued.conn.add_run(adds, [0, 0], lambda ctx, *a: got.append(ctx.entry_id))  # room for one: the other waits
     assert queued.conn.queued == 1
-    direct.conn.add_run(adds, [0, 1], [0, 0], lambda *a: None)
+    direct.conn.add_run(adds, [0, 0], lambda *a: None)
     (first,) = v3_requests(t1)
     p1.dataReceived(v3_reply(first))
     assert t1.value() == t2.value()  # the queued copy went out as the direct one did
@@ -217,9 +219,9 @@ def test_an_entry_is_its_pending_add_and_its_encoded_add(recovery):
     body = CODEC.crc32c_package(9, 4, 3, 17, b"p")  # entry 4 of ledger 9, LAC 3, length 17
     d = object()
     e = WRITER.Entries(CODEC.crc32c_package, CODEC.add_part, 9, KEY, recovery)(4, 3, 17, b"p", d)
-    p = PendingAdd(4, body, 17, d)  # type: ignore[arg-type]
+    p = PendingAdd(9, 4, KEY, body, recovery, 17, d)  # type: ignore[arg-type]
     encoded = AddEncoder("v3", codec=fastpath.selected().codec).encode(9, 4, KEY, body, recovery, recovery)
-    assert e.encoded is e and (e.bookies, e.acked, e.acks) == (None, 0, 0) and e.deferred is d
+    assert (e.bookies, e.acked, e.acks) == (None, 0, 0) and e.deferred is d
     for name in ("entry_id", "body", "length", "deferred"):
         assert getattr(e, name) == getattr(p, name)
     for name in ("ledger_id", "entry_id", "master_key", "body", "recovery", "high_priority", "v3_part", "v3_tail"):
@@ -259,13 +261,13 @@ def test_entries_pass_the_errors_of_package_and_add_part_on():
     e = WRITER.Entries(CODEC.crc32c_package, CODEC.add_part, 9, long_key, False)(4, 3, 17, b"p", None)
     python = codec_twins.PYTHON
     p = Entries(python.crc32c_package, python.add_part, 9, long_key, False)(4, 3, 17, b"p", None)
-    assert (e.body, e.v3_part, e.v3_tail) == (p.body, p.encoded.v3_part, p.encoded.v3_tail)
+    assert (e.body, e.v3_part, e.v3_tail) == (p.body, p.v3_part, p.v3_tail)
 
 
 @pytest.mark.parametrize("recovery", [False, True])
 def test_the_python_entries_are_pending_adds_encoded_at_once(recovery):
     """pending_add.Entries, the Python twin of _addentries.Entries: a PendingAdd packaged by
-    package and its EncodedAdd, as the writer's encoder makes it."""
+    package, its own EncodedAdd as the writer's encoder makes it."""
     from bkctl.wire.client.pending_add import Entries
 
     python = codec_twins.PYTHON
@@ -275,5 +277,5 @@ def test_the_python_entries_are_pending_adds_encoded_at_once(recovery):
     encoded = AddEncoder("v3", codec=python).encode(9, 4, KEY, body, recovery, recovery)
     assert (p.entry_id, p.body, p.length, p.deferred, p.bookies, p.acked, p.acks) == (4, body, 17, d, None, 0, 0)
     for name in ("ledger_id", "entry_id", "master_key", "body", "recovery", "high_priority", "v3_part", "v3_tail"):
-        assert getattr(p.encoded, name) == getattr(encoded, name), name
-    assert p.encoded.v2_frame is None
+        assert getattr(p, name) == getattr(encoded, name), name
+    assert p.v2_frame is None and isinstance(p, EncodedAdd)

@@ -60,7 +60,7 @@ def fast(request, monkeypatch):
 
 def outcomes():
     got = []
-    return got, lambda ctx, slot, bookie, error: got.append((ctx, slot, bookie, error))
+    return got, lambda add, slot, bookie, error: got.append((f"e{add.entry_id}", slot, bookie, error))
 
 
 @pytest.mark.parametrize("protocol", ["v3", "v2"])
@@ -72,8 +72,8 @@ def test_an_encoded_add_writes_what_an_add_of_its_fields_writes(fast, protocol, 
     _p2, t2 = two.connected()
     add = AddEncoder(protocol, codec=fastpath.selected().codec).encode(3, 7, KEY, entry(3, 7), recovery, high)
     _got, on_done = outcomes()
-    one.conn.add_run([add], [None], [0], on_done)
-    two.conn.add_run([EncodedAdd(3, 7, KEY, entry(3, 7), recovery, high)], [None], [0], on_done)
+    one.conn.add_run([add], [0], on_done)
+    two.conn.add_run([EncodedAdd(3, 7, KEY, entry(3, 7), recovery, high)], [0], on_done)
     assert sent_frames(t1) == sent_frames(t2) and len(sent_frames(t1)) == 1
 
 
@@ -84,7 +84,7 @@ def test_an_encoded_add_completes_on_ok_and_on_errors(fast, protocol):
     enc = AddEncoder(protocol, codec=fastpath.selected().codec)
     got, on_done = outcomes()
     for e in range(3):
-        h.conn.add_run([enc.encode(1, e, KEY, entry(1, e))], [f"e{e}"], [e], on_done)
+        h.conn.add_run([enc.encode(1, e, KEY, entry(1, e))], [e], on_done)
     if protocol == "v3":
         r0, r1, _r2 = v3_requests(t)
         proto.dataReceived(v3_reply(r1, RC.EFENCED) + v3_reply(r0))
@@ -103,9 +103,7 @@ def test_an_answer_for_other_ids_is_not_taken_for_the_add(fast, protocol):
     h = Harness(protocol)
     proto, t = h.connected()
     got, on_done = outcomes()
-    h.conn.add_run(
-        [AddEncoder(protocol, codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [None], [0], on_done
-    )
+    h.conn.add_run([AddEncoder(protocol, codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [0], on_done)
     if protocol == "v3":
         (r,) = v3_requests(t)
         r.addRequest.entryId = 1  # same txnId, other entry: the general parser decides
@@ -120,9 +118,7 @@ def test_an_answer_for_other_ids_is_not_taken_for_the_add(fast, protocol):
 def test_an_encoded_add_while_connecting_is_queued_and_sent_once_connected(fast):
     h = Harness()
     got, on_done = outcomes()
-    h.conn.add_run(
-        [AddEncoder("v3", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [None], [0], on_done
-    )
+    h.conn.add_run([AddEncoder("v3", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [0], on_done)
     proto, t = h.accept()
     (r,) = v3_requests(t)
     assert (r.addRequest.ledgerId, r.addRequest.entryId, r.addRequest.body) == (1, 0, entry(1, 0))
@@ -134,9 +130,7 @@ def test_an_add_encoded_for_v2_goes_the_general_way_on_a_v3_connection(fast):
     h = Harness()
     proto, t = h.connected()
     got, on_done = outcomes()
-    h.conn.add_run(
-        [AddEncoder("v2", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [None], [0], on_done
-    )
+    h.conn.add_run([AddEncoder("v2", codec=fastpath.selected().codec).encode(1, 0, KEY, entry(1, 0))], [0], on_done)
     (r,) = v3_requests(t)
     proto.dataReceived(v3_reply(r))
     assert got[0][3] is None and r.addRequest.body == entry(1, 0)

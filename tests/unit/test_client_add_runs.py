@@ -42,13 +42,17 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     got_one, got_run = [], []
     adds = _encoded((4, 5, 6))
     for add, slot in zip(adds, (0, 1, 0)):
-        one.conn.add_run([add], [add.entry_id], [slot], lambda *a: got_one.append(a))
-    run.conn.add_run(adds, [a.entry_id for a in adds], [0, 1, 0], lambda *a: got_run.append(a))
+        one.conn.add_run([add], [slot], lambda *a: got_one.append(a))
+    run.conn.add_run(adds, [0, 1, 0], lambda *a: got_run.append(a))
     assert t1.value() == t2.value() and t2.value()
     for h in (one, run):
         tables = h.conn.requests
         assert [r.key for r in tables.sent] == [2, 3, 4] and sorted(tables.v3_pending) == [2, 3, 4]
-        assert [(r.ids, r.ctx, r.slot) for r in tables.sent] == [((9, 4), 4, 0), ((9, 5), 5, 1), ((9, 6), 6, 0)]
+        assert [(r.ids, r.ctx, r.slot) for r in tables.sent] == [
+            ((9, 4), adds[0], 0),
+            ((9, 5), adds[1], 1),
+            ((9, 6), adds[2], 0),
+        ]
     assert [d.getTime() for d in one.delayed()] == [d.getTime() for d in run.delayed()]
     r1, r2, _r3 = v3_requests(t2)
     assert [r.addRequest.entryId for r in (r1, r2)] == [4, 5]
@@ -60,30 +64,30 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     run.reactor.advance(3.0)  # entry 6 times out alike
 
     def outcome(calls):
-        return [(a[0], a[1], a[2], None if a[3] is None else type(a[3])) for a in calls]
+        return [(a[0].entry_id, a[1], a[2], None if a[3] is None else type(a[3])) for a in calls]
 
     assert outcome(got_run) == outcome(got_one)
-    assert [a[0] for a in got_run] == [5, 4, 6] and got_run[0][3] is None and got_run[1][3] is not None
+    assert [a[0].entry_id for a in got_run] == [5, 4, 6] and got_run[0][3] is None and got_run[1][3] is not None
     assert run.conn.outstanding == 0
 
 
 def test_a_run_puts_on_the_wire_what_it_has_room_for_and_queues_the_rest():
     h = Harness(max_outstanding=4)
     got: list = []
-    h.conn.add_run(_encoded((0,)), [0], [0], lambda *a: got.append(a))  # not connected: it waits (and dials)
+    h.conn.add_run(_encoded((0,)), [0], lambda *a: got.append(a))  # not connected: it waits (and dials)
     assert h.conn.queued == 1
     proto, transport = h.accept()
     assert h.conn.outstanding == 1 and h.conn.queued == 0
-    h.conn.add_run(_encoded((1, 2, 3, 4, 5)), [1, 2, 3, 4, 5], [0] * 5, lambda *a: got.append(a))
+    h.conn.add_run(_encoded((1, 2, 3, 4, 5)), [0] * 5, lambda *a: got.append(a))
     assert h.conn.outstanding == 4 and h.conn.queued == 2
     reqs = v3_requests(transport)
     assert [r.addRequest.entryId for r in reqs] == [0, 1, 2, 3]
     proto.dataReceived(b"".join(v3_reply(r) for r in reqs[:2]))  # room for the two that waited
-    assert [a[0] for a in got] == [0, 1] and h.conn.queued == 0
+    assert [a[0].entry_id for a in got] == [0, 1] and h.conn.queued == 0
     assert [r.addRequest.entryId for r in v3_requests(transport)] == [0, 1, 2, 3, 4, 5]
     h.conn.close()
-    h.conn.add_run(_encoded((6,)), [6], [0], lambda *a: got.append(a))  # closed: refused at once
-    assert got[-1][0] == 6 and got[-1][3] is not None
+    h.conn.add_run(_encoded((6,)), [0], lambda *a: got.append(a))  # closed: refused at once
+    assert got[-1][0].entry_id == 6 and got[-1][3] is not None
 
 
 def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstanding: dict | None = None):
@@ -98,13 +102,13 @@ def _writer(runs: bool, quorum=(3, 2, 2), max_inflight: int = 1000, max_outstand
     for conn in conns.values():
         conn.runs = []
         if runs:
-            conn.add_run = lambda adds, ctxs, slots, on_done, _c=conn, _run=conn.add_run: (
+            conn.add_run = lambda adds, slots, on_done, _c=conn, _run=conn.add_run: (
                 _c.runs.append([a.entry_id for a in adds]),
-                _run(adds, ctxs, slots, on_done),
+                _run(adds, slots, on_done),
             )
         else:  # each copy its own call
-            conn.add_run = lambda adds, ctxs, slots, on_done, _run=conn.add_run: [
-                _run([a], [c], [s], on_done) for a, c, s in zip(adds, ctxs, slots)
+            conn.add_run = lambda adds, slots, on_done, _run=conn.add_run: [
+                _run([a], [s], on_done) for a, s in zip(adds, slots)
             ]
     md = LedgerMetadata.new(list(bookies), qw, qa, password=b"", digest_type=DigestType.CRC32C)
     client = types.SimpleNamespace(

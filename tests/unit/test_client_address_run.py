@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from bkctl.wire import fastpath
-from bkctl.wire.client.pending_add import PendingAdd, address_run
+from bkctl.wire.client.pending_add import address_run
 from bkctl.wire.client.readable_ledger import StripeCursor
-from tests.support.entries import MAKERS, maker_id
+from tests.support.entries import MAKERS, maker_id, python_entry
 
 _C = fastpath.build(True).entries.c
 TWINS = [address_run] + ([_C.address_run] if _C is not None else [])
@@ -38,46 +38,32 @@ def test_a_run_across_the_end_of_its_stripe_is_addressed_and_grouped_by_bookie(t
     ledger = Ledger()
     cursor = StripeCursor(ledger)
     run = [make(e, b"body%d" % e, e) for e in (8, 9, 10, 11)]
-    run[1].encoded = "encoded 9"  # type: ignore[assignment]  # encoded before: kept
     run[0].acked, run[0].acks = 0b11, 2  # re-addressed: its acknowledgements start again
-    encoded: list[int] = []
-
-    def encode(p: PendingAdd):
-        encoded.append(p.entry_id)
-        p.encoded = f"encoded {p.entry_id}"  # type: ignore[assignment]
-        return p.encoded
-
-    copies = twin(run, cursor, encode)
+    copies = twin(run, cursor)
     p8, p9, p10, p11 = run
-    e8, e9, e10, e11 = (p.encoded for p in run)
-    assert e9 == "encoded 9"
-    assert copies == {
-        "c": ([e8], [p8], [0]),
-        "a": ([e8, e9], [p8, p9], [1, 0]),
-        "b": ([e9], [p9], [1]),
-        "x": ([e10, e11], [p10, p11], [0, 0]),
-        "y": ([e10, e11], [p10, p11], [1, 1]),
+    assert copies == {  # each entry is its own encoded ADD
+        "c": ([p8], [0]),
+        "a": ([p8, p9], [1, 0]),
+        "b": ([p9], [1]),
+        "x": ([p10, p11], [0, 0]),
+        "y": ([p10, p11], [1, 1]),
     }
     assert list(copies) == ["c", "a", "b", "x", "y"]  # in run order
-    if make is PendingAdd:
-        assert encoded == [8, 10, 11] and e8 == "encoded 8"
-    else:  # an Entry is its own encoded ADD
-        assert encoded == [] and (e8, e10, e11) == (p8, p10, p11)
     assert [p.bookies for p in run] == [("c", "a"), ("a", "b"), ("x", "y"), ("x", "y")]
     assert [(p.acked, p.acks) for p in run] == [(0, 0)] * 4
     assert ledger.asked[-2:] == [10, 11]  # past the stripe: the ledger's own write sets
 
 
 @pytest.mark.parametrize("twin", TWINS, ids=lambda t: type(t).__name__)
-def test_an_empty_run_and_an_encoder_that_raises(twin):
-    cursor = StripeCursor(Ledger())
-    assert twin([], cursor, None) == {}
+def test_an_empty_run_and_a_cursor_that_raises(twin):
+    assert twin([], StripeCursor(Ledger())) == {}
 
-    def encode(p: PendingAdd):
-        raise ValueError("cannot encode")
+    class Refusing:
+        def write_set(self, entry_id: int) -> tuple[str, ...]:
+            raise ValueError("no write set")
 
-    with pytest.raises(ValueError, match="cannot encode"):
-        twin([PendingAdd(0, b"", 0)], cursor, encode)
+    with pytest.raises(ValueError, match="no write set"):
+        twin([python_entry(0, b"", 0)], Refusing())
 
 
 @pytest.mark.parametrize("twin, make", BOTH, ids=BOTH_IDS)
@@ -87,6 +73,6 @@ def test_an_entry_addressed_already_is_skipped(twin, make):
     run = [make(e, b"body", e) for e in (0, 1)]
     run[0].bookies = ("z", "b")
     run[0].acks = 1
-    copies = twin(run, cursor, lambda p: f"encoded {p.entry_id}")
+    copies = twin(run, cursor)
     assert (run[0].bookies, run[0].acks) == (("z", "b"), 1)
-    assert {bookie: entries for bookie, (_adds, entries, _slots) in copies.items()} == {"b": [run[1]], "c": [run[1]]}
+    assert {bookie: entries for bookie, (entries, _slots) in copies.items()} == {"b": [run[1]], "c": [run[1]]}

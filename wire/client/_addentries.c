@@ -27,7 +27,7 @@
 #include "../codecs/_twins.h"
 
 static PyObject *str_bookies, *str_acked, *str_acks, *str_caught_up, *str_copy_failed, *str_quorum_reached, *str_lo,
-    *str_hi, *str_sets, *str_write_set, *str_encoded, *str_entry_id;
+    *str_hi, *str_sets, *str_write_set, *str_entry_id;
 
 /* ------------------------------------------------------------ Entry */
 
@@ -46,7 +46,6 @@ typedef struct {
     PyObject *v3_tail;
     PyObject *deferred;
     PyObject *bookies;
-    PyObject *encoded; /* NULL: itself */
     long long acked;
     long long acks;
 } Entry;
@@ -65,7 +64,6 @@ static int entry_traverse(Entry *self, visitproc visit, void *arg)
     Py_VISIT(self->v3_tail);
     Py_VISIT(self->deferred);
     Py_VISIT(self->bookies);
-    Py_VISIT(self->encoded);
     return 0;
 }
 
@@ -81,7 +79,6 @@ static int entry_clear(Entry *self)
     Py_CLEAR(self->v3_tail);
     Py_CLEAR(self->deferred);
     Py_CLEAR(self->bookies);
-    Py_CLEAR(self->encoded);
     return 0;
 }
 
@@ -90,24 +87,6 @@ static void entry_dealloc(Entry *self)
     PyObject_GC_UnTrack(self);
     entry_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *entry_get_encoded(Entry *self, void *closure)
-{
-    PyObject *encoded = self->encoded != NULL ? self->encoded : (PyObject *)self;
-    Py_INCREF(encoded);
-    return encoded;
-}
-
-static int entry_set_encoded(Entry *self, PyObject *value, void *closure)
-{
-    if (value == NULL || value == (PyObject *)self) { /* itself: no reference to itself kept */
-        Py_CLEAR(self->encoded);
-        return 0;
-    }
-    Py_INCREF(value);
-    Py_XSETREF(self->encoded, value);
-    return 0;
 }
 
 static PyObject *entry_none(Entry *self, void *closure)
@@ -168,7 +147,6 @@ static PyMemberDef entry_members[] = {
 };
 
 static PyGetSetDef entry_getset[] = {
-    {"encoded", (getter)entry_get_encoded, (setter)entry_set_encoded, "its ADD encoded once: itself", NULL},
     {"v2_frame", (getter)entry_none, NULL, "None: encoded for v3", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -277,7 +255,6 @@ static PyObject *entries_vectorcall(PyObject *callable, PyObject *const *args, s
 #undef SET
     Py_DECREF(parts);
     Py_DECREF(body);
-    e->encoded = NULL;
     e->acked = 0;
     e->acks = 0;
     PyObject_GC_Track(e);
@@ -361,16 +338,16 @@ static int stripe_of(PyObject *cursor, long long *lo, long long *hi, PyObject **
 }
 
 PyDoc_STRVAR(address_run_doc,
-"address_run(run, cursor, encode) -> {bookie: (adds, entries, slots)}\n\n"
+"address_run(run, cursor) -> {bookie: (entries, slots)}\n\n"
 "The C twin of bkctl.wire.client.pending_add.address_run: each entry of run\n"
-"not addressed yet (bookies None; the others are skipped) given its write set (the StripeCursor's), no copy acknowledged, and its\n"
-"encoded ADD (encode(p) for one without), its copies grouped by bookie.");
+"not addressed yet (bookies None; the others are skipped) given its write set (the StripeCursor's)\n"
+"and no copy acknowledged, its copies (each entry its own encoded ADD) grouped by bookie.");
 
 static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bk_nargs("address_run", nargs, 3))
+    if (!bk_nargs("address_run", nargs, 2))
         return NULL;
-    PyObject *run = args[0], *cursor = args[1], *encode = args[2];
+    PyObject *run = args[0], *cursor = args[1];
     if (!PyList_CheckExact(run)) {
         PyErr_SetString(PyExc_TypeError, "address_run wants a list");
         return NULL;
@@ -402,7 +379,7 @@ static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t n
         if (addressed)
             continue; /* addressed already (an ensemble change sent it) */
         Py_INCREF(p);
-        PyObject *bookies = NULL, *encoded = NULL, *e_obj = PyObject_GetAttr(p, str_entry_id);
+        PyObject *bookies = NULL, *e_obj = PyObject_GetAttr(p, str_entry_id);
         long long e = e_obj == NULL ? -1 : PyLong_AsLongLong(e_obj);
         int ok = e_obj != NULL && !(e == -1 && PyErr_Occurred());
         if (ok && fresh && lo <= e && e <= hi && PyList_GET_SIZE(sets) > 0) {
@@ -413,24 +390,14 @@ static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t n
             ok = bookies != NULL && stripe_of(cursor, &lo, &hi, &sets) == 0;
             fresh = 1;
         }
-        if (ok && Py_IS_TYPE(p, &EntryType)) { /* in place; it is its own encoded ADD unless told */
+        if (ok && Py_IS_TYPE(p, &EntryType)) { /* in place */
             Entry *en = (Entry *)p;
             Py_INCREF(bookies);
             Py_XSETREF(en->bookies, bookies);
             en->acked = en->acks = 0;
-            encoded = en->encoded != NULL ? en->encoded : p;
-            Py_INCREF(encoded);
         } else {
             ok = ok && PyObject_SetAttr(p, str_bookies, bookies) == 0 && PyObject_SetAttr(p, str_acked, zero) == 0
                  && PyObject_SetAttr(p, str_acks, zero) == 0;
-        }
-        if (ok && encoded == NULL) {
-            encoded = PyObject_GetAttr(p, str_encoded);
-            if (encoded == Py_None) {
-                Py_DECREF(encoded);
-                encoded = PyObject_CallOneArg(encode, p);
-            }
-            ok = encoded != NULL;
         }
         PyObject *seq = ok ? PySequence_Fast(bookies, "a write set must be a sequence") : NULL;
         ok = seq != NULL;
@@ -442,11 +409,10 @@ static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t n
                     ok = 0;
                     break;
                 }
-                PyObject *a = PyList_New(0), *b = PyList_New(0), *c = PyList_New(0);
-                mine = a && b && c ? PyTuple_Pack(3, a, b, c) : NULL;
+                PyObject *a = PyList_New(0), *b = PyList_New(0);
+                mine = a && b ? PyTuple_Pack(2, a, b) : NULL;
                 Py_XDECREF(a);
                 Py_XDECREF(b);
-                Py_XDECREF(c);
                 if (mine == NULL || PyDict_SetItem(copies, bookie, mine) < 0) {
                     Py_XDECREF(mine);
                     ok = 0;
@@ -455,13 +421,11 @@ static PyObject *address_run(PyObject *self, PyObject *const *args, Py_ssize_t n
                 Py_DECREF(mine); /* the dict keeps it */
             }
             PyObject *slot_obj = PyLong_FromSsize_t(slot);
-            ok = slot_obj != NULL && PyList_Append(PyTuple_GET_ITEM(mine, 0), encoded) == 0
-                 && PyList_Append(PyTuple_GET_ITEM(mine, 1), p) == 0
-                 && PyList_Append(PyTuple_GET_ITEM(mine, 2), slot_obj) == 0;
+            ok = slot_obj != NULL && PyList_Append(PyTuple_GET_ITEM(mine, 0), p) == 0
+                 && PyList_Append(PyTuple_GET_ITEM(mine, 1), slot_obj) == 0;
             Py_XDECREF(slot_obj);
         }
         Py_XDECREF(seq);
-        Py_XDECREF(encoded);
         Py_XDECREF(bookies);
         Py_XDECREF(e_obj);
         Py_DECREF(p);
@@ -773,7 +737,7 @@ PyMODINIT_FUNC PyInit__addentries(void)
             || !INTERN(str_caught_up, "caught_up")
             || !INTERN(str_copy_failed, "copy_failed") || !INTERN(str_quorum_reached, "quorum_reached") || !INTERN(str_lo, "lo")
             || !INTERN(str_hi, "hi") || !INTERN(str_sets, "sets") || !INTERN(str_write_set, "write_set")
-            || !INTERN(str_encoded, "encoded") || !INTERN(str_entry_id, "entry_id"))
+            || !INTERN(str_entry_id, "entry_id"))
         return NULL;
     if (PyType_Ready(&AcksType) < 0 || PyType_Ready(&EntryType) < 0 || PyType_Ready(&EntriesType) < 0)
         return NULL;
@@ -789,7 +753,7 @@ PyMODINIT_FUNC PyInit__addentries(void)
         }
     }
     /* what bkctl.wire.fastpath's ADDENTRIES_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

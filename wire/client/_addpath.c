@@ -369,9 +369,9 @@ typedef struct {
 } Copy;
 
 PyDoc_STRVAR(add_copies_doc,
-"add_copies(adds, ctxs, slots, on_done, ids, decode, general) -> (reqs, data)\n\n"
-"EntryRequests.encoded_adds: for each EncodedAdd of adds, the next txnId of\n"
-"ids and a copy completing through on_done with ctx and slot beside it, and\n"
+"add_copies(adds, slots, on_done, ids, decode, general) -> (reqs, data)\n\n"
+"EntryRequests.encoded_adds: for each encoded ADD of adds, the next txnId of\n"
+"ids and a copy completing through on_done with the add as ctx and its slot, and\n"
 "the frames of all of them joined.  A copy of a normal priority add encoded\n"
 "for v3 with a uint64 txnId is an AddCopy; any other goes to general(add, txn),\n"
 "which gives (req, data) as EntryRequests.encoded_add does (data None: the\n"
@@ -379,17 +379,17 @@ PyDoc_STRVAR(add_copies_doc,
 
 static PyObject *add_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bk_nargs("add_copies", nargs, 7))
+    if (!bk_nargs("add_copies", nargs, 6))
         return NULL;
-    PyObject *adds = args[0], *ctxs = args[1], *slots = args[2], *on_done = args[3], *ids = args[4],
-             *decode = args[5], *general = args[6];
-    if (!PyList_CheckExact(adds) || !PyList_CheckExact(ctxs) || !PyList_CheckExact(slots)) {
-        PyErr_SetString(PyExc_TypeError, "add_copies wants three lists");
+    PyObject *adds = args[0], *slots = args[1], *on_done = args[2], *ids = args[3], *decode = args[4],
+             *general = args[5];
+    if (!PyList_CheckExact(adds) || !PyList_CheckExact(slots)) {
+        PyErr_SetString(PyExc_TypeError, "add_copies wants two lists");
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(adds);
-    if (PyList_GET_SIZE(ctxs) < n || PyList_GET_SIZE(slots) < n) {
-        PyErr_SetString(PyExc_ValueError, "add_copies: fewer ctxs or slots than adds");
+    if (PyList_GET_SIZE(slots) < n) {
+        PyErr_SetString(PyExc_ValueError, "add_copies: fewer slots than adds");
         return NULL;
     }
     Copy *copies = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof(Copy));
@@ -474,12 +474,12 @@ static PyObject *add_copies(PyObject *self, PyObject *const *args, Py_ssize_t na
             AddCopy *a = (AddCopy *)req;
             Py_INCREF(on_done);
             Py_XSETREF(a->on_done, on_done);
-            Py_INCREF(PyList_GET_ITEM(ctxs, i));
-            Py_XSETREF(a->ctx, PyList_GET_ITEM(ctxs, i));
+            Py_INCREF(PyList_GET_ITEM(adds, i));
+            Py_XSETREF(a->ctx, PyList_GET_ITEM(adds, i));
             Py_INCREF(PyList_GET_ITEM(slots, i));
             Py_XSETREF(a->slot, PyList_GET_ITEM(slots, i));
         } else if (PyObject_SetAttr(req, str_on_done, on_done) < 0
-                   || PyObject_SetAttr(req, str_ctx, PyList_GET_ITEM(ctxs, i)) < 0
+                   || PyObject_SetAttr(req, str_ctx, PyList_GET_ITEM(adds, i)) < 0
                    || PyObject_SetAttr(req, str_slot, PyList_GET_ITEM(slots, i)) < 0) {
             goto fail;
         }
@@ -734,7 +734,7 @@ PyMODINIT_FUNC PyInit__addpath(void)
         return NULL;
     }
     /* what bkctl.wire.fastpath's ADDPATH_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 6) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -50,7 +50,6 @@ class AddCopy:
 
 def add_copies(
     adds: Sequence[Any],
-    ctxs: Sequence[Any],
     slots: Sequence[Any],
     on_done: _OnDone,
     ids: Any,

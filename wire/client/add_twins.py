@@ -4,9 +4,9 @@ twin selector records one of each (:mod:`bkctl.wire.fastpath`) and the component
 :class:`ConnectionAdds` (``Twins.adds``; C: ``_addpath.c``, whose one Python owner is the
 connection, through its :class:`~.requests.RequestTable` and :class:`~.entry_requests.EntryRequests`):
 
-* :data:`~ConnectionAdds.add_copies` -- ``(adds, ctxs, slots, on_done, ids, decode, general)`` ->
-  ``(reqs, data)``: a connection's v3 copies of a run of encoded adds, each its own txnId from
-  ``ids``, and their frames joined (Python: :func:`py_add_copies`, every copy built by
+* :data:`~ConnectionAdds.add_copies` -- ``(adds, slots, on_done, ids, decode, general)`` ->
+  ``(reqs, data)``: a connection's v3 copies of a run of encoded adds (each its copy's ``ctx``),
+  each its own txnId from ``ids``, and their frames joined (Python: :func:`py_add_copies`, every copy built by
   ``general(add, txn)``, which gives ``(req, data)``);
 * :data:`~ConnectionAdds.register_all` -- ``(reqs, start, sent, pending, fast)`` -> the index of
   the first request it did not register;
@@ -33,10 +33,10 @@ the same checks on both twins of each.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from bkctl.wire.codecs.add_frames import EncodedAdd
+from bkctl.wire.codecs.add_frames import AddFields
 
 from . import pending_add
 from .acks import AckCounter, Acks, AckSink
@@ -70,10 +70,10 @@ Copy = tuple[Any, "bytes | None"]
 #: an answer's decoder: ``msg`` -> ``(rc, value)``
 Decode = Callable[[Any], tuple[int, Any]]
 #: ``(add, txn)`` -> the copy built the general way (``EntryRequests``' own)
-GeneralCopy = Callable[[EncodedAdd, int], Copy]
-#: ``add_copies(adds, ctxs, slots, on_done, ids, decode, general)`` -> ``(reqs, data)``
+GeneralCopy = Callable[[AddFields, int], Copy]
+#: ``add_copies(adds, slots, on_done, ids, decode, general)`` -> ``(reqs, data)``
 AddCopies = Callable[
-    [list[EncodedAdd], list[Any], list[int], AddDone, Iterator[int], Decode, GeneralCopy], tuple[list[Any], bytes]
+    [Sequence[AddFields], list[int], AddDone, Iterator[int], Decode, GeneralCopy], tuple[list[Any], bytes]
 ]
 #: ``register_all(reqs, start, sent, pending, fast)`` -> the first request not registered
 RegisterAll = Callable[[list[Any], int, dict[Any, None], dict[int, Any], dict[bytes, Any]], int]
@@ -101,11 +101,8 @@ AddPart = Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes]]
 MakeEntry = Callable[[int, int, int, bytes, "defer.Deferred[int] | None"], PendingEntry]
 #: ``entries(package, add_part, ledger_id, master_key, recovery)`` -> a :data:`MakeEntry`
 MakeEntries = Callable[[Package, AddPart, int, bytes, bool], MakeEntry]
-#: ``address_run(run, cursor, encode)`` -> ``{bookie: (adds, entries, slots)}``
-AddressRun = Callable[
-    [list[PendingEntry], WriteSets, Callable[[PendingEntry], EncodedAdd]],
-    dict[str, tuple[list[EncodedAdd], list[PendingEntry], list[int]]],
-]
+#: ``address_run(run, cursor)`` -> ``{bookie: (entries, slots)}``
+AddressRun = Callable[[list[PendingEntry], WriteSets], dict[str, tuple[list[PendingEntry], list[int]]]]
 #: ``acks(sink, ack_quorum, max_inflight, resume_at)`` -> the counter
 MakeAcks = Callable[[AckSink, int, int, int], AckCounter]
 
@@ -140,8 +137,7 @@ class AddEntriesModule(Protocol):
 
 
 def py_add_copies(
-    adds: list[EncodedAdd],
-    ctxs: list[Any],
+    adds: Sequence[AddFields],
     slots: list[int],
     on_done: AddDone,
     ids: Iterator[int],
@@ -150,28 +146,24 @@ def py_add_copies(
 ) -> tuple[list[Any], bytes]:
     """The copies of ``adds``, each ``general(add, next(ids))`` (:func:`copies_of`).
     ``decode`` is what the C twin gives its copies (a general request has its own)."""
-    return copies_of(adds, ctxs, slots, on_done, lambda add: general(add, next(ids)))
+    return copies_of(adds, slots, on_done, lambda add: general(add, next(ids)))
 
 
 def copies_of(
-    adds: list[EncodedAdd],
-    ctxs: list[Any],
-    slots: list[int],
-    on_done: AddDone,
-    build: Callable[[EncodedAdd], Copy],
+    adds: Sequence[AddFields], slots: list[int], on_done: AddDone, build: Callable[[AddFields], Copy]
 ) -> tuple[list[Any], bytes]:
     """The copies of ``adds`` (each ``build(add)``: its request and the bytes to write, or None
     for a request built the general way, whose frame then goes out with the others), completing
-    through ``on_done`` with the ``ctxs`` and ``slots`` beside them: the requests, and their
-    frames joined.  The Python twin's loop, and a v2 connection's (whose copies take no txnId)."""
+    through ``on_done`` with the add as ``ctx`` and the ``slots`` beside them: the requests, and
+    their frames joined.  The Python twin's loop, and a v2 connection's (whose copies take no txnId)."""
     reqs = []
     frames = []
-    for add, ctx, slot in zip(adds, ctxs, slots):
+    for add, slot in zip(adds, slots):
         req, data = build(add)
         if data is None:  # built the general way: its frame goes out with the others
             data, req.frame = req.frame, b""
         req.on_done = on_done
-        req.ctx = ctx
+        req.ctx = add
         req.slot = slot
         reqs.append(req)
         frames.append(data)

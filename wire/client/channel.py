@@ -7,18 +7,18 @@ both: tests/integration/test_bookie_channel_conformance.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from twisted.internet import defer
 
 if TYPE_CHECKING:
-    from bkctl.wire.codecs.add_frames import EncodedAdd
+    from bkctl.wire.codecs.add_frames import AddFields
 
 __all__ = ["AddDone", "ReadDone", "BookieChannel"]
 
-#: ``on_done(ctx, slot, bookie_id, error)``: how an add reports back without a
-#: Deferred; ``error`` is None once the bookie acknowledged the entry.
+#: ``on_done(add, slot, bookie_id, error)``: how an add reports back without a
+#: Deferred (``add``: what went in, as ``ctx``); ``error`` is None once the bookie acknowledged the entry.
 AddDone = Callable[[Any, int, str, "BaseException | None"], Any]
 #: ``on_done(ctx, slot, bookie_id, result)``: how a read reports back without
 #: a Deferred; ``result`` is the stored entry's bytes, or the exception.
@@ -32,11 +32,12 @@ class BookieChannel(Protocol):
 
     bookie_id: str
 
-    def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
+    def add_run(self, adds: Sequence[AddFields], slots: list[int], on_done: AddDone) -> None:
         """The one way an add enters: ADD_ENTRY of each of ``adds`` (a digest-packaged entry,
-        :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`: encoded once for its whole write set,
-        or made of its fields only), each reported through ``on_done`` with the ``ctxs`` and
-        ``slots`` beside it (which may run before this returns, for a refused request).  The
+        :class:`~bkctl.wire.codecs.add_frames.AddFields`: encoded once for its whole write set --
+        a writer's entry is its own --, or made of its fields only), each reported through
+        ``on_done`` with itself as ``ctx`` and the ``slots`` beside it (which may run before this
+        returns, for a refused request).  The
         writer's hot path: no Deferred per copy of an entry, one call per bookie for a burst's
         copies."""
 

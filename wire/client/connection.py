@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from twisted.internet import defer
@@ -68,7 +68,7 @@ from twisted.python.failure import Failure
 
 from bkctl.wire.clock import Clock
 from bkctl.wire.codecs import answers
-from bkctl.wire.codecs.add_frames import EncodedAdd
+from bkctl.wire.codecs.add_frames import AddFields, EncodedAdd
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import (
     BOOKIE_INFO_FREE_DISK_SPACE,
@@ -129,13 +129,21 @@ _V2_ANSWER_HEAD = answers.V2_ANSWER_HEAD
 _EOK = 0
 
 
-def _settle(d: defer.Deferred[None], _slot: int, _bookie_id: str, error: BaseException | None) -> None:
+class _Settle:
     """:meth:`BookieConnection.add`'s ``on_done``: its Deferred fires (a cancelled one already has)."""
-    if not d.called:
-        if error is None:
-            d.callback(None)
-        else:
-            d.errback(Failure(error))
+
+    __slots__ = ("deferred",)
+
+    def __init__(self, deferred: defer.Deferred[None]):
+        self.deferred = deferred
+
+    def __call__(self, _add: object, _slot: int, _bookie_id: str, error: BaseException | None) -> None:
+        d = self.deferred
+        if not d.called:
+            if error is None:
+                d.callback(None)
+            else:
+                d.errback(Failure(error))
 
 
 class BookieConnection:
@@ -322,15 +330,15 @@ class BookieConnection:
         if deferred_sync and not self.use_v3:
             check_master_key(master_key)
             return self._unsupported(f"ADD ledger {ledger_id} entry {entry_id} with DEFERRED_SYNC")
-        d: defer.Deferred[None] = defer.Deferred(self._cancel_add)
         add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority, deferred_sync)
-        self.add_run([add], [d], [0], _settle)
+        d: defer.Deferred[None] = defer.Deferred(lambda _d: self._cancel_add(add))
+        self.add_run([add], [0], _Settle(d))
         return d
 
-    def _cancel_add(self, d: defer.Deferred[None]) -> None:
-        """Canceller of :meth:`add`'s Deferred: its request, found by its ctx, is forgotten."""
+    def _cancel_add(self, add: EncodedAdd) -> None:
+        """Canceller of :meth:`add`'s Deferred: the request of ``add`` (its ctx) is forgotten."""
         for req in itertools.chain(self._sent, self._queue):
-            if req.ctx is d:
+            if req.ctx is add:
                 self._outbox.cancel(req)
                 return
 
@@ -345,12 +353,13 @@ class BookieConnection:
         req = self.entries.read(ledger_id, entry_id, fence_master_key, high_priority)
         return self._submit_request(req, READ, self.read_timeout)
 
-    def add_run(self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone) -> None:
+    def add_run(self, adds: Sequence[AddFields], slots: list[int], on_done: AddDone) -> None:
         """The one way an add enters the connection (:class:`~bkctl.wire.client.channel.BookieChannel`;
         :meth:`add` is its caller): each of ``adds`` (an entry's ADD encoded once for its whole
-        write set, :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`, or made of its fields only:
-        then built the general way here), reported through ``on_done(ctx, slot, bookie_id,
-        error)`` with the ``ctxs`` and ``slots`` beside it, ``error`` None once the bookie
+        write set, :class:`~bkctl.wire.codecs.add_frames.AddFields`: a writer's entry, its own
+        encoded ADD, or an :class:`~bkctl.wire.codecs.add_frames.EncodedAdd` made of its fields
+        only, then built the general way here), reported through ``on_done(add, slot,
+        bookie_id, error)`` with the ``slots`` beside them, ``error`` None once the bookie
         acknowledged the entry, else the exception.  ``on_done`` may run before this returns (a
         refused request).  As many as the wire has room for (connected, nothing queued, under
         ``max_outstanding``; v3 with fast paths) go out as one run: their frames built, their
@@ -359,29 +368,25 @@ class BookieConnection:
         wait.  Argument errors raise ValueError."""
         room = self._room_for_adds(len(adds)) if self._runs else 0
         if room:
-            rest = None
-            if room < len(adds):
-                rest = zip(adds[room:], ctxs[room:], slots[room:])
-                adds, ctxs, slots = adds[:room], ctxs[:room], slots[:room]
-            reqs, data = self.entries.encoded_adds(adds, ctxs, slots, on_done)
+            run, run_slots = (adds, slots) if room >= len(adds) else (adds[:room], slots[:room])
+            reqs, data = self.entries.encoded_adds(run, run_slots, on_done)
             self._deadlines.start_all(reqs, WRITE, self.add_timeout, self._clock.seconds())
             self.requests.register_all(reqs)
             proto = self._proto
             assert proto is not None  # _room_for_adds said it is up
             self.writer.write(proto, data)
-            if rest is None:
+            if room >= len(adds):
                 return
-        else:
-            rest = zip(adds, ctxs, slots)
         encoded_add = self.entries.encoded_add
-        for add, ctx, slot in rest:
+        for i in range(room, len(adds)):  # by index: no zip, no slices (the general path's every copy)
             # outside a run: on a connection with room on the wire and nothing queued, the shared
             # bytes go out with this connection's v3 header (or as they are, v2) and the answer is
             # matched without being parsed; else it waits (or is refused) with its frame
+            add = adds[i]
             req, now = encoded_add(add)
             req.on_done = on_done  # req.callback_to, inline: the general path's every copy
-            req.ctx = ctx
-            req.slot = slot
+            req.ctx = add
+            req.slot = slots[i]
             if now is None:  # built the general way, its frame in req.frame
                 self._submit_request(req, WRITE, self.add_timeout, False)
                 continue

@@ -15,11 +15,10 @@ EOK answers are recognized without being parsed (``req.fast``, ``req.ok``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from bkctl.wire.codecs import answers, v2, v3, v3_fast
-from bkctl.wire.codecs.add_frames import EncodedAdd
+from bkctl.wire.codecs.add_frames import AddFields, EncodedAdd
 from bkctl.wire.codecs.framing import frame, length_prefix
 from bkctl.wire.codecs.protocol import MASTER_KEY_LENGTH, V2_CURRENT_VERSION, Flag, OpCode, OperationType
 from bkctl.wire.fastpath import Twins
@@ -70,11 +69,11 @@ class EntryRequests:
         #: path; :meth:`fast_add`), or None for a request built the general way, its frame in
         #: ``req.frame`` (:meth:`general_add`: the only way with fast paths off, bound here so
         #: that the general path's every copy is one call)
-        self.encoded_add: Callable[[EncodedAdd], tuple[Request, bytes | None]] = (
+        self.encoded_add: Callable[[AddFields], tuple[Request, bytes | None]] = (
             self.fast_add if self.fastpaths else self.general_add
         )
 
-    def general_add(self, add: EncodedAdd, txn: int | None = None) -> tuple[Request, None]:
+    def general_add(self, add: AddFields, txn: int | None = None) -> tuple[Request, None]:
         """``(req, None)``: the request of ``add`` built the general way, its frame in ``req.frame``
         (:attr:`encoded_add` of any ADD with fast paths off, of one the fast path does not send
         as encoded with them on); v3: with ``txn``, else the next txnId.  Only an EncodedAdd of its fields carries DEFERRED_SYNC (a writer's entries,
@@ -143,7 +142,7 @@ class EntryRequests:
         req.ids = (ledger_id, entry_id)
         return req, None
 
-    def fast_add(self, add: EncodedAdd) -> tuple[Request, bytes | None]:
+    def fast_add(self, add: AddFields) -> tuple[Request, bytes | None]:
         """:attr:`encoded_add` with fast paths on: the shared bytes with this connection's v3
         header, or the v2 frame as it is; :meth:`general_add` for an encoding for the other
         protocol."""
@@ -156,7 +155,7 @@ class EntryRequests:
         req.ids = (add.ledger_id, add.entry_id)
         return req, data
 
-    def _encoded_v3(self, add: EncodedAdd, txn: int) -> tuple[Request, bytes | None]:
+    def _encoded_v3(self, add: AddFields, txn: int) -> tuple[Request, bytes | None]:
         """:meth:`encoded_add` over v3 with the txnId ``txn`` (fast paths on)."""
         part = add.v3_part
         if part is None:  # encoded for v2
@@ -168,18 +167,18 @@ class EntryRequests:
         return _v3_add_request(txn, answer_head, add), data
 
     def encoded_adds(
-        self, adds: list[EncodedAdd], ctxs: list[Any], slots: list[int], on_done: AddDone
+        self, adds: Sequence[AddFields], slots: list[int], on_done: AddDone
     ) -> tuple[list[Request], bytes]:
         """:meth:`encoded_add` of each of ``adds`` for a connection with room on
-        the wire for all of them, each completing through ``on_done`` with the
-        ``ctxs`` and ``slots`` beside it: the requests, and their frames joined
+        the wire for all of them, each completing through ``on_done`` with itself as ``ctx``
+        and the ``slots`` beside it: the requests, and their frames joined
         (v3 with fast paths on: by the twin in use, ``Twins.adds.add_copies``, whose C one
         makes its copies ``AddCopy``)."""
         if self.use_v3 and self.fastpaths:
-            return self._add_copies(adds, ctxs, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)
+            return self._add_copies(adds, slots, on_done, self._ids, answers.v3_add, self._encoded_v3)
         # v2, or fast paths off: each copy is encoded_add's (a v2 ADD has no txnId; a v3 one built
         # the general way takes its own)
-        return copies_of(adds, ctxs, slots, on_done, self.encoded_add)
+        return copies_of(adds, slots, on_done, self.encoded_add)
 
     def plain_read(self, ledger_id: int, entry_id: int) -> tuple[Request, bytes | None]:
         """A plain READ for a connection with room on the wire: ``(req,
@@ -268,7 +267,7 @@ def _priority_frame(txn: int, part: bytes) -> tuple[bytes, bytes] | None:
     return b"".join((length_prefix(len(head) + len(part)), head, part)), answer_head
 
 
-def _v3_add_request(txn: int, answer_head: bytes, add: EncodedAdd) -> Request:
+def _v3_add_request(txn: int, answer_head: bytes, add: AddFields) -> Request:
     """The request of a v3 ADD copy on the fast path, whose EOK answer is its
     header field ``answer_head`` followed by the add's ``v3_tail``."""
     req = Request(None, txn, b"", answers.v3_add)

@@ -48,7 +48,7 @@ from typing import Any
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from bkctl.wire.codecs.add_frames import AddEncoder, EncodedAdd
+from bkctl.wire.codecs.add_frames import AddEncoder
 from bkctl.wire.codecs.digest import DigestType
 from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.metadata.ledger import LedgerMetadata
@@ -148,19 +148,19 @@ class LedgerHandle(ReadHandle):
         writer = self.twins.entries
         #: with fast paths on, a burst's adds are held for its end and go out as runs (:meth:`_held_in_run`)
         self._holds_runs = self.twins.enabled
-        #: an entry's ADD encoded once for its whole write set (fast paths on: the shared bytes,
-        #: :class:`~bkctl.wire.codecs.add_frames.AddEncoder`; off: its fields, which each
-        #: connection builds the general way); an entry read back (recovery) is encoded by it too
+        #: an entry that is its ADD encoded once for its whole write set (fast paths on: with the
+        #: shared bytes, :class:`~bkctl.wire.codecs.add_frames.AddEncoder`; off: of its fields,
+        #: which each connection builds the general way); an entry read back (recovery) is made by it too
         self._encoding = EncodingEntries(
             self._package,
-            AddEncoder(protocol, self.twins.codec).encode if self.twins.enabled else EncodedAdd,
+            AddEncoder(protocol, self.twins.codec).fill if self.twins.enabled else None,
             ledger_id,
             self.master_key,
             recovery,
         )
         #: the one way an add is packaged: ``(entry_id, lac, length, payload, deferred)`` -> its
-        #: PendingEntry with its ADD encoded (``encoded``); over v3 with fast paths the twin in use
-        #: (``Twins.entries.entries``: the C twin's entry is its own encoded ADD), else ``_encoding``'s
+        #: PendingEntry, its own encoded ADD; over v3 with fast paths the twin in use
+        #: (``Twins.entries.entries``), else ``_encoding``'s
         #: (its bound ``__call__``: a Python method called inline, not through the type's call slot)
         self._entries: Callable[[int, int, int, bytes, defer.Deferred[int] | None], PendingEntry] = (
             writer.entries(self._package, self.twins.codec.add_part, ledger_id, self.master_key, recovery)
@@ -453,7 +453,7 @@ class LedgerHandle(ReadHandle):
                 return
             bookie = p.bookies[slot]  # read anew: a refused copy's ensemble change may have reassigned it
             if bookie not in failed:  # else replaced by the ensemble change under way; sent then
-                self._send_copies(bookie, [p.encoded], [p], [slot])  # type: ignore[list-item]  # packaged: encoded
+                self._send_copies(bookie, [p], [slot])
 
     def _run_room(self) -> int:
         """How many entries a run may hold: each puts at most one copy on a
@@ -469,25 +469,26 @@ class LedgerHandle(ReadHandle):
         one call (``add_run``: as one run as far as its connection has room on the wire)."""
         if self._ensemble.changing:
             return  # sent once the ensemble changed (_resend)
-        copies = self._address_run(run, self._add_stripe, self._encoding.encode)  # {bookie: (adds, entries, slots)}
-        for bookie, (adds, pendings, slots) in copies.items():
+        copies = self._address_run(run, self._add_stripe)  # {bookie: (entries, slots)}
+        for bookie, (pendings, slots) in copies.items():
             if self._state == _FAILED:
                 return
             if bookie not in self._failed:  # else replaced by the ensemble change under way; sent then
-                self._send_copies(bookie, adds, pendings, slots)
+                self._send_copies(bookie, pendings, slots)
 
     def _send_slot(self, p: PendingEntry, slot: int) -> None:
         bookie = p.bookies[slot]  # type: ignore[index]  # addressed: it has its write set
         if bookie not in self._failed:  # else replaced by the ensemble change under way; sent then
-            self._send_copies(bookie, [p.encoded], [p], [slot])  # type: ignore[list-item]  # packaged: encoded
+            self._send_copies(bookie, [p], [slot])
 
-    def _send_copies(self, bookie: str, adds: list[EncodedAdd], pendings: list[PendingEntry], slots: list[int]) -> None:
-        """Copies ``slots`` of ``pendings`` to ``bookie`` through the one way an add enters its
-        connection (``add_run``), which calls the counter back: no Deferred per copy."""
-        self._acks.sent(bookie, len(adds))
+    def _send_copies(self, bookie: str, pendings: list[PendingEntry], slots: list[int]) -> None:
+        """Copies ``slots`` of ``pendings`` (each its own encoded ADD) to ``bookie`` through the
+        one way an add enters its connection (``add_run``), which calls the counter back: no
+        Deferred per copy."""
+        self._acks.sent(bookie, len(pendings))
         try:
             conn: BookieChannel = self.client.pool.get(bookie)
-            conn.add_run(adds, pendings, slots, self._acks)
+            conn.add_run(pendings, slots, self._acks)
         except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument: before any copy went out
             for p, slot in zip(pendings, slots):
                 self._acks(p, slot, bookie, exc)

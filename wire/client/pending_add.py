@@ -10,7 +10,7 @@ from typing import Generic, Protocol, TypeVar
 
 from twisted.internet import defer
 
-from bkctl.wire.codecs.add_frames import EncodedAdd
+from bkctl.wire.codecs.add_frames import AddFields, EncodedAdd
 
 __all__ = ["EncodingEntries", "Entries", "PendingAdd", "PendingEntry", "address_run"]
 
@@ -18,25 +18,38 @@ __all__ = ["EncodingEntries", "Entries", "PendingAdd", "PendingEntry", "address_
 _Encoder = TypeVar("_Encoder")
 
 
-class PendingAdd:
-    """Entry ``entry_id``'s packaged ``body`` and the ledger's ``length`` with it, and its copies.
-    The handle reads and sets the fields on its hot path; :meth:`reassign` is the rare change."""
+class PendingAdd(EncodedAdd):
+    """Entry ``entry_id`` of ledger ``ledger_id`` on its way: its packaged ``body`` and the
+    ledger's ``length`` with it, its copies, and its ADD encoded once for its whole write set --
+    the entry is its own :class:`~bkctl.wire.codecs.add_frames.EncodedAdd` (made of its fields:
+    a recovery add is high priority; a maker fills its shared bytes, :class:`Entries`,
+    :class:`EncodingEntries`), as the C twin ``_addentries.Entry`` is: one object per add.  The
+    handle reads and sets the fields on its hot path; :meth:`reassign` is the rare change."""
 
-    __slots__ = ("entry_id", "body", "length", "deferred", "bookies", "acked", "acks", "encoded")
+    __slots__ = ("length", "deferred", "bookies", "acked", "acks")
 
     def __init__(
         self,
+        ledger_id: int,
         entry_id: int,
+        master_key: bytes,
         body: bytes,
+        recovery: bool,
         length: int,
         deferred: defer.Deferred[int] | None = None,
-        encoded: EncodedAdd | None = None,
     ):
+        # EncodedAdd's fields set here, not by its __init__: one call per entry, not two
+        self.ledger_id = ledger_id
         self.entry_id = entry_id
+        self.master_key = master_key
         self.body = body
+        self.recovery = recovery
+        self.high_priority = recovery  # a recovery add: high priority
+        self.deferred_sync = False
+        self.v3_part = None
+        self.v3_tail = None
+        self.v2_frame = None
         self.length = length
-        #: its ADD, encoded once for every bookie of the write set (None: not yet)
-        self.encoded = encoded
         self.deferred = deferred  # None: nobody waits for this one
         # write set, slot i = copy i; None until sent. A tuple shared with the
         # other entries of the same stripe until an ensemble change edits it.
@@ -56,21 +69,15 @@ class PendingAdd:
         self.bookies[slot] = bookie
 
 
-class PendingEntry(Protocol):
+class PendingEntry(AddFields, Protocol):
     """What a writer, its acknowledgement counter and :func:`address_run` use of an entry on its
-    way: :class:`PendingAdd`, or the C twin's ``_addentries.Entry`` (which is also its own encoded
-    ADD); the twins' interfaces (:mod:`.add_twins`) are typed with it."""
-
-    @property
-    def entry_id(self) -> int: ...
-
-    @property
-    def body(self) -> bytes: ...
+    way: :class:`PendingAdd`, or the C twin's ``_addentries.Entry``; each is its own encoded ADD
+    (:class:`~bkctl.wire.codecs.add_frames.AddFields`: what a connection reads of one).  The
+    twins' interfaces (:mod:`.add_twins`) are typed with it."""
 
     @property
     def length(self) -> int: ...
 
-    encoded: EncodedAdd | None
     deferred: defer.Deferred[int] | None
     bookies: tuple[str, ...] | list[str] | None
     acked: int
@@ -114,9 +121,8 @@ class Entries(_Maker[Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes
     """A writer's maker of its entries on the fast path over v3, each packaged (``package``)
     and its ADD encoded at once for its whole write set (``encoder``: ``add_part``,
     ``Twins.codec.add_part`` of :mod:`bkctl.wire.fastpath`): ``entries(entry_id, lac, length,
-    payload, deferred)`` -> a :class:`PendingAdd` with its
-    :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`.  The C twin is ``_addentries.Entries``,
-    whose entry is its own encoded ADD (:attr:`bkctl.wire.fastpath.Twins.entries`)."""
+    payload, deferred)`` -> a :class:`PendingAdd`, its own encoded ADD.  The C twin is
+    ``_addentries.Entries`` (:attr:`bkctl.wire.fastpath.Twins.entries`)."""
 
     __slots__ = ()
 
@@ -125,54 +131,49 @@ class Entries(_Maker[Callable[[int, int, bytes, bytes, bool], tuple[bytes, bytes
     ) -> PendingAdd:
         ledger_id, key, recovery = self.ledger_id, self.master_key, self.recovery
         body = self.package(ledger_id, entry_id, lac, length, payload)
-        add = EncodedAdd(ledger_id, entry_id, key, body, recovery, recovery)  # a recovery add: high priority
-        add.v3_part, add.v3_tail = self.encoder(ledger_id, entry_id, key, body, recovery)
-        return PendingAdd(entry_id, body, length, deferred, add)
+        p = PendingAdd(ledger_id, entry_id, key, body, recovery, length, deferred)
+        p.v3_part, p.v3_tail = self.encoder(ledger_id, entry_id, key, body, recovery)
+        return p
 
 
-class EncodingEntries(_Maker[Callable[[int, int, bytes, bytes, bool, bool], EncodedAdd]]):
+class EncodingEntries(_Maker[Callable[[EncodedAdd], None] | None]):
     """A writer's maker of its entries where no twin makes them (fast paths off, or over v2):
-    each packaged (``package``, as :class:`Entries`) and its ADD encoded at once for its whole
-    write set by ``encoder`` (``(ledger_id, entry_id, master_key, body, recovery,
-    high_priority)`` -> :class:`~bkctl.wire.codecs.add_frames.EncodedAdd`: :meth:`AddEncoder.encode
-    <bkctl.wire.codecs.add_frames.AddEncoder.encode>`, or ``EncodedAdd`` itself for an ADD of
-    its fields only, which each connection builds the general way): the same call as
-    :class:`Entries`.  :meth:`packaged` encodes an entry packaged already (recovery's)."""
+    each packaged (``package``, as :class:`Entries`), a :class:`PendingAdd` whose shared bytes
+    ``encoder`` fills for its whole write set (:meth:`AddEncoder.fill
+    <bkctl.wire.codecs.add_frames.AddEncoder.fill>`), or None for an ADD of its fields only,
+    which each connection builds the general way (fast paths off): the same call as
+    :class:`Entries`.  :meth:`packaged` makes an entry packaged already (recovery's)."""
 
     __slots__ = ()
 
     def __call__(
         self, entry_id: int, lac: int, length: int, payload: bytes, deferred: defer.Deferred[int] | None
     ) -> PendingAdd:
-        ledger_id, recovery = self.ledger_id, self.recovery
+        ledger_id = self.ledger_id
         body = self.package(ledger_id, entry_id, lac, length, payload)
         # :meth:`packaged`, inline: the general path's every entry
-        add = self.encoder(ledger_id, entry_id, self.master_key, body, recovery, recovery)
-        return PendingAdd(entry_id, body, length, deferred, add)
+        p = PendingAdd(ledger_id, entry_id, self.master_key, body, self.recovery, length, deferred)
+        encoder = self.encoder
+        if encoder is not None:
+            encoder(p)
+        return p
 
     def packaged(self, entry_id: int, body: bytes, length: int, deferred: defer.Deferred[int] | None) -> PendingAdd:
-        """The entry whose packaged bytes are ``body``, its ADD encoded (a recovery add: high priority)."""
-        recovery = self.recovery
-        add = self.encoder(self.ledger_id, entry_id, self.master_key, body, recovery, recovery)
-        return PendingAdd(entry_id, body, length, deferred, add)
-
-    def encode(self, p: PendingEntry) -> EncodedAdd:
-        """``p``'s ADD, encoded (for :func:`address_run`: an entry is encoded when it is made)."""
-        encoded = p.encoded = self.encoder(
-            self.ledger_id, p.entry_id, self.master_key, p.body, self.recovery, self.recovery
-        )
-        return encoded
+        """The entry whose packaged bytes are ``body``, its ADD encoded."""
+        p = PendingAdd(self.ledger_id, entry_id, self.master_key, body, self.recovery, length, deferred)
+        encoder = self.encoder
+        if encoder is not None:
+            encoder(p)
+        return p
 
 
-def address_run(
-    run: list[PendingEntry], cursor: WriteSets, encode: Callable[[PendingEntry], EncodedAdd]
-) -> dict[str, tuple[list[EncodedAdd], list[PendingEntry], list[int]]]:
+def address_run(run: list[PendingEntry], cursor: WriteSets) -> dict[str, tuple[list[PendingEntry], list[int]]]:
     """A run of entries not addressed yet (the others are skipped) given their write sets (``cursor``: the writer's
-    :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet) and each its ADD
-    (``encode(p)`` for one not encoded yet), grouped by bookie: ``{bookie: (encoded adds,
-    entries, slots)}``, in run order.  The C twin is ``_addentries.address_run`` (fast paths on,
-    :attr:`bkctl.wire.fastpath.Twins.entries`; tests/unit/test_client_acks.py checks both)."""
-    copies: dict[str, tuple[list[EncodedAdd], list[PendingEntry], list[int]]] = {}
+    :class:`~.readable_ledger.StripeCursor`; no copy acknowledged yet), grouped by bookie:
+    ``{bookie: (entries, slots)}``, in run order (each entry is its own encoded ADD).  The C
+    twin is ``_addentries.address_run`` (fast paths on, :attr:`bkctl.wire.fastpath.Twins.entries`;
+    tests/unit/test_client_address_run.py checks both)."""
+    copies: dict[str, tuple[list[PendingEntry], list[int]]] = {}
     write_set = cursor.write_set
     for p in run:
         if p.bookies is not None:
@@ -180,14 +181,10 @@ def address_run(
         bookies = p.bookies = write_set(p.entry_id)
         p.acked = 0
         p.acks = 0
-        encoded = p.encoded
-        if encoded is None:
-            encoded = encode(p)
         for slot, bookie in enumerate(bookies):
             mine = copies.get(bookie)
             if mine is None:
-                mine = copies[bookie] = ([], [], [])
-            mine[0].append(encoded)
-            mine[1].append(p)
-            mine[2].append(slot)
+                mine = copies[bookie] = ([], [])
+            mine[0].append(p)
+            mine[1].append(slot)
     return copies

@@ -338,9 +338,13 @@ class FragmentCopy:
         copy.unanswered = len(copy.targets)
         encode = self.adds.encode if self.adds is not None else EncodedAdd  # EncodedAdd: its fields only
         encoded = [encode(self.ledger_id, copy.entry_id, self.key, body, True, True)]
+
+        def done(_add: object, slot: int, bookie: str, error: BaseException | None) -> None:
+            self._add_done(copy, slot, bookie, error)  # add_run reports the add: this is its copy's
+
         for slot, bookie in enumerate(copy.targets):
             try:
-                self.pool.get(bookie).add_run(encoded, [copy], [slot], self._add_done)
+                self.pool.get(bookie).add_run(encoded, [slot], done)
             except Exception as exc:  # noqa: BLE001 - a closed pool
                 self._add_done(copy, slot, bookie, exc)
             if self._finished:

@@ -12,7 +12,7 @@ DEFERRED_SYNC adds are not covered (they go through the request builders).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .answers import v2_add_frame
 from .protocol import Flag
@@ -20,10 +20,43 @@ from .protocol import Flag
 if TYPE_CHECKING:
     from .codec_twins import CodecTwins
 
-__all__ = ["AddEncoder", "EncodedAdd"]
+__all__ = ["AddEncoder", "AddFields", "EncodedAdd"]
 
 _FLAG_RECOVERY_ADD = int(Flag.RECOVERY_ADD)
 _FLAG_HIGH_PRIORITY = int(Flag.HIGH_PRIORITY)
+
+
+class AddFields(Protocol):
+    """What a connection reads of an ADD encoded once for its write set: an :class:`EncodedAdd`,
+    or a writer's entry that is its own (``bkctl.wire.client.pending_add.PendingAdd``, and its C
+    twin ``_addentries.Entry``: one object per add, not two)."""
+
+    @property
+    def ledger_id(self) -> int: ...
+
+    @property
+    def entry_id(self) -> int: ...
+
+    @property
+    def master_key(self) -> bytes: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    @property
+    def recovery(self) -> bool: ...
+
+    @property
+    def high_priority(self) -> bool: ...
+
+    @property
+    def v3_part(self) -> bytes | None: ...
+
+    @property
+    def v3_tail(self) -> bytes | None: ...
+
+    @property
+    def v2_frame(self) -> bytes | None: ...
 
 
 class EncodedAdd:
@@ -94,9 +127,16 @@ class AddEncoder:
     ) -> EncodedAdd:
         """``body`` is the digest-packaged entry (bytes); ``master_key`` 20 bytes."""
         add = EncodedAdd(ledger_id, entry_id, master_key, body, recovery, high_priority)
-        if self.use_v3:
-            add.v3_part, add.v3_tail = self._add_part(ledger_id, entry_id, master_key, body, recovery)
-        else:
-            flags = (_FLAG_RECOVERY_ADD if recovery else 0) | (_FLAG_HIGH_PRIORITY if high_priority else 0)
-            add.v2_frame = v2_add_frame(flags, master_key, body)
+        self.fill(add)
         return add
+
+    def fill(self, add: EncodedAdd) -> None:
+        """Encode ``add``, made of its fields, in place: its shared bytes for this writer's
+        protocol (a writer's entry that is its own encoded ADD is filled so)."""
+        if self.use_v3:
+            add.v3_part, add.v3_tail = self._add_part(
+                add.ledger_id, add.entry_id, add.master_key, add.body, add.recovery
+            )
+        else:
+            flags = (_FLAG_RECOVERY_ADD if add.recovery else 0) | (_FLAG_HIGH_PRIORITY if add.high_priority else 0)
+            add.v2_frame = v2_add_frame(flags, add.master_key, add.body)
