@@ -63,9 +63,11 @@ class Acks:
     has its quorum at ``ack_quorum`` copies acknowledged; a bookie is behind once ``max_inflight``
     of its writes are unanswered, and caught up again at ``resume_at`` or fewer.  ``held``: the
     sink put its completions off to the end of the burst under way (the writer clears it when it
-    does them); :attr:`behind`: the bookies behind (read it; the counter changes it)."""
+    does them); ``behind``: the bookies ``max_inflight`` writes behind, the writer holding its
+    adds while there is one (read it, a plain attribute: the writer reads it on every add; the
+    counter changes it)."""
 
-    __slots__ = ("sink", "ack_quorum", "max_inflight", "resume_at", "held", "_unanswered", "_behind")
+    __slots__ = ("sink", "ack_quorum", "max_inflight", "resume_at", "held", "behind", "_unanswered")
 
     def __init__(self, sink: AckSink, ack_quorum: int, max_inflight: int, resume_at: int) -> None:
         self.sink = sink
@@ -74,19 +76,14 @@ class Acks:
         self.resume_at = resume_at
         self.held = False
         self._unanswered: dict[str, int] = {}
-        self._behind: set[str] = set()
-
-    @property
-    def behind(self) -> set[str]:
-        """The bookies ``max_inflight`` writes behind (the writer holds its adds while there is one)."""
-        return self._behind
+        self.behind: set[str] = set()
 
     def sent(self, bookie: str, n: int) -> None:
         """``n`` more writes to ``bookie`` unanswered: it is behind at ``max_inflight``."""
         unanswered = self._unanswered.get(bookie, 0) + n
         self._unanswered[bookie] = unanswered
         if unanswered >= self.max_inflight:
-            self._behind.add(bookie)
+            self.behind.add(bookie)
 
     def backlog(self, bookie: str) -> int:
         """``bookie``'s writes sent and not answered yet."""
@@ -94,14 +91,14 @@ class Acks:
 
     def forget(self, bookie: str) -> None:
         """``bookie`` is being replaced: nothing waits for it to catch up."""
-        self._behind.discard(bookie)
+        self.behind.discard(bookie)
 
     def __call__(self, p: PendingEntry, slot: int, bookie: str, error: BaseException | None) -> None:
         """``bookie`` answered copy ``slot`` of entry ``p`` (``error`` None: acknowledged)."""
         unanswered = self._unanswered
         n = unanswered.get(bookie, 1) - 1
         unanswered[bookie] = n
-        behind = self._behind
+        behind = self.behind
         if behind and bookie in behind and n <= self.resume_at:
             behind.discard(bookie)
             if not behind:

@@ -379,17 +379,17 @@ class BookieConnection:
                 return
         encoded_add = self.entries.encoded_add
         for i in range(room, len(adds)):  # by index: no zip, no slices (the general path's every copy)
-            # outside a run: on a connection with room on the wire and nothing queued, the shared
-            # bytes go out with this connection's v3 header (or as they are, v2) and the answer is
-            # matched without being parsed; else it waits (or is refused) with its frame
+            # outside a run: on a connection with room on the wire and nothing queued, the copy goes
+            # out at once (the shared bytes with this connection's v3 header, whose answer is matched
+            # without being parsed, the v2 frame as it is, or the frame built the general way: as
+            # _submit_request would send it, two calls fewer); else it waits (or is refused) with it
             add = adds[i]
             req, now = encoded_add(add)
             req.on_done = on_done  # req.callback_to, inline: the general path's every copy
             req.ctx = add
             req.slot = slots[i]
-            if now is None:  # built the general way, its frame in req.frame
-                self._submit_request(req, WRITE, self.add_timeout, False)
-                continue
+            if now is None:  # built the general way: its frame, which goes out as any other
+                now, req.frame = req.frame, b""
             proto = self._proto
             if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
                 req.frame = now  # it waits (or is refused) with the frame it was encoded with

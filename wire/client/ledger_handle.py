@@ -448,12 +448,19 @@ class LedgerHandle(ReadHandle):
         p.acked = 0
         p.acks = 0
         failed = self._failed
+        acks = self._acks
+        pool = self.client.pool
         for slot in range(len(bookies)):
             if self._state == _FAILED:
                 return
             bookie = p.bookies[slot]  # read anew: a refused copy's ensemble change may have reassigned it
             if bookie not in failed:  # else replaced by the ensemble change under way; sent then
-                self._send_copies(bookie, [p], [slot])
+                # :meth:`_send_copies` of the one copy, inline: the general path's every copy
+                acks.sent(bookie, 1)
+                try:
+                    pool.get(bookie).add_run([p], [slot], acks)
+                except Exception as exc:  # noqa: BLE001 - a closed pool or a bad argument: it did not go out
+                    acks(p, slot, bookie, exc)
 
     def _run_room(self) -> int:
         """How many entries a run may hold: each puts at most one copy on a
