@@ -65,17 +65,20 @@ class _Events:
         self.reasons: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def event(self, kind: str, doc: dict[str, Any]) -> None:
+    def event(self, kind: str, doc: Any) -> None:
+        """One event line: ``doc``'s keys (a dict, or an operation's result) beside ``event``."""
+        from ..ops.results import fields_of
+
         with self._lock:
-            self.app.emit_json({"event": kind, **doc})
+            self.app.emit_json({"event": kind, **(doc if isinstance(doc, dict) else fields_of(doc))})
 
     def plan(self, plan) -> None:
-        from ..ops.rebalance import move_json, plan_json
+        from ..ops.rebalance import plan_summary, planned_move
 
         if self.app.json:
-            self.event("plan", {**plan_json(plan), "dry_run": self.dry_run})
+            self.event("plan", plan_summary(plan, self.dry_run))
             for move in plan.moves:
-                self.event("planned", move_json(move))
+                self.event("planned", planned_move(move))
             return
         _show_plan(self.app, plan, self.dry_run)
 

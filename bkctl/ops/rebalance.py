@@ -20,6 +20,8 @@ from .errors import BadInput, Conflict, NotFound, OpFailed
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.rebalance.plan import LedgerMove, MoveReason, Plan, Resumed
+    from bkctl.wire.rebalance.survey import UnmovableKind
 
 
 class MoveListener(Protocol):
@@ -78,37 +80,92 @@ def writable_bookies(store: MetadataStore) -> list[str]:
     return writable(store)
 
 
-def plan_json(plan) -> dict[str, Any]:
-    """The plan as ``--json`` prints it (its moves are events of their own)."""
+@dataclass(frozen=True, slots=True)
+class BookieBytes:
+    """A bookie's live bytes before the plan and after it."""
+
+    bookie: str
+    before: int
+    after: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnmovableReplica:
+    """A replica the plan leaves where it is (``bookie`` None: the ledger's metadata does not decode)."""
+
+    ledger_id: int
+    bookie: str | None
+    kind: UnmovableKind
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    """A plan as ``--json`` announces it (its moves are events of their own): how many moves and
+    bytes, each bookie's bytes before and after, those outside the tolerance after, what cannot move."""
+
+    moves: int
+    bytes: int
+    ledgers_walked: int
+    mean: int
+    tolerance: float | None
+    bookies: list[BookieBytes]
+    outside_after: list[str]
+    unmovable: list[UnmovableReplica]
+    notes: list[str]
+    resumed: Resumed | None
+    dry_run: bool
+
+
+def plan_summary(plan: Plan, dry_run: bool) -> PlanSummary:
+    """The plan as ``--json`` announces it."""
     bookies = sorted(set(plan.before) | set(plan.after))
-    return {
-        "moves": len(plan.moves),
-        "bytes": plan.nbytes,
-        "ledgers_walked": plan.ledgers_walked,
-        "mean": round(plan.mean),
-        "tolerance": plan.tolerance,
-        "bookies": [{"bookie": b, "before": plan.before.get(b, 0), "after": plan.after.get(b, 0)} for b in bookies],
-        "outside_after": plan.outside(),
-        "unmovable": [
-            {"ledger_id": u.ledger_id, "bookie": u.bookie or None, "kind": u.kind.value, "reason": u.reason}
-            for u in plan.unmovable
-        ],
-        "notes": plan.notes,
-        "resumed": None
-        if plan.resumed is None
-        else {"planned_at": plan.resumed.planned_at, "moves_planned": plan.resumed.moves_planned},
-    }
+    return PlanSummary(
+        moves=len(plan.moves),
+        bytes=plan.nbytes,
+        ledgers_walked=plan.ledgers_walked,
+        mean=round(plan.mean),
+        tolerance=plan.tolerance,
+        bookies=[BookieBytes(b, plan.before.get(b, 0), plan.after.get(b, 0)) for b in bookies],
+        outside_after=plan.outside(),
+        unmovable=[UnmovableReplica(u.ledger_id, u.bookie or None, u.kind, u.reason) for u in plan.unmovable],
+        notes=plan.notes,
+        resumed=plan.resumed,
+        dry_run=dry_run,
+    )
 
 
-def move_json(move) -> dict[str, Any]:
-    return {
-        "ledger_id": move.ledger_id,
-        "moves": [{"source": s, "target": t} for s, t in move.pairs],
-        "segments": [s.first_entry_id for s in move.segments],
-        "bytes": move.nbytes,
-        "entries": move.entries,
-        "why": move.reason.value,
-    }
+@dataclass(frozen=True, slots=True)
+class ReplicaMove:
+    """One replica of a ledger moving: its bookie and the one that takes it."""
+
+    source: str
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedMove:
+    """A ledger's moves as ``--json`` announces them: its replicas moving, the segments (their
+    first entries), about how many bytes and entries the targets receive, and why."""
+
+    ledger_id: int
+    moves: list[ReplicaMove]
+    segments: list[int]
+    bytes: int
+    entries: int
+    why: MoveReason
+
+
+def planned_move(move: LedgerMove) -> PlannedMove:
+    """A ledger's moves as ``--json`` announces them."""
+    return PlannedMove(
+        move.ledger_id,
+        [ReplicaMove(s, t) for s, t in move.pairs],
+        [s.first_entry_id for s in move.segments],
+        move.nbytes,
+        move.entries,
+        move.reason,
+    )
 
 
 def carry_out(bk: BlockingBookKeeper, moves, listener: MoveListener, *, throttle, run=None):

@@ -44,8 +44,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.inspect", "index"): _INSPECT,
     ("bkctl.ops.inspect", "lastmark"): _INSPECT,
     ("bkctl.ops.inspect", "check"): _INSPECT,
-    ("bkctl.ops.rebalance", "plan_json"): _TO_CONVERT,
-    ("bkctl.ops.rebalance", "move_json"): _TO_CONVERT,
     ("bkctl.ops.recovery", "summary"): _TO_CONVERT,
     ("bkctl.ops.recovery", "new_totals"): _TO_CONVERT,
     ("bkctl.ops.recovery", "count_results"): _TO_CONVERT,
