@@ -110,19 +110,19 @@ def bench(app: App, ensemble: int, write_quorum: int, ack_quorum: int, size: int
         )
 
     def human():
-        a, r, lat = doc["add"], doc["read"], doc["add"]["latency_ms"]
+        a, r, lat = doc.add, doc.read, doc.add.latency_ms
         fields(
             app,
             [
-                ("ledger", f"{doc['ledger_id']} ({ensemble}/{write_quorum}/{ack_quorum}, deleted)"),
+                ("ledger", f"{doc.ledger_id} ({ensemble}/{write_quorum}/{ack_quorum}, deleted)"),
                 ("entries", f"{entries} x {size} bytes, {inflight} in flight"),
-                ("adds", f"{a['entries_per_second']:,.0f}/s  {a['mb_per_second']:.2f} MB/s  ({a['seconds']:.2f}s)"),
+                ("adds", f"{a.entries_per_second:,.0f}/s  {a.mb_per_second:.2f} MB/s  ({a.seconds:.2f}s)"),
                 (
                     "add latency",
-                    f"mean {lat['mean']:.2f} ms  p50 {lat['p50']:.2f}  p99 {lat['p99']:.2f}  "
-                    f"p99.9 {lat['p999']:.2f}  max {lat['max']:.2f}",
+                    f"mean {lat.mean:.2f} ms  p50 {lat.p50:.2f}  p99 {lat.p99:.2f}  "
+                    f"p99.9 {lat.p999:.2f}  max {lat.max:.2f}",
                 ),
-                ("reads", f"{r['entries_per_second']:,.0f}/s  {r['mb_per_second']:.2f} MB/s  ({r['seconds']:.2f}s)"),
+                ("reads", f"{r.entries_per_second:,.0f}/s  {r.mb_per_second:.2f} MB/s  ({r.seconds:.2f}s)"),
             ],
         )
 

@@ -14,6 +14,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +24,51 @@ if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.client.ledger_handle import LedgerHandle
+
+
+@dataclass(frozen=True, slots=True)
+class AddLatency:
+    """The adds' latencies, in milliseconds."""
+
+    mean: float
+    p50: float
+    p99: float
+    p999: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """How fast a pass went: its ``seconds``, entries and MB (10^6 bytes of payload) per second."""
+
+    seconds: float
+    entries_per_second: float
+    mb_per_second: float
+
+
+@dataclass(frozen=True, slots=True)
+class AddThroughput:
+    """The adds' pass: as :class:`Throughput`, and each add's latency."""
+
+    seconds: float
+    entries_per_second: float
+    mb_per_second: float
+    latency_ms: AddLatency
+
+
+@dataclass(frozen=True, slots=True)
+class BenchResult:
+    """A ``bkctl bench`` run: the (deleted) ledger and its shape, what was written, how fast."""
+
+    ledger_id: int
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    entry_size: int
+    entries: int
+    inflight: int
+    add: AddThroughput
+    read: Throughput
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -133,13 +179,8 @@ def bench(
     inflight: int = 256,
     on_add: Callable[[int], Any] | None = None,
     on_read: Callable[[int], Any] | None = None,
-) -> dict:
-    """Run the benchmark; returns ``ledger_id``, ``ensemble_size``,
-    ``write_quorum``, ``ack_quorum``, ``entry_size``, ``entries``,
-    ``inflight``, ``add`` {``seconds``, ``entries_per_second``,
-    ``mb_per_second``, ``latency_ms`` {``mean``, ``p50``, ``p99``, ``p999``,
-    ``max``}} and ``read`` {``seconds``, ``entries_per_second``,
-    ``mb_per_second``} (MB = 10^6 bytes of payload)."""
+) -> BenchResult:
+    """Run the benchmark: the adds' throughput and latency, the reads' throughput."""
     from bkctl.wire.client.blocking import run_in_reactor
 
     payload = os.urandom(size)
@@ -170,29 +211,22 @@ def bench(
     def rate(n: int, seconds: float) -> float:
         return round(n / seconds, 1) if seconds > 0 else 0.0
 
-    return {
-        "ledger_id": lh.ledger_id,
-        "ensemble_size": ensemble,
-        "write_quorum": write_quorum,
-        "ack_quorum": ack_quorum,
-        "entry_size": size,
-        "entries": entries,
-        "inflight": inflight,
-        "add": {
-            "seconds": round(add_seconds, 6),
-            "entries_per_second": rate(entries, add_seconds),
-            "mb_per_second": round(entries * size / 1e6 / add_seconds, 3) if add_seconds > 0 else 0.0,
-            "latency_ms": {
-                "mean": round(sum(ordered) / len(ordered) * ms, 3) if ordered else 0.0,
-                "p50": round(percentile(ordered, 0.50) * ms, 3),
-                "p99": round(percentile(ordered, 0.99) * ms, 3),
-                "p999": round(percentile(ordered, 0.999) * ms, 3),
-                "max": round(ordered[-1] * ms, 3) if ordered else 0.0,
-            },
-        },
-        "read": {
-            "seconds": round(read_seconds, 6),
-            "entries_per_second": rate(read, read_seconds),
-            "mb_per_second": round(read * size / 1e6 / read_seconds, 3) if read_seconds > 0 else 0.0,
-        },
-    }
+    latency = AddLatency(
+        mean=round(sum(ordered) / len(ordered) * ms, 3) if ordered else 0.0,
+        p50=round(percentile(ordered, 0.50) * ms, 3),
+        p99=round(percentile(ordered, 0.99) * ms, 3),
+        p999=round(percentile(ordered, 0.999) * ms, 3),
+        max=round(ordered[-1] * ms, 3) if ordered else 0.0,
+    )
+    add = AddThroughput(
+        round(add_seconds, 6),
+        rate(entries, add_seconds),
+        round(entries * size / 1e6 / add_seconds, 3) if add_seconds > 0 else 0.0,
+        latency,
+    )
+    reads = Throughput(
+        round(read_seconds, 6),
+        rate(read, read_seconds),
+        round(read * size / 1e6 / read_seconds, 3) if read_seconds > 0 else 0.0,
+    )
+    return BenchResult(lh.ledger_id, ensemble, write_quorum, ack_quorum, size, entries, inflight, add, reads)

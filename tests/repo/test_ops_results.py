@@ -33,7 +33,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.autorecovery", "query_status"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
-    ("bkctl.ops.bench", "bench"): _TO_CONVERT,
     ("bkctl.ops.inspect", "entry_fields"): _INSPECT,
     ("bkctl.ops.inspect", "files"): _INSPECT,
     ("bkctl.ops.inspect", "journal"): _INSPECT,
