@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import click
@@ -18,6 +19,7 @@ from .progress import LedgerProgress
 
 if TYPE_CHECKING:
     from ..ops.decommission import Decommissioned
+    from ..ops.recovery import RecoverTotals
 
 
 def _fragment_rows(ledgers: Iterable[dict]):
@@ -67,7 +69,7 @@ class _Reasons:
             app.console.print(f"... and {len(self.counts) - self.shown} more reasons (--json has every ledger's)")
 
 
-def _show_plan_or_result(app: App, results: Iterable[dict], totals: dict, dry_run: bool, what: str) -> None:
+def _show_plan_or_result(app: App, results: Iterable[dict], totals: RecoverTotals, dry_run: bool, what: str) -> None:
     """The rows as they come (a chunk at a time past 1,000), the reasons, the totals."""
     reasons = _Reasons()
     rows = _fragment_rows(reasons.passing(results))
@@ -80,16 +82,16 @@ def _show_plan_or_result(app: App, results: Iterable[dict], totals: dict, dry_ru
     t = totals
     if dry_run:
         app.console.print(
-            f"dry run: {_plural(t['planned'], 'ledger')} to recover off {what}, nothing changed"
-            + (f"; {t['skipped']} skipped" if t["skipped"] else "")
-            + (f"; {t['failed']} cannot be planned" if t["failed"] else "")
+            f"dry run: {_plural(t.planned, 'ledger')} to recover off {what}, nothing changed"
+            + (f"; {t.skipped} skipped" if t.skipped else "")
+            + (f"; {t.failed} cannot be planned" if t.failed else "")
         )
     else:
         app.console.print(
-            f"{_plural(t['recovered'], 'ledger')} recovered off {what}, "
-            f"{_plural(t['entries_copied'], 'entry', 'entries')} copied"
-            + (f"; {t['skipped']} skipped" if t["skipped"] else "")
-            + (f"; {t['failed']} FAILED" if t["failed"] else "")
+            f"{_plural(t.recovered, 'ledger')} recovered off {what}, "
+            f"{_plural(t.entries_copied, 'entry', 'entries')} copied"
+            + (f"; {t.skipped} skipped" if t.skipped else "")
+            + (f"; {t.failed} FAILED" if t.failed else "")
         )
 
 
@@ -197,12 +199,11 @@ def recover(
     """
     from ..exitcodes import CONFLICT, FAILED, FSCK_DATA_LOST, CommandError
     from ..ops.recovery import (
+        RecoverTotals,
         check_bookie_ids,
-        count_results,
         delete_cookies,
         live_bookies,
         lost_entries_line,
-        new_totals,
         rereplicate_stream,
         summary,
     )
@@ -230,7 +231,7 @@ def recover(
         only = [ledger_id]
     reporter = LedgerProgress(app, "re-replicating")
     bookies = tuple(check_bookie_ids(bookies))
-    totals = new_totals()
+    totals = RecoverTotals()
     # one streaming document (its rows printed as their chunk is done, never all held), unless
     # the cookies' fate, which sorts before the rows, is to be known first, or the shell pretty-prints
     keep = (delete_cookie and not dry_run) or (app.json and app.interactive and app.console.is_terminal)
@@ -255,7 +256,7 @@ def recover(
 
         def results() -> Iterator[dict]:
             for chunk in chunks:
-                count_results(totals, chunk)
+                totals.add(chunk)
                 yield from chunk
 
         if keep:
@@ -273,23 +274,22 @@ def recover(
         reporter.stop()
     if keep:
         if delete_cookie and not dry_run:
-            doc["cookies"] = (
-                {} if doc["totals"]["failed"] or doc["totals"]["skipped"] else delete_cookies(app.store, doc["bookies"])
-            )
+            retired = {} if doc.totals.failed or doc.totals.skipped else delete_cookies(app.store, doc.bookies)
+            doc = replace(doc, cookies=retired)
 
         def human():
-            _show_plan_or_result(app, doc["ledgers"], doc["totals"], dry_run, what)
-            for b, outcome in doc.get("cookies", {}).items():
+            _show_plan_or_result(app, doc.ledgers, doc.totals, dry_run, what)
+            for b, outcome in (doc.cookies or {}).items():
                 app.console.print(f"cookie of {b}: {outcome}")
-            if delete_cookie and not dry_run and not doc.get("cookies"):
+            if delete_cookie and not dry_run and not doc.cookies:
                 app.console.print("cookies kept: not every ledger was recovered")
 
         emit(app, doc, human)
-        totals = doc["totals"]
-    failed = f"{_plural(totals['failed'], 'ledger')} could not be re-replicated" if totals["failed"] else ""
-    if totals["lost_entries"]:
+        totals = doc.totals
+    failed = f"{_plural(totals.failed, 'ledger')} could not be re-replicated" if totals.failed else ""
+    if totals.lost_entries:
         raise CommandError(
-            f"{lost_entries_line(totals['lost_entries'])}" + (f"; {failed}" if failed else ""), FSCK_DATA_LOST
+            f"{lost_entries_line(totals.lost_entries)}" + (f"; {failed}" if failed else ""), FSCK_DATA_LOST
         )
     if failed:
         raise CommandError(failed, FAILED)

@@ -1,8 +1,8 @@
 """Re-replicating lost bookies' data and decommissioning bookies (BookKeeper's
 ``recover`` and ``decommissionbookie``), over :mod:`bkctl.wire.client.rereplication`.
 
-``rereplicate_bookies`` copies every fragment the given bookies held and returns a
-JSON-ready summary (keys documented on :func:`summary`); the checks and words a
+``rereplicate_bookies`` copies every fragment the given bookies held and returns its
+summary (:class:`RecoverSummary`); the checks and words a
 decommission (:mod:`.decommission`, a planner over the executor of replica moves)
 shares with it live here too.
 """
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..humanize import plural as _plural
 from .errors import BadInput, NotFound
+from .results import omitted_when_none
 
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
@@ -155,54 +157,62 @@ def _chunks(items: Iterable, size: int) -> Iterator[list]:
         yield chunk
 
 
-def summary(bookies: list[str], results: list[dict], *, dry_run: bool, target: str | None, skip_open: bool) -> dict:
-    """The JSON document of ``bkctl recover``:
-
-    ``bookies``, ``target``, ``dry_run``, ``skip_open_ledgers``, ``ledgers``
-    (one per ledger: ``ledger_id``, ``state`` (before), ``status``
-    (recovered, planned, skipped, failed, clean, deleted), ``closed_first``
-    (an open ledger recovered/closed first, or that would be with
-    --dry-run), ``fragments`` (``first_entry_id``, ``last_entry_id`` (null:
-    open, end unknown), ``lost``, ``replacements`` {lost: new}, ``entries``
-    (held by the lost bookies; null if unknown), ``entries_copied``),
-    ``entries_copied``, ``lost_entries`` (entries no copy of which was good: not copied,
-    recorded lost, the rest of the ledger repaired), ``bytes`` (about how many it moves), ``error``, and for one
-    failed or skipped ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`) and
-    ``reason`` (one short line)), and ``totals`` (``ledgers``, ``recovered``,
-    ``planned``, ``skipped``, ``failed``, ``entries_copied``, ``lost_entries``).
-    """
-    return {
-        "bookies": bookies,
-        "target": target,
-        "dry_run": dry_run,
-        "skip_open_ledgers": skip_open,
-        "ledgers": results,
-        "totals": count_results(new_totals(), results),
-    }
+#: the statuses of a ledger :class:`RecoverTotals` counts (clean and deleted ones only as ledgers)
+_COUNTED = frozenset({"recovered", "planned", "skipped", "failed"})
 
 
-def new_totals() -> dict:
-    """The ``totals`` of :func:`summary`, nothing counted yet."""
-    return {
-        "ledgers": 0,
-        "recovered": 0,
-        "planned": 0,
-        "skipped": 0,
-        "failed": 0,
-        "entries_copied": 0,
-        "lost_entries": 0,
-    }
+@dataclass(slots=True)
+class RecoverTotals:
+    """The ``totals`` of ``bkctl recover``: ledgers by status, entries copied and found lost;
+    added up as the rows stream past (:meth:`add`)."""
+
+    ledgers: int = 0
+    recovered: int = 0
+    planned: int = 0
+    skipped: int = 0
+    failed: int = 0
+    entries_copied: int = 0
+    lost_entries: int = 0
+
+    def add(self, results: Iterable[dict[str, Any]]) -> RecoverTotals:
+        """Count ``results`` (rows of :func:`rereplicate_stream`) in; returns itself."""
+        for r in results:
+            self.ledgers += 1
+            status = r["status"]
+            if status in _COUNTED:
+                setattr(self, status, getattr(self, status) + 1)
+            self.entries_copied += r.get("entries_copied", 0)
+            self.lost_entries += r.get("lost_entries", 0)
+        return self
 
 
-def count_results(totals: dict, results: Iterable[dict]) -> dict:
-    """Add ``results`` to ``totals`` (:func:`new_totals`); returns it."""
-    for r in results:
-        totals["ledgers"] += 1
-        if r["status"] in totals:
-            totals[r["status"]] += 1
-        totals["entries_copied"] += r.get("entries_copied", 0)
-        totals["lost_entries"] += r.get("lost_entries", 0)
-    return totals
+@dataclass(frozen=True, slots=True)
+class RecoverSummary:
+    """The document of ``bkctl recover``: ``bookies``, ``target``, ``dry_run``, ``skip_open_ledgers``,
+    one row per ledger (:func:`rereplicate_stream`'s: ``ledger_id``, ``state`` (before), ``status``
+    (recovered, planned, skipped, failed, clean, deleted), ``closed_first`` (an open ledger
+    recovered/closed first, or that would be with --dry-run), ``fragments`` (``first_entry_id``,
+    ``last_entry_id`` (null: open, end unknown), ``lost``, ``replacements`` {lost: new}, ``entries``
+    (held by the lost bookies; null if unknown), ``entries_copied``), ``entries_copied``,
+    ``lost_entries`` (entries no copy of which was good: not copied, recorded lost, the rest of the
+    ledger repaired), ``bytes`` (about how many it moves), ``error``, and for one failed or skipped
+    ``cause`` (:data:`~bkctl.wire.client.rereplication.CAUSES`) and ``reason`` (one short line)), the
+    totals, and with ``--delete-cookie`` what became of each bookie's cookie (bookie -> outcome)."""
+
+    bookies: list[str]
+    target: str | None
+    dry_run: bool
+    skip_open_ledgers: bool
+    ledgers: list[dict[str, Any]]
+    totals: RecoverTotals
+    cookies: dict[str, str] | None = omitted_when_none()
+
+
+def summary(
+    bookies: list[str], results: list[dict[str, Any]], *, dry_run: bool, target: str | None, skip_open: bool
+) -> RecoverSummary:
+    """The document of ``bkctl recover`` for these rows."""
+    return RecoverSummary(bookies, target, dry_run, skip_open, results, RecoverTotals().add(results))
 
 
 #: ledgers handed to the reactor at a time: the metadata read for them is what a run holds
@@ -218,7 +228,7 @@ def rereplicate_bookies(
     dry_run: bool = False,
     skip_open: bool = False,
     **options: Any,
-) -> dict:
+) -> RecoverSummary:
     """:func:`rereplicate_stream`'s results in one :func:`summary` (options as there)."""
     bookies = check_bookie_ids(bookies)
     results = [

@@ -185,7 +185,7 @@ def test_a_copy_from_the_walk_updates_the_metadata_on_the_version_it_read():
 def test_the_streamed_document_is_the_one_emit_writes(capsys):
     from bkctl.app import App
     from bkctl.commands.recovery import _stream_json
-    from bkctl.ops.recovery import count_results, new_totals, summary
+    from bkctl.ops.recovery import RecoverTotals, summary
 
     rows = [
         {
@@ -225,11 +225,11 @@ def test_the_streamed_document_is_the_one_emit_writes(capsys):
     app = App()
     app.emit_json(summary([B], rows, dry_run=True, target=None, skip_open=False))
     whole = capsys.readouterr().out
-    totals = new_totals()
+    totals = RecoverTotals()
     _stream_json(
         app,
         {"bookies": [B], "dry_run": True},
         iter(rows),
-        lambda: {"skip_open_ledgers": False, "target": None, "totals": count_results(totals, rows)},
+        lambda: {"skip_open_ledgers": False, "target": None, "totals": totals.add(rows)},
     )
     assert capsys.readouterr().out == whole
