@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bkctl.wire.autorecovery.repairstate import Snapshot
     from bkctl.wire.metadata.store import MetadataStore
 
 
@@ -74,7 +75,7 @@ def force_audit(store: MetadataStore, checks: Iterable[str], now_ms: int) -> Aud
     return AuditForced(checks, ctime, previous, store.auditor.current())
 
 
-def _row(snap, ledger_id: int) -> dict:
+def _row(snap: Snapshot, ledger_id: int) -> dict:
     from bkctl.wire.autorecovery.repairstate import ledger_state, state_text
 
     row = ledger_state(snap, ledger_id)
@@ -101,7 +102,9 @@ def query_status(store: MetadataStore, now_ms: int | None = None) -> list[dict]:
     return [_row(snap, ledger_id) for ledger_id in sorted(snap.locks)]
 
 
-def underreplicated(store: MetadataStore, include=(), exclude=(), now_ms: int | None = None) -> list[dict]:
+def underreplicated(
+    store: MetadataStore, include: Iterable[str] = (), exclude: Iterable[str] = (), now_ms: int | None = None
+) -> list[dict]:
     """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
     missing a replica on any of these bookies, ``exclude`` drops those missing
     one on any of these; each with its state as :func:`query_status` gives it."""

@@ -16,19 +16,23 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from bkctl.wire.autorecovery.config import AutoRecoveryConfig
 
 if TYPE_CHECKING:
+    from twisted.python.failure import Failure
+
     from bkctl.wire.fastpath import Twins
+    from bkctl.wire.tls import TLSFiles
 
 log = logging.getLogger("bkctl.autorecovery")
 
 
 @contextmanager
-def daemon_logging():
+def daemon_logging() -> Iterator[None]:
     """The daemon's log on stderr at INFO (vote, role, each repair), with times,
     while it runs; the root logger as it was afterwards (the shell's next
     commands stay quiet unless -v)."""
@@ -62,7 +66,7 @@ def run_daemon(
     protocol: str = "v3",
     zk_timeout: float = 10.0,
     shutdown_timeout: float = 5.0,
-    tls=None,
+    tls: TLSFiles | None = None,
     exit_when_stuck: bool = True,
     twins: Twins,
     metrics_port: int | None = None,
@@ -124,10 +128,10 @@ def run_daemon(
         starting = state["starting"] = daemon.startService()
         starting.addCallbacks(started, failed)
 
-    def started(_) -> None:
+    def started(_: object) -> None:
         notifier.ready(f"autorecovery for {uri} as {bookie_id}")
 
-    def failed(failure) -> None:
+    def failed(failure: Failure) -> None:
         if state["stopping"] and failure.check(defer.CancelledError):
             return  # stopped while starting
         outcome["why"] = failure.getErrorMessage() or failure.type.__name__
@@ -176,7 +180,7 @@ def run_daemon(
     return outcome["code"], outcome["why"]
 
 
-def _on_sigterm(callback):
+def _on_sigterm(callback: Callable[[], object]) -> Callable[[], object]:
     """SIGTERM calls ``callback`` until the returned function puts the previous handler back."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None

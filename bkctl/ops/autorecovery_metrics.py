@@ -77,7 +77,7 @@ class _MetricsPage(resource.Resource):
         super().__init__()
         self.registry = registry
 
-    def render_GET(self, request) -> bytes:  # noqa: N802 - Twisted's name
+    def render_GET(self, request: server.Request) -> bytes:  # noqa: N802 - Twisted's name
         if request.path.rstrip(b"/") != b"/metrics":
             request.setResponseCode(404)
             request.setHeader(b"Content-Type", b"text/plain; charset=utf-8")

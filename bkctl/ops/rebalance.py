@@ -7,8 +7,8 @@ the moves' from the reactor thread.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,9 +19,11 @@ from .errors import BadInput, Conflict, NotFound, OpFailed
 
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
-    from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.client.placement import RandomPlacement
+    from bkctl.wire.metadata.store import MetadataStore, WalkProgress
+    from bkctl.wire.rebalance.executor import Run, RunRecord, Throttle
     from bkctl.wire.rebalance.plan import LedgerMove, MoveReason, Plan, Resumed
-    from bkctl.wire.rebalance.survey import UnmovableKind
+    from bkctl.wire.rebalance.survey import ClusterSurvey, UnmovableKind
 
 
 class MoveListener(Protocol):
@@ -59,7 +61,17 @@ class Unheard:
         pass
 
 
-def read_cluster(store: MetadataStore, *, keep=None, placement=None, progress=None):
+#: what shows a walk's progress while it runs (:meth:`bkctl.app.App.walk_progress`)
+Progress = Callable[[], AbstractContextManager["WalkProgress"]]
+
+
+def read_cluster(
+    store: MetadataStore,
+    *,
+    keep: Iterable[str] | None = None,
+    placement: RandomPlacement | None = None,
+    progress: Progress | None = None,
+) -> ClusterSurvey:
     """One walk of every ledger's metadata into a :class:`~bkctl.wire.rebalance.survey.ClusterSurvey`
     (``placement``: also note the ledgers whose segments break it; ``progress``: a context
     manager factory hearing the walk, :meth:`bkctl.app.App.walk_progress`)."""
@@ -168,7 +180,14 @@ def planned_move(move: LedgerMove) -> PlannedMove:
     )
 
 
-def carry_out(bk: BlockingBookKeeper, moves, listener: MoveListener, *, throttle, run=None):
+def carry_out(
+    bk: BlockingBookKeeper,
+    moves: list[LedgerMove],
+    listener: MoveListener,
+    *,
+    throttle: Throttle,
+    run: Run | None = None,
+) -> MoveTally:
     """Every move at ``throttle`` (:class:`~bkctl.wire.rebalance.executor.Throttle`), no new one
     once ``run`` is cancelled; ``listener`` hears the bytes copied and each result."""
     from bkctl.wire.rebalance.executor import carry_out as execute
@@ -176,7 +195,7 @@ def carry_out(bk: BlockingBookKeeper, moves, listener: MoveListener, *, throttle
     return execute(bk.client, moves, throttle, on_result=listener.result, on_bytes=listener.copied, run=run)
 
 
-def running_line(record) -> str:
+def running_line(record: RunRecord | None) -> str:
     """``a drain of B (pid 123 on host, since 2026-11-28 06:00:00 UTC, at most 10.0 MiB/s, 16 moves
     at once, 8 into one bookie)``: the running run, for a refusal and for ``--cancel``."""
     from ..humanize import human_size
@@ -193,7 +212,9 @@ def running_line(record) -> str:
     )
 
 
-def begin_run(store: MetadataStore, kind: str, throttle, bookie: str | None = None, *, poll: float = 1.0):
+def begin_run(
+    store: MetadataStore, kind: str, throttle: Throttle, bookie: str | None = None, *, poll: float = 1.0
+) -> Run:
     """Record this run as the cluster's one running rebalance or drain; exit 4 naming the one
     that runs already."""
     from bkctl.wire.errors import RunInProgress
@@ -203,13 +224,14 @@ def begin_run(store: MetadataStore, kind: str, throttle, bookie: str | None = No
         mine = RunRecord.mine(kind, throttle, bookie, session_timeout=getattr(store, "session_timeout", None))
         return begin(store, mine, poll=poll)
     except RunInProgress as e:
+        record = e.record if isinstance(e.record, RunRecord) else None  # wire's errors name no executor type
         raise Conflict(
-            f"{running_line(e.record)} is running: one rebalance, drain or decommission at a time per cluster; "
-            "wait for it to end, or stop it with bkctl rebalance --cancel" + _left_by_a_kill(e.record),
+            f"{running_line(record)} is running: one rebalance, drain or decommission at a time per cluster; "
+            "wait for it to end, or stop it with bkctl rebalance --cancel" + _left_by_a_kill(record),
         ) from None
 
 
-def _left_by_a_kill(record) -> str:
+def _left_by_a_kill(record: RunRecord | None) -> str:
     """For a run on another host: if its process was killed, its record stays until its
     ZooKeeper session expires -- and in how long at most."""
     if record is None or not record.elsewhere():
@@ -225,7 +247,13 @@ def _left_by_a_kill(record) -> str:
     )
 
 
-def cancel(store: MetadataStore, *, wait: float = 60.0, clock=time.monotonic, sleep=time.sleep) -> str:
+def cancel(
+    store: MetadataStore,
+    *,
+    wait: float = 60.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> str:
     """Ask the running rebalance or drain to stop and wait (up to ``wait`` s) for it to end; the
     line to print.  Exit 3 when none runs, 1 when it did not end in time."""
     import os
@@ -250,19 +278,19 @@ def rebalance(
     bk: BlockingBookKeeper,
     store: MetadataStore,
     *,
-    placement,
+    placement: RandomPlacement,
     tolerance: float = 0.1,
     fix_placement: bool = False,
     max_moves: int | None = None,
     dry_run: bool = False,
-    throttle=None,
+    throttle: Throttle | None = None,
     confirm: Callable[[Any], Any] | None = None,
     listener: MoveListener | None = None,
-    progress=None,
+    progress: Progress | None = None,
     replan: bool = False,
     wall_clock: Callable[[], float] = time.time,
     poll: float = 1.0,
-):
+) -> tuple[Plan, MoveTally]:
     """Plan (one walk) and, unless ``dry_run``, carry out: ``(plan, tally)``.
 
     A run records itself as the cluster's one running rebalance or drain (exit 4 while another
@@ -307,7 +335,7 @@ def rebalance(
         return plan, tally
 
 
-def kept_plan(store: MetadataStore, *, tolerance: float, max_moves: int | None):
+def kept_plan(store: MetadataStore, *, tolerance: float, max_moves: int | None) -> Plan | None:
     """The rest of the kept plan of a rebalance that did not end
     (:func:`bkctl.wire.rebalance.executor.kept_plan`); exit 4 for one that does not read."""
     from bkctl.wire.errors import SavedPlanError
@@ -396,16 +424,16 @@ def drain(
     store: MetadataStore,
     bookie: str,
     *,
-    placement,
+    placement: RandomPlacement,
     dry_run: bool = False,
     wait: float = 600.0,
     poll: float = 5.0,
-    throttle=None,
+    throttle: Throttle | None = None,
     http: str | None = None,
     decommission: bool = False,
     confirm: Callable[[str], Any] | None = None,
     listener: MoveListener | None = None,
-    progress=None,
+    progress: Progress | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Any] = time.sleep,
     run_poll: float = 1.0,
@@ -571,7 +599,14 @@ def _drain_passes(d: _DrainPasses) -> Any:
     return first_plan
 
 
-def _decommission_when_stopped(store: MetadataStore, bookie: str, deadline: float, clock, sleep, note) -> bool:
+def _decommission_when_stopped(
+    store: MetadataStore,
+    bookie: str,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], object],
+    note: Callable[[str], object],
+) -> bool:
     """Once the drained bookie is stopped (waited for until ``deadline``), delete its cookie by
     the one rule a decommission follows (:func:`~.decommission.retire_cookie`)."""
     from .recovery import retire_cookie

@@ -19,9 +19,11 @@ from .errors import BadInput, NotFound
 from .results import omitted_when_none
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.client.bookkeeper import BookKeeperClient
-    from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.metadata.store import MetadataStore, WalkProgress
 
 
 def check_bookie_ids(bookies: Iterable[str]) -> list[str]:
@@ -102,7 +104,7 @@ class Survey(NamedTuple):
     named: frozenset[str]
 
 
-def survey(store: MetadataStore, bookies: Iterable[str], progress=None) -> Survey:
+def survey(store: MetadataStore, bookies: Iterable[str], progress: WalkProgress | None = None) -> Survey:
     """One streaming walk over every ledger, decoding only those whose stored metadata
     names one of ``bookies`` (``progress``: a walk's progress, :meth:`App.walk_progress`);
     only the ids are kept."""
@@ -126,7 +128,9 @@ def survey(store: MetadataStore, bookies: Iterable[str], progress=None) -> Surve
     return Survey(found, total, frozenset(named))
 
 
-def surveyed(store: MetadataStore, bookies: list[str], progress: Callable[[], Any] | None) -> Survey:
+def surveyed(
+    store: MetadataStore, bookies: list[str], progress: Callable[[], AbstractContextManager[WalkProgress]] | None
+) -> Survey:
     """:func:`survey` with the walk's progress shown (``progress()``: a context
     manager, :meth:`bkctl.app.App.walk_progress`) until the walk ends."""
     if progress is None:
@@ -135,7 +139,7 @@ def surveyed(store: MetadataStore, bookies: list[str], progress: Callable[[], An
         return survey(store, bookies, shown)
 
 
-def ledgers_on(store: MetadataStore, bookies: Iterable[str], progress=None) -> list[int]:
+def ledgers_on(store: MetadataStore, bookies: Iterable[str], progress: WalkProgress | None = None) -> list[int]:
     """Ids of the ledgers whose metadata names one of ``bookies`` in any segment
     (:func:`survey`; one whose metadata does not decode is among them)."""
     return survey(store, bookies, progress).ledger_ids
@@ -258,7 +262,7 @@ def rereplicate_stream(
     ledger_ids: list[int] | None = None,
     expected_bytes: int | None = None,
     rate: float = 0,
-    progress=None,
+    progress: Callable[[], AbstractContextManager[WalkProgress]] | None = None,
 ) -> Iterator[list[dict]]:
     """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 

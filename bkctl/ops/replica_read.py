@@ -13,6 +13,8 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from twisted.python.failure import Failure
+
     from bkctl.wire.client.bookkeeper import BookKeeperClient
 
 
@@ -91,13 +93,13 @@ async def read_replica(
     wanted = [e for e in range(first, last + 1) if bookie in md.write_set(e)]
     rows: dict[int, ReplicaEntry] = {}
 
-    def ok(data, entry_id):
+    def ok(data: bytes, entry_id: int) -> None:
         try:
             rows[entry_id] = ReplicaEntry(entry_id, ReplicaStatus.OK, digest.verify(data, entry_id).payload, None)
         except Exception as e:  # noqa: BLE001 - a bad replica is the finding
             rows[entry_id] = ReplicaEntry(entry_id, ReplicaStatus.CORRUPT, None, str(e))
 
-    def bad(f, entry_id):
+    def bad(f: Failure, entry_id: int) -> None:
         status = ReplicaStatus.MISSING if f.check(NotFound) else ReplicaStatus.ERROR
         rows[entry_id] = ReplicaEntry(entry_id, status, None, f.getErrorMessage())
 
