@@ -17,14 +17,20 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from twisted.internet.defer import Deferred
+
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.domain.ownership import Owners
-    from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.fsck.bookie_only import BookieLists
+    from bkctl.wire.fsck.check import BookieRequests, CheckOptions
+    from bkctl.wire.fsck.findings import Finding
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from bkctl.wire.metadata.store import MetadataStore, WalkProgress
 
 __all__ = ["FsckRun", "FsckTotals", "LIST_LEDGERS", "OwnerNames"]
 
@@ -49,7 +55,7 @@ class FsckTotals:
     #: not checked there); empty when the run is not over every ledger
     not_checked: dict[str, str] = field(default_factory=dict)
 
-    def add(self, finding) -> None:
+    def add(self, finding: Finding) -> None:
         self.findings += 1
         self.by_kind[finding.kind.value] = self.by_kind.get(finding.kind.value, 0) + 1
         self.worst = max(self.worst, int(finding.severity))
@@ -83,8 +89,8 @@ class FsckRun:
         compare_all: bool = False,
         ledgers_in_flight: int = 32,
         requests_in_flight: int = 128,
-        progress=None,
-    ):
+        progress: WalkProgress | None = None,
+    ) -> None:
         self.bk = bk
         self.store = bk.client.store
         self.ledger_ids = ledger_ids
@@ -124,7 +130,7 @@ class FsckRun:
             self.progress.update(total=len(merged))
         return ledgers.read_many(merged, naming=naming)
 
-    def _bookie_lists(self, registered: frozenset[str]):
+    def _bookie_lists(self, registered: frozenset[str]) -> BookieLists | None:
         """The ledgers each registered bookie holds (a run over every ledger only: None else);
         the bookies that cannot say go to :attr:`FsckTotals.not_checked`."""
         from bkctl.wire.fsck.bookie_only import BookieLists
@@ -148,7 +154,7 @@ class FsckRun:
                 held[bookie] = ids
         return BookieLists(held)
 
-    def _read_again(self, ledger_id: int):
+    def _read_again(self, ledger_id: int) -> tuple[LedgerMetadata, int] | None:
         """The ledger's metadata and version as they are now; None once it is deleted."""
         from bkctl.wire.metadata.errors import NoSuchLedger
 
@@ -189,7 +195,7 @@ class FsckRun:
         lists = self._bookie_lists(registered)
         held_only = crochet.run_in_reactor(_bookie_only_one)
 
-        def bookie_only(passed) -> Iterator[Finding]:
+        def bookie_only(passed: Iterable[tuple[int, list[str]]]) -> Iterator[Finding]:
             """Check the ledgers bookies hold that the walk passed without meeting."""
             for ledger_id, holders in passed:
                 self.totals.metadata_reads += 1
@@ -201,14 +207,14 @@ class FsckRun:
 
         owners = OwnerNames(self.store)
 
-        def check_again(ledger_id: int):
-            def checked(md_now, version: int):
+        def check_again(ledger_id: int) -> Callable[[LedgerMetadata, int], Finding | None]:
+            def checked(md_now: LedgerMetadata, version: int) -> Finding | None:
                 pending: Any = check(requests, ledger_id, md_now, version, options)
                 return pending.wait(None)  # as long as it takes: each request has its own timeout
 
             return checked
 
-        def settle(item) -> Iterator[Finding]:
+        def settle(item: tuple[int, Any, LedgerMetadata | None]) -> Iterator[Finding]:
             ledger_id, pending, md = item
             if isinstance(pending, _Slot) and not pending.batch.sent:
                 batches.send()  # the oldest check waits in the batch being filled: hand it over now
@@ -300,7 +306,7 @@ class OwnerNames:
         self.store = store
         self._owners: Owners | None = None
 
-    def name(self, ledger_id: int, md) -> str | None:
+    def name(self, ledger_id: int, md: LedgerMetadata) -> str | None:
         from bkctl.wire.domain.ownership import Owners
 
         try:
@@ -381,7 +387,9 @@ class _Batches:
             self.filling = _Batch()
 
 
-def _check_many(requests, items, options):
+def _check_many(
+    requests: BookieRequests, items: list[tuple[int, LedgerMetadata, int]], options: CheckOptions
+) -> Deferred[list[tuple[bool, Any]]]:
     from twisted.internet import defer
 
     from bkctl.wire.fsck.check import check_ledger
@@ -392,7 +400,9 @@ def _check_many(requests, items, options):
     )
 
 
-def _check_one(requests, ledger_id: int, md, version: int, options):
+def _check_one(
+    requests: BookieRequests, ledger_id: int, md: LedgerMetadata, version: int, options: CheckOptions
+) -> Deferred[Finding | None]:
     from twisted.internet import defer
 
     from bkctl.wire.fsck.check import check_ledger
@@ -400,7 +410,7 @@ def _check_one(requests, ledger_id: int, md, version: int, options):
     return defer.ensureDeferred(check_ledger(requests, ledger_id, md, version, options))
 
 
-def _bookie_only_one(requests, ledger_id: int, holders: list[str]):
+def _bookie_only_one(requests: BookieRequests, ledger_id: int, holders: list[str]) -> Deferred[Finding]:
     from twisted.internet import defer
 
     from bkctl.wire.fsck.bookie_only import check_bookie_only

@@ -4,7 +4,7 @@ close, fence, recover, tail (through the client)."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,9 @@ from .results import not_in_json, omitted_unless, omitted_when_none
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper, BlockingLedger
     from bkctl.wire.client.ledger_admin import Fenced
-    from bkctl.wire.metadata.store import MetadataStore
+    from bkctl.wire.client.ledger_handle import LedgerHandle
+    from bkctl.wire.client.placement import RandomPlacement
+    from bkctl.wire.metadata.store import MetadataStore, WalkProgress
 
 #: enum names looked up once (an enum's ``.name`` is a descriptor call, and a listing
 #: describes a million ledgers)
@@ -113,13 +115,13 @@ def list_ledgers(
     store: MetadataStore,
     state: str | None = None,
     bookie: str | None = None,
-    match=None,
+    match: Callable[[LedgerMetadata], bool] | None = None,
     details: bool = False,
-    placement=None,
+    placement: RandomPlacement | None = None,
     *,
     lacs: Callable[[], Any] | None = None,
     protocol: str = "v3",
-    progress=None,
+    progress: WalkProgress | None = None,
 ) -> Iterator[LedgerRow]:
     """Stream ledgers in id order; with a filter (or ``details``) each
     ledger's metadata is read and described (one walk, :meth:`LedgerManager.walk`,
@@ -261,7 +263,9 @@ def _with_lac(doc: LedgerInfo, lac: int | Exception, protocol: str) -> LedgerInf
     return replace(doc, last_add_confirmed=lac, lac_read=True, lac_note=note)
 
 
-def parse_ledger_ids(words, stdin=None) -> tuple[list[int], list[tuple[int, int]]]:
+def parse_ledger_ids(
+    words: Iterable[str], stdin: Iterable[str] | None = None
+) -> tuple[list[int], list[tuple[int, int]]]:
     """``ledger delete``'s arguments: ids, inclusive ranges ``A-B`` and ``-``
     (read ``stdin``: a ledger id, a range or a JSON object with ``ledger_id``
     -- a line of ``pulsar orphans --json`` -- per line).  Returns the ids and
@@ -409,7 +413,7 @@ DIGESTS = ("crc32", "crc32c", "mac", "dummy")
 FORMATS = ("text", "hex", "raw")
 
 
-def parse_custom_metadata(pairs) -> dict[str, bytes]:
+def parse_custom_metadata(pairs: Iterable[str] | None) -> dict[str, bytes]:
     """``["k=v", ...]`` -> ``{"k": b"v"}``; ValueError for an item without ``=``."""
     out: dict[str, bytes] = {}
     for item in pairs or ():
@@ -428,7 +432,7 @@ def create_ledger(
     digest: str = "crc32c",
     password: bytes = b"",
     custom_metadata: dict[str, bytes] | None = None,
-):
+) -> BlockingLedger:
     """A new OPEN ledger; returns its writable BlockingLedger."""
     return bk.create(ensemble, write_quorum, ack_quorum, digest, password, custom_metadata or None)
 
@@ -438,7 +442,7 @@ class HeldLedger:
     handle plus the append lock (the one ``open_for_append`` takes), so other
     bkctl processes cannot append to it meanwhile (they get exit 4)."""
 
-    def __init__(self, bk: BlockingBookKeeper, ledger, store: MetadataStore):
+    def __init__(self, bk: BlockingBookKeeper, ledger: BlockingLedger, store: MetadataStore) -> None:
         from bkctl.wire.client.bookkeeper import AppendLock
 
         self.bk = bk
@@ -450,12 +454,21 @@ class HeldLedger:
     def _unlock(self) -> None:
         self._lock.release()
 
+    @property
+    def writer(self) -> LedgerHandle:
+        """The live write handle (a held ledger is the session's writer, never a reader)."""
+        from bkctl.wire.client.ledger_handle import LedgerHandle
+
+        handle = self.ledger.handle
+        assert isinstance(handle, LedgerHandle), "a held ledger is written"
+        return handle
+
     def release(self) -> None:
         """Leave the ledger OPEN (LAC published), drop the handle and the lock."""
         from bkctl.wire.client.blocking import run_in_reactor
 
         try:
-            run_in_reactor(self.ledger.handle.release, timeout=self.bk.timeout)
+            run_in_reactor(self.writer.release, timeout=self.bk.timeout)
         finally:
             self._unlock()
 
@@ -467,7 +480,7 @@ class HeldLedger:
             self._unlock()
 
 
-def _pipelined_add(handle, payloads, window: int = 256) -> list[int]:
+def _pipelined_add(handle: LedgerHandle, payloads: Iterable[bytes], window: int = 256) -> list[int]:
     """Add each payload through a Twisted LedgerHandle, taking the next one
     in this (the calling) thread as soon as it comes: at most ``window``
     adds in flight, ids returned in order once all are acknowledged."""
@@ -514,7 +527,7 @@ class Added:
 def add_entries(
     bk: BlockingBookKeeper,
     ledger_id: int,
-    payloads,
+    payloads: Iterable[bytes],
     password: bytes | None = None,
     held: HeldLedger | None = None,
     window: int = 256,
@@ -531,8 +544,8 @@ def add_entries(
 
     if held is not None:
         _check_password(held, password)
-        ids = _pipelined_add(held.ledger.handle, payloads, window)
-        run_in_reactor(held.ledger.handle.publish_lac, timeout=bk.timeout)
+        ids = _pipelined_add(held.writer, payloads, window)
+        run_in_reactor(held.writer.publish_lac, timeout=bk.timeout)
         return Added(ledger_id, ids)
     _check_appendable(bk, ledger_id)
     from bkctl.wire.client.ledger_handle import LedgerHandle
@@ -558,7 +571,9 @@ def _check_password(held: HeldLedger, password: bytes | None) -> None:
         raise Unauthorized(f"wrong password for ledger {held.ledger_id}")
 
 
-def open_reader(bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None):
+def open_reader(
+    bk: BlockingBookKeeper, ledger_id: int, password: bytes | None = None, held: HeldLedger | None = None
+) -> BlockingLedger:
     """A BlockingLedger to read with: the session's writer if it holds the ledger, else a new reader."""
     if held is not None:
         _check_password(held, password)
@@ -572,7 +587,9 @@ def read_limit(reader: BlockingLedger) -> int:
     return reader.last_add_confirmed if last is None else last
 
 
-def iter_entries(reader, first: int = 0, last: int | None = None, batch: int = 500):
+def iter_entries(
+    reader: BlockingLedger, first: int = 0, last: int | None = None, batch: int = 500
+) -> Iterator[list[tuple[int, bytes]]]:
     """Batches of ``[(entry_id, payload), ...]`` from ``first`` to ``last``
     (default: the last confirmed entry); at most two batches in memory."""
     limit = read_limit(reader) if last is None else last
@@ -695,8 +712,8 @@ def tail_ledger(
     password: bytes | None = None,
     interval: float = 0.5,
     batch: int = 500,
-    sleep=None,
-):
+    sleep: Callable[[float], object] | None = None,
+) -> Iterator[tuple[int, bytes]]:
     """Yield ``(entry_id, payload)`` as the ledger's LAC advances, from
     ``first`` (default: the entry after the current LAC); ends once the
     ledger is closed and its last entry was yielded.
