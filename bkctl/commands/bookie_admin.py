@@ -618,7 +618,7 @@ def inspect_index(app: App, conf: str, ledger: int | None, entry: int | None, di
             app,
             ops.index(dirs),
             ["ledger", "format", "fenced", "entries", "first", "last"],
-            lambda r: (r["ledger_id"], r["format"], r["fenced"], r["entries"], r["first_entry_id"], r["last_entry_id"]),
+            lambda r: (r.ledger_id, r.format, r.fenced, r.entries, r.first_entry_id, r.last_entry_id),
         )
     else:
         _stream(
@@ -647,7 +647,7 @@ def inspect_lastmark(app: App, conf: str):
         app,
         ops.lastmark(_dirs(conf)),
         ["file", "journal file", "offset"],
-        lambda r: (r["file"], r["journal_file"], r["offset"]),
+        lambda r: (r.file, r.journal_file, r.offset),
     )
 
 
@@ -663,7 +663,7 @@ def inspect_files(app: App, conf: str):
         app,
         ops.files(_dirs(conf)),
         ["dir", "file", "kind", "format", "size"],
-        lambda r: (r["dir"], r["name"], r["kind"], r["format"], r["size"]),
+        lambda r: (r.dir, r.name, r.kind, r.format, r.size),
     )
 
 
@@ -709,29 +709,29 @@ def check(app: App, conf: str, offline: bool):
             bar.__exit__(None, None, None)
 
     def human():
-        if doc["problems"]:
+        if doc.problems:
             table(
                 app,
                 ["ledger", "entry", "format", "error"],
-                [(p["ledger_id"], p["entry_id"], p["format"], p["error"]) for p in doc["problems"]],
+                [(p.ledger_id, p.entry_id, p.format, p.error) for p in doc.problems],
             )
         app.console.print(
-            f"{doc['entries']} entries of {doc['ledgers']} ledgers: {doc['ok']} ok, "
-            f"{doc['unverified']} unverified (no metadata), {doc['bad']} bad"
+            f"{doc.entries} entries of {doc.ledgers} ledgers: {doc.ok} ok, "
+            f"{doc.unverified} unverified (no metadata), {doc.bad} bad"
         )
-        for path in doc["uncommitted_logs"]:
+        for path in doc.uncommitted_logs:
             app.console.print(
                 f"{path}: not committed to the index (a flush or compaction cut short); "
                 "the bookie removes it when it starts"
             )
-        for r in doc["damaged_records"]:
-            claims = f", header says entry {r['ledger_id']}/{r['entry_id']}" if r["ledger_id"] is not None else ""
+        for r in doc.damaged_records:
+            claims = f", header says entry {r.ledger_id}/{r.entry_id}" if r.ledger_id is not None else ""
             app.console.print(
-                f"{r['file']}: damaged record at offset {r['offset']} ({r['length']} bytes, "
-                f"{r['reason']}{claims}; {'live: a bad entry' if r['live'] else 'not live'}); "
+                f"{r.file}: damaged record at offset {r.offset} ({r.length} bytes, "
+                f"{r.reason}{claims}; {'live: a bad entry' if r.live else 'not live'}); "
                 "compaction moves the records after it and reclaims the log"
             )
 
     emit(app, doc, human)
-    if doc["bad"]:
-        raise CommandError(f"{doc['bad']} entries are bad", FAILED)
+    if doc.bad:
+        raise CommandError(f"{doc.bad} entries are bad", FAILED)

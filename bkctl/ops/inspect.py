@@ -13,16 +13,22 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import BadInput, OpFailed
+from .results import fields_of, omitted_when_none
 
 if TYPE_CHECKING:
+    from bkctl.bookied.storage.offline import OfflineIndex
     from bkctl.wire.metadata.store import MetadataStore
 
     from .bookie_conf import BookieDirs
+
+#: what a file parser makes of its bytes (:func:`_parse_file`)
+T = TypeVar("T")
 
 #: DbLedgerStorage's databases below ``current/`` (as :data:`bkctl.bookied.storage.foreign.ROCKSDB_DIRS`,
 #: not imported for it: that package loads LMDB)
@@ -41,7 +47,7 @@ def _names(d: str) -> list[str]:
 
 
 @contextmanager
-def _mapped(path: str):
+def _mapped(path: str) -> Iterator[bytes | mmap.mmap]:
     """The file's bytes (mmap); a CodecError while they are decoded names the file (exit 1)."""
     from bkctl.wire.errors import CodecError
 
@@ -56,7 +62,7 @@ def _mapped(path: str):
                 mm.close()
 
 
-def _parse_file(path: str, parse):
+def _parse_file(path: str, parse: Callable[[bytes], T]) -> T:
     with _mapped(path) as buf:
         return parse(bytes(buf))
 
@@ -69,7 +75,21 @@ def _digest_length(digest: str | None) -> int | None:
     return DIGEST_LENGTH[DigestType.parse(digest)]
 
 
-def entry_fields(data: bytes, digest_length: int | None) -> dict:
+@dataclass(frozen=True, slots=True)
+class EntryFields:
+    """A stored entry's ``size`` and what its header says: ``lac`` and ``length``, then its
+    ``payload`` as text (the digest's length known) or its ``body`` in hex; or the ``error``
+    its header gave instead.  A record's JSON line carries these keys beside its own."""
+
+    size: int
+    lac: int | None = omitted_when_none()
+    length: int | None = omitted_when_none()
+    payload: str | None = omitted_when_none()
+    body: str | None = omitted_when_none()
+    error: str | None = omitted_when_none()
+
+
+def entry_fields(data: bytes, digest_length: int | None) -> EntryFields:
     """LAC, length and body of a packaged entry; with a digest length, its payload."""
     from bkctl.wire.codecs.digest import ENTRY_HEADER, entry_header
     from bkctl.wire.errors import CodecError
@@ -77,14 +97,16 @@ def entry_fields(data: bytes, digest_length: int | None) -> dict:
     try:
         _l, _e, lac, length = entry_header(data)
     except CodecError as e:
-        return {"size": len(data), "error": str(e)}
-    doc: dict[str, Any] = {"size": len(data), "lac": lac, "length": length}
+        return EntryFields(len(data), error=str(e))
     body = data[ENTRY_HEADER.size :]
     if digest_length is not None:
-        doc["payload"] = body[digest_length:].decode("utf-8", "backslashreplace")
-    else:
-        doc["body"] = body.hex()
-    return doc
+        return EntryFields(len(data), lac, length, payload=body[digest_length:].decode("utf-8", "backslashreplace"))
+    return EntryFields(len(data), lac, length, body=body.hex())
+
+
+def _entry_keys(data: bytes, digest_length: int | None) -> dict[str, Any]:
+    """:func:`entry_fields` as the keys a record's line adds."""
+    return fields_of(entry_fields(data, digest_length))
 
 
 def _wanted(ledger_id: int, entry_id: int | None, ledger: int | None, entry: int | None) -> bool:
@@ -120,7 +142,20 @@ def _kind(name: str) -> tuple[str, str]:
     return "other", ""
 
 
-def files(dirs: BookieDirs) -> Iterator[dict]:
+@dataclass(frozen=True, slots=True)
+class BookieFile:
+    """A file below a directory's ``current/``: its kind (journal, entrylog, index, cookie,
+    lastmark, ...), its format (java, bookied, java-rocksdb, both) and size."""
+
+    dir: str
+    path: str
+    name: str  #: relative to ``current/``
+    kind: str
+    format: str
+    size: int
+
+
+def files(dirs: BookieDirs) -> Iterator[BookieFile]:
     """Every file below each directory's ``current/`` with its kind, format and size."""
     for d in dirs.all:
         top = _current(d)
@@ -137,14 +172,8 @@ def files(dirs: BookieDirs) -> Iterator[dict]:
                     kind, fmt = "index", "bookied"
                 elif in_rocks:
                     kind, fmt = "index", "java-rocksdb"
-                yield {
-                    "dir": d,
-                    "path": path,
-                    "name": os.path.normpath(os.path.join(rel_root, name)),
-                    "kind": kind,
-                    "format": fmt,
-                    "size": os.path.getsize(path),
-                }
+                name = os.path.normpath(os.path.join(rel_root, name))
+                yield BookieFile(d, path, name, kind, fmt, os.path.getsize(path))
 
 
 # -- journal -----------------------------------------------------------------------------
@@ -175,7 +204,7 @@ def journal(
                             "entry_id": r.entry_id if r.entry_id >= 0 else None,
                             "kind": r.kind,
                         }
-                        row.update(entry_fields(r.data, dlen) if r.kind == "entry" else {"data": r.data.hex()})
+                        row.update(_entry_keys(r.data, dlen) if r.kind == "entry" else {"data": r.data.hex()})
                         yield row
             elif name.endswith(bj.FILE_SUFFIX):
                 for offset, rec in bj.scan_file(path):
@@ -198,7 +227,7 @@ def journal(
                         "kind": kind,
                     }
                     if isinstance(rec, bj.EntryRecord):
-                        row.update(entry_fields(rec.data, dlen))
+                        row.update(_entry_keys(rec.data, dlen))
                     elif isinstance(rec, bj.MasterKeyRecord):
                         row["data"] = rec.key.hex()
                     elif isinstance(rec, bj.ExplicitLacRecord):
@@ -221,7 +250,7 @@ def entrylog(
 
 
 @contextmanager
-def _offline_index(d: str):
+def _offline_index(d: str) -> Iterator[OfflineIndex | None]:
     """bookied's index of ledger directory ``d`` read-only, or None where it has none."""
     from bkctl.bookied import storage as be
 
@@ -235,7 +264,14 @@ def _offline_index(d: str):
         idx.close()
 
 
-def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[dict]:
+def _entrylog_file(
+    path: str,
+    idx: OfflineIndex | None,
+    logs: dict[int, Any],
+    ledger: int | None,
+    entry: int | None,
+    dlen: int | None,
+) -> Iterator[dict]:
     """The records of one entry log; bookied's with their ``state`` in the index (live; stale:
     a deleted ledger's, or replaced by a compaction's or a re-add's copy; uncommitted: a crash's
     leftover that bookied removes at its next start)."""
@@ -257,7 +293,7 @@ def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[
                             "ledger_id": e.ledger_id,
                             "entry_id": e.entry_id,
                         },
-                        **entry_fields(e.data, dlen),
+                        **_entry_keys(e.data, dlen),
                     )
     elif name.endswith(be.LOG_SUFFIX):
         log_id = int(name[: -len(be.LOG_SUFFIX)], 16)
@@ -273,7 +309,7 @@ def _entrylog_file(path: str, idx, logs: dict, ledger, entry, dlen) -> Iterator[
                         "entry_id": entry_id,
                         "state": state,
                     },
-                    **entry_fields(data, dlen),
+                    **_entry_keys(data, dlen),
                 )
 
 
@@ -299,7 +335,22 @@ def uncommitted_logs(dirs: BookieDirs) -> list[str]:
 ROCKSDB_HINT = "reading DbLedgerStorage's RocksDB index needs the rocksdb extra: pip install 'bkctl[rocksdb]'"
 
 
-def damaged_records(dirs: BookieDirs) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class DamagedRecord:
+    """Bytes of a committed bookied entry log that are not a valid record: where, the ledger and
+    entry its header claims (None when not plausible), why, and whether the index points at it."""
+
+    file: str
+    log_id: int
+    offset: int
+    length: int
+    ledger_id: int | None
+    entry_id: int | None
+    reason: str
+    live: bool
+
+
+def damaged_records(dirs: BookieDirs) -> list[DamagedRecord]:
     """The damaged records of bookied's committed entry logs (bytes that are not a valid record;
     the scan goes on past them, as compaction's does): file, log_id, offset, length, the
     ledger_id/entry_id its header claims (None when not plausible), reason, and ``live``
@@ -318,24 +369,19 @@ def damaged_records(dirs: BookieDirs) -> list[dict]:
                 for rec in be.scan_records(path, committed):
                     if type(rec) is not be.DamagedRecord:
                         continue
-                    loc = idx.location(rec.ledger_id, rec.entry_id) if rec.ledger_id is not None else None
+                    lid, eid = rec.ledger_id, rec.entry_id  # both None, or both claimed
+                    loc = idx.location(lid, eid) if lid is not None and eid is not None else None
+                    live = loc is not None and loc.log_id == log_id and loc.offset == rec.offset
                     found.append(
-                        {
-                            "file": path,
-                            "log_id": log_id,
-                            "offset": rec.offset,
-                            "length": rec.length,
-                            "ledger_id": rec.ledger_id,
-                            "entry_id": rec.entry_id,
-                            "reason": rec.reason,
-                            "live": loc is not None and loc.log_id == log_id and loc.offset == rec.offset,
-                        }
+                        DamagedRecord(
+                            path, log_id, rec.offset, rec.length, rec.ledger_id, rec.entry_id, rec.reason, live
+                        )
                     )
     return found
 
 
 @contextmanager
-def _rocksdb(path: str):
+def _rocksdb(path: str) -> Iterator[Any]:
     """A RocksDB database opened read-only, leaving its directory as it was."""
     from bkctl.bookied.storage.foreign import rocksdb_readonly
 
@@ -359,13 +405,30 @@ def _db_pairs(dirs: BookieDirs) -> Iterator[tuple[str, str]]:
             yield idir, ld
 
 
-def _db_rows(db, ledger_id: int | None = None) -> Iterator[tuple[int, int, int, int]]:
+def _db_rows(db: Any, ledger_id: int | None = None) -> Iterator[tuple[int, int, int, int]]:
     from bkctl.bookied.storage.foreign import db_rows
 
     return db_rows(db, ledger_id)
 
 
-def _db_ledgers(idir: str) -> Iterator[dict]:
+@dataclass(frozen=True, slots=True)
+class IndexedLedger:
+    """A ledger a bookie's index holds: its state (fenced, master key and explicit LAC in hex)
+    and how many entries, first to last; DbLedgerStorage's also whether it is in limbo."""
+
+    format: str  #: java, java-rocksdb, bookied
+    file: str
+    ledger_id: int
+    fenced: bool
+    master_key: str | None
+    explicit_lac: str | None
+    entries: int
+    first_entry_id: int | None
+    last_entry_id: int | None
+    limbo: bool | None = omitted_when_none()
+
+
+def _db_ledgers(idir: str) -> Iterator[IndexedLedger]:
     from bkctl.wire.codecs.javadisk import parse_db_ledger_data
 
     with _rocksdb(os.path.join(_current(idir), "ledgers")) as db:
@@ -373,18 +436,18 @@ def _db_ledgers(idir: str) -> Iterator[dict]:
     with _rocksdb(os.path.join(_current(idir), "locations")) as db:
         for ledger_id, st in rows:
             ids = [eid for _l, eid, _lg, _o in _db_rows(db, ledger_id)]
-            yield {
-                "format": "java-rocksdb",
-                "file": os.path.join(_current(idir), "ledgers"),
-                "ledger_id": ledger_id,
-                "fenced": st.fenced,
-                "master_key": st.master_key.hex(),
-                "explicit_lac": st.explicit_lac.hex() if st.explicit_lac else None,
-                "limbo": st.limbo,
-                "entries": len(ids),
-                "first_entry_id": ids[0] if ids else None,
-                "last_entry_id": ids[-1] if ids else None,
-            }
+            yield IndexedLedger(
+                "java-rocksdb",
+                os.path.join(_current(idir), "ledgers"),
+                ledger_id,
+                st.fenced,
+                st.master_key.hex(),
+                st.explicit_lac.hex() if st.explicit_lac else None,
+                len(ids),
+                ids[0] if ids else None,
+                ids[-1] if ids else None,
+                limbo=st.limbo,
+            )
 
 
 def _db_entries(idir: str, ldir: str) -> Iterator[dict]:
@@ -455,14 +518,14 @@ def index_entries(dirs: BookieDirs) -> Iterator[dict]:
             store.close()
 
 
-def _java_logs(ledger_dirs) -> dict[int, str]:
+def _java_logs(ledger_dirs: Iterable[str]) -> dict[int, str]:
     """Entry log id -> path of the Java entry logs in these ledger directories."""
     from bkctl.bookied.storage.foreign import java_entry_logs
 
     return java_entry_logs(_current(d) for d in ledger_dirs)
 
 
-def _java_reader(logs: dict[int, str], log_id: int, offset: int):
+def _java_reader(logs: dict[int, str], log_id: int, offset: int) -> Callable[[], bytes]:
     def read() -> bytes:
         from bkctl.wire.codecs.javadisk import read_entry_at
 
@@ -475,7 +538,7 @@ def _java_reader(logs: dict[int, str], log_id: int, offset: int):
     return read
 
 
-def index_ledgers(dirs: BookieDirs) -> Iterator[dict]:
+def index_ledgers(dirs: BookieDirs) -> Iterator[IndexedLedger]:
     """One row per indexed ledger: format, fenced, master key, explicit LAC, entries, first and
     last entry id."""
     from bkctl.bookied import storage as be
@@ -485,17 +548,17 @@ def index_ledgers(dirs: BookieDirs) -> Iterator[dict]:
         for ledger_id, path in _java_index_files(d):
             idx = _parse_file(path, parse_index)
             ids = sorted(idx.locations)
-            yield {
-                "format": "java",
-                "file": path,
-                "ledger_id": ledger_id,
-                "fenced": idx.fenced,
-                "master_key": idx.master_key.hex(),
-                "explicit_lac": idx.explicit_lac.hex() if idx.explicit_lac else None,
-                "entries": len(ids),
-                "first_entry_id": ids[0] if ids else None,
-                "last_entry_id": ids[-1] if ids else None,
-            }
+            yield IndexedLedger(
+                "java",
+                path,
+                ledger_id,
+                idx.fenced,
+                idx.master_key.hex(),
+                idx.explicit_lac.hex() if idx.explicit_lac else None,
+                len(ids),
+                ids[0] if ids else None,
+                ids[-1] if ids else None,
+            )
     for idir, _ldir in _db_pairs(dirs):
         yield from _db_ledgers(idir)
     for d in dirs.ledgers:
@@ -508,24 +571,24 @@ def index_ledgers(dirs: BookieDirs) -> Iterator[dict]:
                 counts.setdefault(ledger_id, []).append(entry_id)
             for ledger_id, st in sorted(store.ledgers().items()):
                 ids = counts.get(ledger_id, [])
-                yield {
-                    "format": "bookied",
-                    "file": os.path.join(_current(d), be.INDEX_DIR),
-                    "ledger_id": ledger_id,
-                    "fenced": st["fenced"],
-                    "master_key": st["master_key"].hex() if st["master_key"] else None,
-                    "explicit_lac": st["explicit_lac"].hex() if st["explicit_lac"] else None,
-                    "entries": len(ids),
-                    "first_entry_id": ids[0] if ids else None,
-                    "last_entry_id": ids[-1] if ids else None,
-                }
+                yield IndexedLedger(
+                    "bookied",
+                    os.path.join(_current(d), be.INDEX_DIR),
+                    ledger_id,
+                    st["fenced"],
+                    st["master_key"].hex() if st["master_key"] else None,
+                    st["explicit_lac"].hex() if st["explicit_lac"] else None,
+                    len(ids),
+                    ids[0] if ids else None,
+                    ids[-1] if ids else None,
+                )
         finally:
             store.close()
 
 
 def index(
     dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
-) -> Iterator[dict]:
+) -> Iterator[IndexedLedger | dict]:
     """Without ``ledger``: :func:`index_ledgers`.  With it: that ledger's index rows, each with
     the entry read through its location."""
     if ledger is None:
@@ -537,7 +600,7 @@ def index(
             continue
         read = row.pop("read")
         try:
-            row.update(entry_fields(read(), dlen))
+            row.update(_entry_keys(read(), dlen))
         except Exception as e:  # noqa: BLE001 - a bad location is what the operator looks for
             row["error"] = str(e)
         yield row
@@ -546,7 +609,18 @@ def index(
 # -- lastMark --------------------------------------------------------------------------------
 
 
-def lastmark(dirs: BookieDirs) -> Iterator[dict]:
+@dataclass(frozen=True, slots=True)
+class LastMark:
+    """The journal position a ledger storage is checkpointed to, and the file that says it."""
+
+    file: str
+    format: str  #: java, bookied
+    journal_file_id: int
+    journal_file: str
+    offset: int
+
+
+def lastmark(dirs: BookieDirs) -> Iterator[LastMark]:
     from bkctl.bookied import journal as bj
     from bkctl.wire.bookie_disk.layout import is_last_mark
     from bkctl.wire.codecs.javadisk import parse_last_mark
@@ -556,36 +630,56 @@ def lastmark(dirs: BookieDirs) -> Iterator[dict]:
             if is_last_mark(name):
                 path = os.path.join(_current(d), name)
                 file_id, offset = _parse_file(path, parse_last_mark)
-                yield {
-                    "file": path,
-                    "format": "java",
-                    "journal_file_id": file_id,
-                    "journal_file": f"{file_id:x}.txn",
-                    "offset": offset,
-                }
+                yield LastMark(path, "java", file_id, f"{file_id:x}.txn", offset)
     for d in dirs.journal:
         mark = bj.read_mark_file(_current(d))
         if mark is not None:
-            yield {
-                "file": os.path.join(_current(d), bj.MARK_FILE),
-                "format": "bookied",
-                "journal_file_id": mark.file_id,
-                "journal_file": bj.file_name(mark.file_id),
-                "offset": mark.offset,
-            }
+            path = os.path.join(_current(d), bj.MARK_FILE)
+            yield LastMark(path, "bookied", mark.file_id, bj.file_name(mark.file_id), mark.offset)
 
 
 # -- check -----------------------------------------------------------------------------------
 
 
-def check(dirs: BookieDirs, store: MetadataStore | None = None, on_total=None, on_entry=None) -> dict:
+@dataclass(frozen=True, slots=True)
+class EntryProblem:
+    """An indexed entry that did not read back whole: where the index points (``location``:
+    ``log_id``, ``offset``, bookied's ``length``) and why."""
+
+    ledger_id: int
+    entry_id: int
+    format: str
+    location: dict[str, int]
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """``bookie check``: the indexed entries read back by outcome (``ok``; ``unverified``: no
+    metadata to check the digest with; ``bad``), each bad one's problem, the entry logs the index
+    does not know, and the damaged records of bookied's entry logs."""
+
+    entries: int
+    ledgers: int
+    ok: int
+    unverified: int
+    bad: int
+    problems: list[EntryProblem]
+    uncommitted_logs: list[str]
+    damaged_records: list[DamagedRecord]
+
+
+def check(
+    dirs: BookieDirs,
+    store: MetadataStore | None = None,
+    on_total: Callable[[int], object] | None = None,
+    on_entry: Callable[[], object] | None = None,
+) -> CheckReport:
     """Read every indexed entry; its header must name the indexed ledger and entry, and its
     digest must verify with the ledger's digest type and password when its metadata can be
-    read (``store``); otherwise the entry counts as ``unverified``.  Returns ``entries``,
-    ``ok``, ``unverified``, ``bad``, ``problems`` (ledger_id, entry_id, format, error),
-    ``uncommitted_logs`` (:func:`uncommitted_logs`: not a problem, reported) and
-    ``damaged_records`` (:func:`damaged_records`: bookied's entry logs scanned as compaction
-    scans them; a live one is also a bad entry)."""
+    read (``store``); otherwise the entry counts as ``unverified``.  The report lists too the
+    :func:`uncommitted_logs` (not a problem, reported) and the :func:`damaged_records`
+    (bookied's entry logs scanned as compaction scans them; a live one is also a bad entry)."""
     from bkctl.wire.codecs.digest import DigestManager, entry_header
     from bkctl.wire.errors import NotFound
 
@@ -594,7 +688,7 @@ def check(dirs: BookieDirs, store: MetadataStore | None = None, on_total=None, o
         on_total(len(rows))
     managers: dict[int, DigestManager | None] = {}
 
-    def manager(ledger_id: int):
+    def manager(ledger_id: int) -> DigestManager | None:
         if ledger_id not in managers:
             managers[ledger_id] = None
             if store is not None:
@@ -608,16 +702,9 @@ def check(dirs: BookieDirs, store: MetadataStore | None = None, on_total=None, o
                     pass
         return managers[ledger_id]
 
-    doc: dict[str, Any] = {
-        "entries": len(rows),
-        "ok": 0,
-        "unverified": 0,
-        "bad": 0,
-        "ledgers": len({r["ledger_id"] for r in rows}),
-        "problems": [],
-        "uncommitted_logs": uncommitted_logs(dirs),
-        "damaged_records": damaged_records(dirs),
-    }
+    uncommitted, damaged = uncommitted_logs(dirs), damaged_records(dirs)
+    ok = unverified = 0
+    problems: list[EntryProblem] = []
     for r in rows:
         try:
             data = r["read"]()
@@ -626,21 +713,14 @@ def check(dirs: BookieDirs, store: MetadataStore | None = None, on_total=None, o
                 raise ValueError(f"holds entry {lid}/{eid}")
             dm = manager(r["ledger_id"])
             if dm is None:
-                doc["unverified"] += 1
+                unverified += 1
             else:
                 dm.verify(data, r["entry_id"])
-                doc["ok"] += 1
+                ok += 1
         except Exception as e:  # noqa: BLE001 - every bad entry is reported
-            doc["bad"] += 1
-            doc["problems"].append(
-                {
-                    "ledger_id": r["ledger_id"],
-                    "entry_id": r["entry_id"],
-                    "format": r["format"],
-                    "location": r["location"],
-                    "error": str(e) or type(e).__name__,
-                }
-            )
+            error = str(e) or type(e).__name__
+            problems.append(EntryProblem(r["ledger_id"], r["entry_id"], r["format"], r["location"], error))
         if on_entry is not None:
             on_entry()
-    return doc
+    ledgers = len({r["ledger_id"] for r in rows})
+    return CheckReport(len(rows), ledgers, ok, unverified, len(problems), problems, uncommitted, damaged)

@@ -58,5 +58,5 @@ def test_the_three_bookies_hold_what_the_readme_lists(tmp_path):
         journal_entries = {(r["ledger_id"], r["entry_id"]) for r in inspect.journal(dirs) if r["kind"] == "entry"}
         assert journal_entries == indexed  # what the journal took is what the index holds
         (mark,) = inspect.lastmark(dirs)
-        assert mark["journal_file"].endswith(".txn")
+        assert mark.journal_file.endswith(".txn")
     assert replicas == Counter({(lid, e): qw for lid, (qw, _d, p) in LEDGERS.items() for e in range(len(p))})
