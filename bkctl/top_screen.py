@@ -30,7 +30,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .ops.top import SORTS, TopRow, TopState, filter_rows, repairs_of, sort_rows
+from .ops.top import SORTS, TopRow, TopSnapshot, TopState, ZooKeeperState, filter_rows, repairs_of, sort_rows
 from .render import human_size
 
 KEYS = [
@@ -115,56 +115,56 @@ def late_after(interval: float) -> float:
     return 3 * interval + 2.0
 
 
-def zookeeper_line(snapshot: dict, now_ms: float) -> Text:
+def zookeeper_line(snapshot: TopSnapshot, now_ms: float) -> Text:
     """ZooKeeper's own row: ok, or unreachable since when, and how old what it told us is."""
-    zk = snapshot.get("zookeeper") or {"state": "ok"}
-    if zk["state"] == "ok":
-        latency = zk.get("latency_ms")
+    zk = snapshot.zookeeper
+    if zk.state is ZooKeeperState.OK or zk.since is None:
+        latency = zk.latency_ms
         return Text("zookeeper ok" + (f", answered in {latency:.0f} ms" if latency is not None else ""))
-    since = zk["since"]
+    since = zk.since
     text = Text(
-        f"ZooKeeper unreachable since {_clock(since)} ({max(0, now_ms - since) / 1000:.0f} s): {zk['error']}",
+        f"ZooKeeper unreachable since {_clock(since)} ({max(0, now_ms - since) / 1000:.0f} s): {zk.error}",
         style="bold red",
     )
-    read_at = zk.get("read_at")
+    read_at = zk.read_at
     text.append(
         "; registrations as of "
         + (f"{_clock(read_at)} ({max(0, now_ms - read_at) / 1000:.0f} s old)" if read_at else "never (no bookie known)")
         + ", autorecovery with them; the bookies' HTTP figures as of "
-        + f"{_clock(snapshot['time'])} ({max(0, now_ms - snapshot['time']) / 1000:.0f} s old)",
+        + f"{_clock(snapshot.time)} ({max(0, now_ms - snapshot.time) / 1000:.0f} s old)",
         style="red",
     )
     return text
 
 
-def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None) -> Text:
+def header(snapshot: TopSnapshot | None, state: ViewState, now_ms: float | None = None) -> Text:
     """``now_ms``: the time the frame is drawn (the live view: now, so the figures' age shows)."""
     text = Text()
     text.append(f"bkctl top  {state.title}", style="bold")
     if snapshot is None:
         text.append("  reading the cluster...")
         return text
-    c = snapshot["cluster"]
+    c = snapshot.cluster
     if now_ms is None:
-        text.append(f"  {_clock(snapshot['time'])}  every {state.interval:g}s\n")
-        now_ms = snapshot["time"]
+        text.append(f"  {_clock(snapshot.time)}  every {state.interval:g}s\n")
+        now_ms = snapshot.time
     else:
-        age = max(0.0, (now_ms - snapshot["time"]) / 1000)
+        age = max(0.0, (now_ms - snapshot.time) / 1000)
         text.append(f"  {_clock(now_ms)}  every {state.interval:g}s  ")
         text.append(
-            f"bookies read {_clock(snapshot['time'])} ({age:.0f} s ago)",
+            f"bookies read {_clock(snapshot.time)} ({age:.0f} s ago)",
             style="bold red" if age > late_after(state.interval) else "dim",
         )
         text.append("\n")
     text.append_text(zookeeper_line(snapshot, now_ms))
     text.append("\n")
-    text.append(f"bookies {c['bookies']}: {c['writable']} writable, {c['read-only']} read-only")
-    for name in ("unreachable", "down", "lost"):
-        if c[name]:
-            text.append(f", {c[name]} {name}", style=_STATE_STYLE[name])
-    report = snapshot.get("autorecovery")
+    text.append(f"bookies {c.bookies}: {c.writable} writable, {c.read_only} read-only")
+    for trouble in (TopState.UNREACHABLE, TopState.DOWN, TopState.LOST):
+        if c.count(trouble):
+            text.append(f", {c.count(trouble)} {trouble.value}", style=_STATE_STYLE[trouble.value])
+    report = snapshot.autorecovery
     if report is None:
-        text.append(f"\nautorecovery: not read ({snapshot.get('autorecovery_error')})", style="red")
+        text.append(f"\nautorecovery: not read ({snapshot.autorecovery_error})", style="red")
     else:
         states: dict[str, int] = {}
         for r in report["ledgers"]:
@@ -180,7 +180,7 @@ def header(snapshot: dict | None, state: ViewState, now_ms: float | None = None)
         if states:
             text.append(" (" + ", ".join(f"{n} {s}" for s, n in sorted(states.items())) + ")")
         # the rows' word: a bookie with a cookie that no ledger names is "down" in the list, not lost
-        lost = [r.bookie_id for r in snapshot["bookies"] if r.state is TopState.LOST]
+        lost = [r.bookie_id for r in snapshot.bookies if r.state is TopState.LOST]
         if lost:
             text.append(f"; lost: {', '.join(lost)}", style="red")
     if state.error:
@@ -265,8 +265,8 @@ def bookie_table(rows: list[TopRow], state: ViewState, live: bool, width: int | 
     return table
 
 
-def detail(snapshot: dict, bookie_id: str) -> Panel:
-    rows: list[TopRow] = [r for r in snapshot["bookies"] if r.bookie_id == bookie_id]
+def detail(snapshot: TopSnapshot, bookie_id: str) -> Panel:
+    rows = [r for r in snapshot.bookies if r.bookie_id == bookie_id]
     if not rows:
         return Panel(f"{bookie_id} is gone from the cluster's bookies", title=bookie_id)
     r = rows[0]
@@ -315,12 +315,12 @@ def footer(state: ViewState) -> Text:
     return Text(text + "   q quit  ? help  s sort  / filter  Enter details", style="dim")
 
 
-def render(snapshot: dict | None, state: ViewState, live: bool = True, width: int | None = None):
+def render(snapshot: TopSnapshot | None, state: ViewState, live: bool = True, width: int | None = None):
     """One frame: header, the bookies (or one bookie's details, or the help), footer; ``width``:
     the terminal's, to leave columns out that do not fit."""
     parts: list[RenderableType] = [header(snapshot, state, time.time() * 1000 if live else None), Text("")]
     if snapshot is not None:
-        state.rows = filter_rows(sort_rows(snapshot["bookies"], state.sort, state.reverse), state.filter)
+        state.rows = filter_rows(sort_rows(snapshot.bookies, state.sort, state.reverse), state.filter)
         state.selected = max(0, min(state.selected, len(state.rows) - 1))
     if state.help:
         parts.append(help_panel())
@@ -406,7 +406,7 @@ class _Refresher(threading.Thread):
         self.wake_fd = wake_fd
         self.stop = threading.Event()
         self.now = threading.Event()
-        self.latest: tuple[dict | None, str | None] = (None, None)
+        self.latest: tuple[TopSnapshot | None, str | None] = (None, None)
 
     def run(self) -> None:
         while not self.stop.is_set():

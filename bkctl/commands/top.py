@@ -79,7 +79,9 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
     --timeout: the frame it could make, then exit 5.  Without --once stdout
     must be a terminal.
     """
-    from ..ops.top import TopCollector, filter_rows, sort_rows
+    from dataclasses import replace
+
+    from ..ops.top import TopCollector, ZooKeeperState, filter_rows, sort_rows
 
     if not once and not sys.stdout.isatty():
         raise CommandError("bkctl top draws on a terminal; give --once (and --json) for one frame", USAGE)
@@ -109,13 +111,13 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
         return
     try:
         snapshot = collector.snapshot()  # a first scrape: the rates are over the next interval
-        if snapshot["zookeeper"]["state"] == "ok":
+        if snapshot.zookeeper.state is ZooKeeperState.OK:
             time.sleep(interval)
             collector.zk_wait = collector.zk_grace = max(0.1, app.zk_timeout - (time.monotonic() - started))
             snapshot = collector.snapshot()
     finally:
         collector.close()
-    snapshot["bookies"] = filter_rows(sort_rows(snapshot["bookies"], sort), filter_text)
+    snapshot = replace(snapshot, bookies=filter_rows(sort_rows(snapshot.bookies, sort), filter_text))
     if app.json:
         app.emit_json(snapshot)
     else:
@@ -129,9 +131,9 @@ def top(app: App, interval: float, once: bool, sort: str, filter_text: str, http
         console.print(
             render(snapshot, ViewState(sort=sort, filter=filter_text, interval=interval, title=title), live=False)
         )
-    zookeeper = snapshot["zookeeper"]
-    if zookeeper["state"] != "ok":
+    zookeeper = snapshot.zookeeper
+    if zookeeper.state is not ZooKeeperState.OK:
         raise CommandError(
-            f"ZooKeeper is not answering: {zookeeper['error']}; the bookies shown, if any, were read over HTTP only",
+            f"ZooKeeper is not answering: {zookeeper.error}; the bookies shown, if any, were read over HTTP only",
             UNREACHABLE,
         )

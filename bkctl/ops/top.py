@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .bookie_reads import GC, GC_DETAILS, INFO, METRICS, BookieReading, read_bookies
 from .bookies import BookieRow, Registration
 from .prometheus import Rates, Scrape, rates
-from .results import inlined
+from .results import inlined, json_key
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
@@ -116,6 +116,65 @@ class TopRow:
     rates: Rates = inlined()
 
 
+class ZooKeeperState(Enum):
+    """Whether ZooKeeper answers the view's reads."""
+
+    OK = "ok"
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True, slots=True)
+class TopZooKeeper:
+    """ZooKeeper as the view sees it: ``since`` (epoch ms) and ``error`` while it does not answer,
+    ``read_at``: when the registrations and the report shown were read, ``latency_ms``: its last
+    answer's."""
+
+    state: ZooKeeperState
+    since: int | None
+    error: str | None
+    read_at: int | None
+    latency_ms: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopCluster:
+    """The bookies counted by state, and what autorecovery says (None: its report not read)."""
+
+    bookies: int
+    lost: int
+    down: int
+    unreachable: int
+    writable: int
+    under_replicated: int | None
+    auditor: str | None
+    autorecovery_enabled: bool | None
+    read_only: int = json_key("read-only")  # last: written as a default to the type checker
+
+    def count(self, state: TopState) -> int:
+        """The bookies in ``state``."""
+        return {
+            TopState.LOST: self.lost,
+            TopState.DOWN: self.down,
+            TopState.UNREACHABLE: self.unreachable,
+            TopState.READ_ONLY: self.read_only,
+            TopState.WRITABLE: self.writable,
+        }[state]
+
+
+@dataclass(frozen=True, slots=True)
+class TopSnapshot:
+    """The cluster at ``time`` (epoch ms): its bookies, their counts, autorecovery's status report
+    (``autorecovery``, the model ``autorecovery status`` shows; None, then ``autorecovery_error``
+    says why) and ZooKeeper's state."""
+
+    time: int
+    cluster: TopCluster
+    bookies: list[TopRow]
+    autorecovery: dict[str, Any] | None
+    autorecovery_error: str | None
+    zookeeper: TopZooKeeper
+
+
 class _Pending:
     """One read of ZooKeeper in a daemon thread of its own: a ZooKeeper that stopped answering
     holds that thread, never a refresh of the view nor the process's exit (a pool's threads are
@@ -178,11 +237,8 @@ class TopCollector:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def snapshot(self) -> dict:
-        """The cluster now: ``time`` (epoch ms), ``bookies`` (rows), ``cluster`` (counts, auditor,
-        under-replication), ``autorecovery`` (the status report, or ``autorecovery_error``),
-        ``zookeeper`` (``state`` ok or unreachable, ``since``, ``error``, ``read_at``: when the
-        registrations and the report shown were read)."""
+    def snapshot(self) -> TopSnapshot:
+        """The cluster now."""
         now_ms = int(self.wall() * 1000)
         fresh = self._read_zookeeper(now_ms)
         registered, racks = (self._known[1], self._known[2]) if self._known else ([], {})
@@ -209,29 +265,27 @@ class TopCollector:
         rows = [self._row(r, racks.get(r.bookie_id), r.bookie_id in lost) for r in readings]
         for bookie_id in sorted(lost - {r.bookie_id for r in rows}):
             rows.append(_lost_row(bookie_id, racks.get(bookie_id)))
-        counts = {state.value: sum(1 for r in rows if r.state is state) for state in TopState}
-        cluster = {
-            "bookies": len(rows),
-            **counts,
-            "under_replicated": None if report is None else report["underreplicated"],
-            "auditor": None if report is None else report["auditor"],
-            "autorecovery_enabled": None if report is None else report["enabled"],
-        }
-        zookeeper = {
-            "state": "unreachable" if self._zk_down else "ok",
-            "since": self._zk_down[0] if self._zk_down else None,
-            "error": self._zk_down[1] if self._zk_down else None,
-            "read_at": self._known[0] if self._known else None,
-            "latency_ms": None if self._zk_down else self._zk_latency_ms,
-        }
-        return {
-            "time": now_ms,
-            "cluster": cluster,
-            "bookies": rows,
-            "autorecovery": report,
-            "autorecovery_error": error,
-            "zookeeper": zookeeper,
-        }
+        counts = {state: sum(1 for r in rows if r.state is state) for state in TopState}
+        cluster = TopCluster(
+            bookies=len(rows),
+            lost=counts[TopState.LOST],
+            down=counts[TopState.DOWN],
+            unreachable=counts[TopState.UNREACHABLE],
+            read_only=counts[TopState.READ_ONLY],
+            writable=counts[TopState.WRITABLE],
+            under_replicated=None if report is None else report["underreplicated"],
+            auditor=None if report is None else report["auditor"],
+            autorecovery_enabled=None if report is None else report["enabled"],
+        )
+        down = self._zk_down
+        zookeeper = TopZooKeeper(
+            state=ZooKeeperState.UNREACHABLE if down else ZooKeeperState.OK,
+            since=down[0] if down else None,
+            error=down[1] if down else None,
+            read_at=self._known[0] if self._known else None,
+            latency_ms=None if down else self._zk_latency_ms,
+        )
+        return TopSnapshot(now_ms, cluster, rows, report, error, zookeeper)
 
     def _read_zookeeper(self, now_ms: int) -> bool:
         """Read the registrations and racks, waiting ``zk_wait`` at most; True if they are fresh.
@@ -459,7 +513,7 @@ def filter_rows(rows: list[TopRow], text: str) -> list[TopRow]:
     return [r for r in rows if any(text in (v or "").lower() for v in (r.bookie_id, r.state.value, r.rack))]
 
 
-def repairs_of(snapshot: dict, bookie_id: str) -> list[dict]:
+def repairs_of(snapshot: TopSnapshot, bookie_id: str) -> list[dict]:
     """The marked ledgers missing a replica on ``bookie_id``, as the status report says."""
-    report = snapshot.get("autorecovery") or {}
+    report = snapshot.autorecovery or {}
     return [r for r in report.get("ledgers", []) if bookie_id in r.get("missing_replicas", [])]

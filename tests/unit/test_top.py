@@ -3,6 +3,7 @@
 
 import io
 import re
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
@@ -13,7 +14,19 @@ from bkctl.ops.bookie_reads import BookieReading
 from bkctl.ops.bookies import Registration
 from bkctl.ops.prometheus import Rates, Scrape, bucket_quantile, rates
 from bkctl.ops.results import to_json
-from bkctl.ops.top import TopCollector, TopDisk, TopGc, TopRow, TopState, filter_rows, sort_rows
+from bkctl.ops.top import (
+    TopCluster,
+    TopCollector,
+    TopDisk,
+    TopGc,
+    TopRow,
+    TopSnapshot,
+    TopState,
+    TopZooKeeper,
+    ZooKeeperState,
+    filter_rows,
+    sort_rows,
+)
 from bkctl.top_screen import ViewState, apply_key, render, split_keys
 from tests.support.fake_store import FakeMetadataStore
 
@@ -133,7 +146,7 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     }
     collector.answers["c:1"].unread["metrics"] = "empty (the bookie exports no metrics: no Prometheus stats provider?)"
     snap = collector.snapshot()
-    rows = {r["bookie_id"]: r for r in to_json(snap["bookies"])}
+    rows = {r["bookie_id"]: r for r in to_json(snap.bookies)}
     # d:1 has a cookie and the auditor counts it lost; gone:1 is lost without a cookie (decommissioned)
     assert {b: r["state"] for b, r in rows.items()} == {
         "a:1": "writable",
@@ -146,16 +159,16 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     assert a["reclaimable_bytes"] == 600 and a["used_percent"] == 75.0 and a["metrics"] == "bookied"
     assert a["add_rate"] is None  # the first scrape
     assert c["kind"] == "java" and c["reclaimable_bytes"] is None and c["metrics"] is None and "metrics" in c["unread"]
-    assert snap["cluster"]["unreachable"] == 1 and snap["cluster"]["lost"] == 2 and snap["cluster"]["bookies"] == 5
+    assert snap.cluster.unreachable == 1 and snap.cluster.lost == 2 and snap.cluster.bookies == 5
     # the report `autorecovery status` shows, as it is
-    assert snap["autorecovery"] is REPORT and snap["cluster"]["auditor"] == "a:1"
-    assert snap["cluster"]["under_replicated"] == 2
+    assert snap.autorecovery is REPORT and snap.cluster.auditor == "a:1"
+    assert snap.cluster.under_replicated == 2
     # a second scrape: rates over the time between them
     collector.answers["a:1"] = reading(
         "a:1", "writable", logs=logs, metrics=bookied_metrics(30, {"0.001": 20, "+Inf": 20}, {"+Inf": 1})
     )
     collector.answers["a:1"].read_at = 3.0
-    a = {r["bookie_id"]: r for r in to_json(collector.snapshot()["bookies"])}["a:1"]
+    a = {r["bookie_id"]: r for r in to_json(collector.snapshot().bookies)}["a:1"]
     assert a["add_rate"] == 10.0 and a["add_p99_ms"] == 1.0
     text = io.StringIO()
     Console(file=text, width=160).print(render(snap, ViewState(), live=False))
@@ -180,7 +193,7 @@ def test_a_bookie_with_a_cookie_the_auditor_does_not_count_is_down_not_lost(coll
             {"bookie_id": "gone:1", "cookie": False, "seen_by_auditor": False},
         ],
     )
-    rows = {r["bookie_id"]: r["state"] for r in to_json(collector.snapshot()["bookies"])}
+    rows = {r["bookie_id"]: r["state"] for r in to_json(collector.snapshot().bookies)}
     assert rows["d:1"] == "down" and rows["gone:1"] == "lost"
 
 
@@ -191,8 +204,8 @@ def test_a_report_that_cannot_be_read_is_said(collector):
     collector.report = None
     autorecovery.autorecovery_report = fail  # restored by the fixture's monkeypatch
     snap = collector.snapshot()
-    assert snap["autorecovery"] is None and snap["autorecovery_error"] == "ZooKeeper went away"
-    assert [r.state.value for r in snap["bookies"]] == ["unreachable", "unreachable", "unreachable", "down"]
+    assert snap.autorecovery is None and snap.autorecovery_error == "ZooKeeper went away"
+    assert [r.state.value for r in snap.bookies] == ["unreachable", "unreachable", "unreachable", "down"]
     text = io.StringIO()
     Console(file=text, width=160).print(render(snap, ViewState(), live=False))
     assert "autorecovery: not read (ZooKeeper went away)" in text.getvalue()
@@ -234,7 +247,7 @@ def test_keys_change_the_view():
     assert not apply_key(state, "q") and not apply_key(ViewState(), "\x03")
 
 
-def one_bookie_snapshot(add_p50_ms: float = 2.5, add_p99_ms: float = 10.0) -> dict:
+def one_bookie_snapshot(add_p50_ms: float = 2.5, add_p99_ms: float = 10.0) -> TopSnapshot:
     """A snapshot of one busy bookie with every column filled, for the layout tests."""
     row = TopRow(
         bookie_id="127.0.0.1:31255",
@@ -257,13 +270,16 @@ def one_bookie_snapshot(add_p50_ms: float = 2.5, add_p99_ms: float = 10.0) -> di
             journal_sync_p99_ms=5.0,
         ),
     )
-    return {
-        "time": 0,
-        "cluster": {"bookies": 1, "writable": 1, "read-only": 0, "unreachable": 0, "down": 0, "lost": 0},
-        "bookies": [row],
-        "autorecovery": None,
-        "autorecovery_error": "x",
-    }
+    return TopSnapshot(
+        time=0,
+        cluster=TopCluster(
+            1, 0, 0, 0, read_only=0, writable=1, under_replicated=None, auditor=None, autorecovery_enabled=None
+        ),
+        bookies=[row],
+        autorecovery=None,
+        autorecovery_error="x",
+        zookeeper=TopZooKeeper(ZooKeeperState.OK, None, None, 0, None),
+    )
 
 
 def test_a_narrow_terminal_leaves_columns_out_rather_than_cutting_the_ids():
@@ -286,22 +302,22 @@ def test_a_late_frame_and_a_silent_zookeeper_are_said_in_red(collector):
 
     collector.answers = {"a:1": reading("a:1", "writable")}
     snap = collector.snapshot()
-    assert snap["zookeeper"]["state"] == "ok" and snap["zookeeper"]["read_at"] == snap["time"]
-    fresh = header(snap, ViewState(interval=1.0), now_ms=snap["time"] + 400)
+    assert snap.zookeeper.state is ZooKeeperState.OK and snap.zookeeper.read_at == snap.time
+    fresh = header(snap, ViewState(interval=1.0), now_ms=snap.time + 400)
     assert "bookies read" in fresh.plain and "(0 s ago)" in fresh.plain and "zookeeper ok" in fresh.plain
     at = fresh.plain.index("bookies read")
     assert not any(span.start <= at < span.end and "red" in str(span.style) for span in fresh.spans)
-    stalled = dict(
+    stalled = replace(
         snap,
-        zookeeper={
-            "state": "unreachable",
-            "since": snap["time"] - 20_000,
-            "error": "no answer for 20 s",
-            "read_at": snap["time"] - 21_000,
-            "latency_ms": None,
-        },
+        zookeeper=TopZooKeeper(
+            state=ZooKeeperState.UNREACHABLE,
+            since=snap.time - 20_000,
+            error="no answer for 20 s",
+            read_at=snap.time - 21_000,
+            latency_ms=None,
+        ),
     )
-    late = header(stalled, ViewState(interval=1.0), now_ms=snap["time"] + 30_000)
+    late = header(stalled, ViewState(interval=1.0), now_ms=snap.time + 30_000)
     assert (
         "(30 s ago)" in late.plain and "ZooKeeper unreachable since" in late.plain and "(50 s): no answer" in late.plain
     )
@@ -336,7 +352,7 @@ def test_a_read_only_bookie_says_why(collector):
     collector.answers = {"c:1": reading("c:1", "read-only")}
     collector.answers["c:1"].info["readOnlyReasons"] = {"disk": "disk usage 96.0% over diskUsageThreshold 95%"}
     snap = collector.snapshot()
-    row = {r["bookie_id"]: r for r in to_json(snap["bookies"])}["c:1"]
+    row = {r["bookie_id"]: r for r in to_json(snap.bookies)}["c:1"]
     assert row["read_only_reason"] == "disk usage 96.0% over diskUsageThreshold 95%"
     text = io.StringIO()
     Console(file=text, width=200).print(render(snap, ViewState(), live=False))
