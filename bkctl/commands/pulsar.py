@@ -556,7 +556,7 @@ def schema_check(app: App, older_than):
             if r.kind != kind:
                 kind = r.kind
                 n = sum(1 for x in rows if x.kind == kind)
-                app.console.print(f"{kind} ({n}): {r.consequence}", highlight=False, soft_wrap=True)
+                app.console.print(f"{kind.value} ({n}): {r.consequence}", highlight=False, soft_wrap=True)
             where = r.topic or r.schema_id or "no schema id"
             version = "" if r.version is None else f" version {r.version}"
             app.console.print(f"  {where}{version}, ledger {r.ledger_id}: {r.detail}", highlight=False, soft_wrap=True)

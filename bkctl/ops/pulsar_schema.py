@@ -13,6 +13,7 @@ orphans``) and schema ledgers with fewer live copies than their write quorum.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.ownership import topic_of_schema_id
@@ -38,6 +39,7 @@ __all__ = [
     "FINDINGS",
     "SchemaCheck",
     "SchemaFinding",
+    "SchemaProblem",
     "SchemaRow",
     "SchemaShown",
     "SchemaVersion",
@@ -46,20 +48,33 @@ __all__ = [
     "show_schema",
 ]
 
-#: What ``check`` finds, and what each means for the topic, in one line.
-FINDINGS = {
-    "locator-unreadable": "the locator znode does not decode: the broker cannot load the topic's schema",
-    "missing-ledger": "the topic cannot load: a broker treats a missing schema ledger as non-recoverable "
+
+class SchemaProblem(Enum):
+    """What ``check`` finds, one cause each; in the order its findings are grouped."""
+
+    LOCATOR_UNREADABLE = "locator-unreadable"
+    MISSING_LEDGER = "missing-ledger"
+    UNREADABLE_LEDGER = "unreadable-ledger"
+    HASH_MISMATCH = "hash-mismatch"
+    ORPHAN = "orphan"
+    UNDER_REPLICATED = "under-replicated"
+    NO_LIVE_COPY = "no-live-copy"
+
+
+#: What each finding of ``check`` means for the topic, in one line.
+FINDINGS: dict[SchemaProblem, str] = {
+    SchemaProblem.LOCATOR_UNREADABLE: "the locator znode does not decode: the broker cannot load the topic's schema",
+    SchemaProblem.MISSING_LEDGER: "the topic cannot load: a broker treats a missing schema ledger as non-recoverable "
     "(schemaLedgerForceRecovery=false) and a new producer's schema makes it delete the whole schema",
-    "unreadable-ledger": "the topic cannot load while this version's ledger does not read or decode",
-    "hash-mismatch": "the version's data does not hash to the locator's SHA-256: the registry finds a stored "
+    SchemaProblem.UNREADABLE_LEDGER: "the topic cannot load while this version's ledger does not read or decode",
+    SchemaProblem.HASH_MISMATCH: "the version's data does not hash to the locator's SHA-256: the registry finds a stored "
     "version by that hash, so a producer with this schema may get a new version instead",
-    "orphan": "no locator names it: space leaked by a broker that stopped between writing the ledger and the "
+    SchemaProblem.ORPHAN: "no locator names it: space leaked by a broker that stopped between writing the ledger and the "
     "locator, or lost the locator race; once no broker is writing this schema it can go "
     "(`bkctl ledger delete ID --even-if-owned`)",
-    "under-replicated": "fewer live copies than its write quorum: losing another bookie loses the version and "
+    SchemaProblem.UNDER_REPLICATED: "fewer live copies than its write quorum: losing another bookie loses the version and "
     "the topic cannot load",
-    "no-live-copy": "the topic cannot load while no bookie holding this version runs: bring one back (if none "
+    SchemaProblem.NO_LIVE_COPY: "the topic cannot load while no bookie holding this version runs: bring one back (if none "
     "can return, the version is lost)",
 }
 
@@ -253,9 +268,9 @@ def _live_copies(md: LedgerMetadata, live: set[str]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class SchemaFinding:
-    """One finding of ``schema check``: its ``kind`` (a :data:`FINDINGS` key) and what it means."""
+    """One finding of ``schema check``: its ``kind`` and what it means (:data:`FINDINGS`)."""
 
-    kind: str
+    kind: SchemaProblem
     schema_id: str | None
     topic: str | None
     version: int | None
@@ -299,7 +314,7 @@ def check_schemas(
     live = _live_set(store)
     findings: list[SchemaFinding] = []
 
-    def find(kind: str, sid: str | None, version: int | None, ledger_id: int | None, detail: str) -> None:
+    def find(kind: SchemaProblem, sid: str | None, version: int | None, ledger_id: int | None, detail: str) -> None:
         topic = None if sid is None else topic_of_schema_id(sid)
         findings.append(SchemaFinding(kind, sid, topic, version, ledger_id, detail, FINDINGS[kind]))
 
@@ -309,7 +324,7 @@ def check_schemas(
         try:
             locator = reg.locator(sid)
         except PulsarFormatError as exc:
-            find("locator-unreadable", sid, None, None, str(exc))
+            find(SchemaProblem.LOCATOR_UNREADABLE, sid, None, None, str(exc))
             continue
         if locator is None:
             continue
@@ -321,7 +336,7 @@ def check_schemas(
                 md, _version = store.ledgers.read(ledger_id)
             except NoSuchLedger:
                 find(
-                    "missing-ledger",
+                    SchemaProblem.MISSING_LEDGER,
                     sid,
                     entry.version,
                     ledger_id,
@@ -330,11 +345,17 @@ def check_schemas(
                 continue
             down = _copies_down(store, live, ledger_id)
             if down is not None:  # one finding for one cause: not also under-replicated, nor a read's error
-                find("no-live-copy", sid, entry.version, ledger_id, f"version {entry.version}'s ledger: {down}")
+                find(
+                    SchemaProblem.NO_LIVE_COPY,
+                    sid,
+                    entry.version,
+                    ledger_id,
+                    f"version {entry.version}'s ledger: {down}",
+                )
                 continue
             if md.ensembles and _live_copies(md, live) < md.write_quorum:
                 find(
-                    "under-replicated",
+                    SchemaProblem.UNDER_REPLICATED,
                     sid,
                     entry.version,
                     ledger_id,
@@ -345,11 +366,17 @@ def check_schemas(
             try:
                 schema = reg.entry(ledger_id, entry.entry_id).schema
             except SchemaUnreadable as exc:
-                find("missing-ledger" if exc.missing else "unreadable-ledger", sid, entry.version, ledger_id, str(exc))
+                find(
+                    SchemaProblem.MISSING_LEDGER if exc.missing else SchemaProblem.UNREADABLE_LEDGER,
+                    sid,
+                    entry.version,
+                    ledger_id,
+                    str(exc),
+                )
                 continue
             if not reg.hash_matches(entry.hash, schema):
                 find(
-                    "hash-mismatch",
+                    SchemaProblem.HASH_MISMATCH,
                     sid,
                     entry.version,
                     ledger_id,
@@ -375,13 +402,13 @@ def check_schemas(
             continue
         located = orphan_sid is not None and orphan_sid in ids
         find(
-            "orphan",
+            SchemaProblem.ORPHAN,
             orphan_sid,
             None,
             ledger_id,
             f"created {utc_iso(stored.ctime)}, {stored.length if stored.is_closed else '?'} B; "
             + ("its schema has a locator that does not name it" if located else "its schema has no locator"),
         )
-    order = {kind: i for i, kind in enumerate(FINDINGS)}
+    order = {kind: i for i, kind in enumerate(SchemaProblem)}
     findings.sort(key=lambda f: order[f.kind])  # grouped by cause (stable: in the walk's order within one)
     return SchemaCheck(findings, len(ids), schema_ledgers, young, young_ids)

@@ -490,26 +490,26 @@ def doctor_store(case="s_schema_ledger_missing", bookies=("10.0.0.1:3181", "10.0
 
 
 def test_check_names_the_missing_schema_ledger_and_the_orphan():
-    from bkctl.ops.pulsar_schema import FINDINGS, check_schemas
+    from bkctl.ops.pulsar_schema import FINDINGS, SchemaProblem, check_schemas
 
     store, c = doctor_store()
     doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=10_000_000)
     sid = c["expected"]["schema_id"]
-    assert [(f.kind, f.schema_id, f.version, f.ledger_id) for f in doc.findings] == [
+    assert [(f.kind.value, f.schema_id, f.version, f.ledger_id) for f in doc.findings] == [
         ("missing-ledger", sid, 1, 2001),
         ("orphan", sid, None, 2002),
     ]
     assert doc.findings[0].topic == "persistent://public/default/vec-s-schema-ledger-missing"
-    assert doc.findings[0].consequence == FINDINGS["missing-ledger"]
+    assert doc.findings[0].consequence == FINDINGS[SchemaProblem.MISSING_LEDGER]
     assert "its schema has a locator that does not name it" in doc.findings[1].detail
     assert (doc.schemas, doc.schema_ledgers, doc.young) == (1, 2, 0)
     # an orphan younger than the caution is not judged, but counted
     doc = check_schemas(store, bk=lambda: _Ledgers(c["ledgers"]), now_ms=2_000)
-    assert [f.kind for f in doc.findings] == ["missing-ledger"] and doc.young == 1
+    assert [f.kind.value for f in doc.findings] == ["missing-ledger"] and doc.young == 1
 
 
 def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledger():
-    from bkctl.ops.pulsar_schema import check_schemas
+    from bkctl.ops.pulsar_schema import SchemaProblem, check_schemas
 
     store, c = doctor_store("s_avro_evolved", bookies=("10.0.0.1:3181", "10.0.0.9:3181"))  # .9 is not live
     entries = dict(c["ledgers"])
@@ -523,13 +523,13 @@ def test_check_finds_a_hash_mismatch_an_unreadable_and_an_under_replicated_ledge
     entries[2000] = raw.SerializeToString()
     entries[2001] = b"\xff\xff"  # does not decode
     doc = check_schemas(store, bk=lambda: _Ledgers(entries), now_ms=10_000_000)
-    assert sorted((f.kind, f.version) for f in doc.findings) == [
+    assert sorted((f.kind.value, f.version) for f in doc.findings) == [
         ("hash-mismatch", 0),
         ("under-replicated", 0),
         ("under-replicated", 1),
         ("unreadable-ledger", 1),
     ]
-    under = [f for f in doc.findings if f.kind == "under-replicated"][0]
+    under = [f for f in doc.findings if f.kind is SchemaProblem.UNDER_REPLICATED][0]
     assert under.detail == "1 of 2 copies on live bookies"
 
 
@@ -547,13 +547,13 @@ class _NoAnswer:
 
 
 def test_a_version_whose_bookies_are_all_down_is_one_finding_in_the_operators_words():
-    from bkctl.ops.pulsar_schema import FINDINGS, check_schemas, list_schemas
+    from bkctl.ops.pulsar_schema import FINDINGS, SchemaProblem, check_schemas, list_schemas
 
     store, c = doctor_store("s_avro_evolved", bookies=("10.0.0.8:3181", "10.0.0.9:3181"))  # neither is live
     doc = check_schemas(store, bk=_NoAnswer, now_ms=10_000_000)
-    assert [(f.kind, f.version) for f in doc.findings] == [("no-live-copy", 0), ("no-live-copy", 1)]
+    assert [(f.kind.value, f.version) for f in doc.findings] == [("no-live-copy", 0), ("no-live-copy", 1)]
     assert doc.findings[0].detail == "version 0's ledger: 0 of 2 copies live: 10.0.0.8:3181, 10.0.0.9:3181 down"
-    assert doc.findings[0].consequence == FINDINGS["no-live-copy"]
+    assert doc.findings[0].consequence == FINDINGS[SchemaProblem.NO_LIVE_COPY]
     assert "losing another bookie" not in doc.findings[0].consequence
     [row] = list_schemas(store, bk=_NoAnswer)
     assert [v.problem for v in row.versions] == [
