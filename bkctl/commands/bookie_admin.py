@@ -16,6 +16,7 @@ from . import pass_app
 if TYPE_CHECKING:
     from ..ops.bookie_http import GcRun
     from ..ops.bookies import BookieRow
+    from ..ops.inspect import EntryKeys
 
 
 @click.command("replace-id")
@@ -510,14 +511,16 @@ def _stream(app: App, rows, columns: list[str], line) -> int:
     return len(out)
 
 
-def _payload(row: dict) -> str:
-    if "error" in row:
-        return f"ERROR: {row['error']}"
-    if "payload" in row:
-        return row["payload"]
-    if "body" in row:
-        return row["body"][:48] + ("..." if len(row["body"]) > 48 else "")
-    return row.get("data", "")[:48]
+def _payload(row: EntryKeys) -> str:
+    """An inspected record's entry for the table: its payload, the start of its body (or of a
+    special record's data), or the error it read with."""
+    if row.error is not None:
+        return f"ERROR: {row.error}"
+    if row.payload is not None:
+        return row.payload
+    if row.body is not None:
+        return row.body[:48] + ("..." if len(row.body) > 48 else "")
+    return (getattr(row, "data", None) or "")[:48]
 
 
 def _dirs(conf: str):
@@ -548,12 +551,12 @@ def inspect_journal(app: App, conf: str, ledger: int | None, entry: int | None, 
         ops.journal(_dirs(conf), ledger, entry, digest),
         ["file", "offset", "ledger", "entry", "kind", "size", "payload"],
         lambda r: (
-            os.path.basename(r["file"]),
-            r["offset"],
-            r["ledger_id"],
-            "" if r["entry_id"] is None else r["entry_id"],
-            r["kind"],
-            r.get("size", ""),
+            os.path.basename(r.file),
+            r.offset,
+            r.ledger_id,
+            "" if r.entry_id is None else r.entry_id,
+            r.kind,
+            "" if r.size is None else r.size,
             _payload(r),
         ),
     )
@@ -582,13 +585,13 @@ def inspect_entrylog(app: App, conf: str, ledger: int | None, entry: int | None,
         ops.entrylog(_dirs(conf), ledger, entry, digest),
         ["file", "offset", "ledger", "entry", "state", "lac", "size", "payload"],
         lambda r: (
-            os.path.basename(r["file"]),
-            r["offset"],
-            r["ledger_id"],
-            r["entry_id"],
-            r.get("state") or "",
-            r.get("lac", ""),
-            r["size"],
+            os.path.basename(r.file),
+            r.offset,
+            r.ledger_id,
+            r.entry_id,
+            getattr(r, "state", None) or "",
+            "" if r.lac is None else r.lac,
+            r.size,
             _payload(r),
         ),
     )
@@ -626,10 +629,10 @@ def inspect_index(app: App, conf: str, ledger: int | None, entry: int | None, di
             ops.index(dirs, ledger, entry, digest),
             ["ledger", "entry", "format", "location", "payload"],
             lambda r: (
-                r["ledger_id"],
-                r["entry_id"],
-                r["format"],
-                f"{r['location']['log_id']:x}:{r['location']['offset']}",
+                r.ledger_id,
+                r.entry_id,
+                r.format,
+                f"{r.location['log_id']:x}:{r.location['offset']}",
                 _payload(r),
             ),
         )

@@ -15,11 +15,12 @@ import mmap
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import BadInput, OpFailed
-from .results import fields_of, omitted_when_none
+from .results import fields_of, not_in_json, omitted_when_none
 
 if TYPE_CHECKING:
     from bkctl.bookied.storage.offline import OfflineIndex
@@ -105,8 +106,21 @@ def entry_fields(data: bytes, digest_length: int | None) -> EntryFields:
 
 
 def _entry_keys(data: bytes, digest_length: int | None) -> dict[str, Any]:
-    """:func:`entry_fields` as the keys a record's line adds."""
+    """:func:`entry_fields` as the fields of a record that holds an entry (:class:`EntryKeys`)."""
     return fields_of(entry_fields(data, digest_length))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryKeys:
+    """The keys a record that holds an entry adds to its line (:class:`EntryFields`'), each
+    absent while None: a special record (a fence, a master key) has none of them."""
+
+    size: int | None = omitted_when_none()
+    lac: int | None = omitted_when_none()
+    length: int | None = omitted_when_none()
+    payload: str | None = omitted_when_none()
+    body: str | None = omitted_when_none()
+    error: str | None = omitted_when_none()
 
 
 def _wanted(ledger_id: int, entry_id: int | None, ledger: int | None, entry: int | None) -> bool:
@@ -179,9 +193,25 @@ def files(dirs: BookieDirs) -> Iterator[BookieFile]:
 # -- journal -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class JournalRecord(EntryKeys):
+    """A journal record: where (``file``, ``offset``), its ledger and entry (None for a special
+    record), its ``kind`` (entry, master_key, fence, explicit_lac, ...), an entry's fields, and a
+    special record's ``data`` in hex (none for a fence)."""
+
+    file: str
+    format: str  #: java, bookied
+    version: int
+    offset: int
+    ledger_id: int
+    entry_id: int | None
+    kind: str
+    data: str | None = omitted_when_none()
+
+
 def journal(
     dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
-) -> Iterator[dict]:
+) -> Iterator[JournalRecord]:
     from bkctl.bookied import journal as bj
     from bkctl.wire.codecs.javadisk import scan_journal
 
@@ -195,17 +225,9 @@ def journal(
                     for r in records:
                         if not _wanted(r.ledger_id, r.entry_id, ledger, entry):
                             continue
-                        row = {
-                            "file": path,
-                            "format": "java",
-                            "version": version,
-                            "offset": r.offset,
-                            "ledger_id": r.ledger_id,
-                            "entry_id": r.entry_id if r.entry_id >= 0 else None,
-                            "kind": r.kind,
-                        }
-                        row.update(_entry_keys(r.data, dlen) if r.kind == "entry" else {"data": r.data.hex()})
-                        yield row
+                        entry_id = r.entry_id if r.entry_id >= 0 else None
+                        keys = _entry_keys(r.data, dlen) if r.kind == "entry" else {"data": r.data.hex()}
+                        yield JournalRecord(path, "java", version, r.offset, r.ledger_id, entry_id, r.kind, **keys)
             elif name.endswith(bj.FILE_SUFFIX):
                 for offset, rec in bj.scan_file(path):
                     kind = {
@@ -217,30 +239,50 @@ def journal(
                     entry_id = rec.entry_id if isinstance(rec, bj.EntryRecord) else None
                     if not _wanted(rec.ledger_id, entry_id, ledger, entry):
                         continue
-                    row = {
-                        "file": path,
-                        "format": "bookied",
-                        "version": bj.FORMAT_VERSION,
-                        "offset": offset,
-                        "ledger_id": rec.ledger_id,
-                        "entry_id": entry_id,
-                        "kind": kind,
-                    }
+                    extra: dict[str, Any] = {}
                     if isinstance(rec, bj.EntryRecord):
-                        row.update(_entry_keys(rec.data, dlen))
+                        extra = _entry_keys(rec.data, dlen)
                     elif isinstance(rec, bj.MasterKeyRecord):
-                        row["data"] = rec.key.hex()
+                        extra = {"data": rec.key.hex()}
                     elif isinstance(rec, bj.ExplicitLacRecord):
-                        row["data"] = rec.body.hex()
-                    yield row
+                        extra = {"data": rec.body.hex()}
+                    yield JournalRecord(
+                        path, "bookied", bj.FORMAT_VERSION, offset, rec.ledger_id, entry_id, kind, **extra
+                    )
 
 
 # -- entry logs ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class LoggedEntry(EntryKeys):
+    """An entry in a Java entry log: where (``offset``: the location's, just past the size
+    field), its ledger and entry, its fields."""
+
+    file: str
+    format: str  #: java
+    offset: int
+    ledger_id: int
+    entry_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class BookiedLoggedEntry(EntryKeys):
+    """An entry in a bookied entry log: as :class:`LoggedEntry` (``offset``: the record's), and its
+    ``state`` in the index (live; stale: a deleted ledger's, or a copy a compaction or a re-add
+    replaced; uncommitted; None without an index)."""
+
+    file: str
+    format: str  #: bookied
+    offset: int
+    ledger_id: int
+    entry_id: int
+    state: str | None
+
+
 def entrylog(
     dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
-) -> Iterator[dict]:
+) -> Iterator[LoggedEntry | BookiedLoggedEntry]:
     dlen = _digest_length(digest)
     for d in dirs.ledgers:
         with _offline_index(d) as idx:
@@ -271,7 +313,7 @@ def _entrylog_file(
     ledger: int | None,
     entry: int | None,
     dlen: int | None,
-) -> Iterator[dict]:
+) -> Iterator[LoggedEntry | BookiedLoggedEntry]:
     """The records of one entry log; bookied's with their ``state`` in the index (live; stale:
     a deleted ledger's, or replaced by a compaction's or a re-add's copy; uncommitted: a crash's
     leftover that bookied removes at its next start)."""
@@ -285,32 +327,15 @@ def _entrylog_file(
                 return
             for e in scan_entry_log(buf):
                 if _wanted(e.ledger_id, e.entry_id, ledger, entry):
-                    yield dict(
-                        {
-                            "file": path,
-                            "format": "java",
-                            "offset": e.offset,
-                            "ledger_id": e.ledger_id,
-                            "entry_id": e.entry_id,
-                        },
-                        **_entry_keys(e.data, dlen),
-                    )
+                    keys = _entry_keys(e.data, dlen)
+                    yield LoggedEntry(path, "java", e.offset, e.ledger_id, e.entry_id, **keys)
     elif name.endswith(be.LOG_SUFFIX):
         log_id = int(name[: -len(be.LOG_SUFFIX)], 16)
         for offset, length, ledger_id, entry_id, data in be.scan_log(path):  # past damaged records too
             if _wanted(ledger_id, entry_id, ledger, entry):
                 state = idx.record_state(logs, log_id, offset, length, ledger_id, entry_id) if idx else None
-                yield dict(
-                    {
-                        "file": path,
-                        "format": "bookied",
-                        "offset": offset,
-                        "ledger_id": ledger_id,
-                        "entry_id": entry_id,
-                        "state": state,
-                    },
-                    **_entry_keys(data, dlen),
-                )
+                keys = _entry_keys(data, dlen)
+                yield BookiedLoggedEntry(path, "bookied", offset, ledger_id, entry_id, state, **keys)
 
 
 def uncommitted_logs(dirs: BookieDirs) -> list[str]:
@@ -450,21 +475,29 @@ def _db_ledgers(idir: str) -> Iterator[IndexedLedger]:
             )
 
 
-def _db_entries(idir: str, ldir: str) -> Iterator[dict]:
+@dataclass(frozen=True, slots=True)
+class IndexEntry(EntryKeys):
+    """An index row: its ledger and entry, where the index points (``location``: ``log_id``,
+    ``offset``, bookied's ``length``), the index's ``file``; ``read()`` gives the stored entry
+    (raising on a bad one); with it read, its fields or the ``error`` the read gave."""
+
+    format: str  #: java, java-rocksdb, bookied
+    dir: str
+    ledger_id: int
+    entry_id: int
+    location: dict[str, int]
+    file: str
+    read: Callable[[], bytes] = not_in_json()
+
+
+def _db_entries(idir: str, ldir: str) -> Iterator[IndexEntry]:
     logs = _java_logs([ldir])
     path = os.path.join(_current(idir), "locations")
     with _rocksdb(path) as db:
         rows = list(_db_rows(db))
     for ledger_id, entry_id, log_id, offset in rows:
-        yield {
-            "format": "java-rocksdb",
-            "dir": idir,
-            "ledger_id": ledger_id,
-            "entry_id": entry_id,
-            "location": {"log_id": log_id, "offset": offset},
-            "file": path,
-            "read": _java_reader(logs, log_id, offset),
-        }
+        where = {"log_id": log_id, "offset": offset}
+        yield IndexEntry("java-rocksdb", idir, ledger_id, entry_id, where, path, _java_reader(logs, log_id, offset))
 
 
 # -- index ---------------------------------------------------------------------------------------
@@ -476,10 +509,9 @@ def _java_index_files(d: str) -> Iterator[tuple[int, str]]:
     return java_index_files(_current(d))
 
 
-def index_entries(dirs: BookieDirs) -> Iterator[dict]:
-    """Every index row: ``{"format", "dir", "ledger_id", "entry_id", "location"}`` plus a
-    ``read()`` that returns the stored entry (raising on a bad one).  Java's .idx rows point
-    into the ledger dirs' entry logs; bookied's LMDB rows into its own."""
+def index_entries(dirs: BookieDirs) -> Iterator[IndexEntry]:
+    """Every index row, with its ``read()``.  Java's .idx rows point into the ledger dirs' entry
+    logs; bookied's LMDB rows into its own."""
     from bkctl.bookied import storage as be
     from bkctl.wire.codecs.javadisk import parse_index
 
@@ -488,15 +520,8 @@ def index_entries(dirs: BookieDirs) -> Iterator[dict]:
         for ledger_id, path in _java_index_files(d):
             idx = _parse_file(path, parse_index)
             for entry_id, (log_id, offset) in sorted(idx.locations.items()):
-                yield {
-                    "format": "java",
-                    "dir": d,
-                    "ledger_id": ledger_id,
-                    "entry_id": entry_id,
-                    "location": {"log_id": log_id, "offset": offset},
-                    "file": path,
-                    "read": _java_reader(logs, log_id, offset),
-                }
+                where = {"log_id": log_id, "offset": offset}
+                yield IndexEntry("java", d, ledger_id, entry_id, where, path, _java_reader(logs, log_id, offset))
     for idir, ldir in _db_pairs(dirs):
         yield from _db_entries(idir, ldir)
     for d in dirs.ledgers:
@@ -505,15 +530,15 @@ def index_entries(dirs: BookieDirs) -> Iterator[dict]:
         store = be.OfflineIndex(d)
         try:
             for ledger_id, entry_id, loc in store.rows():
-                yield {
-                    "format": "bookied",
-                    "dir": d,
-                    "ledger_id": ledger_id,
-                    "entry_id": entry_id,
-                    "location": {"log_id": loc.log_id, "offset": loc.offset, "length": loc.length},
-                    "file": os.path.join(_current(d), be.INDEX_DIR),
-                    "read": (lambda s=store, l=ledger_id, e=entry_id, c=loc: s.read(l, e, c)),
-                }
+                yield IndexEntry(
+                    "bookied",
+                    d,
+                    ledger_id,
+                    entry_id,
+                    {"log_id": loc.log_id, "offset": loc.offset, "length": loc.length},
+                    os.path.join(_current(d), be.INDEX_DIR),
+                    partial(store.read, ledger_id, entry_id, loc),
+                )
         finally:
             store.close()
 
@@ -588,7 +613,7 @@ def index_ledgers(dirs: BookieDirs) -> Iterator[IndexedLedger]:
 
 def index(
     dirs: BookieDirs, ledger: int | None = None, entry: int | None = None, digest: str | None = None
-) -> Iterator[IndexedLedger | dict]:
+) -> Iterator[IndexedLedger | IndexEntry]:
     """Without ``ledger``: :func:`index_ledgers`.  With it: that ledger's index rows, each with
     the entry read through its location."""
     if ledger is None:
@@ -596,14 +621,12 @@ def index(
         return
     dlen = _digest_length(digest)
     for row in index_entries(dirs):
-        if not _wanted(row["ledger_id"], row["entry_id"], ledger, entry):
+        if not _wanted(row.ledger_id, row.entry_id, ledger, entry):
             continue
-        read = row.pop("read")
         try:
-            row.update(_entry_keys(read(), dlen))
+            yield replace(row, **_entry_keys(row.read(), dlen))
         except Exception as e:  # noqa: BLE001 - a bad location is what the operator looks for
-            row["error"] = str(e)
-        yield row
+            yield replace(row, error=str(e))
 
 
 # -- lastMark --------------------------------------------------------------------------------
@@ -707,20 +730,20 @@ def check(
     problems: list[EntryProblem] = []
     for r in rows:
         try:
-            data = r["read"]()
+            data = r.read()
             lid, eid, _lac, _length = entry_header(data)
-            if (lid, eid) != (r["ledger_id"], r["entry_id"]):
+            if (lid, eid) != (r.ledger_id, r.entry_id):
                 raise ValueError(f"holds entry {lid}/{eid}")
-            dm = manager(r["ledger_id"])
+            dm = manager(r.ledger_id)
             if dm is None:
                 unverified += 1
             else:
-                dm.verify(data, r["entry_id"])
+                dm.verify(data, r.entry_id)
                 ok += 1
         except Exception as e:  # noqa: BLE001 - every bad entry is reported
             error = str(e) or type(e).__name__
-            problems.append(EntryProblem(r["ledger_id"], r["entry_id"], r["format"], r["location"], error))
+            problems.append(EntryProblem(r.ledger_id, r.entry_id, r.format, r.location, error))
         if on_entry is not None:
             on_entry()
-    ledgers = len({r["ledger_id"] for r in rows})
+    ledgers = len({r.ledger_id for r in rows})
     return CheckReport(len(rows), ledgers, ok, unverified, len(problems), problems, uncommitted, damaged)

@@ -25,7 +25,6 @@ _REPORT_ROWS = (
     "the ledgers of the autorecovery status report (autorecovery_report's rows) that top shows: to convert "
     "with that report"
 )
-_INSPECT = "a bookie's records, streamed as JSON lines by `bookie inspect`: to convert"
 
 #: (module, function) -> why it returns a JSON-shaped dict today
 EXCEPTIONS: dict[tuple[str, str], str] = {
@@ -33,10 +32,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.autorecovery", "query_status"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
     ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
-    ("bkctl.ops.inspect", "journal"): _INSPECT,
-    ("bkctl.ops.inspect", "entrylog"): _INSPECT,
-    ("bkctl.ops.inspect", "index_entries"): _INSPECT,
-    ("bkctl.ops.inspect", "index"): _INSPECT,
     ("bkctl.ops.recovery", "rereplicate_stream"): _TO_CONVERT,
     ("bkctl.ops.recovery", "daemon_rows"): _TO_CONVERT,
     ("bkctl.ops.recovery", "left_rows"): _TO_CONVERT,

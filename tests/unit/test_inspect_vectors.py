@@ -49,13 +49,13 @@ def test_the_three_bookies_hold_what_the_readme_lists(tmp_path):
         dirs = _bookie(tmp_path, name)
         indexed = set()
         for row in inspect.index_entries(dirs):
-            ledger_id, entry_id = row["ledger_id"], row["entry_id"]
+            ledger_id, entry_id = row.ledger_id, row.entry_id
             _qw, digest, payloads = LEDGERS[ledger_id]
-            data = row["read"]()
+            data = row.read()
             assert data[32 + DIGEST_LENGTH[digest] :].decode() == payloads[entry_id]
             replicas[ledger_id, entry_id] += 1
             indexed.add((ledger_id, entry_id))
-        journal_entries = {(r["ledger_id"], r["entry_id"]) for r in inspect.journal(dirs) if r["kind"] == "entry"}
+        journal_entries = {(r.ledger_id, r.entry_id) for r in inspect.journal(dirs) if r.kind == "entry"}
         assert journal_entries == indexed  # what the journal took is what the index holds
         (mark,) = inspect.lastmark(dirs)
         assert mark.journal_file.endswith(".txn")
