@@ -60,3 +60,23 @@ def test_the_three_bookies_hold_what_the_readme_lists(tmp_path):
         (mark,) = inspect.lastmark(dirs)
         assert mark.journal_file.endswith(".txn")
     assert replicas == Counter({(lid, e): qw for lid, (qw, _d, p) in LEDGERS.items() for e in range(len(p))})
+
+
+def test_each_record_line_keeps_its_keys(tmp_path):
+    """The --json line of each kind of record has the keys it always had: an entry's fields
+    only where an entry is, a Java entry log's entry no ``state``, an index row no ``read``."""
+    from bkctl.ops.results import to_json
+
+    dirs = _bookie(tmp_path, "bk1")
+    base = {"file", "format", "ledger_id", "entry_id"}
+    lines = [to_json(r) for r in inspect.journal(dirs, digest="crc32c")]
+    entries = [d for d in lines if d["kind"] == "entry"]
+    assert entries and all(
+        set(d) == base | {"version", "offset", "kind", "size", "lac", "length", "payload"} for d in entries
+    )
+    assert all(set(d) == base | {"version", "offset", "kind", "data"} for d in lines if d["kind"] != "entry")
+    logged = to_json(next(inspect.entrylog(dirs)))
+    assert set(logged) == base | {"offset", "size", "lac", "length", "body"}
+    row = to_json(next(inspect.index(dirs, 0)))
+    assert set(row) == base | {"dir", "location", "size", "lac", "length", "body"}
+    assert set(row["location"]) == {"log_id", "offset"}
