@@ -9,6 +9,8 @@ import io
 from rich.console import Console
 
 from bkctl.commands.cluster import lost_text
+from bkctl.ops.prometheus import Rates
+from bkctl.ops.top import TopCluster, TopDisk, TopGc, TopRow, TopSnapshot, TopState, TopZooKeeper, ZooKeeperState
 from bkctl.top_screen import ViewState, render
 from bkctl.wire.autorecovery import repairstate as R
 from bkctl.wire.metadata.store import UnderreplicatedMark
@@ -42,49 +44,51 @@ def test_the_count_follows_the_repair_once_the_ledgers_are_marked():
 
 
 def test_top_calls_a_bookie_lost_in_its_header_only_if_its_row_does():
-    row = {
-        "bookie_id": "k:3181",
-        "state": "down",
-        "rack": None,
-        "http": None,
-        "kind": None,
-        "registration": "down",
-        "unread": {},
-        "metrics": None,
-        "used_percent": None,
-        "total_bytes": None,
-        "reclaimable_bytes": None,
-        "add_rate": None,
-        "add_p50_ms": None,
-        "add_p99_ms": None,
-        "read_rate": None,
-        "read_p99_ms": None,
-        "journal_sync_p99_ms": None,
-        "compacting": None,
-        "gc_running": None,
-        "last_compaction": None,
-    }
-    report = {
-        "enabled": True,
-        "auditor": "a:3181",
-        "auditor_waits_for": "nothing",
-        "underreplicated": 0,
-        "ledgers": [],
-        "lost_bookies": [{"bookie_id": "k:3181", "cookie": True, "seen_by_auditor": False}],
-    }
-    snap = {
-        "time": NOW,
-        "cluster": {"bookies": 1, "writable": 0, "read-only": 0, "unreachable": 0, "down": 1, "lost": 0},
-        "bookies": [row],
-        "autorecovery": report,
-        "autorecovery_error": None,
-    }
-    text = io.StringIO()
-    Console(file=text, width=200).print(render(snap, ViewState(), live=False))
-    frame = text.getvalue()
+    def frame_of(state: TopState) -> str:
+        row = TopRow(
+            bookie_id="k:3181",
+            state=state,
+            registration="down",
+            rack=None,
+            http=None,
+            kind=None,
+            unread={},
+            read_only_reason=None,
+            metrics=None,
+            disk=TopDisk(),
+            gc=TopGc(),
+            rates=Rates(),
+        )
+        lost = state is TopState.LOST
+        snap = TopSnapshot(
+            time=NOW,
+            cluster=TopCluster(
+                bookies=1,
+                lost=int(lost),
+                down=int(not lost),
+                unreachable=0,
+                writable=0,
+                under_replicated=0,
+                auditor="a:3181",
+                autorecovery_enabled=True,
+                read_only=0,
+            ),
+            bookies=[row],
+            autorecovery={
+                "enabled": True,
+                "auditor": "a:3181",
+                "auditor_waits_for": "nothing",
+                "underreplicated": 0,
+                "ledgers": [],
+                "lost_bookies": [{"bookie_id": "k:3181", "cookie": True, "seen_by_auditor": False}],
+            },
+            autorecovery_error=None,
+            zookeeper=TopZooKeeper(ZooKeeperState.OK, None, None, NOW, None),
+        )
+        text = io.StringIO()
+        Console(file=text, width=200).print(render(snap, ViewState(), live=False))
+        return text.getvalue()
+
+    frame = frame_of(TopState.DOWN)
     assert "1 down" in frame and "lost: k:3181" not in frame, frame
-    row["state"] = "lost"
-    snap["cluster"].update(down=0, lost=1)
-    text = io.StringIO()
-    Console(file=text, width=200).print(render(snap, ViewState(), live=False))
-    assert "lost: k:3181" in text.getvalue()
+    assert "lost: k:3181" in frame_of(TopState.LOST)
