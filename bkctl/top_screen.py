@@ -167,15 +167,15 @@ def header(snapshot: TopSnapshot | None, state: ViewState, now_ms: float | None 
         text.append(f"\nautorecovery: not read ({snapshot.autorecovery_error})", style="red")
     else:
         states: dict[str, int] = {}
-        for r in report["ledgers"]:
-            key = r["state"].split(":")[0]
+        for r in report.ledgers:
+            key = r.repair.state.split(":")[0]
             states[key] = states.get(key, 0) + 1
         text.append(
-            f"\nautorecovery {'enabled' if report['enabled'] else 'disabled'}, auditor "
-            f"{report['auditor'] or 'none'}; waits for: {report['auditor_waits_for']}"
+            f"\nautorecovery {'enabled' if report.enabled else 'disabled'}, auditor "
+            f"{report.auditor or 'none'}; waits for: {report.auditor_waits_for}"
         )
         text.append(
-            f"\nunder-replicated {report['underreplicated']}", style="bold yellow" if report["underreplicated"] else ""
+            f"\nunder-replicated {report.underreplicated}", style="bold yellow" if report.underreplicated else ""
         )
         if states:
             text.append(" (" + ", ".join(f"{n} {s}" for s, n in sorted(states.items())) + ")")
@@ -290,8 +290,8 @@ def detail(snapshot: TopSnapshot, bookie_id: str) -> Panel:
     lines.append(f"under-replicated ledgers missing a copy here: {len(repairs)}")
     for ledger in repairs[:10]:
         lines.append(
-            f"  ledger {ledger['ledger_id']}: {ledger.get('text') or ledger['state']}"
-            + (f" (worker {ledger['worker']})" if ledger.get("worker") else "")
+            f"  ledger {ledger.repair.ledger_id}: {ledger.text or ledger.repair.state}"
+            + (f" (worker {ledger.repair.worker})" if ledger.repair.worker else "")
         )
     return Panel("\n".join(lines), title=f"bookie {bookie_id}", title_align="left")
 

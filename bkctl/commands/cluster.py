@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..app import App, confirm_destructive
 from ..completers import complete_bookie_id
 from ..render import emit, emit_rows, fields, table
 from . import pass_app
+
+if TYPE_CHECKING:
+    from bkctl.wire.autorecovery.repairstate import LostBookie
 
 
 @click.group()
@@ -327,7 +332,7 @@ def autorecovery_query_status(app: App):
             table(
                 app,
                 ["ledger", "worker", "state"],
-                [(r["ledger_id"], r["worker"] or f"? (lock: {r['lock'] or '?'})", r["text"]) for r in rows],
+                [(r.repair.ledger_id, r.repair.worker or f"? (lock: {r.repair.lock or '?'})", r.text) for r in rows],
             )
             if rows
             else app.console.print("no worker holds a ledger")
@@ -338,23 +343,23 @@ def autorecovery_query_status(app: App):
 autorecovery_query_status.help = (autorecovery_query_status.help or "").format(states=_STATES_HELP)
 
 
-def lost_text(b: dict) -> str:
+def lost_text(b: LostBookie) -> str:
     """One lost bookie of ``autorecovery status``: why, how many ledgers (the audit's count, then
     what the repair left of it), since when, what the auditor waits for."""
     from ..render import human_time
 
-    since = f"since {human_time(b['lost_since'])}; " if b["lost_since"] else ""
-    if b["named_by"] is not None and b["marked"]:  # the audit's count, then what the repair left of it
-        since = f"{b['under_replicated']} of its {b['named_by']} ledgers still to re-replicate; " + since
-    elif b["named_by"] is not None:
-        since = f"{b['named_by']} ledgers; " + since
-    elif b["under_replicated"]:
-        since = f"{b['under_replicated']} ledgers to re-replicate; " + since
-    if b["not_waited"]:
-        return f"{b['bookie_id']} ({b['why']}; {since}marked at once: {b['not_waited']})"
-    if b["due_in"]:
-        return f"{b['bookie_id']} ({b['why']}; {since}due in {b['due_in']:g} s)"
-    return f"{b['bookie_id']} ({b['why']}{'; ' + since.rstrip('; ') if since else ''})"
+    since = f"since {human_time(b.lost_since)}; " if b.lost_since else ""
+    if b.named_by is not None and b.marked:  # the audit's count, then what the repair left of it
+        since = f"{b.under_replicated} of its {b.named_by} ledgers still to re-replicate; " + since
+    elif b.named_by is not None:
+        since = f"{b.named_by} ledgers; " + since
+    elif b.under_replicated:
+        since = f"{b.under_replicated} ledgers to re-replicate; " + since
+    if b.not_waited:
+        return f"{b.bookie_id} ({b.why}; {since}marked at once: {b.not_waited})"
+    if b.due_in:
+        return f"{b.bookie_id} ({b.why}; {since}due in {b.due_in:g} s)"
+    return f"{b.bookie_id} ({b.why}{'; ' + since.rstrip('; ') if since else ''})"
 
 
 @autorecovery.command("status")
@@ -391,54 +396,50 @@ def autorecovery_status(app: App):
         fields(
             app,
             [
-                ("autorecovery", "enabled" if doc["enabled"] else "disabled"),
-                ("lost bookie delay", delay_text(doc["lost_bookie_recovery_delay"])),
+                ("autorecovery", "enabled" if doc.enabled else "disabled"),
+                ("lost bookie delay", delay_text(doc.lost_bookie_recovery_delay)),
                 (
                     "auditor",
-                    (doc["auditor"] or "none")
-                    + ("" if doc["auditor_keeps_status"] or not doc["auditor"] else " (keeps no status: Java's?)"),
+                    (doc.auditor or "none")
+                    + ("" if doc.auditor_keeps_status or not doc.auditor else " (keeps no status: Java's?)"),
                 ),
-                ("lost bookies", "; ".join(lost_text(b) for b in doc["lost_bookies"]) or "none"),
-                ("auditor waits for", doc["auditor_waits_for"]),
+                ("lost bookies", "; ".join(lost_text(b) for b in doc.lost_bookies) or "none"),
+                ("auditor waits for", doc.auditor_waits_for),
                 (
                     "workers",
                     ", ".join(
-                        w["worker"] + (f" (ledger {', '.join(map(str, w['active']))})" if w["active"] else "")
-                        for w in doc["workers"]
+                        w.worker + (f" (ledger {', '.join(map(str, w.active))})" if w.active else "")
+                        for w in doc.workers
                     )
-                    or doc["workers_note"]
+                    or doc.workers_note
                     or "none",
                 ),
-                ("under-replicated", doc["underreplicated"]),
+                ("under-replicated", doc.underreplicated),
                 (
                     "lost entries",
-                    f"{sum(r['entries'] for r in doc['lost_entries'])} in {len(doc['lost_entries'])} ledgers "
+                    f"{sum(r.count() for r in doc.lost_entries)} in {len(doc.lost_entries)} ledgers "
                     "(no good copy on any replica; the rest of each ledger was repaired)"
-                    if doc["lost_entries"]
+                    if doc.lost_entries
                     else "none",
                 ),
             ],
         )
-        for r in doc["lost_entries"]:
-            for run in r["runs"]:
-                what = (
-                    f"entry {run['first_entry_id']}"
-                    if run["first_entry_id"] == run["last_entry_id"]
-                    else f"entries {run['first_entry_id']}-{run['last_entry_id']}"
-                )
+        for r in doc.lost_entries:
+            for run in r.runs:
+                what = f"entry {run.first}" if run.first == run.last else f"entries {run.first}-{run.last}"
                 app.console.print(
-                    f"ledger {r['ledger_id']}: {what} lost ({', '.join(run['bookies'])}): {run['cause']}",
+                    f"ledger {r.ledger_id}: {what} lost ({', '.join(run.bookies)}): {run.cause}",
                     markup=False,
                     highlight=False,
                     soft_wrap=True,
                 )
-        if doc["ledgers"]:
+        if doc.ledgers:
             table(
                 app,
                 ["ledger", "missing replicas", "worker", "state"],
                 [
-                    (r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"])
-                    for r in doc["ledgers"]
+                    (r.repair.ledger_id, ", ".join(r.repair.missing_replicas), r.repair.worker or "", r.text)
+                    for r in doc.ledgers
                 ],
             )
 
@@ -560,6 +561,6 @@ def underreplicated(app: App, count: bool, include: tuple[str, ...], exclude: tu
         lambda rows: table(
             app,
             ["ledger", "missing replicas", "worker", "state"],
-            [(r["ledger_id"], ", ".join(r["missing_replicas"]), r["worker"] or "", r["text"]) for r in rows],
+            [(r.repair.ledger_id, ", ".join(r.repair.missing_replicas), r.repair.worker or "", r.text) for r in rows],
         ),
     )

@@ -467,11 +467,11 @@ def _show_left(app: App, doc: Decommissioned) -> None:
 
     cause = None
     for row in doc.left:
-        if row["cause"] != cause:
-            cause = row["cause"]
-            n = sum(1 for r in doc.left if r["cause"] == cause)
+        if row.cause != cause:
+            cause = row.cause
+            n = sum(1 for r in doc.left if r.cause == cause)
             app.console.print(f"{cause_label(cause)} ({_plural(n, 'ledger')}):", markup=False)
-        app.console.print(f"  {row['ledger_id']}: {row['reason']}", markup=False)
+        app.console.print(f"  {row.ledger_id}: {row.reason}", markup=False)
 
 
 def _show_decommission_plan(app: App, doc: Decommissioned) -> None:
@@ -488,18 +488,17 @@ def _show_decommission_plan(app: App, doc: Decommissioned) -> None:
             app.console.print(
                 f"note: {doc.bookie_id} is registered (running): stop it before decommissioning it", markup=False
             )
+        planned = [r for r in doc.ledgers if isinstance(r, dict)]  # a dry run's rows: all planned
         if doc.mode is DecommissionMode.AUTORECOVERY:
-            if doc.ledgers:
-                stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in doc.ledgers))
+            if planned:
+                stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in planned))
             app.console.print(
                 f"dry run: {n} to move off {doc.bookie_id} by the autorecovery daemons, then "
                 "its cookie deleted; nothing changed"
             )
             return
-        if doc.ledgers:
-            stream_table(
-                app, ["ledger", "entries", "lost -> replacement", "count", "status"], _fragment_rows(doc.ledgers)
-            )
+        if planned:
+            stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"], _fragment_rows(planned))
         app.console.print(
             f"dry run: {n} to re-replicate off {doc.bookie_id} from this process, then its "
             "cookie deleted; nothing changed"

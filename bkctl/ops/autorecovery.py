@@ -9,8 +9,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .results import inlined
+
 if TYPE_CHECKING:
-    from bkctl.wire.autorecovery.repairstate import Snapshot
+    from bkctl.wire.autorecovery.lostentries import LostRecord
+    from bkctl.wire.autorecovery.repairstate import Attempt, LedgerRepair, LostBookie, Snapshot
     from bkctl.wire.metadata.store import MetadataStore
 
 
@@ -75,16 +78,57 @@ def force_audit(store: MetadataStore, checks: Iterable[str], now_ms: int) -> Aud
     return AuditForced(checks, ctime, previous, store.auditor.current())
 
 
-def _row(snap: Snapshot, ledger_id: int) -> dict:
+@dataclass(frozen=True, slots=True)
+class RepairRow:
+    """A ledger's line of ``query-status``, ``underreplicated`` and ``autorecovery status``:
+    its repair state (:class:`~bkctl.wire.autorecovery.repairstate.LedgerRepair`, whose keys
+    the document has), the line for people, and the last failed attempt (None: none)."""
+
+    text: str
+    last_failure: Attempt | None
+    repair: LedgerRepair = inlined()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A replication worker of ``autorecovery status``: its bookie id, host, the ledgers it
+    copies now, how many it holds, when its status was written (ms)."""
+
+    worker: str
+    host: str | None
+    active: list[int]
+    holds: int
+    updated: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AutorecoveryReport:
+    """Everything ``autorecovery status`` shows (and ``bkctl top``'s header): the switch, the
+    delay, the auditor, the lost bookies, what the auditor waits for, each worker (None in
+    ``workers_note`` unless an empty list says nothing), each marked or locked ledger, and the
+    entries the workers found no good copy of."""
+
+    enabled: bool
+    lost_bookie_recovery_delay: int | None
+    underreplicated: int
+    auditor: str | None
+    auditor_keeps_status: bool
+    lost_bookies: list[LostBookie]
+    auditor_waits_for: str
+    workers: list[WorkerRow]
+    workers_note: str | None
+    ledgers: list[RepairRow]
+    lost_entries: list[LostRecord]
+
+
+def _row(snap: Snapshot, ledger_id: int) -> RepairRow:
     from bkctl.wire.autorecovery.repairstate import ledger_state, state_text
 
-    row = ledger_state(snap, ledger_id)
-    row["text"] = state_text(row, snap.now_ms)
-    row["last_failure"] = row["attempts"][-1] if row["attempts"] else None
-    return row
+    repair = ledger_state(snap, ledger_id)
+    return RepairRow(state_text(repair, snap.now_ms), repair.last_attempt, repair)
 
 
-def query_status(store: MetadataStore, now_ms: int | None = None) -> list[dict]:
+def query_status(store: MetadataStore, now_ms: int | None = None) -> list[RepairRow]:
     """Ledgers a worker holds now (their replication lock), each as the repair model
     (:mod:`bkctl.wire.autorecovery.repairstate`) says: ``state``, ``text``,
     ``worker`` (its bookie id; None for a worker that keeps no status, Java's),
@@ -104,7 +148,7 @@ def query_status(store: MetadataStore, now_ms: int | None = None) -> list[dict]:
 
 def underreplicated(
     store: MetadataStore, include: Iterable[str] = (), exclude: Iterable[str] = (), now_ms: int | None = None
-) -> list[dict]:
+) -> list[RepairRow]:
     """Marked ledgers (Java's ``listunderreplicated``): ``include`` keeps those
     missing a replica on any of these bookies, ``exclude`` drops those missing
     one on any of these; each with its state as :func:`query_status` gives it."""
@@ -114,13 +158,10 @@ def underreplicated(
     from bkctl.wire.autorecovery.repairstate import read_snapshot
 
     snap = read_snapshot(store, int(time.time() * 1000) if now_ms is None else now_ms)
-    rows = []
-    for mark in matching_marks(snap.marks.values(), include, exclude):
-        rows.append(_row(snap, mark.ledger_id))
-    return rows
+    return [_row(snap, mark.ledger_id) for mark in matching_marks(snap.marks.values(), include, exclude)]
 
 
-def autorecovery_report(store: MetadataStore, now_ms: int) -> dict:
+def autorecovery_report(store: MetadataStore, now_ms: int) -> AutorecoveryReport:
     """Everything ``autorecovery status`` shows: the switch, the delay, the auditor,
     the lost bookies (:func:`~bkctl.wire.autorecovery.repairstate.lost_bookies`),
     what the auditor waits for, each worker, each marked or locked ledger's
@@ -132,6 +173,7 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> dict:
     snap = read_snapshot(store, now_ms)
     lost = lost_bookies(snap)
     doc = snap.auditor_doc or {}
+    dues = [b.due_in for b in lost if b.due_in is not None and b.due is not None and b.due > now_ms]
     if snap.auditor is None:
         waiting = "no auditor is elected: nothing is audited or marked"
     elif not snap.enabled:
@@ -139,9 +181,8 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> dict:
         waiting = "held back while autorecovery is disabled" + (
             f": {held} ledgers to mark once enabled" if held else ""
         )
-    elif any(row["due_in"] is not None and row["due"] > now_ms for row in lost):
-        soonest = min(row["due_in"] for row in lost if row["due_in"] is not None and row["due"] > now_ms)
-        waiting = f"lostBookieRecoveryDelay: the next lost bookie is due in {soonest:g} s"
+    elif dues:
+        waiting = f"lostBookieRecoveryDelay: the next lost bookie is due in {min(dues):g} s"
     elif not doc:
         waiting = (
             f"not known: the auditor {snap.auditor} keeps no status (Java's?); it marks a lost "
@@ -151,13 +192,13 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> dict:
         waiting = "nothing"
     ledgers = [_row(snap, lid) for lid in sorted(set(snap.marks) | set(snap.locks))]
     workers = [
-        {
-            "worker": d.get("worker") or wid,
-            "host": d.get("host"),
-            "active": sorted(int(k) for k in (d.get("active") or {})),
-            "holds": len(d.get("holds") or {}),
-            "updated": d.get("updated"),
-        }
+        WorkerRow(
+            worker=d.get("worker") or wid,
+            host=d.get("host"),
+            active=sorted(int(k) for k in (d.get("active") or {})),
+            holds=len(d.get("holds") or {}),
+            updated=d.get("updated"),
+        )
         for wid, d in sorted(snap.workers.items())
     ]
     # Java's auditor and workers keep no status: an empty list then says nothing about its workers
@@ -169,16 +210,16 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> dict:
             "bookie with autoRecoveryDaemonEnabled runs one"
         )
     )
-    return {
-        "enabled": snap.enabled,
-        "lost_bookie_recovery_delay": snap.delay,
-        "underreplicated": len(snap.marks),
-        "auditor": snap.auditor,
-        "auditor_keeps_status": bool(doc),
-        "lost_bookies": lost,
-        "auditor_waits_for": waiting,
-        "workers": workers,
-        "workers_note": workers_note,
-        "ledgers": ledgers,
-        "lost_entries": [r.to_json() for lid, r in sorted(read_records(store).items()) if store.ledgers.exists(lid)],
-    }
+    return AutorecoveryReport(
+        enabled=snap.enabled,
+        lost_bookie_recovery_delay=snap.delay,
+        underreplicated=len(snap.marks),
+        auditor=snap.auditor,
+        auditor_keeps_status=bool(doc),
+        lost_bookies=lost,
+        auditor_waits_for=waiting,
+        workers=workers,
+        workers_note=workers_note,
+        ledgers=ledgers,
+        lost_entries=[r for lid, r in sorted(read_records(store).items()) if store.ledgers.exists(lid)],
+    )

@@ -15,7 +15,7 @@ recovered (fenced and closed) first, its writer being unable to leave a bookie t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from bkctl.wire.rebalance.mover import MoveResult
     from bkctl.wire.rebalance.plan import LedgerMove, Plan
 
+    from .recovery import LeftLedger, WaitingLedger
+
     #: a ledger's metadata as a batch read gives it: None (gone) or the error reading it
     _Read = LedgerMetadata | Exception | None
 
@@ -73,18 +75,19 @@ class LostLedger:
 class Decommissioned:
     """A decommission's outcome (or a dry run's plan).  ``ledgers``: a row per ledger as
     ``recover`` has them (with the daemons ``ledger_id``, ``status`` and, for one left,
-    ``repair`` and ``error``); ``entries_copied``/``lost_entries``: None with the daemons;
+    ``repair`` and ``error``: :class:`~.recovery.WaitingLedger`); ``entries_copied``/``lost_entries``: None with the daemons;
     ``left``: :func:`~.recovery.left_rows`; ``stopped``: why it stopped before the end;
     ``error``: None, or -- ledgers left, cookie kept -- the one line saying how many and why."""
 
     bookie_id: str
     mode: DecommissionMode
     passes: int
-    ledgers: list[dict[str, Any]]  #: recover's rows (:mod:`.recovery`'s, named with them)
+    #: recover's rows (:mod:`.recovery`'s, named with them), and those the daemons left
+    ledgers: list[dict[str, Any] | WaitingLedger]
     entries_copied: int | None
     lost_entries: int | None
     remaining_ledgers: list[int]
-    left: list[dict[str, Any]]
+    left: list[LeftLedger]
     lost: list[LostLedger]
     registered: bool
     cookie_deleted: bool
@@ -293,12 +296,12 @@ def decommission(
     mode = DecommissionMode.AUTORECOVERY if use_daemons else DecommissionMode.LOCAL
 
     def outcome(
-        ledgers: list[dict[str, Any]],
+        ledgers: Sequence[dict[str, Any] | WaitingLedger],
         lost: dict[int, str],
         *,
         tally: _Passes | None = None,
         remaining: list[int] = ids,
-        left: list[dict[str, Any]] | None = None,
+        left: list[LeftLedger] | None = None,
         cookie_deleted: bool = False,
         stopped: str | None = None,
         error: str | None = None,
@@ -308,7 +311,7 @@ def decommission(
             bookie_id=bookie,
             mode=mode,
             passes=tally.passes if tally else 0,
-            ledgers=ledgers,
+            ledgers=list(ledgers),
             entries_copied=(tally.entries_copied if tally else 0) if local else None,
             lost_entries=(tally.lost_entries if tally else 0) if local else None,
             remaining_ledgers=remaining,
@@ -358,20 +361,19 @@ def decommission(
             clock=clock,
             sleep=sleep,
         )
+        by_ledger: dict[int, dict[str, Any] | WaitingLedger] = {}
         if use_daemons and ids:
-            by_ledger = _by_the_daemons(mover, ids)
+            by_ledger.update(_by_the_daemons(mover, ids))
         elif ids:
             _locally(mover, ids, found.bytes, tally)
-            by_ledger = tally.ledgers
-        else:
-            by_ledger = {}
+            by_ledger.update(tally.ledgers)
         stopped = run.stop_reason
     ids = ledgers_on(store, [bookie])
     if use_daemons:
-        by_ledger.update({row["ledger_id"]: row for row in daemon_rows(repair_states(store, ids, bookie))})
+        by_ledger.update({row.ledger_id: row for row in daemon_rows(repair_states(store, ids, bookie))})
     lost = lost_with(bk, store, ids, bookie)
     left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
-    rows = [by_ledger[k] for k in sorted(by_ledger)]
+    ledger_rows = [by_ledger[k] for k in sorted(by_ledger)]
     if ids or stopped:
         waited = f" after {timeout:g} s" if use_daemons else ""
         why = f"stopped ({stopped}): " if stopped else ""
@@ -381,9 +383,11 @@ def decommission(
         )
         if lost:
             error = f"{lost_line(list(lost), bookie)}; {error}"
-        return outcome(rows, lost, tally=tally, remaining=ids, left=left_now, stopped=stopped, error=error)
+        return outcome(ledger_rows, lost, tally=tally, remaining=ids, left=left_now, stopped=stopped, error=error)
     deleted = retire_cookie(store, bookie) == "deleted"
-    return outcome(rows, lost, tally=tally, remaining=ids, left=left_now, cookie_deleted=deleted, stopped=stopped)
+    return outcome(
+        ledger_rows, lost, tally=tally, remaining=ids, left=left_now, cookie_deleted=deleted, stopped=stopped
+    )
 
 
 def _planned_rows(

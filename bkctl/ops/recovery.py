@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..humanize import plural as _plural
 from .errors import BadInput, NotFound
-from .results import omitted_when_none
+from .results import inlined, omitted_when_none
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from contextlib import AbstractContextManager
 
+    from bkctl.wire.autorecovery.repairstate import LedgerRepair
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.client.bookkeeper import BookKeeperClient
     from bkctl.wire.metadata.store import MetadataStore, WalkProgress
@@ -443,7 +445,42 @@ def cause_label(cause: str) -> str:
     return CAUSES.get(cause) or _STATE_LABELS.get(cause) or cause
 
 
-def daemon_rows(states: dict[int, dict]) -> list[dict]:
+@dataclass(frozen=True, slots=True)
+class RepairState:
+    """What a ledger left waits for (:func:`repair_states`): its repair state
+    (:class:`~bkctl.wire.autorecovery.repairstate.LedgerRepair`, whose keys the document has), the
+    line for people, and the last failed attempt's reason (None: none)."""
+
+    text: str
+    reason: str | None
+    repair: LedgerRepair = inlined()
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingLedger:
+    """A decommission's row of a ledger the daemons left (:func:`daemon_rows`): its repair state,
+    its ``text`` as ``error``, and the ``cause``/``reason`` its line in ``left`` gives."""
+
+    ledger_id: int
+    repair: RepairState
+    error: str
+    cause: str
+    reason: str
+    status: str = "waiting"
+
+
+@dataclass(frozen=True, slots=True)
+class LeftLedger:
+    """A ledger a decommission left (:func:`left_rows`): why, as a cause
+    (:data:`~bkctl.wire.client.rereplication.CAUSES`, a repair state, ``lost``, ``appeared``) and
+    one short line."""
+
+    ledger_id: int
+    cause: str
+    reason: str | None
+
+
+def daemon_rows(states: Mapping[int, RepairState]) -> list[WaitingLedger]:
     """A decommission's rows of ledgers the daemons left, each with its ``cause`` and ``reason``:
     the last failed attempt's cause, the writer's grace period, or the repair state."""
     from bkctl.wire.autorecovery.repairstate import WAITING_GRACE
@@ -451,48 +488,54 @@ def daemon_rows(states: dict[int, dict]) -> list[dict]:
 
     rows = []
     for lid, st in sorted(states.items()):
-        row = {"ledger_id": lid, "status": "waiting", "repair": st, "error": st["text"]}
-        last = st["attempts"][-1] if st.get("attempts") else None
-        if st["state"] == WAITING_GRACE:
-            row["cause"], row["reason"] = GRACE, st["text"]
+        last = st.repair.last_attempt
+        if st.repair.state == WAITING_GRACE:
+            cause, reason = GRACE, st.text
         elif last is not None:
-            row["cause"] = last.get("cause") or OTHER
-            row["reason"] = f"{last.get('worker') or 'a worker'}: {(last.get('reason') or '?').splitlines()[0][:100]}"
+            cause = last.cause or OTHER
+            reason = f"{last.worker or 'a worker'}: {(last.reason or '?').splitlines()[0][:100]}"
         else:
-            row["cause"], row["reason"] = st["state"], st["text"]
-        rows.append(row)
+            cause, reason = st.repair.state, st.text
+        rows.append(WaitingLedger(lid, st, st.text, cause, reason))
     return rows
 
 
-def left_rows(rows: Iterable[dict], lost: dict[int, str] | None = None) -> list[dict]:
-    """``{ledger_id, cause, reason}`` of each ledger left, grouped by cause: the
-    ``lost`` ones (ledger id -> why, :func:`lost_with`) first, then the most
-    common cause first; ascending ids within a cause."""
+def left_rows(
+    rows: Iterable[Mapping[str, Any] | WaitingLedger], lost: Mapping[int, str] | None = None
+) -> list[LeftLedger]:
+    """Each ledger left (a row of ``recover``'s, or of :func:`daemon_rows`) with its cause and
+    reason, grouped by cause: the ``lost`` ones (ledger id -> why, :func:`lost_with`) first, then
+    the most common cause first; ascending ids within a cause."""
     from collections import Counter
 
     lost = lost or {}
     out = []
+    cause: str | None
+    reason: str | None
+    error: str | None
     for r in rows:
-        cause = r.get("cause")
-        reason = r.get("reason")
-        if r["ledger_id"] in lost:
-            cause, reason = LOST, lost[r["ledger_id"]]
+        if isinstance(r, WaitingLedger):
+            lid, cause, reason, error = r.ledger_id, r.cause, r.reason, r.error
+        else:
+            lid, cause, reason, error = r["ledger_id"], r.get("cause"), r.get("reason"), r.get("error")
+        if lid in lost:
+            cause, reason = LOST, lost[lid]
         elif cause is None:  # no attempt says why: it failed otherwise, or came since
             from bkctl.wire.client.replication_causes import OTHER
 
-            cause = OTHER if r.get("error") else "appeared"
-            reason = r.get("error") or "its metadata names the bookie; run decommission again"
-        out.append({"ledger_id": r["ledger_id"], "cause": cause, "reason": reason})
-    counts = Counter(r["cause"] for r in out)
-    return sorted(out, key=lambda r: (r["cause"] != LOST, -counts[r["cause"]], r["cause"], r["ledger_id"]))
+            cause = OTHER if error else "appeared"
+            reason = error or "its metadata names the bookie; run decommission again"
+        out.append(LeftLedger(lid, cause, reason))
+    counts = Counter(r.cause for r in out)
+    return sorted(out, key=lambda r: (r.cause != LOST, -counts[r.cause], r.cause, r.ledger_id))
 
 
-def describe_left(left: list[dict]) -> str:
-    """``12 no bookie to copy to; 3 every copy down`` (:func:`left_rows` rows, or rows
-    with a ``cause``)."""
+def describe_left(left: Sequence[LeftLedger | WaitingLedger]) -> str:
+    """``12 no bookie to copy to; 3 every copy down`` (:func:`left_rows` rows, or
+    :func:`daemon_rows`')."""
     from collections import Counter
 
-    counts = Counter(r.get("cause") or "other" for r in left)
+    counts = Counter(r.cause or "other" for r in left)
     ordered = sorted(counts.most_common(), key=lambda c: c[0] != LOST)
     return "; ".join(f"{n} {cause_label(cause)}" for cause, n in ordered)
 
@@ -510,7 +553,7 @@ def registered_message(store: MetadataStore, bookie: str) -> str:
     )
 
 
-def repair_states(store: MetadataStore, ledger_ids: Iterable[int], bookie: str | None = None) -> dict[int, dict]:
+def repair_states(store: MetadataStore, ledger_ids: Iterable[int], bookie: str | None = None) -> dict[int, RepairState]:
     """What each of ``ledger_ids`` (naming ``bookie``, marked or to be marked by the
     auditor) waits for, as the repair model says it
     (:func:`bkctl.wire.autorecovery.repairstate.ledger_states`): ``state``,
@@ -525,10 +568,10 @@ def repair_states(store: MetadataStore, ledger_ids: Iterable[int], bookie: str |
         return {}
     now = int(time.time() * 1000)
     states = ledger_states(store, ledger_ids, now, bookies_of=(lambda _lid: [bookie]) if bookie else None)
-    for st in states.values():
-        st["text"] = state_text(st, now)
-        st["reason"] = st["attempts"][-1]["reason"] if st["attempts"] else None
-    return states
+    return {
+        lid: RepairState(state_text(st, now), st.last_attempt.reason if st.last_attempt else None, st)
+        for lid, st in states.items()
+    }
 
 
 def retire_cookie(store: MetadataStore, bookie: str) -> str:

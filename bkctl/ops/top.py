@@ -33,6 +33,8 @@ from .results import inlined, json_key
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import MetadataStore
 
+    from .autorecovery import AutorecoveryReport, RepairRow
+
 
 class TopState(Enum):
     """A bookie as the view shows it: its registration's state, or ``unreachable`` (registered,
@@ -170,7 +172,7 @@ class TopSnapshot:
     time: int
     cluster: TopCluster
     bookies: list[TopRow]
-    autorecovery: dict[str, Any] | None
+    autorecovery: AutorecoveryReport | None
     autorecovery_error: str | None
     zookeeper: TopZooKeeper
 
@@ -227,7 +229,7 @@ class TopCollector:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="bkctl-top")
         self._scrapes: dict[str, tuple[float, Scrape]] = {}
         self._addresses: dict[str, str] = {}
-        self._repair: tuple[float, dict | None, str | None] | None = None
+        self._repair: tuple[float, AutorecoveryReport | None, str | None] | None = None
         self._zk_read: _Pending | None = None  # the registrations' read under way
         self._report_read: _Pending | None = None  # the autorecovery report's
         self._known: tuple[int, list[BookieRow], dict[str, str]] | None = None  # (wall ms, registrations, racks)
@@ -258,9 +260,9 @@ class TopCollector:
         )
         # lost as the auditor counts it (named by ledgers); a cookie without a registration alone is "down"
         lost = {
-            b["bookie_id"]
-            for b in (report or {}).get("lost_bookies", [])
-            if b.get("seen_by_auditor", True) or not b.get("cookie", True)
+            b.bookie_id
+            for b in (report.lost_bookies if report is not None else [])
+            if b.seen_by_auditor or not b.cookie
         }
         rows = [self._row(r, racks.get(r.bookie_id), r.bookie_id in lost) for r in readings]
         for bookie_id in sorted(lost - {r.bookie_id for r in rows}):
@@ -273,9 +275,9 @@ class TopCollector:
             unreachable=counts[TopState.UNREACHABLE],
             read_only=counts[TopState.READ_ONLY],
             writable=counts[TopState.WRITABLE],
-            under_replicated=None if report is None else report["underreplicated"],
-            auditor=None if report is None else report["auditor"],
-            autorecovery_enabled=None if report is None else report["enabled"],
+            under_replicated=None if report is None else report.underreplicated,
+            auditor=None if report is None else report.auditor,
+            autorecovery_enabled=None if report is None else report.enabled,
         )
         down = self._zk_down
         zookeeper = TopZooKeeper(
@@ -356,7 +358,7 @@ class TopCollector:
             for r in registered
         ]
 
-    def _repair_report(self, now_ms: int) -> tuple[dict | None, str | None]:
+    def _repair_report(self, now_ms: int) -> tuple[AutorecoveryReport | None, str | None]:
         from concurrent.futures import TimeoutError as FutureTimeout
 
         from .autorecovery import autorecovery_report
@@ -513,7 +515,7 @@ def filter_rows(rows: list[TopRow], text: str) -> list[TopRow]:
     return [r for r in rows if any(text in (v or "").lower() for v in (r.bookie_id, r.state.value, r.rack))]
 
 
-def repairs_of(snapshot: TopSnapshot, bookie_id: str) -> list[dict]:
+def repairs_of(snapshot: TopSnapshot, bookie_id: str) -> list[RepairRow]:
     """The marked ledgers missing a replica on ``bookie_id``, as the status report says."""
-    report = snapshot.autorecovery or {}
-    return [r for r in report.get("ledgers", []) if bookie_id in r.get("missing_replicas", [])]
+    report = snapshot.autorecovery
+    return [r for r in (report.ledgers if report is not None else []) if bookie_id in r.repair.missing_replicas]

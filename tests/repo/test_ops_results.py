@@ -21,22 +21,10 @@ pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the
 
 _TO_CONVERT = "a JSON-shaped dict still, built in the operation and read by key in the command: to convert"
 
-_REPORT_ROWS = (
-    "the ledgers of the autorecovery status report (autorecovery_report's rows) that top shows: to convert "
-    "with that report"
-)
-
 #: (module, function) -> why it returns a JSON-shaped dict today
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.results", "fields_of"): "the one conversion itself: a result's keys and values, for the encoder",
-    ("bkctl.ops.autorecovery", "query_status"): _TO_CONVERT,
-    ("bkctl.ops.autorecovery", "underreplicated"): _TO_CONVERT,
-    ("bkctl.ops.autorecovery", "autorecovery_report"): _TO_CONVERT,
     ("bkctl.ops.recovery", "rereplicate_stream"): _TO_CONVERT,
-    ("bkctl.ops.recovery", "daemon_rows"): _TO_CONVERT,
-    ("bkctl.ops.recovery", "left_rows"): _TO_CONVERT,
-    ("bkctl.ops.recovery", "repair_states"): _TO_CONVERT,
-    ("bkctl.ops.top", "repairs_of"): _REPORT_ROWS,
 }
 
 

@@ -9,6 +9,7 @@ import io
 from rich.console import Console
 
 from bkctl.commands.cluster import lost_text
+from bkctl.ops.autorecovery import AutorecoveryReport
 from bkctl.ops.prometheus import Rates
 from bkctl.ops.top import TopCluster, TopDisk, TopGc, TopRow, TopSnapshot, TopState, TopZooKeeper, ZooKeeperState
 from bkctl.top_screen import ViewState, render
@@ -34,13 +35,13 @@ def _audited(due_ms: int) -> dict:
 def test_the_count_follows_the_repair_once_the_ledgers_are_marked():
     marks = {i: UnderreplicatedMark(i, ("n:3181",), None) for i in (1, 2)}
     [row] = R.lost_bookies(_snap(auditor_doc=_audited(NOW - 1000), marks=marks))
-    assert (row["named_by"], row["under_replicated"], row["marked"]) == (14, 2, True)
+    assert (row.named_by, row.under_replicated, row.marked) == (14, 2, True)
     assert "2 of its 14 ledgers still to re-replicate" in lost_text(row)
     [done] = R.lost_bookies(_snap(auditor_doc=_audited(NOW - 1000), marks={}))
     assert "0 of its 14 ledgers still to re-replicate" in lost_text(done) and "14 ledgers;" not in lost_text(done)
     # not due yet: nothing marked, nothing repaired: the audit's count, and when it is due
     [waiting] = R.lost_bookies(_snap(auditor_doc=_audited(NOW + 5000), marks={}))
-    assert not waiting["marked"] and "14 ledgers; " in lost_text(waiting) and "due in 5 s" in lost_text(waiting)
+    assert not waiting.marked and "14 ledgers; " in lost_text(waiting) and "due in 5 s" in lost_text(waiting)
 
 
 def test_top_calls_a_bookie_lost_in_its_header_only_if_its_row_does():
@@ -74,14 +75,19 @@ def test_top_calls_a_bookie_lost_in_its_header_only_if_its_row_does():
                 read_only=0,
             ),
             bookies=[row],
-            autorecovery={
-                "enabled": True,
-                "auditor": "a:3181",
-                "auditor_waits_for": "nothing",
-                "underreplicated": 0,
-                "ledgers": [],
-                "lost_bookies": [{"bookie_id": "k:3181", "cookie": True, "seen_by_auditor": False}],
-            },
+            autorecovery=AutorecoveryReport(
+                enabled=True,
+                lost_bookie_recovery_delay=None,
+                underreplicated=0,
+                auditor="a:3181",
+                auditor_keeps_status=True,
+                lost_bookies=[R.LostBookie("k:3181", True, None, 0, False, None, None, None, None, False, "lost")],
+                auditor_waits_for="nothing",
+                workers=[],
+                workers_note=None,
+                ledgers=[],
+                lost_entries=[],
+            ),
             autorecovery_error=None,
             zookeeper=TopZooKeeper(ZooKeeperState.OK, None, None, NOW, None),
         )

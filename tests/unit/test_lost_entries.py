@@ -173,7 +173,9 @@ def test_autorecovery_status_names_the_recorded_lost_entries_of_ledgers_that_exi
     store.ledgers.create(LedgerMetadata.new([A, B], 2, 2, password=PW).closed(N - 1, 0), ledger_id=LID)
     record_lost(store, LID, [UnreadableEntry(5, (), (A,))], "w:3181", 1000)
     record_lost(store, 99, [UnreadableEntry(1, (A,), ())], "w:3181", 1000)  # ledger 99 deleted since
-    doc = autorecovery_report(store, 2000)
+    from bkctl.ops.results import to_json
+
+    doc = to_json(autorecovery_report(store, 2000))
     assert doc["lost_entries"] == [
         {
             "ledger_id": LID,

@@ -117,7 +117,7 @@ def test_the_ledgers_left_are_grouped_by_cause_most_common_first():
         {"ledger_id": 6},  # named the bookie only after the run began
     ]
     left = left_rows(rows)
-    assert [(r["ledger_id"], r["cause"]) for r in left] == [
+    assert [(r.ledger_id, r.cause) for r in left] == [
         (4, R.NO_BOOKIE),
         (9, R.NO_BOOKIE),
         (6, "appeared"),

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from bkctl.ops import autorecovery
 from bkctl.ops import top as top_ops
+from bkctl.ops.autorecovery import AutorecoveryReport, RepairRow
 from bkctl.ops.bookie_reads import BookieReading
 from bkctl.ops.bookies import Registration
 from bkctl.ops.prometheus import Rates, Scrape, bucket_quantile, rates
@@ -28,6 +29,7 @@ from bkctl.ops.top import (
     sort_rows,
 )
 from bkctl.top_screen import ViewState, apply_key, render, split_keys
+from bkctl.wire.autorecovery.repairstate import LedgerRepair, LostBookie
 from tests.support.fake_store import FakeMetadataStore
 
 
@@ -94,20 +96,31 @@ def reading(bookie_id, state, *, metrics=None, logs=None, answered=True, unread=
     )
 
 
+def _lost(bookie_id, cookie=True, seen_by_auditor=True):
+    return LostBookie(bookie_id, cookie, None, 0, False, None, None, None, None, seen_by_auditor, "lost")
+
+
+def _repair(ledger_id, missing, worker, state):
+    return RepairRow("", None, LedgerRepair(ledger_id, state, worker, worker, None, None, (), tuple(missing), None))
+
+
 #: what `autorecovery status` would say: c:1 lost, two ledgers marked
-REPORT = {
-    "enabled": True,
-    "lost_bookie_recovery_delay": 0,
-    "underreplicated": 2,
-    "auditor": "a:1",
-    "lost_bookies": [{"bookie_id": "d:1"}, {"bookie_id": "gone:1"}],
-    "auditor_waits_for": "nothing",
-    "workers": [],
-    "ledgers": [
-        {"ledger_id": 7, "missing_replicas": ["d:1"], "worker": "a:1", "state": "being re-replicated"},
-        {"ledger_id": 8, "missing_replicas": ["d:1", "gone:1"], "worker": None, "state": "failed: not enough bookies"},
+REPORT = AutorecoveryReport(
+    enabled=True,
+    lost_bookie_recovery_delay=0,
+    underreplicated=2,
+    auditor="a:1",
+    auditor_keeps_status=True,
+    lost_bookies=[_lost("d:1"), _lost("gone:1")],
+    auditor_waits_for="nothing",
+    workers=[],
+    workers_note=None,
+    ledgers=[
+        _repair(7, ["d:1"], "a:1", "being re-replicated"),
+        _repair(8, ["d:1", "gone:1"], None, "failed: not enough bookies"),
     ],
-}
+    lost_entries=[],
+)
 
 
 @pytest.fixture
@@ -186,12 +199,8 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
 def test_a_bookie_with_a_cookie_the_auditor_does_not_count_is_down_not_lost(collector):
     """`autorecovery status` lists every bookie with a cookie and no registration as lost (its
     help's definition); top keeps "lost" for those the auditor found named by ledgers."""
-    collector.report = dict(
-        REPORT,
-        lost_bookies=[
-            {"bookie_id": "d:1", "cookie": True, "seen_by_auditor": False},
-            {"bookie_id": "gone:1", "cookie": False, "seen_by_auditor": False},
-        ],
+    collector.report = replace(
+        REPORT, lost_bookies=[_lost("d:1", seen_by_auditor=False), _lost("gone:1", cookie=False, seen_by_auditor=False)]
     )
     rows = {r["bookie_id"]: r["state"] for r in to_json(collector.snapshot().bookies)}
     assert rows["d:1"] == "down" and rows["gone:1"] == "lost"

@@ -54,7 +54,18 @@ from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark, regist
 
 from .status import StatusDoc
 
-__all__ = ["STATES", "Snapshot", "ledger_state", "ledger_states", "lost_bookies", "read_snapshot", "state_text"]
+__all__ = [
+    "STATES",
+    "Attempt",
+    "LedgerRepair",
+    "LostBookie",
+    "Snapshot",
+    "ledger_state",
+    "ledger_states",
+    "lost_bookies",
+    "read_snapshot",
+    "state_text",
+]
 
 WAITING_DELAY = "waiting-delay"
 HELD_DISABLED = "held-disabled"
@@ -78,9 +89,96 @@ STATES = (
 )
 
 
-#: a report row (a lost bookie, a ledger's state): the JSON object ``bkctl autorecovery`` and
-#: bookied's HTTP API print, its fields named in the function that makes it
-Report = dict[str, Any]
+@dataclass(frozen=True, slots=True)
+class LostBookie:
+    """A lost bookie (:func:`lost_bookies`), a row of ``autorecovery status``'s ``lost_bookies``:
+    its fields are the document's keys."""
+
+    bookie_id: str
+    #: it has a cookie
+    cookie: bool
+    #: the ledgers naming it at the auditor's last audit (None: not known)
+    named_by: int | None
+    #: the marked ledgers missing a copy there now
+    under_replicated: int
+    #: its ledgers were marked (``due`` past, or the delay not waited for)
+    marked: bool
+    #: when our auditor saw it go (ms)
+    lost_since: int | None
+    #: when ``lostBookieRecoveryDelay`` makes it due (ms)
+    due: int | None
+    #: seconds until ``due`` (0.0 once past)
+    due_in: float | None
+    #: why the delay was not waited for
+    not_waited: str | None
+    seen_by_auditor: bool
+    #: one line
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """A failed attempt a running worker remembers (``attempts`` of :class:`LedgerRepair`)."""
+
+    #: the worker's bookie id (or its daemon id)
+    worker: str | None
+    reason: str | None
+    #: :data:`~bkctl.wire.client.replication_causes.CAUSES` (None: not known)
+    cause: str | None
+    #: when it failed, and when any worker may retry (ms)
+    at: int | None
+    retry_at: int | None
+    #: False for a daemon of before the attempts were kept (its last failure): no ``cause`` key
+    has_cause: bool = field(default=True, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"worker": self.worker, "reason": self.reason, "at": self.at, "retry_at": self.retry_at}
+        if self.has_cause:
+            doc["cause"] = self.cause
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRepair:
+    """One ledger's state (:func:`ledger_state`): the document's keys are its fields (``note``
+    only when set)."""
+
+    ledger_id: int
+    #: one of :data:`STATES`
+    state: str
+    #: the worker's bookie id, or None
+    worker: str | None
+    #: the lock's content: ours hold the worker's bookie id, Java's the host name
+    lock: str | None
+    #: ms, or None
+    since: int | None
+    until: int | None
+    attempts: tuple[Attempt, ...]
+    #: of its mark (none: not marked)
+    missing_replicas: tuple[str, ...]
+    ctime: int | None
+    #: why nothing moves it, when that needs saying
+    note: str | None = None
+
+    @property
+    def last_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "ledger_id": self.ledger_id,
+            "state": self.state,
+            "worker": self.worker,
+            "lock": self.lock,
+            "since": self.since,
+            "until": self.until,
+            "attempts": [a.to_json() for a in self.attempts],
+            "missing_replicas": list(self.missing_replicas),
+            "ctime": self.ctime,
+        }
+        if self.note is not None:
+            doc["note"] = self.note
+        return doc
 
 
 @dataclass
@@ -105,7 +203,7 @@ class Snapshot:
     registered: set[str] = field(default_factory=set)
     cookies: set[str] = field(default_factory=set)
     #: (key, lost bookies by id), computed once for the many ledgers asked about
-    lost_cache: tuple[tuple[int, int], dict[str, Report]] | None = field(default=None, repr=False, compare=False)
+    lost_cache: tuple[tuple[int, int], dict[str, LostBookie]] | None = field(default=None, repr=False, compare=False)
 
 
 def read_snapshot(store: MetadataStore, now_ms: int, *, marks: bool = True) -> Snapshot:
@@ -139,14 +237,9 @@ def _audited(snap: Snapshot) -> dict[str, StatusDoc]:
     return {d["bookie_id"]: d for d in doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
 
 
-def lost_bookies(snap: Snapshot) -> list[Report]:
-    """The lost bookies, sorted: ``bookie_id``, ``cookie`` (has one), ``named_by``
-    (ledgers naming it at the auditor's last audit; None when not known),
-    ``lost_since`` and ``due`` (ms, our auditor's), ``due_in`` (s), ``not_waited``
-    (why the delay was not waited for), ``seen_by_auditor``, ``why`` (one line),
-    ``under_replicated`` (the marked ledgers missing a copy there now: what is left of
-    ``named_by`` once its ledgers were marked, ``due`` past, and are being re-replicated)
-    and ``marked`` (True once they were)."""
+def lost_bookies(snap: Snapshot) -> list[LostBookie]:
+    """The lost bookies, sorted (:class:`LostBookie`): ``under_replicated`` is what is left of
+    ``named_by`` once its ledgers were marked, ``due`` past, and are being re-replicated."""
     audited = _audited(snap)
     in_marks = {b for m in snap.marks.values() for b in m.replicas}
     candidates = (snap.cookies | set(audited)) - snap.registered
@@ -157,7 +250,6 @@ def lost_bookies(snap: Snapshot) -> list[Report]:
         d = audited.get(bookie, {})
         due = d.get("due")
         cookie = bookie in snap.cookies
-        named = d.get("named_by")
         if not cookie:
             why = "named by ledgers, no cookie" if bookie in audited else "named by under-replicated ledgers, no cookie"
         elif snap.auditor_doc is not None and bookie not in audited:
@@ -166,49 +258,36 @@ def lost_bookies(snap: Snapshot) -> list[Report]:
             why = "has a cookie, not registered"
         marked = bool(d.get("not_waited")) or (due is not None and due <= snap.now_ms)
         rows.append(
-            {
-                "bookie_id": bookie,
-                "cookie": cookie,
-                "named_by": named,
-                "under_replicated": sum(1 for m in snap.marks.values() if bookie in m.replicas),
-                "marked": marked,
-                "lost_since": d.get("lost_since"),
-                "due": due,
-                "due_in": None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
-                "not_waited": d.get("not_waited"),
-                "seen_by_auditor": bookie in audited,
-                "why": why,
-            }
+            LostBookie(
+                bookie_id=bookie,
+                cookie=cookie,
+                named_by=d.get("named_by"),
+                under_replicated=sum(1 for m in snap.marks.values() if bookie in m.replicas),
+                marked=marked,
+                lost_since=d.get("lost_since"),
+                due=due,
+                due_in=None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
+                not_waited=d.get("not_waited"),
+                seen_by_auditor=bookie in audited,
+                why=why,
+            )
         )
     return rows
 
 
 # -- one ledger -----------------------------------------------------------------------
-def _attempts(snap: Snapshot, ledger_id: int) -> list[StatusDoc]:
+def _attempts(snap: Snapshot, ledger_id: int) -> tuple[Attempt, ...]:
     out = []
     for worker_id, doc in snap.workers.items():
         for a in (doc.get("attempts") or {}).get(str(ledger_id), []):
             if isinstance(a, dict):
-                out.append(
-                    {
-                        "worker": doc.get("worker") or worker_id,
-                        "reason": a.get("reason"),
-                        "cause": a.get("cause"),
-                        "at": a.get("at"),
-                        "retry_at": a.get("retry_at"),
-                    }
-                )
+                worker = doc.get("worker") or worker_id
+                out.append(Attempt(worker, a.get("reason"), a.get("cause"), a.get("at"), a.get("retry_at")))
         failure = doc.get("last_failure")  # a daemon of before the attempts were kept
         if "attempts" not in doc and isinstance(failure, dict) and failure.get("ledger_id") == ledger_id:
-            out.append(
-                {
-                    "worker": doc.get("worker") or worker_id,
-                    "reason": failure.get("reason"),
-                    "at": failure.get("at"),
-                    "retry_at": None,
-                }
-            )
-    return sorted(out, key=lambda a: a.get("at") or 0)
+            worker = doc.get("worker") or worker_id
+            out.append(Attempt(worker, failure.get("reason"), None, failure.get("at"), None, has_cause=False))
+    return tuple(sorted(out, key=lambda a: a.at or 0))
 
 
 def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | None, StatusDoc | None]:
@@ -235,84 +314,74 @@ def _is_bookie_id(text: str | None) -> bool:
     return text is not None and ":" in text and bookie_id_problem(text) is None
 
 
-def _named_lost(snap: Snapshot, bookies: Iterable[str]) -> list[Report]:
+def _named_lost(snap: Snapshot, bookies: Iterable[str]) -> list[LostBookie]:
     key = (snap.now_ms, len(snap.marks))  # asked for many ledgers of one snapshot: computed once
     cached = snap.lost_cache
     if cached is None or cached[0] != key:
-        cached = snap.lost_cache = (key, {row["bookie_id"]: row for row in lost_bookies(snap)})
+        cached = snap.lost_cache = (key, {row.bookie_id: row for row in lost_bookies(snap)})
     lost = cached[1]
     return [lost[b] for b in bookies if b in lost]
 
 
-def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) -> Report:
-    """One ledger's state: ``ledger_id``, ``state`` (:data:`STATES`), ``worker`` (a
-    bookie id, or None), ``lock`` (the lock's content: ours hold the worker's
-    bookie id, Java's the host name), ``since``/``until`` (ms or None),
-    ``attempts`` and ``missing_replicas``/``ctime`` of its mark.  ``bookies``
-    (those its metadata names) let an unmarked ledger say what it waits for."""
+def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) -> LedgerRepair:
+    """One ledger's state (:class:`LedgerRepair`).  ``bookies`` (those its metadata names) let
+    an unmarked ledger say what it waits for."""
     mark = snap.marks.get(ledger_id)
     lock = snap.locks.get(ledger_id)
-    row = {
-        "ledger_id": ledger_id,
-        "state": None,
-        "worker": None,
-        "lock": lock,
-        "since": None,
-        "until": None,
-        "attempts": _attempts(snap, ledger_id),
-        "missing_replicas": list(mark.replicas) if mark else [],
-        "ctime": mark.ctime if mark else None,
-    }
+    attempts = _attempts(snap, ledger_id)
+
+    def row(
+        state: str,
+        worker: str | None = None,
+        since: int | None = None,
+        until: int | None = None,
+        note: str | None = None,
+    ) -> LedgerRepair:
+        replicas = tuple(mark.replicas) if mark else ()
+        ctime = mark.ctime if mark else None
+        return LedgerRepair(ledger_id, state, worker, lock, since, until, attempts, replicas, ctime, note)
+
     if ledger_id in snap.locks:
         worker, doc = _holder(snap, ledger_id, lock)
-        row["worker"] = worker
         key = str(ledger_id)
         hold = (doc or {}).get("holds", {}).get(key) if doc else None
         if doc is None:
-            row.update(state=LOCKED, since=snap.lock_ctimes.get(ledger_id))
-        elif key in (doc.get("active") or {}):
-            row.update(state=REREPLICATING, since=doc["active"][key])
-        elif isinstance(hold, dict):
-            row.update(
-                state=WAITING_GRACE if hold.get("why") == "grace" else HELD_FAILED,
-                since=hold.get("since"),
-                until=hold.get("until"),
-            )
-        elif "holds" not in doc and ledger_id in (doc.get("held") or []) and row["attempts"]:
-            row["state"] = HELD_FAILED  # a daemon of before holds were kept
-        else:  # just taken: its status node says so a moment later
-            row.update(state=REREPLICATING, since=snap.lock_ctimes.get(ledger_id))
-        return row
+            return row(LOCKED, worker, since=snap.lock_ctimes.get(ledger_id))
+        if key in (doc.get("active") or {}):
+            return row(REREPLICATING, worker, since=doc["active"][key])
+        if isinstance(hold, dict):
+            state = WAITING_GRACE if hold.get("why") == "grace" else HELD_FAILED
+            return row(state, worker, since=hold.get("since"), until=hold.get("until"))
+        if "holds" not in doc and ledger_id in (doc.get("held") or []) and attempts:
+            return row(HELD_FAILED, worker)  # a daemon of before holds were kept
+        # just taken: its status node says so a moment later
+        return row(REREPLICATING, worker, since=snap.lock_ctimes.get(ledger_id))
     if mark is not None:
-        row["state"] = WAITING_WORKER if snap.enabled else HELD_DISABLED
-        if snap.enabled and not snap.workers:
-            row["note"] = "no worker of ours is running (Java's keep no status)"
-        return row
+        note = "no worker of ours is running (Java's keep no status)" if snap.enabled and not snap.workers else None
+        return row(WAITING_WORKER if snap.enabled else HELD_DISABLED, note=note)
+    done: LedgerRepair | None = None
     for doc in snap.workers.values():
         for d in doc.get("done") or []:
             if isinstance(d, dict) and d.get("ledger_id") == ledger_id:
-                row.update(state=DONE, worker=doc.get("worker"), since=d.get("at"))
-    if row["state"] == DONE:
-        return row
+                done = row(DONE, doc.get("worker"), since=d.get("at"))
+    if done is not None:
+        return done
     lost = _named_lost(snap, bookies)
     if lost and not snap.enabled:
-        row["state"] = HELD_DISABLED
-        return row
-    dues = [b["due"] for b in lost if b["due"] is not None and b["due"] > snap.now_ms]
+        return row(HELD_DISABLED)
+    dues = [b.due for b in lost if b.due is not None and b.due > snap.now_ms]
     if dues:
-        row.update(state=WAITING_DELAY, until=min(dues))
-        return row
-    row["state"] = NOT_MARKED
+        return row(WAITING_DELAY, until=min(dues))
     if snap.auditor is None:
-        row["note"] = "no auditor is elected"
+        note = "no auditor is elected"
     elif snap.auditor_doc is None:
-        row["note"] = (
+        note = (
             f"the auditor {snap.auditor} keeps no status (Java's?): it marks it once "
             "lostBookieRecoveryDelay has passed since it saw the bookie go"
         )
     else:
-        row["note"] = f"the auditor {snap.auditor} marks it at its next audit"
-    return row
+        note = f"the auditor {snap.auditor} marks it at its next audit"
+    return row(NOT_MARKED, note=note)
 
 
 #: up to how many ledgers :func:`ledger_states` reads the marks of one by one
@@ -324,7 +393,7 @@ def ledger_states(
     ledger_ids: Iterable[int],
     now_ms: int,
     bookies_of: Callable[[int], Collection[str]] | None = None,
-) -> dict[int, Report]:
+) -> dict[int, LedgerRepair]:
     """:func:`ledger_state` of each of ``ledger_ids`` (their marks only are read);
     ``bookies_of(ledger_id)`` names the bookies its metadata names."""
     ids = list(ledger_ids)
@@ -346,37 +415,36 @@ def _seconds(ms: int | None, now_ms: int) -> str:
     return f"{max(0.0, abs(ms - now_ms) / 1000.0):.0f} s"
 
 
-def state_text(row: Report, now_ms: int) -> str:
+def state_text(row: LedgerRepair, now_ms: int) -> str:
     """One line for people: ``held after a failed attempt by b1:3181: <reason>; retried in 240 s``."""
-    state, worker = row["state"], row.get("worker")
-    last = row["attempts"][-1] if row.get("attempts") else None
-    tries = f" ({len(row['attempts'])} failed attempts)" if row.get("attempts") and len(row["attempts"]) > 1 else ""
+    state, worker, last = row.state, row.worker, row.last_attempt
+    tries = f" ({len(row.attempts)} failed attempts)" if len(row.attempts) > 1 else ""
     if state == WAITING_DELAY:
-        return f"waiting for lostBookieRecoveryDelay: marked in {_seconds(row['until'], now_ms)}"
+        return f"waiting for lostBookieRecoveryDelay: marked in {_seconds(row.until, now_ms)}"
     if state == HELD_DISABLED:
-        return "held: autorecovery is disabled" + ("" if row.get("missing_replicas") else " (not marked)")
+        return "held: autorecovery is disabled" + ("" if row.missing_replicas else " (not marked)")
     if state == NOT_MARKED:
-        return "not marked yet" + (f": {row['note']}" if row.get("note") else "")
+        return "not marked yet" + (f": {row.note}" if row.note else "")
     if state == WAITING_WORKER:
-        text = "waiting for a worker" + (f" ({row['note']})" if row.get("note") else "")
-        return text + (f"; last failed attempt by {last['worker']}: {last['reason']}{tries}" if last else "")
+        text = "waiting for a worker" + (f" ({row.note})" if row.note else "")
+        return text + (f"; last failed attempt by {last.worker}: {last.reason}{tries}" if last else "")
     if state == WAITING_GRACE:
         return (
             f"open ledger: {worker} waits for its writer before fencing it "
-            f"(openLedgerRereplicationGracePeriod), {_seconds(row['until'], now_ms)} left"
+            f"(openLedgerRereplicationGracePeriod), {_seconds(row.until, now_ms)} left"
         )
     if state == REREPLICATING:
-        since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
+        since = f" for {_seconds(row.since, now_ms)}" if row.since else ""
         return f"being re-replicated by {worker}{since}"
     if state == HELD_FAILED:
-        reason = f": {last['reason']}" if last else ""
-        retry = f"; retried in {_seconds(row['until'], now_ms)}" if row.get("until") else ""
+        reason = f": {last.reason}" if last else ""
+        retry = f"; retried in {_seconds(row.until, now_ms)}" if row.until else ""
         return f"held after a failed attempt by {worker}{reason}{retry}{tries}"
     if state == LOCKED:
-        since = f" for {_seconds(row['since'], now_ms)}" if row.get("since") else ""
+        since = f" for {_seconds(row.since, now_ms)}" if row.since else ""
         return (
             f"locked{since} by a worker that keeps no status (Java's? its lock names "
-            f"{row.get('lock') or '?'}): being re-replicated, waiting for an open ledger's writer, "
+            f"{row.lock or '?'}): being re-replicated, waiting for an open ledger's writer, "
             "or held after a failure"
         )
     return "done" + (f" by {worker}" if worker else "")
