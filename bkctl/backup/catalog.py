@@ -6,7 +6,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
-from bkctl.wire.backup.archive import MARKER, Manifest, ManifestLedger, check_marker, decode_chunk, encode_marker
+from bkctl.wire.backup.archive import (
+    MARKER,
+    LedgerNote,
+    Manifest,
+    ManifestLedger,
+    UnreadableLedger,
+    check_marker,
+    decode_chunk,
+    decode_notes,
+    encode_marker,
+)
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import FAILED, NOT_FOUND, USAGE, CommandError
@@ -18,6 +28,7 @@ __all__ = [
     "load_manifest",
     "manifest_ids",
     "manifest_ledgers",
+    "manifest_notes",
     "read_manifest",
     "require_archive",
     "with_ledgers",
@@ -107,9 +118,41 @@ def manifest_ledgers(storage: ArchiveStorage, m: Manifest) -> Iterator[ManifestL
         yield from lines
 
 
+def manifest_notes(storage: ArchiveStorage, m: Manifest) -> Iterator[LedgerNote]:
+    """The ledgers ``m`` names without holding them (missing, unreadable, deleted), a chunk at
+    a time (an older manifest's from its head); :class:`ArchiveDamaged` when a chunk is
+    missing or damaged."""
+    if not m.noted:
+        yield from (LedgerNote(i, "missing") for i in m.missing)
+        yield from (LedgerNote(u.ledger_id, "unreadable", u.error) for u in m.unreadable)
+        yield from (LedgerNote(i, "deleted") for i in m.deleted.get("ledgers", []))
+        return
+    for ref in m.notes:
+        try:
+            data = storage.get(ref.name)
+        except ObjectMissing:
+            raise ArchiveDamaged(f"{ref.name}: a chunk of backup {m.id}'s notes is missing") from None
+        yield from decode_notes(data, ref)
+
+
 def with_ledgers(storage: ArchiveStorage, m: Manifest) -> Manifest:
-    """``m`` with every ledger in ``ledgers`` (read from its chunks): for what needs them all at
-    once (a restore, ``backup show``); :class:`ArchiveDamaged` when a chunk is damaged."""
+    """``m`` with every ledger in ``ledgers`` (read from its chunks) and its notes in
+    ``missing``, ``unreadable`` and ``deleted``, as ``bkctl-backup/1`` held them: for what
+    needs them all at once; :class:`ArchiveDamaged` when a chunk is damaged."""
     if not m.chunked:
         return m
+    if m.noted:
+        noted: dict[str, list[LedgerNote]] = {"missing": [], "unreadable": [], "deleted": []}
+        for note in manifest_notes(storage, m):
+            noted[note.kind].append(note)
+        m = dataclasses.replace(
+            m,
+            missing=sorted(n.ledger_id for n in noted["missing"]),
+            unreadable=[UnreadableLedger(n.ledger_id, n.error) for n in sorted(noted["unreadable"], key=_id)],
+            deleted={**m.deleted, "ledgers": sorted(n.ledger_id for n in noted["deleted"])},
+        )
     return dataclasses.replace(m, ledgers=list(manifest_ledgers(storage, m)))
+
+
+def _id(note: LedgerNote) -> int:
+    return note.ledger_id

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import heapq
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
-from bkctl.wire.backup.archive import LedgerRecord, Manifest, read_data, unb64
+from bkctl.wire.backup.archive import LedgerRecord, Manifest, ManifestLedger, read_data, unb64
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
-from .catalog import load_manifest, manifest_ids, manifest_ledgers, read_manifest, require_archive
+from ..exitcodes import FAILED, CommandError
+from .catalog import load_manifest, manifest_ids, manifest_ledgers, manifest_notes, read_manifest, require_archive
 from .storage import ArchiveStorage
+from .take import submitted
 
 __all__ = ["list_backups", "show_backup", "verify_archive"]
 
@@ -23,6 +26,7 @@ def _when(ms: int) -> str:
 
 
 def summary(m: Manifest) -> dict[str, Any]:
+    noted = m.note_counts()
     return {
         "id": m.id,
         "started": _when(m.started),
@@ -32,9 +36,9 @@ def summary(m: Manifest) -> dict[str, Any]:
         "previous": m.previous,
         "selection": m.selection,
         **m.totals(),
-        "deleted_ledgers": len(m.deleted.get("ledgers", [])),
-        "missing_ledgers": len(m.missing),
-        "partial": bool(m.unreadable),
+        "deleted_ledgers": noted["deleted"],
+        "missing_ledgers": noted["missing"],
+        "partial": bool(noted["unreadable"]),
     }
 
 
@@ -52,11 +56,21 @@ def list_backups(storage: ArchiveStorage) -> list[dict[str, Any]]:
 
 
 def show_backup(storage: ArchiveStorage, backup_id: str | None = None) -> dict[str, Any]:
-    """One backup (default: the newest): its summary, topics, schemas and ledgers."""
+    """One backup (default: the newest): its summary, topics, schemas, and -- read a chunk at
+    a time as they are taken, :class:`~bkctl.wire.errors.ArchiveDamaged` from a damaged chunk
+    -- ``ledgers``, ``missing``, ``unreadable`` and ``deleted["ledgers"]`` (iterators), so
+    that what is held does not grow with the ledgers."""
     from bkctl.wire.pulsar.managed_ledger import parse_managed_ledger_info
 
     require_archive(storage)
-    m = load_manifest(storage, backup_id)
+    m = load_manifest(storage, backup_id, ledgers=False)
+    try:  # every chunk read once first: a damaged one is one line, before anything is printed
+        for _ in manifest_ledgers(storage, m):
+            pass
+        for _ in manifest_notes(storage, m):
+            pass
+    except ArchiveDamaged as exc:
+        raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
     doc = summary(m)
     topics = []
     for t in m.topics:
@@ -71,14 +85,58 @@ def show_backup(storage: ArchiveStorage, backup_id: str | None = None) -> dict[s
     doc["topics"] = topics
     doc["schemas"] = [s.key for s in m.schemas]
     doc["partitioned"] = [p.key for p in m.partitioned]
-    doc["ledgers"] = [
+    doc["lines"] = (
         {"ledger_id": x.ledger_id, "entries": x.entries, "bytes": x.payload_bytes, "copied": x.copied}
-        for x in m.ledgers
-    ]
-    doc["missing"] = m.missing
-    doc["unreadable"] = [{"ledger_id": u.ledger_id, "error": u.error} for u in m.unreadable]
-    doc["deleted"] = m.deleted
+        for x in manifest_ledgers(storage, m)
+    )
+
+    def noted(kind: str) -> Iterator[Any]:
+        for note in manifest_notes(storage, m):
+            if note.kind == kind:
+                yield {"ledger_id": note.ledger_id, "error": note.error} if kind == "unreadable" else note.ledger_id
+
+    doc["missing"] = noted("missing")
+    doc["unreadable"] = noted("unreadable")
+    doc["deleted"] = {"ledgers": noted("deleted"), "topics": m.deleted.get("topics", [])}
     return doc
+
+
+class _Copy(NamedTuple):
+    """A ledger copy to check: its record's name and what the manifests say it holds."""
+
+    record: str
+    ledger_id: int
+    entries: int
+    payload_bytes: int
+
+
+def _copies(storage: ArchiveStorage, ids: list[str], problems: list[str]) -> Iterator[_Copy]:
+    """Every ledger copy (not in its line) the backups ``ids`` name, each once, in ascending
+    ledger ids: their chunks merged, one chunk of each backup held at a time.  A manifest or a
+    chunk that does not read is a problem (the backup's lines end there)."""
+
+    def lines(i: str) -> Iterator[ManifestLedger]:
+        try:
+            m = read_manifest(storage, i)
+        except ArchiveDamaged as exc:
+            problems.append(f"backup {i}: its manifest is damaged: {exc}")
+            return
+        try:
+            for _ in manifest_notes(storage, m):
+                pass  # (read: a damaged chunk of notes is a problem too)
+            yield from manifest_ledgers(storage, m)
+        except ArchiveDamaged as exc:
+            problems.append(f"backup {i}: its manifest is damaged: {exc}")
+
+    last, seen = -1, set[str]()
+    for x in heapq.merge(*(lines(i) for i in ids), key=lambda x: x.ledger_id):
+        if x.inline is not None:
+            continue  # a ledger with no entries has its record in its line: decode_chunk checked it
+        if x.ledger_id != last:
+            last, seen = x.ledger_id, set()
+        if x.record not in seen:  # a copy two backups name: checked once
+            seen.add(x.record)
+            yield _Copy(x.record, x.ledger_id, x.entries, x.payload_bytes)
 
 
 def verify_archive(
@@ -101,20 +159,11 @@ def verify_archive(
         ids = [backup_id]
     problems: list[str] = []
     lock = threading.Lock()
-    records: dict[str, tuple[int, int, int]] = {}  # record -> ledger id, entries, bytes
     for i in ids:
         try:
             m = read_manifest(storage, i)
-        except ArchiveDamaged as exc:
-            problems.append(f"backup {i}: its manifest is damaged: {exc}")
-            continue
-        try:
-            for x in manifest_ledgers(storage, m):
-                if x.inline is None:
-                    records[x.record] = (x.ledger_id, x.entries, x.payload_bytes)
-                # a ledger with no entries has its record in its line: decode_chunk checked it
-        except ArchiveDamaged as exc:
-            problems.append(f"backup {i}: its manifest is damaged: {exc}")
+        except ArchiveDamaged:
+            continue  # named by _copies
         for t in m.topics:
             try:
                 parse_managed_ledger_info(unb64(t.value_b64))
@@ -122,10 +171,12 @@ def verify_archive(
                     parse_cursor_info(unb64(value))
             except Exception as exc:  # noqa: BLE001 - any damage is a problem found
                 problems.append(f"backup {i}: topic {t.managed_ledger}: {exc}")
-    checked = {"bytes": 0, "entries": 0}
+    checked = {"bytes": 0, "entries": 0, "copies": 0}
 
-    def check(name: str) -> None:
-        ledger_id, entries, size = records[name]
+    def check(copy: _Copy) -> None:
+        name, ledger_id, entries, size = copy
+        with lock:
+            checked["copies"] += 1
         try:
             record = LedgerRecord.decode(storage.get(name), name)
             if (record.ledger_id, record.entries, record.payload_bytes) != (ledger_id, entries, size):
@@ -148,12 +199,14 @@ def verify_archive(
             with lock:
                 problems.append(str(exc))
 
-    with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="verify") as pool:
-        list(pool.map(check, sorted(records)))
+    workers = max(1, parallel)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify") as pool:
+        for future in submitted(pool, check, _copies(storage, ids, problems), workers * 4):
+            future.result()
     return {
         "archive": storage.url,
         "backups": len(ids),
-        "ledger_copies": len(records),
+        "ledger_copies": checked["copies"],
         "entries": checked["entries"],
         "bytes": checked["bytes"],
         "problems": sorted(problems),
@@ -162,17 +215,7 @@ def verify_archive(
 
 
 def expected_bytes(storage: ArchiveStorage, backup_id: str | None = None) -> int:
-    """The payload bytes :func:`verify_archive` will read (for a progress bar)."""
+    """The payload bytes :func:`verify_archive` will read (for a progress bar; a copy two
+    backups name counted once)."""
     ids = [backup_id] if backup_id is not None else manifest_ids(storage)
-    seen: dict[str, int] = {}
-    for i in ids:
-        try:
-            m = read_manifest(storage, i)
-        except ArchiveDamaged:
-            continue  # verify names it
-        try:
-            for x in manifest_ledgers(storage, m):  # a copy two backups name counted once
-                seen[x.record] = x.payload_bytes
-        except ArchiveDamaged:
-            continue  # verify names it
-    return sum(seen.values())
+    return sum(c.payload_bytes for c in _copies(storage, ids, []))  # (damage: verify names it)

@@ -44,11 +44,12 @@ from bkctl.wire.backup.archive import (
     ChunkRef,
     ChunkWriter,
     DataWriter,
+    LedgerNote,
     LedgerRecord,
     Manifest,
     ManifestLedger,
+    NoteWriter,
     TopicRecord,
-    UnreadableLedger,
     ValueRecord,
     b64,
     cluster_tag,
@@ -319,13 +320,14 @@ class _Finisher:
 
 class _Slot:
     """A ledger's place in the manifest, in the walk's order: ``settled`` once its copy is
-    stored or found (``line``), or it turned out missing or unreadable (no ``line``)."""
+    stored or found (``line``), or it turned out missing or unreadable (``note``)."""
 
-    __slots__ = ("ledger_id", "line", "settled")
+    __slots__ = ("ledger_id", "line", "note", "settled")
 
     def __init__(self, ledger_id: int):
         self.ledger_id = ledger_id
         self.line: ManifestLedger | None = None
+        self.note: LedgerNote | None = None
         self.settled = False
 
 
@@ -343,9 +345,6 @@ class _Copier:
         self.store, self.bk, self.storage, self.progress = store, bk, storage, progress
         self.finisher = finisher
         self.cluster = cluster_tag(store.cluster.instance_id())
-        self.lock = threading.Lock()
-        self.missing: list[int] = []
-        self.unreadable: list[UnreadableLedger] = []
 
     def check_or_copy(self, check: _Check) -> _Slot:
         """The incremental check on metadata the pipelined walk read: a closed ledger whose
@@ -384,8 +383,7 @@ class _Copier:
             raw, _version = self.store.ledgers.read_bytes(ledger_id)
             md = self.store.ledgers.parse(raw, None)
         except NoSuchLedger:
-            with self.lock:
-                self.missing.append(ledger_id)
+            slot.note = LedgerNote(ledger_id, "missing")
             slot.settled = True
             return slot
         try:
@@ -394,8 +392,7 @@ class _Copier:
             why = unreadable(exc)
             if why is None:
                 raise
-            with self.lock:
-                self.unreadable.append(UnreadableLedger(ledger_id, why))
+            slot.note = LedgerNote(ledger_id, "unreadable", why)
             slot.settled = True
         return slot
 
@@ -544,37 +541,51 @@ class _Previous:
 
 
 class _Lines:
-    """A backup's ledger lines into its chunks in ascending ids: the cursor ledgers' (copied
-    first, ``held``) merged with the walk's; with the previous backup's lines (``previous``:
-    the same selection) the ledgers of it gone since counted in ``deleted``."""
+    """A backup's ledger lines into its chunks in ascending ids, its notes into theirs: the
+    cursor ledgers' (copied first, ``held``) merged with the walk's; with the previous backup's
+    lines (``previous``: the same selection) the ledgers of it gone since noted ``deleted``
+    (in chunks of their own, named by the head only if the previous backup read to its end)."""
 
-    def __init__(self, writer: ChunkWriter, previous: _Previous | None):
-        self.writer, self.previous = writer, previous
-        self.held: deque[ManifestLedger] = deque()
-        self.deleted: list[int] = []
+    def __init__(self, writer: ChunkWriter, notes: NoteWriter, deleted: NoteWriter, previous: _Previous | None):
+        self.writer, self.notes, self.deleted, self.previous = writer, notes, deleted, previous
+        self.held: deque[_Slot] = deque()
 
-    def hold(self, lines: Iterable[ManifestLedger]) -> None:
-        self.held = deque(sorted(lines, key=lambda x: x.ledger_id))
+    def hold(self, slots: Iterable[_Slot]) -> None:
+        self.held = deque(sorted(slots, key=lambda s: s.ledger_id))
 
-    def add(self, line: ManifestLedger) -> None:
-        while self.held and self.held[0].ledger_id < line.ledger_id:
+    def add(self, slot: _Slot) -> None:
+        while self.held and self.held[0].ledger_id < slot.ledger_id:
             self._emit(self.held.popleft())
-        self._emit(line)
+        self._emit(slot)
 
-    def _emit(self, line: ManifestLedger) -> None:
-        self.writer.add(line)
+    def _emit(self, slot: _Slot) -> None:
+        if slot.line is not None:
+            self.writer.add(slot.line)
+        elif slot.note is not None:
+            self.notes.add(slot.note)
+            if slot.note.kind != "unreadable":
+                return  # gone: its line in the previous backup is passed (deleted)
+        else:
+            return
         if self.previous is not None:
-            self.deleted.extend(self.previous.passed(line.ledger_id))
-            self.previous.find(line.ledger_id)  # this one is kept
+            for gone in self.previous.passed(slot.ledger_id):
+                self.deleted.add(LedgerNote(gone, "deleted"))
+            self.previous.find(slot.ledger_id)  # this one is kept
 
-    def finish(self) -> list[ChunkRef]:
+    def finish(self) -> tuple[list[ChunkRef], list[ChunkRef]]:
+        """The chunks of lines, and of notes (the deleted ones' only when known)."""
         while self.held:
             self._emit(self.held.popleft())
+        known = False
         if self.previous is not None:
-            self.deleted.extend(self.previous.passed(float("inf")))
-            if self.previous.damaged:
-                self.deleted = []  # not known
-        return self.writer.finish()
+            for gone in self.previous.passed(float("inf")):
+                self.deleted.add(LedgerNote(gone, "deleted"))
+            known = not self.previous.damaged
+        deleted = self.deleted.finish()
+        if not known:  # not known past a damaged chunk (those chunks no head names: left over)
+            self.deleted.counts["deleted"] = 0
+            deleted = []
+        return self.writer.finish(), self.notes.finish() + deleted
 
 
 def _then_ids(store, work: _Plan, skip: set[int]) -> Iterator[int]:
@@ -638,7 +649,12 @@ def take_backup(
     finisher = _Finisher(parallel)
     copier = _Copier(store, bk, storage, progress, finisher)
     same = previous is not None and previous.selection == selection.to_json()
-    lines = _Lines(ChunkWriter(backup_id, storage.put, chunk_ledgers), _Previous(storage, previous) if same else None)
+    lines = _Lines(
+        ChunkWriter(backup_id, storage.put, chunk_ledgers),
+        NoteWriter(backup_id, storage.put, chunk_ledgers),
+        NoteWriter(backup_id, storage.put, chunk_ledgers, stem="deleted"),
+        _Previous(storage, previous) if same else None,
+    )
     first = sorted(set(work.first))
     pending: deque[_Slot] = deque()
     try:
@@ -647,14 +663,12 @@ def take_backup(
             held = list(_walk(pool, copier, reads, _Previous(storage, None), parallel * 16, progress))
             finisher.settle()  # the cursor ledgers' copies stored before any data ledger is read
             finisher.check()
-            lines.hold(s.line for s in held if s.line is not None)
+            lines.hold(held)
             reads = store.ledgers.read_many(_then_ids(store, work, set(first)))
             for slot in _walk(pool, copier, reads, _Previous(storage, previous), parallel * 16, progress):
                 pending.append(slot)
                 while pending and pending[0].settled:
-                    done = pending.popleft()
-                    if done.line is not None:
-                        lines.add(done.line)
+                    lines.add(pending.popleft())
                 finisher.check()
     except BaseException:
         with contextlib.suppress(Exception):  # the copies' failure is the one told
@@ -662,12 +676,10 @@ def take_backup(
         raise
     finisher.wait()  # every copy's objects stored before the manifest names them
     for slot in pending:
-        if slot.line is not None:
-            lines.add(slot.line)
-    chunks = lines.finish()
+        lines.add(slot)
+    chunks, notes = lines.finish()
     deleted: dict[str, list[Any]] = {"ledgers": [], "topics": []}
     if same and previous is not None:
-        deleted["ledgers"] = lines.deleted
         deleted["topics"] = sorted(
             {t.managed_ledger for t in previous.topics} - {t.managed_ledger for t in work.topics}
         )
@@ -685,12 +697,13 @@ def take_backup(
         topics=work.topics,
         schemas=work.schemas,
         partitioned=work.partitioned,
-        missing=sorted(set(copier.missing)),
-        unreadable=sorted(copier.unreadable, key=lambda u: u.ledger_id),
+        missing=[],
+        unreadable=[],
         deleted=deleted,
         previous=previous.id if previous is not None else None,
         chunks=chunks,
-        counts=dict(lines.writer.counts),
+        counts={**lines.writer.counts, **lines.notes.counts, "deleted": lines.deleted.counts["deleted"]},
+        notes=notes,
     )
     storage.put(manifest.name, manifest.encode())
     return manifest

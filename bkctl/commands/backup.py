@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import click
 
 from ..app import App, confirm_destructive
@@ -96,7 +98,15 @@ def backup(
         from ..backup.inspect import show_backup
 
         doc = show_backup(storage, backup_id)
-        emit(app, doc, lambda: _print_show(app, doc))
+        count = doc["ledgers"]  # the summary's count (the lines follow, read as they are printed)
+        doc["ledgers"] = doc.pop("lines")
+        try:
+            if app.json:
+                _stream_json(doc)
+            else:
+                _print_show(app, doc, count)
+        except _damaged() as exc:  # (a chunk changed since show_backup read it)
+            raise CommandError(str(exc), FAILED) from None
     else:
         from ..backup.inspect import expected_bytes, verify_archive
 
@@ -108,32 +118,38 @@ def backup(
 
 
 def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> None:
+    from ..backup.catalog import manifest_notes
     from ..backup.take import Selection, take_backup
 
     storage = _storage(app, to, s3_endpoint)
     selection = Selection(list(topics), list(namespaces), ledger_spec)
     with app.progress(None, "backing up") as bar:
         manifest = take_backup(app.store, app.bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar)
-    doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": manifest.missing}
-    doc["unreadable"] = [{"ledger_id": u.ledger_id, "error": u.error} for u in manifest.unreadable]
+    noted: dict[str, list] = {"missing": [], "unreadable": [], "deleted": []}
+    for note in manifest_notes(storage, manifest):  # (read back a chunk at a time)
+        noted[note.kind].append({"ledger_id": note.ledger_id, "error": note.error} if note.error else note.ledger_id)
+    unreadable = sorted(noted["unreadable"], key=lambda u: u["ledger_id"])
+    doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": sorted(noted["missing"])}
+    doc["unreadable"] = unreadable
     doc["seconds"] = (manifest.finished - manifest.started) / 1000
-    doc["deleted"] = manifest.deleted
+    doc["deleted"] = {"ledgers": sorted(noted["deleted"]), "topics": manifest.deleted.get("topics", [])}
+    missing = doc["missing"]
     emit(
         app,
         doc,
         lambda: app.console.print(
             f"backup {manifest.id}: {doc['ledgers']} ledgers ({doc['copied_ledgers']} copied, "
             f"{human_size(doc['copied_bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas -> {to}"
-            + (f"; {len(manifest.missing)} ledgers named but gone" if manifest.missing else ""),
+            + (f"; {len(missing)} ledgers named but gone" if missing else ""),
             highlight=False,
         ),
     )
-    if manifest.unreadable:
-        for u in manifest.unreadable:
-            app.err_console.print(f"bkctl: ledger {u.ledger_id} not backed up: {u.error}", highlight=False)
-        ids = ", ".join(str(u.ledger_id) for u in manifest.unreadable)
+    if unreadable:
+        for u in unreadable:
+            app.err_console.print(f"bkctl: ledger {u['ledger_id']} not backed up: {u['error']}", highlight=False)
+        ids = ", ".join(str(u["ledger_id"]) for u in unreadable)
         raise CommandError(
-            f"backup {manifest.id} is partial: {plural(len(manifest.unreadable), 'ledger')} could not be read "
+            f"backup {manifest.id} is partial: {plural(len(unreadable), 'ledger')} could not be read "
             f"({ids}); everything else is in it",
             PARTIAL,
         )
@@ -154,10 +170,42 @@ def _print_list(app: App, rows: list[dict]) -> None:
         )
 
 
-def _ids(ids: list[int]) -> str:
-    """Ledger ids for people: ``1-4, 7, 9-10``."""
+def _damaged() -> type[Exception]:
+    from bkctl.wire.errors import ArchiveDamaged
+
+    return ArchiveDamaged
+
+
+def _stream_json(doc: dict) -> None:
+    """``doc`` as one line of JSON, its iterators written as arrays item by item (not held)."""
+    import sys
+
+    from ..app import encode_json
+
+    def write(value: object) -> None:
+        if isinstance(value, dict):
+            sys.stdout.write("{")
+            for n, (k, v) in enumerate(value.items()):
+                sys.stdout.write(("," if n else "") + encode_json(k) + ":")
+                write(v)
+            sys.stdout.write("}")
+        elif isinstance(value, Iterator):
+            sys.stdout.write("[")
+            for n, item in enumerate(value):
+                sys.stdout.write(("," if n else "") + encode_json(item))
+            sys.stdout.write("]")
+        else:
+            sys.stdout.write(encode_json(value))
+
+    write(doc)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _ids(ids: Iterable[int]) -> str:
+    """Ledger ids for people: ``1-4, 7, 9-10`` (ascending ids: their runs held, not the ids)."""
     runs: list[list[int]] = []
-    for i in sorted(set(ids)):
+    for i in sorted(set(ids)) if not isinstance(ids, Iterator) else ids:
         if runs and runs[-1][1] == i - 1:
             runs[-1][1] = i
         else:
@@ -165,11 +213,11 @@ def _ids(ids: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _print_show(app: App, doc: dict) -> None:
+def _print_show(app: App, doc: dict, count: int) -> None:
     say = lambda text: app.console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
     say(f"backup {doc['id']} of {doc['source']} ({doc['instance_id']}), {doc['started']} .. {doc['finished']}")
     say(
-        f"{plural(len(doc['ledgers']), 'ledger')}, {plural(doc['entries'], 'entry', 'entries')}, "
+        f"{plural(count, 'ledger')}, {plural(doc['entries'], 'entry', 'entries')}, "
         f"{human_size(doc['bytes'])}; {doc['copied_ledgers']} copied by this backup ({human_size(doc['copied_bytes'])})"
         + (f"; after {doc['previous']}" if doc["previous"] else "")
     )
@@ -181,17 +229,17 @@ def _print_show(app: App, doc: dict) -> None:
         )
     if doc["schemas"]:
         say(f"schemas: {', '.join(doc['schemas'])}")
-    if doc["ledgers"]:
-        say(f"ledgers: {_ids([x['ledger_id'] for x in doc['ledgers']])}")
-    if doc["unreadable"]:
-        say(f"PARTIAL: {plural(len(doc['unreadable']), 'ledger')} could not be read and are not in it:")
+    if count:
+        say(f"ledgers: {_ids(x['ledger_id'] for x in doc['ledgers'])}")
+    if doc["partial"]:
+        say(f"PARTIAL: {plural(doc['unreadable_ledgers'], 'ledger')} could not be read and are not in it:")
         for u in doc["unreadable"]:
             say(f"  ledger {u['ledger_id']}: {u['error']}")
-    if doc["missing"]:
-        say(f"named by topics or schemas but gone when backed up: ledgers {_ids(doc['missing'])}")
+    if doc["missing_ledgers"]:
+        say(f"named by topics or schemas but gone when backed up: ledgers {_ids(list(doc['missing']))}")
     deleted = doc["deleted"]
-    if deleted.get("ledgers") or deleted.get("topics"):
-        gone = [f"ledgers {_ids(deleted['ledgers'])}"] if deleted.get("ledgers") else []
+    if doc["deleted_ledgers"] or deleted.get("topics"):
+        gone = [f"ledgers {_ids(list(deleted['ledgers']))}"] if doc["deleted_ledgers"] else []
         gone += [f"topics {', '.join(deleted['topics'])}"] if deleted.get("topics") else []
         say(f"deleted since {doc['previous']}: {'; '.join(gone)}")
 

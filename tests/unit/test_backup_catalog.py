@@ -1,6 +1,8 @@
 """An archive's catalogue read by ``bkctl backup list|show|verify`` (no cluster): a damaged
 manifest is named and hides none of the others; ``show`` reads as text, not Python's reprs.
-Each as an older bkctl wrote its manifests (``bkctl-backup/1``) and as chunked (``/2``)."""
+Each as an older bkctl wrote its manifests (``bkctl-backup/1``, every ledger in the head; ``/2``,
+chunked, the missing and unreadable listed in the head) and as this one does (``/3``: those in
+chunks of notes too)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,16 @@ import pytest
 
 from bkctl.backup.catalog import ensure_archive
 from bkctl.backup.storage import LocalStorage
-from bkctl.wire.backup.archive import MANIFEST_FORMAT_V1, ChunkWriter, Manifest, ManifestLedger, UnreadableLedger
+from bkctl.wire.backup.archive import (
+    MANIFEST_FORMAT_V1,
+    MANIFEST_FORMAT_V2,
+    ChunkWriter,
+    LedgerNote,
+    Manifest,
+    ManifestLedger,
+    NoteWriter,
+    UnreadableLedger,
+)
 
 
 def manifest(backup_id: str, ledgers=(1, 2, 3, 7), **kw) -> Manifest:
@@ -32,15 +43,36 @@ def manifest(backup_id: str, ledgers=(1, 2, 3, 7), **kw) -> Manifest:
     )
 
 
-def chunked(storage, m: Manifest, per_chunk: int = 3) -> Manifest:
-    """``m`` as this bkctl writes it: its ledgers in chunks (written), a head."""
+def chunked(storage, m: Manifest, per_chunk: int = 3, fmt: str = "v3") -> Manifest:
+    """``m`` as this bkctl writes it (``v3``: its ledgers and notes in chunks, written; a head),
+    or as ``bkctl-backup/2`` did (``v2``: the notes in the head)."""
     writer = ChunkWriter(m.id, storage.put, per_chunk)
     for x in m.ledgers:
         writer.add(x)
-    return dataclasses.replace(m, format=Manifest.format, ledgers=[], chunks=writer.finish(), counts=writer.counts)
+    if fmt == "v2":
+        return dataclasses.replace(
+            m, format=MANIFEST_FORMAT_V2, ledgers=[], chunks=writer.finish(), counts=writer.counts
+        )
+    notes = NoteWriter(m.id, storage.put, per_chunk)
+    for i in m.missing:
+        notes.add(LedgerNote(i, "missing"))
+    for u in m.unreadable:
+        notes.add(LedgerNote(u.ledger_id, "unreadable", u.error))
+    for i in m.deleted.get("ledgers", []):
+        notes.add(LedgerNote(i, "deleted"))
+    return dataclasses.replace(
+        m,
+        format=Manifest.format,
+        ledgers=[],
+        chunks=writer.finish(),
+        counts={**writer.counts, **notes.counts},
+        notes=notes.finish(),
+        missing=[],
+        unreadable=[],
+    )
 
 
-@pytest.fixture(params=["v1", "v2"])
+@pytest.fixture(params=["v1", "v2", "v3"])
 def fmt(request):
     return request.param
 
@@ -50,8 +82,8 @@ def archive(tmp_path, fmt="v1") -> LocalStorage:
     ensure_archive(storage, 1_795_000_000.0)
     for i in ("20261101T000000000Z-aaaaaa", "20261103T000000000Z-cccccc"):
         m = manifest(i, unreadable=[UnreadableLedger(9, "NoSuchEntry: entry 6")] if "ccc" in i else [])
-        if fmt == "v2":
-            m = chunked(storage, m)
+        if fmt != "v1":
+            m = chunked(storage, m, fmt=fmt)
         storage.put(m.name, m.encode())
     storage.put("backups/20261102T000000000Z-bbbbbb.json", b'{"format": "bkctl-backup/1", "id": ')  # cut short
     return storage

@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from bkctl.backup.catalog import load_manifest, manifest_ledgers
+from bkctl.backup.catalog import load_manifest, manifest_ledgers, manifest_notes
 from bkctl.backup.storage import LocalStorage
-from bkctl.backup.take import Selection, _Lines, _Previous, take_backup
+from bkctl.backup.take import Selection, _Lines, _Previous, _Slot, take_backup
 from bkctl.exitcodes import FAILED, CommandError
 from bkctl.wire.backup.archive import (
     MANIFEST_FORMAT_V1,
@@ -21,6 +21,7 @@ from bkctl.wire.backup.archive import (
     LedgerRecord,
     Manifest,
     ManifestLedger,
+    NoteWriter,
     cluster_tag,
     decode_chunk,
     ledger_object,
@@ -46,8 +47,18 @@ def _cluster(n: int) -> tuple[FakeMetadataStore, list[int]]:
     return store, ids
 
 
+def _deleted(storage: LocalStorage, m: Manifest) -> list[int]:
+    return [n.ledger_id for n in manifest_notes(storage, m) if n.kind == "deleted"]
+
+
 def _line(lid: int) -> ManifestLedger:
     return ManifestLedger(lid, f"ledgers/{lid}/none-0-1.json", 1, 10, True)
+
+
+def _slot(line: ManifestLedger) -> _Slot:
+    slot = _Slot(line.ledger_id)
+    slot.line, slot.settled = line, True
+    return slot
 
 
 class HeldCounter:
@@ -78,13 +89,13 @@ def test_a_backup_holds_a_chunk_of_its_ledgers_not_all_of_them(tmp_path):
     assert [x.ledger_id for x in manifest_ledgers(storage, full)] == ids  # ascending, every one
     assert list(storage.list("ledgers/")) == []  # empty ledgers: no objects, their records in their lines
     head = json.loads(storage.get(full.name))
-    assert head["format"] == "bkctl-backup/2" and "ledgers" not in head  # the head names chunks only
+    assert head["format"] == "bkctl-backup/3" and "ledgers" not in head  # the head names chunks only
 
     held.most = 0
     again = take_backup(store, NoBookKeeper(), storage, Selection(), store.uri, parallel=2, chunk_ledgers=100)
     assert held.most <= 300  # the previous backup's lines read a chunk at a time beside
     assert again.totals()["ledgers"] == 1500 and again.totals()["copied_ledgers"] == 0
-    assert again.previous == full.id and again.deleted["ledgers"] == []
+    assert again.previous == full.id and _deleted(storage, again) == []
     lines = list(manifest_ledgers(storage, again))
     assert all(x.inline is not None and not x.copied for x in lines)  # the same records, kept from the last
 
@@ -97,17 +108,17 @@ def test_deleted_ledgers_are_found_by_merging_the_previous_backup_in_id_order(tm
     for lid in gone:
         store.ledgers.delete(lid)
     again = take_backup(store, NoBookKeeper(), storage, Selection(), store.uri, chunk_ledgers=4)
-    assert again.deleted["ledgers"] == gone
+    assert _deleted(storage, again) == gone and again.note_counts()["deleted"] == 4
     assert [x.ledger_id for x in manifest_ledgers(storage, again)] == [i for i in ids if i not in gone]
 
 
 def test_the_cursor_ledgers_copied_first_are_merged_into_the_lines_in_id_order(tmp_path):
     storage = LocalStorage(str(tmp_path / "a"))
-    lines = _Lines(ChunkWriter("b", storage.put, 2), None)
-    lines.hold([_line(50), _line(5)])
+    lines = _Lines(ChunkWriter("b", storage.put, 2), NoteWriter("b", storage.put), NoteWriter("b", storage.put), None)
+    lines.hold([_slot(_line(50)), _slot(_line(5))])
     for lid in (1, 10, 60):
-        lines.add(_line(lid))
-    chunks = lines.finish()
+        lines.add(_slot(_line(lid)))
+    chunks, _notes = lines.finish()
     m = Manifest("b", 0, 0, {}, {}, [], [], [], [], [], {}, chunks=chunks)
     assert [x.ledger_id for x in manifest_ledgers(storage, m)] == [1, 5, 10, 50, 60]
     writer = ChunkWriter("c", storage.put)
@@ -137,7 +148,7 @@ def test_an_older_manifest_serves_as_the_previous_backup(tmp_path):
     storage.put(old.name, old.encode())
     assert "ledgers" in json.loads(storage.get(old.name))
     again = take_backup(store, NoBookKeeper(), storage, Selection(), store.uri, chunk_ledgers=4)
-    assert again.previous == old.id and again.deleted["ledgers"] == [999]
+    assert again.previous == old.id and _deleted(storage, again) == [999]
     lines = list(manifest_ledgers(storage, again))
     assert [x.ledger_id for x in lines] == ids
     assert not any(x.copied for x in lines) and all(x.inline is None for x in lines)  # its records kept

@@ -19,7 +19,11 @@ Objects, by name:
   chunk, one JSON line a ledger (:class:`ManifestLedger`), ascending ledger ids across the chunks
   (:class:`ChunkWriter`, :func:`decode_chunk`); a ledger with no entries has its record in its
   line (``inline``) and no object of its own;
-* ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds (in
+* ``chunks/<id>/notes-<n>.jsonl`` -- a ``bkctl-backup/3`` backup's notes: the ledgers named
+  but gone (``missing``), those that could not be read (``unreadable``) and those of the
+  previous backup gone since (``deleted``), one JSON line each (:class:`NoteWriter`,
+  :func:`decode_notes`);
+* ``backups/<id>.json`` -- a :class:`Manifest`, written last: what one backup holds (since
   ``bkctl-backup/2`` its head: the chunks by name and SHA-256, and the totals).
 
 A ledger's entries never change once confirmed, so a copy is named by what it holds:
@@ -47,19 +51,24 @@ __all__ = [
     "CHUNK_LEDGERS",
     "MANIFEST_FORMAT",
     "MANIFEST_FORMAT_V1",
+    "MANIFEST_FORMAT_V2",
+    "NOTE_KINDS",
     "MARKER",
     "DataWriter",
     "LedgerRecord",
     "Manifest",
     "ChunkRef",
     "ChunkWriter",
+    "LedgerNote",
     "ManifestLedger",
+    "NoteWriter",
     "TopicRecord",
     "UnreadableLedger",
     "ValueRecord",
     "b64",
     "check_marker",
     "decode_chunk",
+    "decode_notes",
     "cluster_tag",
     "encode_marker",
     "ledger_object",
@@ -68,8 +77,11 @@ __all__ = [
 ]
 
 ARCHIVE_FORMAT = "bkctl-archive/1"
-#: what :class:`Manifest` writes: a head naming chunks of ledger lines
-MANIFEST_FORMAT = "bkctl-backup/2"
+#: what :class:`Manifest` writes: a head naming chunks of ledger lines and chunks of notes
+MANIFEST_FORMAT = "bkctl-backup/3"
+#: a head naming chunks of ledger lines, its missing, unreadable and deleted ledgers listed in
+#: it (read, never written now)
+MANIFEST_FORMAT_V2 = "bkctl-backup/2"
 #: the manifest older bkctl wrote, every ledger in the one document (read, never written now)
 MANIFEST_FORMAT_V1 = "bkctl-backup/1"
 #: ledgers a manifest chunk holds (the last one fewer): what a backup holds in memory of its
@@ -407,6 +419,84 @@ class ChunkWriter:
         return self.refs
 
 
+#: what a note says of its ledger (:class:`LedgerNote`)
+NOTE_KINDS = ("missing", "unreadable", "deleted")
+
+
+@dataclass
+class LedgerNote:
+    """A ledger a backup names without holding it: ``missing`` (named by a topic or a schema,
+    gone from the cluster), ``unreadable`` (selected, could not be read: ``error`` why) or
+    ``deleted`` (in the previous backup, gone since)."""
+
+    ledger_id: int
+    kind: str
+    error: str = ""
+
+
+def notes_name(backup_id: str, seq: int, stem: str = "notes") -> str:
+    return f"chunks/{backup_id}/{stem}-{seq:06d}.jsonl"
+
+
+class NoteWriter:
+    """Writes a backup's notes into chunks of ``per_chunk`` lines as they come (in no order:
+    ``first`` and ``last`` of a chunk are its first and last lines'), counting each kind;
+    :meth:`finish` stores the last chunk and returns them all.  Holds one chunk's lines.
+    ``stem`` names its chunks (``chunks/<id>/<stem>-<n>.jsonl``)."""
+
+    def __init__(
+        self, backup_id: str, put: Callable[[str, bytes], None], per_chunk: int = CHUNK_LEDGERS, stem: str = "notes"
+    ):
+        self.backup_id, self.put, self.per_chunk, self.stem = backup_id, put, max(1, per_chunk), stem
+        self.refs: list[ChunkRef] = []
+        self.lines: list[bytes] = []
+        self.ids: list[int] = []
+        self.counts = dict.fromkeys(NOTE_KINDS, 0)
+
+    def add(self, note: LedgerNote) -> None:
+        if note.kind not in NOTE_KINDS:
+            raise ValueError(f"a note of kind {note.kind!r}")
+        self.counts[note.kind] += 1
+        doc: dict[str, Any] = {"ledger_id": note.ledger_id, "kind": note.kind}
+        if note.error:
+            doc["error"] = note.error
+        self.lines.append(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+        self.ids.append(note.ledger_id)
+        if len(self.lines) >= self.per_chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.lines:
+            return
+        data = b"\n".join(self.lines) + b"\n"
+        name = notes_name(self.backup_id, len(self.refs), self.stem)
+        ref = ChunkRef(name, self.ids[0], self.ids[-1], len(self.lines), hashlib.sha256(data).hexdigest())
+        self.put(ref.name, data)
+        self.refs.append(ref)
+        self.lines, self.ids = [], []
+
+    def finish(self) -> list[ChunkRef]:
+        self._flush()
+        return self.refs
+
+
+def decode_notes(data: bytes, ref: ChunkRef) -> list[LedgerNote]:
+    """The notes of chunk ``ref`` (:class:`ArchiveDamaged` unless its SHA-256, its count and
+    its first and last ids are the head's, and every line a note)."""
+    if hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise ArchiveDamaged(f"{ref.name}: its SHA-256 is not the one its manifest records")
+    try:
+        out = [LedgerNote(**json.loads(line)) for line in data.splitlines()]
+    except (ValueError, TypeError) as exc:
+        raise ArchiveDamaged(f"{ref.name}: not a chunk of notes ({exc})") from None
+    ids = [x.ledger_id for x in out]
+    if len(out) != ref.ledgers or ids[:1] != [ref.first] or ids[-1:] != [ref.last]:
+        raise ArchiveDamaged(f"{ref.name}: {len(out)} notes, not the {ref.ledgers} its manifest records")
+    if any(x.kind not in NOTE_KINDS or not isinstance(x.ledger_id, int) for x in out):
+        raise ArchiveDamaged(f"{ref.name}: a note of no known kind")
+    return out
+
+
 @dataclass
 class UnreadableLedger:
     """A ledger a backup could not copy (an entry no bookie answered for, a digest that did not
@@ -418,9 +508,12 @@ class UnreadableLedger:
 
 @dataclass
 class Manifest:
-    """What one backup holds (``backups/<id>.json``).  A ``bkctl-backup/2`` manifest read is
-    its head: ``chunks`` name its ledgers (read by :func:`decode_chunk`, ``ledgers`` empty)
-    and ``counts`` their totals; one of ``bkctl-backup/1`` has every ledger in ``ledgers``."""
+    """What one backup holds (``backups/<id>.json``).  A manifest read since ``bkctl-backup/2``
+    is its head: ``chunks`` name its ledgers (read by :func:`decode_chunk`, ``ledgers`` empty)
+    and ``counts`` their totals; one of ``bkctl-backup/1`` has every ledger in ``ledgers``.  In
+    ``bkctl-backup/3`` the missing, unreadable and deleted ledgers are in chunks of notes
+    (``notes``, :func:`decode_notes`; ``missing``, ``unreadable`` and ``deleted["ledgers"]``
+    empty, their numbers in ``counts``); older ones list them in the head."""
 
     id: str
     started: int
@@ -439,10 +532,13 @@ class Manifest:
     format: str = MANIFEST_FORMAT
     #: ledgers selected that could not be read (the backup holds everything else): a partial backup
     unreadable: list[UnreadableLedger] = field(default_factory=list)
-    #: (``bkctl-backup/2``) the chunks of ledger lines, in ascending ledger ids
+    #: (since ``bkctl-backup/2``) the chunks of ledger lines, in ascending ledger ids
     chunks: list[ChunkRef] = field(default_factory=list)
-    #: (``bkctl-backup/2``) the ledger lines' totals (:meth:`totals`)
+    #: (since ``bkctl-backup/2``) the ledger lines' totals (:meth:`totals`); in ``bkctl-backup/3``
+    #: the notes' too (``missing``, ``unreadable``, ``deleted``)
     counts: dict[str, int] = field(default_factory=dict)
+    #: (``bkctl-backup/3``) the chunks of notes (:class:`LedgerNote`)
+    notes: list[ChunkRef] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -450,30 +546,45 @@ class Manifest:
 
     @property
     def chunked(self) -> bool:
-        """Whether its ledgers are in chunks (``bkctl-backup/2``), not in ``ledgers``."""
+        """Whether its ledgers are in chunks (since ``bkctl-backup/2``), not in ``ledgers``."""
         return self.format != MANIFEST_FORMAT_V1
+
+    @property
+    def noted(self) -> bool:
+        """Whether its missing, unreadable and deleted ledgers are in chunks of notes (``bkctl-backup/3``)."""
+        return self.format == MANIFEST_FORMAT
 
     def encode(self) -> bytes:
         doc = asdict(self)
-        if self.chunked:
-            del doc["ledgers"]
+        if self.noted:
+            del doc["ledgers"], doc["missing"], doc["unreadable"]
+            doc["deleted"] = {"topics": self.deleted.get("topics", [])}
         else:
-            doc["ledgers"] = [x.to_json() for x in self.ledgers]
-            del doc["chunks"], doc["counts"]
+            del doc["notes"]
+            if self.chunked:
+                del doc["ledgers"]
+            else:
+                doc["ledgers"] = [x.to_json() for x in self.ledgers]
+                del doc["chunks"], doc["counts"]
         return json.dumps(doc, indent=1, sort_keys=True).encode() + b"\n"
 
     @classmethod
     def decode(cls, data: bytes, name: str = "") -> Manifest:
+        known = (MANIFEST_FORMAT, MANIFEST_FORMAT_V2, MANIFEST_FORMAT_V1)
         try:
             doc = json.loads(data)
-            if doc.get("format") not in (MANIFEST_FORMAT, MANIFEST_FORMAT_V1):
-                raise ValueError(f"format {doc.get('format')!r}, not {MANIFEST_FORMAT} or {MANIFEST_FORMAT_V1}")
+            if doc.get("format") not in known:
+                raise ValueError(f"format {doc.get('format')!r}, not {' or '.join(known)}")
             if doc["format"] == MANIFEST_FORMAT_V1:
                 doc["ledgers"] = [ManifestLedger.from_json(x) for x in doc["ledgers"]]
             else:
                 doc["ledgers"] = []
                 doc["chunks"] = [ChunkRef(**x) for x in doc["chunks"]]
                 doc["counts"] = {str(k): int(v) for k, v in doc["counts"].items()}
+            if doc["format"] == MANIFEST_FORMAT:
+                doc["notes"] = [ChunkRef(**x) for x in doc["notes"]]
+                doc["missing"] = []
+                doc["deleted"] = {"ledgers": [], "topics": list(doc["deleted"]["topics"])}
             doc["topics"] = [TopicRecord(**x) for x in doc["topics"]]
             doc["schemas"] = [ValueRecord(**x) for x in doc["schemas"]]
             doc["partitioned"] = [ValueRecord(**x) for x in doc["partitioned"]]
@@ -481,6 +592,16 @@ class Manifest:
             return cls(**doc)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ArchiveDamaged(f"{name}: not a backup manifest ({exc})") from None
+
+    def note_counts(self) -> dict[str, int]:
+        """How many ledgers it names of each :data:`NOTE_KINDS`."""
+        if self.noted:
+            return {k: self.counts.get(k, 0) for k in NOTE_KINDS}
+        return {
+            "missing": len(self.missing),
+            "unreadable": len(self.unreadable),
+            "deleted": len(self.deleted.get("ledgers", [])),
+        }
 
     def totals(self) -> dict[str, int]:
         if self.chunked:
@@ -500,5 +621,5 @@ class Manifest:
             **counts,
             "topics": len(self.topics),
             "schemas": len(self.schemas),
-            "unreadable_ledgers": len(self.unreadable),
+            "unreadable_ledgers": self.note_counts()["unreadable"],
         }
