@@ -27,6 +27,7 @@ from bkctl.wire.client.connection import (
 )
 from bkctl.wire.client.dialer import DEFAULT_CONNECT_TIMEOUT, default_resolve
 from bkctl.wire.codecs import v2, v3
+from bkctl.wire.codecs.add_frames import EncodedAdd
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC, Flag, OperationType, rc_from_v3
 from bkctl.wire.errors import BKError, Conflict, NotFound, Unreachable
@@ -349,6 +350,25 @@ def test_v3_eok_without_inner_message_fails_only_that_request():
     assert h.conn.connected
     proto.dataReceived(v3_reply(r2, body=b"b"))
     assert successResultOf(d2) == b"b"
+
+
+def test_a_callback_requests_error_answers_reach_on_done_as_exceptions():
+    """The ledger layer's requests (no Deferred) get their answer's error as the exception itself,
+    a malformed answer as MalformedResponse, and leave no deadline behind, as Deferred ones do."""
+    h = Harness()
+    proto, transport = h.connected()
+    got: list = []
+    h.conn.read_with_callback(1, 2, lambda *a: got.append(a), "read", 0)
+    h.conn.add_run([EncodedAdd(1, 3, KEY, entry(1, 3), False, False, False)], [1], lambda *a: got.append(a))
+    read_req, add_req = v3_requests(transport)
+    proto.dataReceived(frame(v3.serialize(v3.error_response(read_req, RC.EOK))))  # EOK without readResponse
+    proto.dataReceived(v3_reply(add_req, RC.EFENCED.v3))
+    (read_ctx, read_slot, bookie, malformed), (add, add_slot, _b, fenced) = got
+    assert (read_ctx, read_slot, bookie) == ("read", 0, BOOKIE) and type(malformed) is E.MalformedResponse
+    assert "READ ledger 1 entry 2" in str(malformed) and malformed.bookie == BOOKIE
+    assert (add.entry_id, add_slot) == (3, 1) and type(fenced) is E.ERROR_CLASSES[RC.EFENCED]
+    assert fenced.rc is RC.EFENCED and "ADD ledger 1 entry 3" in str(fenced)
+    assert h.conn.connected and h.conn.outstanding == 0 and h.delayed() == []
 
 
 def test_error_classes_and_categories():

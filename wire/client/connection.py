@@ -394,8 +394,10 @@ class BookieConnection:
             if proto is None or self._queue or len(self._sent) >= self.max_outstanding or self._closed:
                 req.frame = now  # it waits (or is refused) with the frame it was encoded with
                 self._submit_request(req, WRITE, self.add_timeout, False)
-            else:
-                self._send_now(proto, req, now, WRITE, self.add_timeout)
+            else:  # _send_now, inline: the general path's every copy
+                self._deadlines.start(req, WRITE, self.add_timeout, self._clock.seconds())
+                self.requests.register(req)
+                self.writer.write(proto, now)
 
     def _room_for_adds(self, count: int) -> int:
         """How many of ``count`` adds would go on the wire at once as :meth:`add_run` sends one
@@ -648,25 +650,30 @@ class BookieConnection:
             log.debug("bookie %s: dropping a response nobody waits for (late or unknown)", self.bookie_id)
             return
         self._backoff.failures = 0  # the bookie answers: the next failure starts a fresh backoff
-        try:
-            result = self._decoded(req, msg)
-        except BaseException as exc:  # noqa: BLE001 - hand everything to the caller
-            result = Failure(exc) if req.deferred is not None else exc
-        if self._queue:
-            self._outbox.pump(self._proto)
-        self._outbox.finish(req, result)
-
-    def _decoded(self, req: Request, msg: Any) -> Any:
-        """The result of ``req`` out of its answer, or raise its error."""
         if req.is_batch:
             self.batch_read_supported = True
-        try:
-            rc, value = req.decode(msg)
-        except CodecError as exc:
-            raise MalformedResponse(f"{req.what}: bookie {self.bookie_id} {exc}", bookie=self.bookie_id) from None
-        if rc != _EOK:
-            raise error_for(rc, self.bookie_id, req.what)
-        return value
+        try:  # the result out of its answer (the general path's every answer: no call more)
+            rc, result = req.decode(msg)
+            if rc != _EOK:
+                raise error_for(rc, self.bookie_id, req.what)
+        except BaseException as exc:  # noqa: BLE001 - hand everything to the caller
+            result = self._answer_error(req, exc)
+        if self._queue:
+            self._outbox.pump(self._proto)
+        on_done = req.on_done
+        if on_done is None or req.deferred is not None:
+            self._outbox.finish(req, result)
+        else:  # a callback request (match marked it done): Outbox.finish's work, inline
+            if req.timeouts is not None:
+                self._deadlines.retire(req)
+            req.call_back(on_done, self.bookie_id, result)
+
+    def _answer_error(self, req: Request, exc: BaseException) -> Any:
+        """What ``req`` completes with when its answer raised ``exc`` decoding (a malformed
+        answer) or said an error: a Failure for a Deferred, else the exception."""
+        if isinstance(exc, CodecError):
+            exc = MalformedResponse(f"{req.what}: bookie {self.bookie_id} {exc}", bookie=self.bookie_id)
+        return Failure(exc) if req.deferred is not None else exc
 
     def fast_answer(self, proto: BookieClientProtocol, payload: bytes) -> bool:
         """A v3 answer, undecoded: when it starts with the header field of a
