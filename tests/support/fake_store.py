@@ -64,6 +64,7 @@ from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
     LedgerRange,
     LedgerRead,
+    StoredLedgerRead,
     RackMapDoc,
     StoredManagedLedger,
     StoredValue,
@@ -297,6 +298,18 @@ class FakeLedgerManager(_Manager):
                 continue
             md, version = self._read(ledger_id)
             out.append(LedgerRead(ledger_id, md, version))
+        return iter(out)
+
+    @_call
+    def read_many_stored(self, ledger_ids: Iterable[int]) -> Iterator[StoredLedgerRead]:
+        out = []
+        for ledger_id in ledger_ids:
+            stored = self._znodes.get(ledger_id)
+            if stored is None:
+                out.append(StoredLedgerRead(ledger_id, None, -1, None))
+                continue
+            md, version = self._read(ledger_id)
+            out.append(StoredLedgerRead(ledger_id, md, version, stored[0]))
         return iter(out)
 
     def walk(

@@ -66,7 +66,7 @@ class HeldCounter:
 
     def __init__(self, store: FakeMetadataStore, every: int = 200):
         self.most = 0
-        read_many = store.ledgers.read_many
+        read_many = store.ledgers.read_many_stored
 
         def counted(ids, **kw):
             for n, read in enumerate(read_many(ids, **kw)):
@@ -75,7 +75,7 @@ class HeldCounter:
                     self.most = max(self.most, sum(isinstance(o, ManifestLedger) for o in gc.get_objects()))
                 yield read
 
-        store.ledgers.read_many = counted
+        store.ledgers.read_many_stored = counted
 
 
 def test_a_backup_holds_a_chunk_of_its_ledgers_not_all_of_them(tmp_path):

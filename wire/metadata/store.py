@@ -39,6 +39,7 @@ __all__ = [
     "LedgerManager",
     "LedgerRange",
     "LedgerRead",
+    "StoredLedgerRead",
     "MetadataStore",
     "PulsarMetadata",
     "RackMap",
@@ -124,6 +125,16 @@ class LedgerRead(NamedTuple):
     version: int
 
 
+class StoredLedgerRead(NamedTuple):
+    """A :class:`LedgerRead` with the znode's value as stored (``raw``: None when ``metadata``
+    is), for what keeps a ledger's metadata byte for byte (a backup's record)."""
+
+    ledger_id: int
+    metadata: LedgerMetadata | MetadataStoreError | None
+    version: int
+    raw: bytes | None
+
+
 class WalkProgress(Protocol):
     """What a walk over every ledger tells as it goes (``bkctl``'s progress bars have it)."""
 
@@ -207,6 +218,10 @@ class LedgerManager(Protocol):
         many ledgers waits a round trip per window of them, not per ledger.  With
         ``naming``, ledgers whose stored metadata cannot name one of those bookies
         are left out undecoded (callers still check the ones that are yielded)."""
+
+    def read_many_stored(self, ledger_ids: Iterable[int]) -> Iterator[StoredLedgerRead]:
+        """:meth:`read_many`, each read with the value as stored (the bytes the walk read:
+        no second read a ledger for a copy that keeps them)."""
 
     def walk(
         self, *, naming: Collection[str] | None = None, progress: WalkProgress | None = None

@@ -24,7 +24,7 @@ from bkctl.wire.metadata.errors import (
 )
 from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
 from bkctl.wire.metadata.sorted_ids import SortedIds
-from bkctl.wire.metadata.store import LedgerRange, LedgerRead, WalkProgress, stored_ctime
+from bkctl.wire.metadata.store import LedgerRange, LedgerRead, StoredLedgerRead, WalkProgress, stored_ctime
 from bkctl.wire.metadata.zk.session import Manager, ZKSession, zk_call, zk_gen
 from bkctl.wire.metadata.zk.watched_children import WatchedChildren
 
@@ -266,6 +266,15 @@ class ZKLedgerManager(Manager):
         does not decode (so a walk goes on past it).  With *naming*, a ledger whose stored
         value does not contain one of those bookie ids is left out without being decoded
         (the caller still checks the decoded ones: a bookie id inside another matches)."""
+        for got in self._reads(ledger_ids, naming):
+            yield LedgerRead(got.ledger_id, got.metadata, got.version)
+
+    @zk_gen
+    def read_many_stored(self, ledger_ids: Iterable[int]) -> Iterator[StoredLedgerRead]:
+        """:meth:`read_many` with each znode's value as stored (what the walk read)."""
+        yield from self._reads(ledger_ids, None)
+
+    def _reads(self, ledger_ids: Iterable[int], naming: Collection[str] | None) -> Iterator[StoredLedgerRead]:
         marks = tuple(b.encode("utf-8") for b in naming) if naming is not None else None
         asked: deque[int] = deque()  # ids whose reads are out, in order
 
@@ -277,7 +286,7 @@ class ZKLedgerManager(Manager):
         for got in self._session.get_many(P.ledger_paths(ids(), self._cluster.manager, self._root)):
             ledger_id = asked.popleft()
             if got is None:
-                yield LedgerRead(ledger_id, None, -1)
+                yield StoredLedgerRead(ledger_id, None, -1, None)
                 continue
             data, stat = got
             if marks is not None and not any(m in data for m in marks):
@@ -285,9 +294,9 @@ class ZKLedgerManager(Manager):
             try:
                 md = self._decode(ledger_id, data, stat)
             except MetadataStoreError as exc:
-                yield LedgerRead(ledger_id, exc, -1)
+                yield StoredLedgerRead(ledger_id, exc, -1, None)
                 continue
-            yield LedgerRead(ledger_id, md, stat.version)
+            yield StoredLedgerRead(ledger_id, md, stat.version, data)
 
     def walk(
         self, *, naming: Collection[str] | None = None, progress: WalkProgress | None = None
