@@ -64,8 +64,8 @@ from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
     LedgerRange,
     LedgerRead,
-    StoredLedgerRead,
     RackMapDoc,
+    StoredLedgerRead,
     StoredManagedLedger,
     StoredValue,
     UnderreplicatedMark,
