@@ -7,55 +7,27 @@ import base64
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 
 from tests.support.cli import (
-    BKCTL,
-    REPO,
+    bkctl_bytes as bkctl,
+)
+from tests.support.cli import (
     env_for,
     json_lines,
     ok,
     one_line_error,
+    run_bkctl,
+    start,
     wait_or_show_threads,
 )
-from tests.support.cli import (
-    bkctl_bytes as bkctl,
-)
-
-# A writer that lives across commands, like `bkctl shell`: an interactive App
-# running one bkctl command line per stdin line (JSON array), answering with
-# one JSON line {"rc", "out"}.
-_SESSION = """
-import contextlib, io, json, sys
-from bkctl import cli as c
-from bkctl.app import App
-app = App(interactive=True)
-for line in sys.stdin:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = c.run(json.loads(line), obj=app)
-    app.json = False
-    sys.__stdout__.write(json.dumps({"rc": rc, "out": out.getvalue()}) + "\\n")
-    sys.__stdout__.flush()
-app.close()
-"""
 
 
 class Session:
     def __init__(self, uri):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _SESSION],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env_for(uri),
-            cwd=REPO,
-            text=True,
-            start_new_session=True,
-        )
+        # a writer that lives across commands, like `bkctl shell` (tests/support/cli_session.py)
+        self.proc = start(env_for(uri), module="tests.support.cli_session", pipe_stdin=True, text=True)
 
     def send(self, *args) -> None:
         self.proc.stdin.write(json.dumps([str(a) for a in args]) + "\n")
@@ -244,17 +216,7 @@ def test_killed_writer_then_concurrent_recoveries(bookie_cluster, metadata_uri, 
     assert json.loads(ok(bkctl(uri, "--json", "ledger", "show", lid)))["state"] == "OPEN"
 
     env = env_for(uri)
-    racers = [
-        subprocess.Popen(
-            [*BKCTL, "--json", "ledger", "recover", str(lid), "--force"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=REPO,
-            stdin=subprocess.DEVNULL,
-        )
-        for _ in range(2)
-    ]
+    racers = [start(env, "--json", "ledger", "recover", lid, "--force") for _ in range(2)]
     outs = [p.communicate(timeout=60) for p in racers]
     assert [p.returncode for p in racers] == [0, 0], [e for _, e in outs]
     docs = [json.loads(o) for o, _ in outs]
@@ -316,14 +278,7 @@ def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
     uri = metadata_uri
     lid = int(ok(bkctl(uri, "ledger", "create")))
     ok(bkctl(uri, "ledger", "add", lid, "before"))
-    tail = subprocess.Popen(
-        [*BKCTL, "--json", "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env_for(uri),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    tail = start(env_for(uri), "--json", "ledger", "tail", lid, "--from", "0", "--interval", "0.1")
     try:
         ok(bkctl(uri, "ledger", "add", lid, "one", "two"))
         ok(bkctl(uri, "ledger", "add", lid, "-", stdin=b"three\n"))
@@ -343,14 +298,7 @@ def test_tail_follows_until_the_ledger_closes(bookie_cluster, metadata_uri):
 
     # Ctrl-C stops a tail of an open ledger with exit 0
     lid = int(ok(bkctl(uri, "ledger", "create")))
-    tail = subprocess.Popen(
-        [*BKCTL, "ledger", "tail", str(lid), "--from", "0", "--interval", "0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env_for(uri, PYTHONFAULTHANDLER="1"),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-    )
+    tail = start(env_for(uri, PYTHONFAULTHANDLER="1"), "ledger", "tail", lid, "--from", "0", "--interval", "0.1")
     try:
         ok(bkctl(uri, "ledger", "add", lid, "seen"))
         line = tail.stdout.readline()  # the test's timeout guards this
@@ -423,21 +371,9 @@ def test_protocol_v2_from_the_option_or_the_environment(bookie_cluster, metadata
         "entry_ids"
     ] == list(range(600))
     ok(bkctl(uri, "--protocol", "v2", "ledger", "close", lid))
-    r = subprocess.run(
-        [*BKCTL, "ledger", "read", str(lid)],
-        capture_output=True,
-        cwd=REPO,
-        timeout=60,
-        env=dict(env_for(uri), BKCTL_PROTOCOL="v2"),
-    )
+    r = run_bkctl(dict(env_for(uri), BKCTL_PROTOCOL="v2"), "ledger", "read", lid, timeout=60)
     assert ok(r).splitlines() == [f"{i}\tentry-{i}" for i in range(600)]
-    bad = subprocess.run(
-        [*BKCTL, "ledger", "read", str(lid)],
-        capture_output=True,
-        cwd=REPO,
-        timeout=60,
-        env=dict(env_for(uri), BKCTL_PROTOCOL="v9"),
-    )
+    bad = run_bkctl(dict(env_for(uri), BKCTL_PROTOCOL="v9"), "ledger", "read", lid, timeout=60)
     assert bad.returncode == 2 and "'v9' is not one of 'v3', 'v2'" in bad.stderr.decode()
     # a session keeps the protocol its connections speak
     s = sessions()

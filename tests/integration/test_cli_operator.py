@@ -178,9 +178,7 @@ def test_edge_inputs_are_usage_errors(metadata_uri, tmp_path):
         r = run(env, "ledger", "show", str(too_big))
         assert r.returncode == 2 and b"not in the range" in r.stderr, r.stderr
     failed(run(env, "-m", "http://127.0.0.1:1/ledgers", "ledger", "list"), 2)
-    r = subprocess.run(
-        [*BKCTL, "shell"], input=b"use foo://127.0.0.1:1/ledgers\n", capture_output=True, env=env, cwd=ROOT, timeout=60
-    )
+    r = run(env, "shell", stdin=b"use foo://127.0.0.1:1/ledgers\n", timeout=60)
     assert r.returncode == 2, r.stderr
 
 
@@ -467,7 +465,7 @@ def test_shell_polish(cluster_env, tmp_path):
 def test_script_errors_name_their_line(metadata_uri, tmp_path):
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri, NO_COLOR="1")
     script = b"autorecovery status\n\nledger show 999\nledger list \\\n  --bogus\n"
-    r = subprocess.run([*BKCTL, "shell"], input=script, capture_output=True, env=env, cwd=ROOT, timeout=60)
+    r = run(env, "shell", stdin=script, timeout=60)
     assert r.returncode == 2
     err = r.stderr.decode().splitlines()
     assert err[0].startswith("bkctl: line 3: error: ") and "999" in err[0]

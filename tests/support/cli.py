@@ -79,6 +79,42 @@ def run_bkctl(env: dict, *args, stdin=None, timeout: float = 120, text: bool = F
     return done
 
 
+def start(env: dict, *args, module: str = "bkctl", pipe_stdin: bool = False, text: bool = False):
+    """``python -m module ARGS`` started with exactly ``env`` (forked from the worker's zygote
+    where it can be, as :func:`run_bkctl`), its stdout and stderr pipes, its stdin a pipe with
+    ``pipe_stdin`` (else /dev/null): a :class:`subprocess.Popen`, or a
+    :class:`~tests.support.zygote.ForkedProcess` answering as one (``stdin``, ``stdout``,
+    ``stderr``, ``communicate``, ``poll``, ``wait``, ``send_signal``, ``kill``)."""
+    argv = list(map(str, args))
+    stdin_r, stdin_w = os.pipe() if pipe_stdin else (os.open(os.devnull, os.O_RDONLY), None)
+    (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
+    try:
+        proc = zygote.spawn(module, argv, env=env, cwd=str(REPO), stdin=stdin_r, stdout=out_w, stderr=err_w)
+    finally:
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+    if proc is None:
+        for fd in (stdin_w, out_r, err_r):
+            if fd is not None:
+                os.close(fd)
+        return subprocess.Popen(
+            [sys.executable, "-m", module, *argv],
+            stdin=subprocess.PIPE if pipe_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=REPO,
+            text=text,
+            start_new_session=True,
+        )
+    mode = "" if text else "b"
+    if stdin_w is not None:
+        proc.stdin = os.fdopen(stdin_w, "w" + mode, **({} if text else {"buffering": 0}))
+    proc.stdout = os.fdopen(out_r, "r" + mode)
+    proc.stderr = os.fdopen(err_r, "r" + mode)
+    return proc
+
+
 def bkctl(
     uri, *args, stdin: str | None = None, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:

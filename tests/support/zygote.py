@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO, Any
 
 from tests.support.interrupts import die_with_parent
 
@@ -97,6 +98,10 @@ class ForkedProcess:
         self.args = args
         self.pid = pid
         self.returncode: int | None = None
+        #: its standard streams' other ends, where the caller made pipes (:func:`tests.support.cli.start`)
+        self.stdin: IO[Any] | None = None
+        self.stdout: IO[Any] | None = None
+        self.stderr: IO[Any] | None = None
         self._conn = conn
         self._buffer = b""
 
@@ -126,6 +131,33 @@ class ForkedProcess:
             raise subprocess.TimeoutExpired(self.args, timeout)
         assert self.returncode is not None
         return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """Read :attr:`stdout` and :attr:`stderr` to their ends, then wait: (out, err), as
+        :meth:`subprocess.Popen.communicate` (no input; TimeoutExpired past ``timeout``)."""
+        import selectors
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        streams = [f for f in (self.stdout, self.stderr) if f is not None]
+        chunks: dict[int, list[Any]] = {id(f): [] for f in streams}
+        with selectors.DefaultSelector() as sel:
+            for f in streams:
+                sel.register(f, selectors.EVENT_READ)
+            while sel.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout)
+                for key, _ in sel.select(left):
+                    f = key.fileobj
+                    data = f.read1(65536) if hasattr(f, "read1") else os.read(f.fileno(), 65536)  # type: ignore[union-attr]
+                    if data:
+                        chunks[id(f)].append(data)
+                    else:
+                        sel.unregister(f)
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        self.wait(left)
+        joined = [b"".join(chunks[id(f)]) if f is not None else None for f in (self.stdout, self.stderr)]
+        return joined[0], joined[1]
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
