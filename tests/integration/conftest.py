@@ -10,7 +10,7 @@ import pytest
 
 from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
-from tests.support.spark import worker_spark  # noqa: F401 - a fixture: one Spark session per test process
+from tests.support.spark import tasks_here, worker_spark  # noqa: F401 - fixtures: one Spark session per test process; an export's tasks run here
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ import pytest
 from bkctl.wire import fastpath
 from tests.support.bookieproc import BookieProcess, start_bookies
 from tests.support.cli import bkctl_in_process as bkctl
+from tests.support.spark import MASTER
 
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
@@ -257,7 +258,7 @@ def test_export_reads_back_with_pyarrow_and_spark(cluster, spark, capsys, tmp_pa
     assert row["ledger_ctime"] is not None
 
 
-def test_reexport_is_idempotent_append_adds_overwrite_replaces(cluster, spark, capsys, tmp_path):
+def test_reexport_is_idempotent_append_adds_overwrite_replaces(cluster, tasks_here, capsys, tmp_path):
     ids = cluster.ledgers
     out = tmp_path / "exp"
     code, doc, err = bkctl(
@@ -296,7 +297,7 @@ def test_reexport_is_idempotent_append_adds_overwrite_replaces(cluster, spark, c
     assert list(json.loads((out / "_manifest.json").read_text())["ledgers"]) == [str(ids["changed"])]
 
 
-def test_people_get_a_summary_counted_in_words(cluster, spark, capsys, tmp_path):
+def test_people_get_a_summary_counted_in_words(cluster, tasks_here, capsys, tmp_path):
     """Without --json: one line with singular and plural said right (no "(s)")."""
     from bkctl.cli import run
 
@@ -350,7 +351,7 @@ def test_failed_export_leaves_previous_export_untouched(cluster, spark, capsys, 
     assert files_of(foreign) == {"keep.txt": b"mine"}
 
 
-def test_partition_by_date_decode_and_rows_per_file(cluster, spark, capsys, tmp_path):
+def test_partition_by_date_decode_and_rows_per_file(cluster, spark, tasks_here, capsys, tmp_path):
     import datetime
 
     from bkctl.export.reading import arrow_dataset, read_export
@@ -458,9 +459,11 @@ def test_data_source_on_its_own(cluster, spark):
     assert "no such ledger: 987654" in str(info.value)
 
 
-def test_open_ledgers_skipped_unless_included_cli_in_a_subprocess(cluster, capsys, tmp_path):
-    """Skipping needs no Spark; the --include-open run is a real ``bkctl``
-    process with its own Spark (local[1]) whose stdout is one JSON document."""
+def test_open_ledgers_skipped_unless_included(cluster, capsys, tmp_path, tasks_here):
+    """Skipping needs no Spark; the --include-open run reads the open ledger up to its LAC, its
+    tasks run here (tests/support/spark.py), the --master given asked of Spark.  That a real
+    ``bkctl`` process's stdout is one JSON document and its stderr free of the JVM's start-up
+    lines is test_a_failed_export_is_one_line_on_the_users_path_and_a_json_document's."""
     ids = cluster.ledgers
     out = tmp_path / "exp"
     code, doc, err = bkctl(capsys, cluster.uri, "export", "-o", str(out), "-l", str(ids["open"]))
@@ -469,33 +472,13 @@ def test_open_ledgers_skipped_unless_included_cli_in_a_subprocess(cluster, capsy
     assert [s["ledger_id"] for s in doc["skipped"]] == [ids["open"]] and "--include-open" in doc["skipped"][0]["reason"]
     assert (out / "_SUCCESS").exists() and not [p for p in out.iterdir() if p.is_dir()]
 
-    args = [
-        "-m",
-        cluster.uri,
-        "--json",
-        "export",
-        "-o",
-        str(out),
-        "-l",
-        f"{ids['open']},{ids['one']}",
-        "--master",
-        "local[1]",
+    code, doc, err = bkctl(
+        capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['open']},{ids['one']}", "--master", "local[1]",
         "--include-open",
-    ]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    done = subprocess.run(
-        [sys.executable, "-m", "bkctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr
-    # issue 69: every export printed the JVM's "WARNING: Using incubator modules: jdk.incubator.vector"
-    assert "incubator" not in done.stderr, done.stderr
-    doc = json.loads(done.stdout)  # the whole of stdout is one document
-    assert doc["entries"] == 1 + 29 and doc["skipped"] == [] and doc["master"] == "local[1]"
+    )  # fmt: skip
+    assert code == 0, err
+    assert tasks_here.masters == ["local[1]"] and doc["master"] == MASTER
+    assert doc["entries"] == 1 + 29 and doc["skipped"] == []
     assert_rows(arrow_rows(out), cluster, ["open", "one"])
     manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["ledgers"][str(ids["open"])]["state"] == "OPEN"
@@ -569,7 +552,9 @@ def test_a_failed_export_is_one_line_on_the_users_path_and_a_json_document(clust
         (small / "filler").write_bytes(b"x" * (st.f_bavail * st.f_frsize))  # full
         done = export(small / "exp")
     assert done.returncode == 1, (done.stdout, done.stderr)
-    lines = done.stderr.strip().splitlines()  # the JVM's incubator-module warning no longer among them
+    # issue 69: every export printed the JVM's "WARNING: Using incubator modules: jdk.incubator.vector"
+    assert "incubator" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bkctl: error: ") and "No space left on device" in lines[0], (
         done.stderr[-3000:]
     )

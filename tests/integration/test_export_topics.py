@@ -147,7 +147,7 @@ def test_typed_topics_of_a_namespace_each_read_by_spark_with_their_own_value_typ
 
 
 def test_topics_from_a_file_again_and_a_folder_holding_another_topic_fails_that_topic_alone(
-    topics_cluster, capsys, tmp_path
+    topics_cluster, tasks_here, capsys, tmp_path
 ):
     c = topics_cluster
     out = tmp_path / "out"
@@ -176,7 +176,7 @@ def test_topics_from_a_file_again_and_a_folder_holding_another_topic_fails_that_
     assert [e["topic"] for e in doc["exports"]] == [f"persistent://{NS}/a"]
 
 
-def test_many_topics_for_people_and_usage_errors(topics_cluster, capsys, tmp_path):
+def test_many_topics_for_people_and_usage_errors(topics_cluster, tasks_here, capsys, tmp_path):
     c = topics_cluster
     code, out, err = bkctl(
         capsys,

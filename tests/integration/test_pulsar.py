@@ -422,7 +422,7 @@ def test_topic_list_reports_every_topic_with_what_its_managed_ledger_records(pul
     assert code == 0 and rows == []
 
 
-def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluster, spark, capsys, tmp_path):
+def test_a_v1_topic_is_listed_shown_and_exported_under_its_v1_name(pulsar_cluster, tasks_here, capsys, tmp_path):
     """persistent://tenant/cluster/namespace/topic, its managed ledger at
     tenant/cluster/namespace/persistent/topic (brokers before Pulsar 2)."""
     c = pulsar_cluster
@@ -791,7 +791,7 @@ def test_export_topic_gives_what_a_consumer_receives_for_every_vector_case(pulsa
             assert row["date"] == row["publish_time"].date()
 
 
-def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster, spark, capsys, tmp_path):
+def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster, tasks_here, capsys, tmp_path):
     c = pulsar_cluster
     t = c.three
     code, doc, err = export(capsys, c, tmp_path / "three", "--topic", f"persistent://{NS}/three")
@@ -811,7 +811,9 @@ def test_a_topic_over_three_ledgers_ends_at_the_open_ledgers_lac(pulsar_cluster,
     ]
 
 
-def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(pulsar_cluster, spark, capsys, tmp_path):
+def test_unacked_only_exports_exactly_what_the_cursor_has_not_acknowledged(
+    pulsar_cluster, tasks_here, capsys, tmp_path
+):
     from bkctl.wire.pulsar.entry import decode_entry
 
     c = pulsar_cluster
@@ -887,7 +889,7 @@ def test_a_partitioned_topic_exports_every_partition(pulsar_cluster, spark, caps
     assert (code, doc["messages"], doc["problems"]) == (0, 0, []), err  # no partition loaded: nothing to export
 
 
-def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, spark, capsys, tmp_path):
+def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, tasks_here, capsys, tmp_path):
     c = pulsar_cluster
     code, doc, err = export(capsys, c, tmp_path / "gone", "--topic", f"persistent://{NS}/gone")
     assert code == 3 and doc["exported"] is False  # --json: a document on failure too, with the one line
@@ -909,7 +911,9 @@ def test_a_deleted_ledger_stops_the_export_unless_skip_missing(pulsar_cluster, s
     ]
 
 
-def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(pulsar_cluster, spark, capsys, tmp_path):
+def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(
+    pulsar_cluster, tasks_here, capsys, tmp_path
+):
     c = pulsar_cluster
     code, doc, err = export(capsys, c, tmp_path / "off", "--topic", f"persistent://{NS}/offloaded")
     assert code == 0, err
@@ -928,7 +932,7 @@ def test_a_ledger_offloaded_and_deleted_from_bookkeeper_is_skipped_and_said(puls
     ]
 
 
-def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster, spark, capsys, tmp_path):
+def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster, tasks_here, capsys, tmp_path):
     c = pulsar_cluster
     code, doc, err = export(capsys, c, tmp_path / "broken", "--topic", f"persistent://{NS}/broken")
     assert code == 0, err
@@ -948,7 +952,7 @@ def test_a_corrupt_entry_is_an_error_row_or_skipped_never_silent(pulsar_cluster,
     assert [r["entry_id"] for r in export_rows(tmp_path / "broken")] == [0] * 10 + [2] * 5
 
 
-def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp_path):
+def test_publish_time_window_and_the_manifest(pulsar_cluster, tasks_here, capsys, tmp_path):
     from bkctl.export.reading import manifest
 
     c = pulsar_cluster
@@ -981,7 +985,7 @@ def test_publish_time_window_and_the_manifest(pulsar_cluster, spark, capsys, tmp
 
 @pytest.mark.parametrize("split", ["2", "100"])
 def test_a_chunked_message_a_ledger_rollover_cut_in_two_is_put_back_together(
-    pulsar_cluster, spark, capsys, tmp_path, split
+    pulsar_cluster, tasks_here, capsys, tmp_path, split
 ):
     """As Pulsar's consumer does, across ledgers: the message is the next
     ledger's row (Pulsar's id for it is its last chunk's position), nothing is
@@ -1053,7 +1057,7 @@ def test_the_data_source_reads_a_topic_with_the_topic_option(pulsar_cluster, spa
 
 
 def test_markers_and_transactions_over_two_ledgers_are_exported_as_a_consumer_receives_them(
-    pulsar_cluster, spark, capsys, tmp_path
+    pulsar_cluster, tasks_here, capsys, tmp_path
 ):
     """The transactions' markers are in the next ledger, so in other tasks
     (--split-entries 2) than their messages: the plan's scan tells them."""
@@ -1104,7 +1108,7 @@ def test_markers_and_transactions_over_two_ledgers_are_exported_as_a_consumer_re
 
 
 def test_an_open_transaction_stops_the_export_at_its_first_message_unless_include_pending(
-    pulsar_cluster, spark, capsys, tmp_path
+    pulsar_cluster, tasks_here, capsys, tmp_path
 ):
     from bkctl.cli import run
 
@@ -1173,7 +1177,7 @@ def test_the_data_source_leaves_out_what_a_consumer_does_not_receive(pulsar_clus
     ]
 
 
-def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark, capsys, tmp_path):
+def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, tasks_here, capsys, tmp_path):
     from bkctl.cli import run
 
     c = pulsar_cluster
@@ -1200,7 +1204,7 @@ def test_human_output_of_a_topic_export_and_of_topic_show(pulsar_cluster, spark,
 
 
 def test_a_live_subscriptions_position_is_its_open_cursor_ledgers_newest_entry_and_nothing_is_fenced(
-    pulsar_cluster, spark, capsys, tmp_path
+    pulsar_cluster, tasks_here, capsys, tmp_path
 ):
     import base64
 

@@ -22,7 +22,7 @@ from tests.support import broker_ledgers
 from tests.support import offload_cases as oc
 from tests.support import pulsar_entries as pe
 from tests.support.cli import Ran, env_for, run_bkctl, run_in_process
-from tests.support.spark import workers_environment
+from tests.support.spark import tasks_in_this_process, workers_environment
 
 # test_backup's group: the other module that reads an S3 server and Spark, so that one worker runs
 # both on its one Spark session (a JVM, some 20 CPU-seconds to start) and its one S3 server, where
@@ -136,9 +136,15 @@ def got_rows(rows):
     ]
 
 
+#: the case whose topic export runs on Spark (its Python workers reading the object store with the
+#: credentials of their environment); the other cases' tasks run in the test's process
+#: (tests/support/spark.py: the same export, the same tasks, no JVM)
+ON_SPARK = "s3_b_batch_5mib"
+
+
 @pytest.mark.parametrize("case", oc.cases())
 def test_export_topic_gives_the_pulsar_cases_rows_across_bookkeeper_and_the_object_store(
-    offload_cluster, spark, capsys, case, tmp_path
+    offload_cluster, worker_spark, monkeypatch, capsys, case, tmp_path
 ):
     c = offload_cluster
     p = c.planted[case]
@@ -146,7 +152,11 @@ def test_export_topic_gives_the_pulsar_cases_rows_across_bookkeeper_and_the_obje
     args = ["--out", out, "--topic", p.topic, "--managed-ledgers", c.managed_ledgers, "--json"]
     if case.startswith("fs_"):
         args += ["--split-entries", "2"]
-    done = export(spark, capsys, c.uri, c.s3, *args)
+    if case == ON_SPARK:
+        done = export(worker_spark.session(), capsys, c.uri, c.s3, *args)
+    else:
+        with tasks_in_this_process(monkeypatch):
+            done = run_in_process(capsys, {"NO_COLOR": "1", "BKCTL_METADATA_URI": c.uri, **c.s3.env()}, "export", *args)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["problems"] == [] and doc["skipped"] == [], doc
@@ -467,7 +477,7 @@ def test_a_ledger_both_offloaded_and_in_bookkeeper_is_read_from_where_the_priori
             with ZKMetadataStore(c.uri, timeout=20, twins=fastpath.selected()) as store:
                 store.client.create(f"{base}/{doc['managed_ledger_name']}", info.SerializeToString(), makepath=True)
         args = ["export", "--topic", doc["topic"], "--managed-ledgers", base, "--json"]
-        tiered = c.bkctl(*args, "--out", tmp_path / "t")
+        tiered = export(spark, capsys, c.uri, c.s3, *args[1:], "--out", tmp_path / "t")
         assert tiered.returncode == 3, tiered.stderr
         assert f"5378eda4-bcb0-45f9-9a29-8da09eb28c93-ledger-{new_ids[4002]}" in tiered.stderr
         first = export(

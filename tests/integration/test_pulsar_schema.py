@@ -316,7 +316,7 @@ TYPED = [
 ]
 
 
-def test_a_typed_export_gives_each_message_as_the_newest_schema_reads_it(schema_cluster, spark, capsys, tmp_path):
+def test_a_typed_export_gives_each_message_as_the_newest_schema_reads_it(schema_cluster, tasks_here, capsys, tmp_path):
     c = schema_cluster
     for case in TYPED:
         out = tmp_path / case
@@ -335,7 +335,7 @@ def test_a_typed_export_gives_each_message_as_the_newest_schema_reads_it(schema_
         assert all(r["error"] is None for r in rows), case
 
 
-def test_per_version_and_raw_exports(schema_cluster, spark, capsys, tmp_path):
+def test_per_version_and_raw_exports(schema_cluster, tasks_here, capsys, tmp_path):
     c = schema_cluster
     want = expected_rows("s_avro_evolved")
     code, doc, err = export(capsys, c, tmp_path / "v0", "--topic", topic("s_avro_evolved"), "--schema-version", 0)
@@ -361,7 +361,7 @@ def test_per_version_and_raw_exports(schema_cluster, spark, capsys, tmp_path):
     assert exported(tmp_path / "bytes")[1] is None
 
 
-def test_messages_whose_schema_ledger_is_gone_are_error_rows(schema_cluster, spark, capsys, tmp_path):
+def test_messages_whose_schema_ledger_is_gone_are_error_rows(schema_cluster, tasks_here, capsys, tmp_path):
     c = schema_cluster
     case = "s_schema_ledger_missing"
     code, doc, err = export(capsys, c, tmp_path / "m", "--topic", topic(case))
