@@ -408,8 +408,8 @@ class JavaPeer:
         self.scripts = self.root / "scripts"
         if not (self.scripts / "bktool.sh").is_file():
             raise SystemExit(
-                f"--java-peer {root}: no scripts/bktool.sh there (build it with "
-                "../shared/java-peer/build.sh; see its README)"
+                f"--java-peer {root}: no scripts/bktool.sh there (a peer is built on the "
+                "machine from BookKeeper's own release: ../shared/java-peer/README.md says how)"
             )
 
     def _env(self, zk: str, root: str) -> dict[str, str]:
