@@ -107,9 +107,10 @@ class LedgerProgress:
         assert self.bar is not None
         self.bar.note(text)
 
-    def ledger(self, result: dict) -> None:
+    def ledger(self, nbytes: int = 0) -> None:
+        """A ledger done, with its ``nbytes`` (0: they were heard as copied, :meth:`copied`)."""
         with self._lock:
-            self.eta.advance(1, int(result.get("bytes") or 0))
+            self.eta.advance(1, nbytes)
             if self.bar is not None:
                 self.bar.advance(1)
                 self._describe()

@@ -100,7 +100,7 @@ class _Events:
             with self._lock:
                 self.reasons[f"{result.outcome.value}: {result.reason}"] += 1
         if self.bar is not None:
-            self.bar.ledger({"bytes": 0})  # its bytes were counted as they were copied
+            self.bar.ledger()  # its bytes were counted as they were copied
 
     def note(self, text: str) -> None:
         if self.app.json:

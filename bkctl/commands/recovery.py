@@ -18,32 +18,34 @@ from . import pass_app
 from .progress import LedgerProgress
 
 if TYPE_CHECKING:
+    from bkctl.wire.client.ledger_report import LedgerReport
+
     from ..ops.decommission import Decommissioned
     from ..ops.recovery import RecoverTotals
 
 
-def _fragment_rows(ledgers: Iterable[dict]):
+def _fragment_rows(ledgers: Iterable[LedgerReport]):
     """Table rows; a failed ledger's row names its cause, its reason is said below the table
     (:class:`_Reasons`; ``--json`` has the whole error)."""
     from ..ops.recovery import cause_label
 
-    def with_error(note: str, r: dict) -> str:
-        if not r.get("error"):
+    def with_error(note: str, r: LedgerReport) -> str:
+        if not r.error:
             return note
-        return note + (f" ({cause_label(r['cause'])})" if r.get("cause") else f": {r['error']}")
+        return note + (f" ({cause_label(r.cause)})" if r.cause else f": {r.error}")
 
     for r in ledgers:
-        if not r["fragments"]:
-            yield (r["ledger_id"], r["state"], "", "", with_error(r["status"], r))
+        if not r.fragments:
+            yield (r.ledger_id, r.state, "", "", with_error(r.status, r))
             continue
-        for f in r["fragments"]:
-            end = "open" if f["last_entry_id"] is None else f["last_entry_id"]
-            moves = ", ".join(f"{old} -> {new}" for old, new in f["replacements"].items()) or ", ".join(f["lost"])
-            count = "?" if f["entries"] is None else f["entries"]
-            note = r["status"]
-            if r["closed_first"]:
-                note += " (closed first)" if r["status"] != "planned" else " (would be closed first)"
-            yield (r["ledger_id"], f"{f['first_entry_id']}..{end}", moves, count, with_error(note, r))
+        for f in r.fragments:
+            end = "open" if f.last_entry_id is None else f.last_entry_id
+            moves = ", ".join(f"{old} -> {new}" for old, new in f.replacements.items()) or ", ".join(f.lost)
+            count = "?" if f.entries is None else f.entries
+            note = r.status
+            if r.closed_first:
+                note += " (closed first)" if r.status != "planned" else " (would be closed first)"
+            yield (r.ledger_id, f"{f.first_entry_id}..{end}", moves, count, with_error(note, r))
 
 
 class _Reasons:
@@ -56,10 +58,10 @@ class _Reasons:
         self.counts: Counter[str] = Counter()
         self.shown = shown
 
-    def passing(self, results: Iterable[dict]) -> Iterator[dict]:
+    def passing(self, results: Iterable[LedgerReport]) -> Iterator[LedgerReport]:
         for r in results:
-            if r.get("error"):
-                self.counts[r.get("reason") or r["error"]] += 1
+            if r.error:
+                self.counts[r.reason or r.error] += 1
             yield r
 
     def say(self, app: App) -> None:
@@ -69,7 +71,9 @@ class _Reasons:
             app.console.print(f"... and {len(self.counts) - self.shown} more reasons (--json has every ledger's)")
 
 
-def _show_plan_or_result(app: App, results: Iterable[dict], totals: RecoverTotals, dry_run: bool, what: str) -> None:
+def _show_plan_or_result(
+    app: App, results: Iterable[LedgerReport], totals: RecoverTotals, dry_run: bool, what: str
+) -> None:
     """The rows as they come (a chunk at a time past 1,000), the reasons, the totals."""
     reasons = _Reasons()
     rows = _fragment_rows(reasons.passing(results))
@@ -95,7 +99,7 @@ def _show_plan_or_result(app: App, results: Iterable[dict], totals: RecoverTotal
         )
 
 
-def _stream_json(app: App, head: dict, results: Iterable[dict], tail: Callable[[], dict]) -> None:
+def _stream_json(app: App, head: dict, results: Iterable[LedgerReport], tail: Callable[[], dict]) -> None:
     """One JSON document, the bytes :meth:`App.emit_json` writes for ``{**head, "ledgers":
     [...], **tail()}`` (keys sorted; ``head``'s sort before ``ledgers``, ``tail()``'s after),
     its ledgers written as they come."""
@@ -246,7 +250,7 @@ def recover(
             parallel=parallel,
             confirm=confirm,
             on_start=reporter.start,
-            on_ledger=reporter.ledger,
+            on_ledger=lambda row: reporter.ledger(row.bytes),
             on_entry=reporter.entry,
             ledger_ids=only,
             rate=rate,
@@ -254,7 +258,7 @@ def recover(
         )
         next(chunks)  # the checks, the walk and the question: refused before any output
 
-        def results() -> Iterator[dict]:
+        def results() -> Iterator[LedgerReport]:
             for chunk in chunks:
                 totals.add(chunk)
                 yield from chunk
@@ -419,7 +423,7 @@ def decommission(
             bookie,
             confirm=confirm,
             on_start=reporter.start,
-            on_ledger=lambda row: reporter.ledger({**row, "bytes": 0}),  # its bytes were heard as copied
+            on_ledger=lambda _row: reporter.ledger(),  # its bytes were heard as copied
             on_bytes=reporter.copied,
             on_note=reporter.note,
             use_daemons=daemons,
@@ -475,7 +479,7 @@ def _show_left(app: App, doc: Decommissioned) -> None:
 
 
 def _show_decommission_plan(app: App, doc: Decommissioned) -> None:
-    from ..ops.decommission import DecommissionMode
+    from ..ops.decommission import ByTheDaemons, DecommissionMode, PlannedLedger
     from ..ops.recovery import lost_line
 
     def human():
@@ -488,15 +492,16 @@ def _show_decommission_plan(app: App, doc: Decommissioned) -> None:
             app.console.print(
                 f"note: {doc.bookie_id} is registered (running): stop it before decommissioning it", markup=False
             )
-        planned = [r for r in doc.ledgers if isinstance(r, dict)]  # a dry run's rows: all planned
         if doc.mode is DecommissionMode.AUTORECOVERY:
-            if planned:
-                stream_table(app, ["ledger", "status"], ((r["ledger_id"], r["status"]) for r in planned))
+            by_daemons = [r for r in doc.ledgers if isinstance(r, ByTheDaemons)]
+            if by_daemons:
+                stream_table(app, ["ledger", "status"], ((r.ledger_id, r.status) for r in by_daemons))
             app.console.print(
                 f"dry run: {n} to move off {doc.bookie_id} by the autorecovery daemons, then "
                 "its cookie deleted; nothing changed"
             )
             return
+        planned = [r.report for r in doc.ledgers if isinstance(r, PlannedLedger)]  # a local dry run's rows
         if planned:
             stream_table(app, ["ledger", "entries", "lost -> replacement", "count", "status"], _fragment_rows(planned))
         app.console.print(

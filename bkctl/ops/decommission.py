@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..humanize import plural as _plural
 from .errors import Conflict
@@ -38,9 +38,11 @@ from .recovery import (
     still_on,
     surveyed,
 )
+from .results import inlined, not_in_json, omitted_unless
 
 if TYPE_CHECKING:
     from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.ledger_report import LedgerReport
     from bkctl.wire.client.placement import RandomPlacement
     from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore
@@ -72,6 +74,33 @@ class LostLedger:
 
 
 @dataclass(frozen=True, slots=True)
+class PlannedLedger:
+    """A local dry run's row: the ledger's row as ``recover`` plans it, and why it would lose
+    data (None: it would not)."""
+
+    data_lost: str | None
+    report: LedgerReport = inlined()
+
+
+@dataclass(frozen=True, slots=True)
+class ByTheDaemons:
+    """A ledger the autorecovery daemons move: ``status`` ``planned`` (a dry run: with
+    ``data_lost``, as :class:`PlannedLedger`) or ``replicated`` (off the bookie now)."""
+
+    ledger_id: int
+    status: str
+    data_lost: str | None = omitted_unless("planned")
+    #: a dry run's row (``data_lost`` in the document)
+    planned: bool = not_in_json(False)
+    #: the daemons' bytes are not seen from here
+    bytes: int = not_in_json(0)
+
+
+#: a decommission's row of a ledger
+LedgerRow: TypeAlias = "LedgerReport | PlannedLedger | ByTheDaemons | WaitingLedger"
+
+
+@dataclass(frozen=True, slots=True)
 class Decommissioned:
     """A decommission's outcome (or a dry run's plan).  ``ledgers``: a row per ledger as
     ``recover`` has them (with the daemons ``ledger_id``, ``status`` and, for one left,
@@ -83,7 +112,7 @@ class Decommissioned:
     mode: DecommissionMode
     passes: int
     #: recover's rows (:mod:`.recovery`'s, named with them), and those the daemons left
-    ledgers: list[dict[str, Any] | WaitingLedger]
+    ledgers: list[LedgerRow]
     entries_copied: int | None
     lost_entries: int | None
     remaining_ledgers: list[int]
@@ -103,7 +132,7 @@ class _Passes:
     passes: int = 0
     entries_copied: int = 0
     lost_entries: int = 0
-    ledgers: dict[int, dict[str, Any]] = field(default_factory=dict)
+    ledgers: dict[int, LedgerReport] = field(default_factory=dict)
 
 
 def _segment_ends(md: LedgerMetadata) -> dict[int, tuple[int | None, tuple[str, ...]]]:
@@ -118,9 +147,13 @@ def _row(
     status: str,
     copied: int = 0,
     closed_first: bool = False,
-    **more: Any,
-) -> dict[str, Any]:
+    error: str | None = None,
+    cause: str | None = None,
+    reason: str | None = None,
+    lost_entries: int = 0,
+) -> LedgerReport:
     """A ledger's row, as ``recover`` has them (its fragments the move's segments)."""
+    from bkctl.wire.client.ledger_report import FragmentReport, LedgerReport
     from bkctl.wire.client.quorum import QuorumSchedule
 
     known = md if md is not None and not isinstance(md, Exception) else None
@@ -132,34 +165,23 @@ def _row(
         if known is not None and last is not None and seg.source in ensemble:
             counts = QuorumSchedule(len(ensemble), known.write_quorum).held_by_position(seg.first_entry_id, last)
             entries = counts[ensemble.index(seg.source)]
-        fragments.append(
-            {
-                "first_entry_id": seg.first_entry_id,
-                "last_entry_id": last,
-                "lost": [seg.source],
-                "replacements": {seg.source: seg.target},
-                "entries": entries,
-                "entries_copied": 0,
-            }
-        )
-    row = {
-        "ledger_id": ledger_id,
-        "state": None if md is None or isinstance(md, Exception) else md.state.name,
-        "status": status,
-        "closed_first": closed_first,
-        "fragments": fragments,
-        "entries_copied": copied,
-        "bytes": 0 if move is None else move.nbytes,
-        "error": None,
-        "cause": None,
-        "reason": None,
-        "lost_entries": 0,
-    }
-    row.update(more)
-    return row
+        fragments.append(FragmentReport(seg.first_entry_id, last, (seg.source,), {seg.source: seg.target}, entries))
+    return LedgerReport(
+        ledger_id,
+        state=None if known is None else known.state.name,
+        status=status,
+        closed_first=closed_first,
+        fragments=tuple(fragments),
+        entries_copied=copied,
+        bytes=0 if move is None else move.nbytes,
+        error=error,
+        cause=cause,
+        reason=reason,
+        lost_entries=lost_entries,
+    )
 
 
-def _result_row(result: MoveResult, md: _Read, closed_first: bool) -> dict[str, Any]:
+def _result_row(result: MoveResult, md: _Read, closed_first: bool) -> LedgerReport:
     from bkctl.wire.client.replication_causes import LOCKED, OTHER
     from bkctl.wire.rebalance.mover import MoveOutcome
 
@@ -190,14 +212,14 @@ def _result_row(result: MoveResult, md: _Read, closed_first: bool) -> dict[str, 
 
 def _close_open(
     bk: BlockingBookKeeper, store: MetadataStore, ids: list[int], bookie: str, dry_run: bool
-) -> tuple[set[int], dict[int, dict]]:
+) -> tuple[set[int], dict[int, LedgerReport]]:
     """Recover (fence and close) each open ledger whose last segment names ``bookie``: its writer
     cannot leave a bookie that is gone.  Returns the ledgers closed (a dry run: to close) and
     the rows of those that could not be."""
     from bkctl.wire.client.replication_causes import failure_cause
 
     closed: set[int] = set()
-    failed: dict[int, dict] = {}
+    failed: dict[int, LedgerReport] = {}
     for lid, md, _version in store.ledgers.read_many(ids, naming=[bookie]):
         if md is None or isinstance(md, Exception) or md.is_closed or bookie not in md.last_ensemble:
             continue
@@ -233,7 +255,7 @@ def decommission(
     passes: int = 3,
     confirm: Callable[[list[int]], Any] | None = None,
     on_start: Callable[[int, int | None], Any] | None = None,
-    on_ledger: Callable[[dict], Any] | None = None,
+    on_ledger: Callable[[LedgerReport | ByTheDaemons], Any] | None = None,
     on_bytes: Callable[[int], Any] | None = None,
     on_note: Callable[[str], Any] | None = None,
     use_daemons: bool | None = None,
@@ -296,7 +318,7 @@ def decommission(
     mode = DecommissionMode.AUTORECOVERY if use_daemons else DecommissionMode.LOCAL
 
     def outcome(
-        ledgers: Sequence[dict[str, Any] | WaitingLedger],
+        ledgers: Sequence[LedgerRow],
         lost: dict[int, str],
         *,
         tally: _Passes | None = None,
@@ -325,15 +347,15 @@ def decommission(
         )
 
     if dry_run:
-        rows: list[dict[str, Any]] = []
-        if use_daemons:
-            rows = [{"ledger_id": lid, "status": "planned"} for lid in ids]
-        elif ids:
-            rows = _planned_rows(bk, store, bookie, ids, placement)
         lost = lost_with(bk, store, ids, bookie)
-        for row in rows:
-            row["data_lost"] = lost.get(row["ledger_id"])
-        return outcome(rows, lost)
+        planned: list[LedgerRow] = []
+        if use_daemons:
+            planned = [ByTheDaemons(lid, "planned", lost.get(lid), planned=True) for lid in ids]
+        elif ids:
+            planned = [
+                PlannedLedger(lost.get(r.ledger_id), r) for r in _planned_rows(bk, store, bookie, ids, placement)
+            ]
+        return outcome(planned, lost)
     from bkctl.wire.rebalance.executor import Throttle
 
     from .rebalance import begin_run
@@ -361,7 +383,7 @@ def decommission(
             clock=clock,
             sleep=sleep,
         )
-        by_ledger: dict[int, dict[str, Any] | WaitingLedger] = {}
+        by_ledger: dict[int, LedgerRow] = {}
         if use_daemons and ids:
             by_ledger.update(_by_the_daemons(mover, ids))
         elif ids:
@@ -372,7 +394,7 @@ def decommission(
     if use_daemons:
         by_ledger.update({row.ledger_id: row for row in daemon_rows(repair_states(store, ids, bookie))})
     lost = lost_with(bk, store, ids, bookie)
-    left_now = left_rows([by_ledger.get(lid, {"ledger_id": lid}) for lid in ids], lost)
+    left_now = left_rows([_outcome(by_ledger.get(lid), lid) for lid in ids], lost)
     ledger_rows = [by_ledger[k] for k in sorted(by_ledger)]
     if ids or stopped:
         waited = f" after {timeout:g} s" if use_daemons else ""
@@ -390,9 +412,15 @@ def decommission(
     )
 
 
+def _outcome(row: LedgerRow | None, ledger_id: int) -> LedgerReport | WaitingLedger | int:
+    """What :func:`~.recovery.left_rows` reads of a ledger left: its row, or its id (no row: it
+    named the bookie after the run started)."""
+    return ledger_id if row is None or isinstance(row, (PlannedLedger, ByTheDaemons)) else row
+
+
 def _planned_rows(
     bk: BlockingBookKeeper, store: MetadataStore, bookie: str, ids: list[int], placement: RandomPlacement
-) -> list[dict[str, Any]]:
+) -> list[LedgerReport]:
     """A dry run's rows: the open ledgers to close first, then the plan's moves and what cannot move."""
     closing, _ = _close_open(bk, store, ids, bookie, dry_run=True)
     plan = _plan(store, bookie, placement)
@@ -429,7 +457,7 @@ class _Mover:
     bookie: str
     run: Any  #: the running record (:func:`~.rebalance.begin_run`)
     on_start: Callable[[int, int | None], Any] | None
-    on_ledger: Callable[[dict], Any] | None
+    on_ledger: Callable[[LedgerReport | ByTheDaemons], Any] | None
     on_bytes: Callable[[int], Any] | None
     note: Callable[[str], Any]
     placement: Any
@@ -466,7 +494,7 @@ def _locally(mover: _Mover, ids: list[int], nbytes: int | None, tally: _Passes) 
             row = _result_row(
                 move_result, _reads.get(move_result.move.ledger_id), move_result.move.ledger_id in _closed
             )
-            by_ledger[row["ledger_id"]] = row
+            by_ledger[row.ledger_id] = row
             if mover.on_ledger is not None:
                 mover.on_ledger(row)
 
@@ -491,12 +519,12 @@ def _locally(mover: _Mover, ids: list[int], nbytes: int | None, tally: _Passes) 
             break  # nothing moved this pass: another would fail alike (no bookie free, copies down)
 
 
-def _by_the_daemons(mover: _Mover, ids: list[int]) -> dict[int, dict]:
+def _by_the_daemons(mover: _Mover, ids: list[int]) -> dict[int, ByTheDaemons]:
     """Trigger the audit and wait (up to ``timeout``) for the autorecovery daemons to move every
     ledger off the bookie, saying every ``heartbeat`` seconds what those left wait for."""
     from bkctl.wire.autorecovery.control import trigger_audit
 
-    by_ledger: dict[int, dict] = {}
+    by_ledger: dict[int, ByTheDaemons] = {}
     if mover.on_start is not None:
         mover.on_start(len(ids), None)  # the daemons' bytes are not seen from here: ledgers only
     auditor, _delay = trigger_audit(mover.store)
@@ -513,7 +541,7 @@ def _by_the_daemons(mover: _Mover, ids: list[int]) -> dict[int, dict]:
     while True:
         left = still_on(mover.store, waiting, mover.bookie)
         for lid in sorted(set(waiting) - set(left)):
-            by_ledger[lid] = {"ledger_id": lid, "status": "replicated"}
+            by_ledger[lid] = ByTheDaemons(lid, "replicated")
             if mover.on_ledger is not None:
                 mover.on_ledger(by_ledger[lid])
         waiting = left

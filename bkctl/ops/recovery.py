@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from bkctl.wire.autorecovery.repairstate import LedgerRepair
     from bkctl.wire.client.blocking import BlockingBookKeeper
     from bkctl.wire.client.bookkeeper import BookKeeperClient
+    from bkctl.wire.client.ledger_report import LedgerReport
     from bkctl.wire.metadata.store import MetadataStore, WalkProgress
 
 
@@ -180,15 +181,14 @@ class RecoverTotals:
     entries_copied: int = 0
     lost_entries: int = 0
 
-    def add(self, results: Iterable[dict[str, Any]]) -> RecoverTotals:
+    def add(self, results: Iterable[LedgerReport]) -> RecoverTotals:
         """Count ``results`` (rows of :func:`rereplicate_stream`) in; returns itself."""
         for r in results:
             self.ledgers += 1
-            status = r["status"]
-            if status in _COUNTED:
-                setattr(self, status, getattr(self, status) + 1)
-            self.entries_copied += r.get("entries_copied", 0)
-            self.lost_entries += r.get("lost_entries", 0)
+            if r.status in _COUNTED:
+                setattr(self, r.status, getattr(self, r.status) + 1)
+            self.entries_copied += r.entries_copied
+            self.lost_entries += r.lost_entries or 0
         return self
 
 
@@ -209,13 +209,13 @@ class RecoverSummary:
     target: str | None
     dry_run: bool
     skip_open_ledgers: bool
-    ledgers: list[dict[str, Any]]
+    ledgers: list[LedgerReport]
     totals: RecoverTotals
     cookies: dict[str, str] | None = omitted_when_none()
 
 
 def summary(
-    bookies: list[str], results: list[dict[str, Any]], *, dry_run: bool, target: str | None, skip_open: bool
+    bookies: list[str], results: list[LedgerReport], *, dry_run: bool, target: str | None, skip_open: bool
 ) -> RecoverSummary:
     """The document of ``bkctl recover`` for these rows."""
     return RecoverSummary(bookies, target, dry_run, skip_open, results, RecoverTotals().add(results))
@@ -259,13 +259,13 @@ def rereplicate_stream(
     window: int = 64,
     confirm: Callable[[list[int]], Any] | None = None,
     on_start: Callable[[int, int | None], Any] | None = None,
-    on_ledger: Callable[[dict], Any] | None = None,
+    on_ledger: Callable[[LedgerReport], Any] | None = None,
     on_entry: Callable[[int], Any] | None = None,
     ledger_ids: list[int] | None = None,
     expected_bytes: int | None = None,
     rate: float = 0,
     progress: Callable[[], AbstractContextManager[WalkProgress]] | None = None,
-) -> Iterator[list[dict]]:
+) -> Iterator[list[LedgerReport]]:
     """Re-replicate everything ``bookies`` held (see :func:`bkctl.wire.client.rereplication.rereplicate_ledger`).
 
     One walk finds the ledgers (:func:`survey`; ``progress()`` makes the context
@@ -501,23 +501,23 @@ def daemon_rows(states: Mapping[int, RepairState]) -> list[WaitingLedger]:
 
 
 def left_rows(
-    rows: Iterable[Mapping[str, Any] | WaitingLedger], lost: Mapping[int, str] | None = None
+    rows: Iterable[LedgerReport | WaitingLedger | int], lost: Mapping[int, str] | None = None
 ) -> list[LeftLedger]:
-    """Each ledger left (a row of ``recover``'s, or of :func:`daemon_rows`) with its cause and
-    reason, grouped by cause: the ``lost`` ones (ledger id -> why, :func:`lost_with`) first, then
-    the most common cause first; ascending ids within a cause."""
+    """Each ledger left -- its row (``recover``'s, or :func:`daemon_rows`'), or its id when it
+    has none (it named the bookie after the run started) -- with its cause and reason, grouped by
+    cause: the ``lost`` ones (ledger id -> why, :func:`lost_with`) first, then the most common
+    cause first; ascending ids within a cause."""
     from collections import Counter
 
     lost = lost or {}
     out = []
     cause: str | None
     reason: str | None
-    error: str | None
     for r in rows:
-        if isinstance(r, WaitingLedger):
-            lid, cause, reason, error = r.ledger_id, r.cause, r.reason, r.error
+        if isinstance(r, int):
+            lid, cause, reason, error = r, None, None, None
         else:
-            lid, cause, reason, error = r["ledger_id"], r.get("cause"), r.get("reason"), r.get("error")
+            lid, cause, reason, error = r.ledger_id, r.cause, r.reason, r.error
         if lid in lost:
             cause, reason = LOST, lost[lid]
         elif cause is None:  # no attempt says why: it failed otherwise, or came since

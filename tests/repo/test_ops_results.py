@@ -19,12 +19,9 @@ from tests.repo.sources import MODULES, tree
 
 pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the sources once
 
-_TO_CONVERT = "a JSON-shaped dict still, built in the operation and read by key in the command: to convert"
-
 #: (module, function) -> why it returns a JSON-shaped dict today
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("bkctl.ops.results", "fields_of"): "the one conversion itself: a result's keys and values, for the encoder",
-    ("bkctl.ops.recovery", "rereplicate_stream"): _TO_CONVERT,
 }
 
 

@@ -5,12 +5,15 @@ rate, the ETA) on a fake clock -- and off on a pipe."""
 
 from __future__ import annotations
 
+import json
+
 from twisted.internet import defer
 
 from bkctl.ops.recovery import cause_label, describe_left, left_rows
 from bkctl.wire import fastpath
 from bkctl.wire.client import replication_causes as R
 from bkctl.wire.client import rereplication
+from bkctl.wire.client.ledger_report import LedgerReport
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.domain.replica_size import packed_entry_bytes
 from bkctl.wire.metadata.errors import MetadataStoreError
@@ -78,14 +81,14 @@ def test_a_plan_from_the_walk_reads_no_metadata_and_the_bookies_once():
     assert client.lists_asked == 1
     by_status = {}
     for r in results:
-        by_status.setdefault(r["status"], []).append(r["ledger_id"])
+        by_status.setdefault(r.status, []).append(r.ledger_id)
     assert by_status == {"planned": list(range(1, 301)), "deleted": [400], "failed": [401]}
     planned = results[0]
     # B held 2 of every 3 entries of a 1000-byte, 10-entry E3/Qw2 ledger: 7 of 10 entries, their
     # payload and what the client packed around each (the one rule disk and rebalance count with)
-    assert planned["fragments"][0]["entries"] == 7
-    assert planned["bytes"] == 700 + 7 * packed_entry_bytes(closed())
-    assert results[-1]["cause"] == R.METADATA_GONE and "corrupt" in results[-1]["reason"]
+    assert planned.fragments[0].entries == 7
+    assert planned.bytes == 700 + 7 * packed_entry_bytes(closed())
+    assert results[-1].cause == R.METADATA_GONE and "corrupt" in results[-1].reason
 
 
 def test_each_failure_has_its_cause_and_one_short_reason():
@@ -95,26 +98,29 @@ def test_each_failure_has_its_cause_and_one_short_reason():
         client.store.ledgers.create(closed(), lid)
     write(client, 1, closed(), range(10))
     client.store.ledgers.create(closed((A, B, C, D)[:3]), 4)
-    results = {r["ledger_id"]: r for r in run(client, [1, 2, 3], parallel=1)}
-    assert results[1]["status"] == "recovered" and results[1]["cause"] is None
-    assert results[2]["cause"] == R.UNREADABLE and results[2]["reason"].startswith("entry 0: no good copy")
-    assert "\n" not in results[2]["reason"] and len(results[2]["reason"]) <= 120
+    results = {r.ledger_id: r for r in run(client, [1, 2, 3], parallel=1)}
+    assert results[1].status == "recovered" and results[1].cause is None
+    assert results[2].cause == R.UNREADABLE and results[2].reason.startswith("entry 0: no good copy")
+    assert "\n" not in results[2].reason and len(results[2].reason) <= 120
     write(client, 3, closed(), range(10))
     client.pool.get(A).down = client.pool.get(C).down = True
     again = run(client, [3], parallel=1)[0]
-    assert again["cause"] == R.COPIES_DOWN and again["reason"] == "entry 0: no bookie holding a copy answers"
+    assert again.cause == R.COPIES_DOWN and again.reason == "entry 0: no bookie holding a copy answers"
     client.writable = [A, C]  # nothing outside the ensemble
     none = run(client, [4], parallel=1)[0]
-    assert none["cause"] == R.NO_BOOKIE and none["reason"].startswith("needs 1 writable bookie outside")
+    assert none.cause == R.NO_BOOKIE and none.reason.startswith("needs 1 writable bookie outside")
 
 
 def test_the_ledgers_left_are_grouped_by_cause_most_common_first():
+    def failed(lid, cause=None, reason=None, error=None):
+        return LedgerReport(lid, "CLOSED", "failed", error=error or reason, cause=cause, reason=reason)
+
     rows = [
-        {"ledger_id": 9, "cause": R.NO_BOOKIE, "reason": "needs 1 writable bookie outside the ensemble, 0 available"},
-        {"ledger_id": 3, "cause": R.COPIES_DOWN, "reason": "entry 0: no bookie holding a copy answers"},
-        {"ledger_id": 4, "cause": R.NO_BOOKIE, "reason": "needs 1 ..."},
-        {"ledger_id": 5, "error": "timed out"},  # a failure with no cause known
-        {"ledger_id": 6},  # named the bookie only after the run began
+        failed(9, R.NO_BOOKIE, "needs 1 writable bookie outside the ensemble, 0 available"),
+        failed(3, R.COPIES_DOWN, "entry 0: no bookie holding a copy answers"),
+        failed(4, R.NO_BOOKIE, "needs 1 ..."),
+        failed(5, error="timed out"),  # a failure with no cause known
+        6,  # named the bookie only after the run began: no row
     ]
     left = left_rows(rows)
     assert [(r.ledger_id, r.cause) for r in left] == [
@@ -163,7 +169,7 @@ def test_the_progress_is_off_on_a_pipe(capsys):
     reporter = LedgerProgress(App(), "re-replicating")
     reporter.start(3, 300)
     for _ in range(3):
-        reporter.ledger({"bytes": 100})
+        reporter.ledger(100)
     reporter.stop()
     assert reporter.eta.done_ledgers == 3 and reporter.eta.done_bytes == 300
     assert capsys.readouterr().err == ""
@@ -175,7 +181,7 @@ def test_a_copy_from_the_walk_updates_the_metadata_on_the_version_it_read():
         client.store.ledgers.create(closed(), lid)
         write(client, lid, closed(), range(10))
     results = run(client, list(client.store.ledgers.read_many([1, 2])), parallel=2)
-    assert [r["status"] for r in results] == ["recovered", "recovered"]
+    assert [r.status for r in results] == ["recovered", "recovered"]
     assert client.store.called("ledgers.read") == []  # neither to plan nor to compare-and-set
     for lid in (1, 2):
         md, version = client.store.ledgers.read(lid)
@@ -186,41 +192,19 @@ def test_the_streamed_document_is_the_one_emit_writes(capsys):
     from bkctl.app import App
     from bkctl.commands.recovery import _stream_json
     from bkctl.ops.recovery import RecoverTotals, summary
+    from bkctl.wire.client.ledger_report import FragmentReport
 
     rows = [
-        {
-            "ledger_id": 7,
-            "state": "CLOSED",
-            "status": "failed",
-            "closed_first": False,
-            "fragments": [],
-            "entries_copied": 0,
-            "bytes": 0,
-            "error": 'entry 0 of ledger 7: \u00e9"',
-            "cause": R.UNREADABLE,
-            "reason": "entry 0: no good copy",
-        },
-        {
-            "ledger_id": 9,
-            "state": "OPEN",
-            "status": "planned",
-            "closed_first": True,
-            "fragments": [
-                {
-                    "first_entry_id": 0,
-                    "last_entry_id": None,
-                    "lost": [B],
-                    "replacements": {B: D},
-                    "entries": None,
-                    "entries_copied": 0,
-                }
-            ],
-            "entries_copied": 0,
-            "bytes": 0,
-            "error": None,
-            "cause": None,
-            "reason": None,
-        },
+        LedgerReport(
+            7,
+            "CLOSED",
+            "failed",
+            error='entry 0 of ledger 7: \u00e9"',
+            cause=R.UNREADABLE,
+            reason="entry 0: no good copy",
+        ),
+        LedgerReport(9, "OPEN", "planned", closed_first=True, fragments=(FragmentReport(0, None, (B,), {B: D}, None),)),
+        LedgerReport(11, "CLOSED", "recovered", entries_copied=5, bytes=50, lost_entries=2),
     ]
     app = App()
     app.emit_json(summary([B], rows, dry_run=True, target=None, skip_open=False))
@@ -233,3 +217,28 @@ def test_the_streamed_document_is_the_one_emit_writes(capsys):
         lambda: {"skip_open_ledgers": False, "target": None, "totals": totals.add(rows)},
     )
     assert capsys.readouterr().out == whole
+    # the rows' keys as `recover --json` always wrote them; lost_entries only once counted
+    doc = json.loads(whole)
+    assert doc["ledgers"][1] == {
+        "ledger_id": 9,
+        "state": "OPEN",
+        "status": "planned",
+        "closed_first": True,
+        "fragments": [
+            {
+                "first_entry_id": 0,
+                "last_entry_id": None,
+                "lost": [B],
+                "replacements": {B: D},
+                "entries": None,
+                "entries_copied": 0,
+            }
+        ],
+        "entries_copied": 0,
+        "bytes": 0,
+        "error": None,
+        "cause": None,
+        "reason": None,
+    }
+    assert doc["ledgers"][2]["lost_entries"] == 2 and "lost_entries" not in doc["ledgers"][0]
+    assert doc["totals"]["lost_entries"] == 2 and doc["totals"]["recovered"] == 1

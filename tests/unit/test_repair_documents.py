@@ -135,7 +135,7 @@ def test_a_decommissions_rows_of_ledgers_the_daemons_left(store):
         '"lock":"w2:3181","missing_replicas":["c:3181"],"reason":"old","since":null,"state":"held-failed",'
         '"text":"held after a failed attempt by w2:3181: old","until":null,"worker":"w2:3181"},"status":"waiting"}'
     )
-    left = left_rows([*rows, {"ledger_id": 9}], {2: "no other copy"})
+    left = left_rows([*rows, 9], {2: "no other copy"})
     assert [encode_json(r) for r in left] == [
         '{"cause":"lost","ledger_id":2,"reason":"no other copy"}',
         '{"cause":"appeared","ledger_id":9,"reason":"its metadata names the bookie; run decommission again"}',

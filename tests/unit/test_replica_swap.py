@@ -142,6 +142,6 @@ def test_recover_waits_out_a_worker_holding_the_ledger_and_leaves_it_untouched(s
     d = rereplicate_ledgers(Client(store), [LEDGER], [B], lock_as="bkctl-move@here")
     defer.ensureDeferred(d).addBoth(results.append)
     [[report]] = results
-    assert report["status"] == "skipped" and report["cause"] == LOCKED and "worker-1" in report["error"]
+    assert report.status == "skipped" and report.cause == LOCKED and "worker-1" in report.error
     assert store.underreplication.lock_holder(LEDGER) == "worker-1"  # still the worker's
     assert ours(store) == (A, B, C)

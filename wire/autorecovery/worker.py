@@ -348,7 +348,7 @@ class ReplicationWorker:
                 refill=set(writable) & lost,
                 on_unreadable=unreadable.append,
             )
-            status = result.get("status")
+            status = result.status
             if status == "deleted":
                 await run(self.store.underreplication.mark_replicated, ledger_id, version)
                 await run(self.store.lost_entries.forget, ledger_id)
@@ -364,9 +364,9 @@ class ReplicationWorker:
                     "; ".join(r.text() for r in record.runs[:3]),
                 )
             if status not in ("recovered", "replicated", "clean"):
-                return await self._failed(ledger_id, result.get("error") or str(status), result.get("cause"))
+                return await self._failed(ledger_id, result.error or str(status), result.cause)
             if self.stats is not None:
-                self.stats.entries_rereplicated += int(result.get("entries_copied") or 0)
+                self.stats.entries_rereplicated += result.entries_copied
             md, _ = await run(self.store.ledgers.read, ledger_id)
             registered = await run(self._registered)
             still = await bookies_missing_replicas(self.client, ledger_id, md, registered, known_lost)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from twisted.internet import defer
@@ -57,19 +58,18 @@ from .errors import (
     Unauthorized,
 )
 from .fragments import Fragment, bytes_held, choose_replacements, fragments_to_rereplicate
+from .ledger_report import FragmentReport, LedgerReport
 from .placement import RandomPlacement
 from .replication_causes import CAUSES, LOCKED, OPEN, failure_cause
 
 if TYPE_CHECKING:
     from .bookkeeper import BookKeeperClient
 
-#: one ledger's outcome (``bkctl recover --json`` prints it): the JSON object the
-#: function that makes it describes
-LedgerReport = dict[str, Any]
-
 __all__ = [
     "CAUSES",
     "CachedBookieLists",
+    "FragmentReport",
+    "LedgerReport",
     "UnreadableEntry",
     "failure_cause",
     "replace_in_metadata",
@@ -450,8 +450,6 @@ def _replacements(
     """:func:`choose_replacements`; when too few bookies are left outside the ensemble, the
     members of ``refill`` among the fragment's lost ones keep their place (their copies are
     written back to them) and only the others are replaced."""
-    from dataclasses import replace
-
     from .errors import NotEnoughBookies
 
     try:
@@ -469,15 +467,14 @@ def _replacements(
     return {**{b: b for b in in_place}, **chosen}
 
 
-def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> LedgerReport:
-    return {
-        "first_entry_id": fragment.first_entry_id,
-        "last_entry_id": fragment.last_entry_id,
-        "lost": list(fragment.lost),
-        "replacements": dict(replacements or {}),
-        "entries": fragment.entry_count(),
-        "entries_copied": 0,
-    }
+def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> FragmentReport:
+    return FragmentReport(
+        fragment.first_entry_id,
+        fragment.last_entry_id,
+        tuple(fragment.lost),
+        dict(replacements or {}),
+        fragment.entry_count(),
+    )
 
 
 class CachedBookieLists:
@@ -544,7 +541,7 @@ async def rereplicate_ledger(
     are copied and the swap made (the autorecovery worker records what it is told:
     :mod:`bkctl.wire.autorecovery.lostentries`).  Without it a lost entry fails the ledger.
 
-    Never raises for the ledger's own problems: returns a JSON-ready dict
+    Never raises for the ledger's own problems: returns a :class:`LedgerReport`
     with ``status`` one of ``recovered``, ``planned``, ``skipped``,
     ``failed`` (``error`` says why, ``cause`` and ``reason`` as
     :func:`failure_cause`), ``clean`` (nothing on the lost bookies) or
@@ -555,41 +552,28 @@ async def rereplicate_ledger(
 
     lost = tuple(dict.fromkeys(lost))
     lost_set = set(lost)
-    result: dict[str, Any] = {
-        "ledger_id": ledger_id,
-        "state": None,
-        "status": None,
-        "closed_first": False,
-        "fragments": [],
-        "entries_copied": 0,
-        "bytes": 0,
-        "error": None,
-        "cause": None,
-        "reason": None,
-    }
+    result = LedgerReport(ledger_id, None, "")
+    fragments: list[FragmentReport] = []
     try:
         if metadata is None:
             md, version = await client.run_blocking(client.store.ledgers.read, ledger_id)
         else:
             md = metadata
         known = (md, version) if version is not None and version >= 0 else None
-        result["state"] = md.state.name
+        result = replace(result, state=md.state.name)
         if not lost_set.intersection(md.bookies):
-            result["status"] = "clean"
-            return result
+            return replace(result, status="clean")
         if not md.is_closed:
             if skip_open:
-                result["status"] = "skipped"
-                result["error"] = f"ledger is {md.state.name} (--skip-open-ledgers)"
-                result["cause"], result["reason"] = OPEN, f"ledger is {md.state.name}"
-                return result
+                error = f"ledger is {md.state.name} (--skip-open-ledgers)"
+                return replace(result, status="skipped", error=error, cause=OPEN, reason=f"ledger is {md.state.name}")
             if lost_set.intersection(md.last_ensemble):
-                result["closed_first"] = True
+                result = replace(result, closed_first=True)
                 if not dry_run:
                     await client.open_ledger(ledger_id, recovery=True, password=password)
                     known = await client.run_blocking(client.store.ledgers.read, ledger_id)
                     md = known[0]
-        result["bytes"] = bytes_held(ledger_id, md, lost)
+        result = replace(result, bytes=bytes_held(ledger_id, md, lost))
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes)
         key = master_key(password_bytes)
@@ -605,7 +589,7 @@ async def rereplicate_ledger(
                 placement if placement is not None else client.placement,
             )
             doc = _fragment_doc(fragment, replacements)
-            result["fragments"].append(doc)
+            fragments.append(doc)
             if dry_run:
                 continue
             copied = await replicate_fragment(
@@ -621,8 +605,8 @@ async def rereplicate_ledger(
                 on_unreadable=on_unreadable,
             )
             known = await replace_in_metadata(client, ledger_id, fragment.first_entry_id, replacements, known)
-            doc["entries_copied"] = copied
-            result["entries_copied"] += copied
+            fragments[-1] = replace(doc, entries_copied=copied)
+            result = replace(result, entries_copied=result.entries_copied + copied)
             log.info(
                 "ledger %d: entries %d..%s re-replicated (%d copied): %s%s",
                 ledger_id,
@@ -634,16 +618,15 @@ async def rereplicate_ledger(
                 if any(old == new for old, new in replacements.items())
                 else "",
             )
-        result["status"] = "planned" if dry_run else "recovered"
+        return replace(result, status="planned" if dry_run else "recovered", fragments=tuple(fragments))
     except NoSuchLedger:
-        result["status"] = "deleted"
+        return replace(result, status="deleted", fragments=tuple(fragments))
     except Exception as exc:  # noqa: BLE001 - reported, the other ledgers go on
         if not isinstance(exc, BKError):
             log.error("ledger %d: recovery failed unexpectedly", ledger_id, exc_info=True)
-        result["status"] = "failed"
-        result["error"] = str(exc) or type(exc).__name__
-        result["cause"], result["reason"] = failure_cause(exc)
-    return result
+        cause, reason = failure_cause(exc)
+        error = str(exc) or type(exc).__name__
+        return replace(result, status="failed", fragments=tuple(fragments), error=error, cause=cause, reason=reason)
 
 
 async def rereplicate_ledgers(
@@ -699,7 +682,7 @@ async def rereplicate_ledgers(
         pending.append(defer.ensureDeferred(run).addCallback(done))
     while pending:
         await pending.popleft()
-    results.sort(key=lambda r: r["ledger_id"])
+    results.sort(key=lambda r: r.ledger_id)
     return results
 
 
@@ -716,9 +699,9 @@ async def _past_lost(
         return await rereplicate_ledger(client, ledger_id, lost, **options)
     unreadable: list[UnreadableEntry] = []
     result = await rereplicate_ledger(client, ledger_id, lost, on_unreadable=unreadable.append, **options)
-    if unreadable and result["status"] == "recovered":  # deleted meanwhile: "no such entry" is no loss
+    if unreadable and result.status == "recovered":  # deleted meanwhile: "no such entry" is no loss
         await client.run_blocking(on_lost, ledger_id, unreadable)
-        result["lost_entries"] = len(unreadable)
+        result = replace(result, lost_entries=len(unreadable))
     return result
 
 
@@ -736,13 +719,7 @@ async def _under_lock(
     if who is not None:
         run.close()
         why = f"its replication lock is held by {who}: a worker or a move is on it"
-        return {
-            **_unread(LedgerRead(ledger_id, None, -1)),
-            "status": "skipped",
-            "error": why,
-            "cause": LOCKED,
-            "reason": why,
-        }
+        return replace(_unread(LedgerRead(ledger_id, None, -1)), status="skipped", error=why, cause=LOCKED, reason=why)
     try:
         return await run
     finally:
@@ -751,20 +728,7 @@ async def _under_lock(
 
 def _unread(read: LedgerRead) -> LedgerReport:
     """The result of a ledger a walk found deleted, or with metadata that does not decode."""
-    result: dict[str, Any] = {
-        "ledger_id": read.ledger_id,
-        "state": None,
-        "status": "deleted",
-        "closed_first": False,
-        "fragments": [],
-        "entries_copied": 0,
-        "bytes": 0,
-        "error": None,
-        "cause": None,
-        "reason": None,
-    }
     if isinstance(read.metadata, Exception):
-        result["status"] = "failed"
-        result["error"] = str(read.metadata)
-        result["cause"], result["reason"] = failure_cause(read.metadata)
-    return result
+        cause, reason = failure_cause(read.metadata)
+        return LedgerReport(read.ledger_id, None, "failed", error=str(read.metadata), cause=cause, reason=reason)
+    return LedgerReport(read.ledger_id, None, "deleted")
