@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from bkctl.wire.fsck.bookie_only import BookieLists
     from bkctl.wire.fsck.check import BookieRequests, CheckOptions
     from bkctl.wire.fsck.findings import Finding
+    from bkctl.wire.fsck.healthy import LedgerToCheck, Outcome
     from bkctl.wire.metadata.ledger import LedgerMetadata
     from bkctl.wire.metadata.store import MetadataStore, WalkProgress
 
@@ -337,19 +338,23 @@ class _Batch:
         self.reads: list[Any] = []
         self.sent = False
         self._eventual: Any = None
-        self._outcomes: list[tuple[bool, Any]] | None = None
+        self._outcomes: list[Outcome] | None = None
 
     def send(self, run: Any, requests: Any, options: Any) -> None:
-        self._eventual = run(requests, [(r.ledger_id, r.metadata, r.version) for r in self.reads], options)
+        from bkctl.wire.fsck.healthy import LedgerToCheck
+
+        self._eventual = run(requests, [LedgerToCheck(r.ledger_id, r.metadata, r.version) for r in self.reads], options)
         self.sent = True
 
     def outcome(self, index: int) -> Any:
         if self._outcomes is None:
             self._outcomes = self._eventual.wait(None)  # as long as it takes: each request has its own timeout
-        ok, value = self._outcomes[index]
-        if not ok:
-            value.raiseException()
-        return value
+        from twisted.python.failure import Failure
+
+        outcome = self._outcomes[index]
+        if isinstance(outcome.value, Failure):
+            outcome.value.raiseException()
+        return outcome.value
 
 
 class _Slot:
@@ -387,17 +392,10 @@ class _Batches:
             self.filling = _Batch()
 
 
-def _check_many(
-    requests: BookieRequests, items: list[tuple[int, LedgerMetadata, int]], options: CheckOptions
-) -> Deferred[list[tuple[bool, Any]]]:
-    from twisted.internet import defer
+def _check_many(requests: BookieRequests, items: list[LedgerToCheck], options: CheckOptions) -> Deferred[list[Outcome]]:
+    from bkctl.wire.fsck.healthy import check_ledgers
 
-    from bkctl.wire.fsck.check import check_ledger
-
-    return defer.DeferredList(
-        [defer.ensureDeferred(check_ledger(requests, lid, md, version, options)) for lid, md, version in items],
-        consumeErrors=True,
-    )
+    return check_ledgers(requests, items, options)
 
 
 def _check_one(

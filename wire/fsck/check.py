@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -47,10 +47,24 @@ from twisted.internet import defer
 from .findings import BadReplica, Finding, Kind, LostRun, Move, Run, runs_of
 
 if TYPE_CHECKING:
+    from bkctl.wire.client.channel import ReadDone
     from bkctl.wire.client.pool import BookiePool
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-__all__ = ["BookieRequests", "CheckOptions", "Held", "asks_bookies", "check_ledger", "confirm_lost", "held_by"]
+__all__ = [
+    "BookieRequests",
+    "CheckOptions",
+    "Held",
+    "Plan",
+    "asks_bookies",
+    "check_ledger",
+    "closed_segments",
+    "confirm_lost",
+    "digest_of",
+    "held_by",
+    "held_from_reads",
+    "judged",
+]
 
 
 class Held:
@@ -77,23 +91,76 @@ NOTHING = Held(())
 
 class BookieRequests:
     """Every request fsck sends to a bookie: at most ``limit`` in flight, counted by kind
-    (``availability``, ``read``) in :attr:`sent`."""
+    (``availability``, ``read``) in :attr:`sent`.  A request past the limit waits its turn, in
+    the order sent, whether it came with a Deferred (:meth:`availability`, :meth:`read`) or with
+    a callback (:meth:`read_with_callback`, the healthy ledgers' fast path)."""
 
     def __init__(self, pool: BookiePool, limit: int = 64):
         self.pool = pool
-        self.gate = defer.DeferredSemaphore(max(1, limit))
+        self.limit = max(1, limit)
+        #: requests in flight now
+        self.busy = 0
+        self._waiting: deque[Callable[[], None]] = deque()
         self.sent = {"availability": 0, "read": 0}
         #: bookies that did not answer an entry list (a v2-only bookie; Java 4.17.2's
         #: DbLedgerStorage leaves GET_LIST_OF_ENTRIES_OF_LEDGER unanswered until the
         #: request times out): not asked again, their entries read one by one
         self.unlisted: set[str] = set()
 
-    def _issue(self, kind: str, fn: Any, *args: Any) -> defer.Deferred[Any]:
-        def go() -> defer.Deferred[Any]:
-            self.sent[kind] += 1
-            return defer.maybeDeferred(fn, *args)
+    def _release(self) -> None:
+        self.busy -= 1
+        while self._waiting and self.busy < self.limit:
+            self._waiting.popleft()()
 
-        return self.gate.run(go)
+    def _released(self, result: Any) -> Any:
+        self._release()
+        return result
+
+    def _issue(self, kind: str, fn: Any, *args: Any) -> defer.Deferred[Any]:
+        if self.busy < self.limit and not self._waiting:
+            self.busy += 1
+            self.sent[kind] += 1
+            return defer.maybeDeferred(fn, *args).addBoth(self._released)
+        waiting: defer.Deferred[Any] = defer.Deferred()
+
+        def go() -> None:
+            if waiting.called:  # cancelled while it waited
+                return
+            self.busy += 1
+            self.sent[kind] += 1
+            done = defer.maybeDeferred(fn, *args).addBoth(self._released)
+            done.addBoth(lambda result: None if waiting.called else waiting.callback(result))
+
+        self._waiting.append(go)
+        return waiting
+
+    def read_with_callback(
+        self, bookie: str, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int
+    ) -> None:
+        """A read without a Deferred: ``on_done(ctx, slot, bookie, result)``, ``result`` the stored
+        entry's bytes, None when the bookie does not have it, or the exception (any failure,
+        ``pool.get`` included).  ``on_done`` may run before this returns."""
+        if self.busy >= self.limit or self._waiting:
+            self._waiting.append(lambda: self.read_with_callback(bookie, ledger_id, entry_id, on_done, ctx, slot))
+            return
+        self.busy += 1
+        self.sent["read"] += 1
+        try:
+            conn = self.pool.get(bookie)
+            conn.read_with_callback(ledger_id, entry_id, self._answered, (on_done, ctx), slot)
+        except Exception as exc:  # noqa: BLE001 - reported as the read's outcome
+            self._answered((on_done, ctx), slot, bookie, exc)
+
+    def _answered(self, pair: tuple[ReadDone, Any], slot: int, bookie: str, result: Any) -> None:
+        from bkctl.wire.errors import NotFound
+
+        self._release()
+        on_done, ctx = pair
+        if isinstance(result, NotFound):
+            result = None
+        elif not isinstance(result, (bytes, BaseException)):
+            result = bytes(result)
+        on_done(ctx, slot, bookie, result)
 
     async def availability(self, bookie: str, ledger_id: int) -> Held | None:
         """What ``bookie`` holds of the ledger; None when it cannot tell (a v2-only
@@ -146,7 +213,7 @@ class _Segment:
     ensemble: tuple[str, ...]
 
 
-def _segments(md: LedgerMetadata) -> list[_Segment]:
+def closed_segments(md: LedgerMetadata) -> list[_Segment]:
     out = []
     for first, last, ensemble in md.segment_ranges():
         if last is None:  # an open ledger's last segment: its end is not known
@@ -238,29 +305,40 @@ async def _read_held(
     req: BookieRequests, bookie: str, ledger_id: int, wanted: list[int], copies: dict[int, dict[str, Copy]]
 ) -> tuple[Held, bool]:
     """What a registered bookie holds of ``wanted``, found by reading each (every one is to be
-    compared anyway): the copies read go into ``copies`` for the comparison, so that nothing is
-    read twice.  A read the bookie answers with an error is a copy it holds and cannot give
-    (as its entry list would have named it); one it does not answer at all, when it answers
-    none, says nothing is known of it."""
-    from bkctl.wire.errors import Unreachable
-
+    compared anyway): :func:`held_from_reads` of the answers."""
     reads = [(e, defer.ensureDeferred(req.read(bookie, ledger_id, e))) for e in wanted]
-    got: list[int] = []
-    unanswered: list[tuple[int, Exception]] = []
+    answers: list[tuple[int, bytes | None | Exception]] = []
     for entry_id, d in reads:
         try:
-            body = await d
-        except Unreachable as exc:
-            unanswered.append((entry_id, exc))
-            continue
-        except Exception as exc:  # noqa: BLE001 - held, and unreadable: judged with the others
-            copies.setdefault(entry_id, {})[bookie] = f"unreadable: {exc}"
+            answers.append((entry_id, await d))
+        except Exception as exc:  # noqa: BLE001 - judged by held_from_reads
+            answers.append((entry_id, exc))
+    return held_from_reads(bookie, answers, copies)
+
+
+def held_from_reads(
+    bookie: str, answers: Sequence[tuple[int, bytes | None | BaseException]], copies: dict[int, dict[str, Copy]]
+) -> tuple[Held, bool]:
+    """What a bookie holds, from its answers to the reads of every entry it should hold (entry,
+    then the bytes, None for an entry it does not have, or the exception): the copies read go
+    into ``copies`` for the comparison, so that nothing is read twice.  A read the bookie
+    answers with an error is a copy it holds and cannot give (as its entry list would have
+    named it); one it does not answer at all, when it answers none, says nothing is known of
+    it (False)."""
+    from bkctl.wire.errors import Unreachable
+
+    got: list[int] = []
+    unanswered: list[tuple[int, BaseException]] = []
+    for entry_id, body in answers:
+        if isinstance(body, Unreachable):
+            unanswered.append((entry_id, body))
+        elif isinstance(body, BaseException):  # held, and unreadable: judged with the others
+            copies.setdefault(entry_id, {})[bookie] = f"unreadable: {body}"
             got.append(entry_id)
-            continue
-        if body is not None:
+        elif body is not None:
             copies.setdefault(entry_id, {})[bookie] = body
             got.append(entry_id)
-    if unanswered and len(unanswered) == len(reads):
+    if unanswered and len(unanswered) == len(answers):
         return NOTHING, False
     for entry_id, why in unanswered:  # it answers, but not these: not good copies
         copies.setdefault(entry_id, {})[bookie] = f"unreadable: {why}"
@@ -298,7 +376,34 @@ def asks_bookies(md: LedgerMetadata) -> bool:
     """Whether :func:`check_ledger` has anything to ask the bookies about: False for a ledger
     with no entry any bookie should hold yet (an empty closed one, an open one whose only
     segment is its open last), whose check is None by its metadata alone."""
-    return bool(_segments(md))
+    return bool(closed_segments(md))
+
+
+class Plan:
+    """What one ledger's check asks: its closed segments and write sets (``stripes``), what each
+    bookie of them should hold (``expected``), the entries compared across replicas (``sample``),
+    the bookies of the ensembles (``inside``) and the registered ones among them (``asked``)."""
+
+    __slots__ = ("segments", "stripes", "expected", "sample", "sampled", "inside", "asked")
+
+    def __init__(self, ledger_id: int, md: LedgerMetadata, segments: list[_Segment], options: CheckOptions):
+        self.segments = segments
+        self.stripes = _Layout(md, segments)
+        # what each bookie should hold, as the write sets say
+        self.expected: dict[str, list[int]] = {}
+        for st in self.stripes.segments:
+            for position, bookie in enumerate(st.seg.ensemble):
+                entries = st.entries_of(position)
+                if entries:
+                    self.expected.setdefault(bookie, []).extend(entries)
+        self.sample = _sample(segments, ledger_id, options)
+        self.sampled = set(self.sample)
+        self.inside = list(self.expected)
+        self.asked = [b for b in self.inside if b in options.registered]
+
+    def reads_first(self, bookie: str) -> bool:
+        """Whether ``bookie``'s entries are read in place of its entry list (:func:`_read_first`)."""
+        return _read_first(self.expected[bookie], self.sampled)
 
 
 async def check_ledger(
@@ -309,37 +414,45 @@ async def check_ledger(
     Requests: per bookie of the ensembles, its entry list and then the reads of the entries
     compared, or, when those reads cover every entry it should hold (:func:`_read_first`),
     the reads alone; each copy is read once (:func:`_judge_copies` takes what was read)."""
-    segments = _segments(md)
+    segments = closed_segments(md)
     if not segments:
         return None
-    registered = options.registered
-    stripes = _Layout(md, segments)
-    # what each bookie should hold, as the write sets say
-    expected: dict[str, list[int]] = {}
-    for st in stripes.segments:
-        for position, bookie in enumerate(st.seg.ensemble):
-            entries = st.entries_of(position)
-            if entries:
-                expected.setdefault(bookie, []).extend(entries)
-    sample = _sample(segments, ledger_id, options)
-    sampled = set(sample)
+    plan = Plan(ledger_id, md, segments, options)
     copies: dict[int, dict[str, Copy]] = {}
-    inside = list(expected)
-    asked = [b for b in inside if b in registered]
     answers = [
         defer.ensureDeferred(
-            _read_held(req, b, ledger_id, expected[b], copies)
-            if _read_first(expected[b], sampled)
-            else held_by(req, b, ledger_id, expected[b])
+            _read_held(req, b, ledger_id, plan.expected[b], copies)
+            if plan.reads_first(b)
+            else held_by(req, b, ledger_id, plan.expected[b])
         )
-        for b in asked
+        for b in plan.asked
     ]
-    held: dict[str, Held] = {b: NOTHING for b in inside}
+    held: dict[str, Held] = {b: NOTHING for b in plan.inside}
     silent: list[str] = []  # registered and not answering: nothing is known of what they hold
-    for bookie, answer in zip(asked, answers):
+    for bookie, answer in zip(plan.asked, answers):
         held[bookie], answered = await answer
         if not answered:
             silent.append(bookie)
+    return await judged(req, ledger_id, md, version, options, plan, held, silent, copies)
+
+
+async def judged(
+    req: BookieRequests,
+    ledger_id: int,
+    md: LedgerMetadata,
+    version: int,
+    options: CheckOptions,
+    plan: Plan,
+    held: dict[str, Held],
+    silent: list[str],
+    copies: dict[int, dict[str, Copy]],
+) -> Finding | None:
+    """The ledger's one cause from what each bookie of ``plan`` was found to hold (``held``;
+    ``silent``: those that did not answer) and the copies read so far: the rest of
+    :func:`check_ledger`, once the bookies' holdings are known however they were asked."""
+    segments, stripes, expected, sample = plan.segments, plan.stripes, plan.expected, plan.sample
+    registered = options.registered
+    inside = plan.inside
     missing: dict[str, list[int]] = {}
     for bookie, entries in expected.items():
         lacks = _lacking(entries, held[bookie])
@@ -434,7 +547,7 @@ async def check_ledger(
     )
 
 
-def _digest_of(ledger_id: int, md: LedgerMetadata) -> Any:
+def digest_of(ledger_id: int, md: LedgerMetadata) -> Any:
     """The ledger's :class:`~bkctl.wire.codecs.digest.DigestManager`, or None when its metadata
     has no password (then a copy's bytes cannot be judged alone)."""
     from bkctl.wire.client.credentials import ledger_credentials
@@ -490,7 +603,7 @@ async def _judge_copies(
     """Read every copy ``holders`` names (entry -> the live bookies holding it) that ``known``
     (the copies read already) lacks, and judge it: the bad copies, and the entries none of whose
     copies is good."""
-    digest = _digest_of(ledger_id, md)
+    digest = digest_of(ledger_id, md)
     bad: list[BadReplica] = []
     no_good: list[int] = []
     entries = [e for e, where in holders.items() if where]

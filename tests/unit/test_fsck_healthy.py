@@ -1,0 +1,152 @@
+"""Many ledgers' fsck at once (wire/fsck/healthy.py): the healthy small ledger's fast path
+gives the findings the general path gives, case by case -- each fault run through
+:func:`check_ledger` alone, through :func:`check_ledgers` with its fast path, and without it --
+on fake bookies that answer as bookied does (tests/support/fake_bookie.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from twisted.internet import defer
+
+from bkctl.wire.codecs.digest import DigestManager, DigestType
+from bkctl.wire.fsck.check import BookieRequests, CheckOptions, check_ledger
+from bkctl.wire.fsck.findings import Kind
+from bkctl.wire.fsck.healthy import LedgerToCheck, check_ledgers
+from bkctl.wire.metadata.ledger import LedgerMetadata, write_set_indices
+from tests.support.deferreds import successResultOf
+from tests.support.fake_bookie import FakePool
+
+A, B, C, D = (f"10.0.2.{i}:3181" for i in range(1, 5))
+EVERY = frozenset((A, B, C, D))
+LID = 11
+
+
+def body(ledger_id: int, entry_id: int, flip: bool = False) -> bytes:
+    dm = DigestManager(ledger_id, DigestType.CRC32C, b"pw")
+    data = bytearray(dm.package(entry_id, entry_id - 1, 0, b"e%d-%d" % (ledger_id, entry_id)))
+    if flip:
+        data[-1] ^= 1
+    return bytes(data)
+
+
+@dataclass
+class Case:
+    """A ledger on E3/Qw2 (bench_fsck's shape) with its copies on the fake bookies but ``skip``
+    (entry, bookie), ``flip`` (entry, bookie: a payload byte flipped after the digest), and
+    entries on ``moved`` bookies in place of others; ``registered``: the live bookies."""
+
+    entries: int = 2
+    ensemble: tuple[str, ...] = (A, B, C)
+    skip: set[tuple[int, str]] = field(default_factory=set)
+    flip: set[tuple[int, str]] = field(default_factory=set)
+    moved: dict[str, str] = field(default_factory=dict)
+    registered: frozenset[str] = EVERY
+    down: tuple[str, ...] = ()
+    open_from: int | None = None  # an open ledger whose last segment (on D, A, B) starts here
+    compare_all: bool = False
+
+    def metadata(self) -> LedgerMetadata:
+        md = LedgerMetadata.new(list(self.ensemble), 2, 2, password=b"pw")
+        if self.open_from is not None:
+            return md.with_ensemble_change(self.open_from, [D, A, B])
+        return md.closed(self.entries - 1, 0)
+
+    def pool(self, ledger_id: int = LID) -> FakePool:
+        pool = FakePool(auto=True)
+        for bookie in sorted(EVERY):
+            pool.get(bookie)
+        for e in range(self.entries):
+            for i in write_set_indices(e, 3, 2):
+                bookie = self.ensemble[i]
+                if (e, bookie) in self.skip:
+                    continue
+                pool.get(self.moved.get(bookie, bookie)).stored[(ledger_id, e)] = body(
+                    ledger_id, e, (e, bookie) in self.flip
+                )
+        for bookie in self.down:
+            pool.get(bookie).down = True
+        return pool
+
+    def options(self) -> CheckOptions:
+        return CheckOptions(self.registered, compare_all=self.compare_all)
+
+
+CASES = {
+    "healthy": (Case(), None),
+    "healthy of one entry": (Case(entries=1), None),
+    "an entry missing on one bookie": (Case(skip={(1, C)}), Kind.MISSING),
+    "a copy failing its digest": (Case(flip={(0, A)}), Kind.CORRUPT),
+    "a lone copy failing its digest": (Case(skip={(1, B)}, flip={(1, C)}), Kind.DATA_LOST),
+    "no copy of an entry": (Case(skip={(1, B), (1, C)}), Kind.DATA_LOST),
+    "a bookie not registered": (Case(registered=frozenset((A, B, D))), Kind.MISSING),
+    "a wiped bookie": (Case(skip={(0, A)}), Kind.MISSING),
+    "a bookie down": (Case(down=(C,)), Kind.MISSING),
+    "the data on a bookie outside the ensemble": (Case(moved={C: D}), Kind.MISPLACED),
+    "nothing anywhere": (Case(skip={(0, A), (0, B), (1, B), (1, C)}), Kind.METADATA_ONLY),
+    "open: its closed segment checked": (Case(open_from=2, skip={(1, C)}), Kind.MISSING),
+    "open: its last segment not judged": (Case(entries=4, open_from=2, skip={(2, C), (3, A)}), None),
+    "compare_all: a bad copy in the middle": (Case(entries=12, compare_all=True, flip={(6, A)}), Kind.CORRUPT),
+}
+
+
+def general(case: Case, ledger_id: int = LID):
+    found = check_ledger(BookieRequests(case.pool(ledger_id), 8), ledger_id, case.metadata(), 5, case.options())
+    return successResultOf(defer.ensureDeferred(found))
+
+
+def batched(case: Case, fast: bool, ledger_id: int = LID):
+    outcomes = successResultOf(
+        check_ledgers(
+            BookieRequests(case.pool(ledger_id), 8),
+            [LedgerToCheck(ledger_id, case.metadata(), 5)],
+            case.options(),
+            fast=fast,
+        )
+    )
+    (outcome,) = outcomes
+    assert outcome.ok, outcome.value
+    return outcome.value
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_fast_path_finds_what_the_general_path_finds(name):
+    case, kind = CASES[name]
+    alone = general(case)
+    assert (alone.kind if alone is not None else None) is kind
+    assert batched(case, fast=True) == alone
+    assert batched(case, fast=False) == alone
+
+
+def test_a_healthy_small_ledger_is_read_without_a_deferred_a_read(monkeypatch):
+    def no(*_args, **_kwargs):
+        raise AssertionError("a read with a Deferred on the fast path")
+
+    monkeypatch.setattr(BookieRequests, "read", no)
+    monkeypatch.setattr(BookieRequests, "availability", no)
+    case = Case()
+    requests = BookieRequests(case.pool(), 8)
+    outcomes = successResultOf(check_ledgers(requests, [LedgerToCheck(LID, case.metadata(), 0)], case.options()))
+    assert [tuple(o) for o in outcomes] == [(True, None)]
+    assert requests.sent == {"availability": 0, "read": 4}  # each copy read once, no entry list
+
+
+def test_a_batch_keeps_each_ledger_s_outcome_in_its_place():
+    cases = {lid: case for lid, (case, _kind) in zip(range(100, 200), CASES.values()) if case.registered == EVERY}
+    pool = FakePool(auto=True)
+    for lid, case in cases.items():
+        for bookie, conn in case.pool(lid).conns.items():
+            pool.get(bookie).stored.update(conn.stored)
+    requests = BookieRequests(pool, 3)
+    options = CheckOptions(EVERY)
+    items = [LedgerToCheck(lid, case.metadata(), 5) for lid, case in cases.items()]
+    outcomes = successResultOf(check_ledgers(requests, items, options))
+    assert len(outcomes) == len(items)
+    kinds = set()
+    for item, outcome in zip(items, outcomes):
+        alone = check_ledger(BookieRequests(pool, 8), item.ledger_id, item.metadata, 5, options)
+        assert outcome.ok and outcome.value == successResultOf(defer.ensureDeferred(alone))
+        kinds.add(outcome.value.kind if outcome.value is not None else None)
+    assert {None, Kind.MISSING, Kind.CORRUPT, Kind.DATA_LOST} <= kinds
+    assert requests.busy == 0
