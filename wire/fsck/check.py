@@ -257,6 +257,25 @@ class _Stripes:
         return sorted(e for start in starts for e in range(start, last + 1, self.size))
 
 
+#: segments of at most this many entries have their positions' entries kept (:func:`_held_by_position`)
+_SHAPES_KEPT_UP_TO = 64
+_shapes: dict[tuple[int, int, int, int], tuple[list[int], ...]] = {}
+
+
+def _held_by_position(size: int, quorum: int, first: int, last: int) -> tuple[list[int], ...]:
+    """The entries of a segment ``first..last`` each position of its ensemble holds, ascending
+    (:meth:`_Stripes.entries_of`), kept for small segments: the same few shapes recur ledger
+    after ledger.  The lists are shared: read them, never change them."""
+    key = (size, quorum, first, last)
+    shape = _shapes.get(key)
+    if shape is None:
+        stripes = _Stripes(_Segment(first, last, ("",) * size), size, quorum)
+        shape = tuple(stripes.entries_of(p) for p in range(size))
+        if last - first < _SHAPES_KEPT_UP_TO and len(_shapes) < 4096:
+            _shapes[key] = shape
+    return shape
+
+
 class _Layout:
     """A ledger's closed segments and their write sets, looked up by entry id."""
 
@@ -384,22 +403,30 @@ class Plan:
     bookie of them should hold (``expected``), the entries compared across replicas (``sample``),
     the bookies of the ensembles (``inside``) and the registered ones among them (``asked``)."""
 
-    __slots__ = ("segments", "stripes", "expected", "sample", "sampled", "inside", "asked")
+    __slots__ = ("md", "segments", "_stripes", "expected", "sample", "sampled", "inside", "asked")
 
     def __init__(self, ledger_id: int, md: LedgerMetadata, segments: list[_Segment], options: CheckOptions):
+        self.md = md
         self.segments = segments
-        self.stripes = _Layout(md, segments)
+        self._stripes: _Layout | None = None
         # what each bookie should hold, as the write sets say
         self.expected: dict[str, list[int]] = {}
-        for st in self.stripes.segments:
-            for position, bookie in enumerate(st.seg.ensemble):
-                entries = st.entries_of(position)
+        size, quorum = md.ensemble_size, md.write_quorum
+        for seg in segments:
+            for bookie, entries in zip(seg.ensemble, _held_by_position(size, quorum, seg.first, seg.last)):
                 if entries:
                     self.expected.setdefault(bookie, []).extend(entries)
         self.sample = _sample(segments, ledger_id, options)
         self.sampled = set(self.sample)
         self.inside = list(self.expected)
         self.asked = [b for b in self.inside if b in options.registered]
+
+    @property
+    def stripes(self) -> _Layout:
+        """The write sets by entry id, worked out when first asked (a healthy ledger never does)."""
+        if self._stripes is None:
+            self._stripes = _Layout(self.md, self.segments)
+        return self._stripes
 
     def reads_first(self, bookie: str) -> bool:
         """Whether ``bookie``'s entries are read in place of its entry list (:func:`_read_first`)."""
