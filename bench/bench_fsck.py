@@ -6,6 +6,7 @@ Prints figures, asserts nothing. Usage::
 
     .venv/bin/python bench/bench_fsck.py [--sizes 10000,100000] [--entries 2] [--size 64] [--dir DIR]
         [--java-peer ~/bk-java-peer [--rounds 3] [--skip-mixed] [--java-replicas-check-mixed]]
+    .venv/bin/python bench/bench_fsck.py --callgrind 3000
 
 A throw-away sandbox (a real ZooKeeper and 3 bookieds) is filled, for each of ``--sizes`` in
 turn, up to that many closed E3/Qw2/Qa2 ledgers of ``--entries`` entries of ``--size`` bytes
@@ -16,7 +17,9 @@ more read from every replica).  Printed per size: the time and ledgers/s, the bo
 requests it made (its summary line: entry lists and reads), ZooKeeper's
 ``zk_packets_received`` over the run (``mntr``: the sandbox's bookies' session pings
 included), fsck's peak resident memory (``ru_maxrss``: it should not grow with the
-ledgers), and the load average.
+ledgers), and the load average.  ``--callgrind N`` instead fills N ledgers and counts the
+instructions of one fsck over them under valgrind's callgrind (start-up included): the
+load-independent figure of its CPU cost a ledger.
 
 With ``--java-peer DIR`` (a Java BookKeeper 4.17.2 peer built by ../shared/java-peer), Java's
 auditor replicas check (``AuditorReplicasCheckTask``, the check ``auditorReplicasCheckInterval``
@@ -139,14 +142,17 @@ def shuffled(bookies: list[str], lo: int, hi: int) -> dict[int, list[str]]:
     return {lid: rnd.sample(bookies, 3) for lid in range(lo, hi)}
 
 
-def fsck(uri: str, zk: str, extra: list[str], http_ports: list[int] | None = None) -> dict:
+def fsck(uri: str, zk: str, extra: list[str], http_ports: list[int] | None = None, wrap: tuple[str, ...] = ()) -> dict:
     env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1")
     before_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     answered = bookie_requests(http_ports) if http_ports else 0
     packets = zk_packets(zk)
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "bkctl", "--json", "ledger", "fsck", *extra], env=env, capture_output=True, text=True
+        [*wrap, sys.executable, "-m", "bkctl", "--json", "ledger", "fsck", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     took = time.monotonic() - t0
     packets = zk_packets(zk) - packets
@@ -165,6 +171,23 @@ def fsck(uri: str, zk: str, extra: list[str], http_ports: list[int] | None = Non
         "stderr": done.stderr.strip().splitlines()[-2:],
         "out": done.stdout,
     }
+
+
+def callgrind(uri: str, zk: str, work: Path) -> None:
+    """fsck's instructions, counted by valgrind's callgrind over the whole process (start-up
+    included; all threads): a figure the machine's load does not move."""
+    out = work / "callgrind.out"
+    r = fsck(uri, zk, [], wrap=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"))
+    totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M) if out.exists() else None
+    if totals is None:
+        print(f"  callgrind: no figure (exit {r['code']}: {r['stderr']})", flush=True)
+        return
+    count = int(totals.group(1))
+    print(
+        f"  callgrind: fsck of {r['ledgers']:,} ledgers ({r['findings']} findings) took {count / 1e9:.2f} G "
+        f"instructions, start-up included: {count / max(1, r['ledgers']) / 1e6:.2f} M a ledger; {load_note()}",
+        flush=True,
+    )
 
 
 DBSTORAGE = (
@@ -352,6 +375,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entries", type=int, default=2)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--dir", default=None, help="keep the sandbox's files here (default: a temporary folder)")
+    ap.add_argument(
+        "--callgrind",
+        type=int,
+        metavar="N",
+        help="only count fsck's instructions over N ledgers under valgrind's callgrind (bench_fsck's 3,000)",
+    )
     ap.add_argument("--fsck-args", default="", help="more arguments for bkctl ledger fsck (e.g. '--all')")
     ap.add_argument("--java-peer", metavar="DIR", help="also a mixed cluster with Java bookies (../shared/java-peer)")
     ap.add_argument("--mixed-ledgers", type=int, default=10_000, help="ledgers of the mixed cluster (--java-peer)")
@@ -388,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
 
             peer = JavaPeer(args.java_peer)
         section(f"bkctl ledger fsck over E3/Qw2/Qa2 ledgers of {args.entries} x {args.size} B, 3 bookieds")
+        if args.callgrind:
+            fill(uri, zk, shuffled(bookies, FIRST, FIRST + args.callgrind), args.entries, args.size)
+            callgrind(uri, zk, Path(_work))
+            return 0
         filled = 0
         for n in sizes:
             fill(uri, zk, shuffled(bookies, FIRST + filled, FIRST + n), args.entries, args.size)
