@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -45,10 +45,9 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet import defer
 
 from .findings import BadReplica, Finding, Kind, LostRun, Move, Run, runs_of
+from .requests import NOTHING, BookieRequests, Held
 
 if TYPE_CHECKING:
-    from bkctl.wire.client.channel import ReadDone
-    from bkctl.wire.client.pool import BookiePool
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
 __all__ = [
@@ -65,132 +64,6 @@ __all__ = [
     "held_from_reads",
     "judged",
 ]
-
-
-class Held:
-    """The entries one bookie holds of a ledger, as sorted runs."""
-
-    __slots__ = ("runs", "_starts")
-
-    def __init__(self, runs: Sequence[Run]):
-        self.runs = list(runs)
-        self._starts = [first for first, _ in self.runs]
-
-    def __contains__(self, entry_id: object) -> bool:
-        if not isinstance(entry_id, int):
-            return False
-        i = bisect.bisect_right(self._starts, entry_id) - 1
-        return i >= 0 and self.runs[i][1] >= entry_id
-
-    def __bool__(self) -> bool:
-        return bool(self.runs)
-
-
-NOTHING = Held(())
-
-
-class BookieRequests:
-    """Every request fsck sends to a bookie: at most ``limit`` in flight, counted by kind
-    (``availability``, ``read``) in :attr:`sent`.  A request past the limit waits its turn, in
-    the order sent, whether it came with a Deferred (:meth:`availability`, :meth:`read`) or with
-    a callback (:meth:`read_with_callback`, the healthy ledgers' fast path)."""
-
-    def __init__(self, pool: BookiePool, limit: int = 64):
-        self.pool = pool
-        self.limit = max(1, limit)
-        #: requests in flight now
-        self.busy = 0
-        self._waiting: deque[Callable[[], None]] = deque()
-        self.sent = {"availability": 0, "read": 0}
-        #: bookies that did not answer an entry list (a v2-only bookie; Java 4.17.2's
-        #: DbLedgerStorage leaves GET_LIST_OF_ENTRIES_OF_LEDGER unanswered until the
-        #: request times out): not asked again, their entries read one by one
-        self.unlisted: set[str] = set()
-
-    def _release(self) -> None:
-        self.busy -= 1
-        while self._waiting and self.busy < self.limit:
-            self._waiting.popleft()()
-
-    def _released(self, result: Any) -> Any:
-        self._release()
-        return result
-
-    def _issue(self, kind: str, fn: Any, *args: Any) -> defer.Deferred[Any]:
-        if self.busy < self.limit and not self._waiting:
-            self.busy += 1
-            self.sent[kind] += 1
-            return defer.maybeDeferred(fn, *args).addBoth(self._released)
-        waiting: defer.Deferred[Any] = defer.Deferred()
-
-        def go() -> None:
-            if waiting.called:  # cancelled while it waited
-                return
-            self.busy += 1
-            self.sent[kind] += 1
-            done = defer.maybeDeferred(fn, *args).addBoth(self._released)
-            done.addBoth(lambda result: None if waiting.called else waiting.callback(result))
-
-        self._waiting.append(go)
-        return waiting
-
-    def read_with_callback(
-        self, bookie: str, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int
-    ) -> None:
-        """A read without a Deferred: ``on_done(ctx, slot, bookie, result)``, ``result`` the stored
-        entry's bytes, None when the bookie does not have it, or the exception (any failure,
-        ``pool.get`` included).  ``on_done`` may run before this returns."""
-        if self.busy >= self.limit or self._waiting:
-            self._waiting.append(lambda: self.read_with_callback(bookie, ledger_id, entry_id, on_done, ctx, slot))
-            return
-        self.busy += 1
-        self.sent["read"] += 1
-        try:
-            conn = self.pool.get(bookie)
-            conn.read_with_callback(ledger_id, entry_id, self._answered, (on_done, ctx), slot)
-        except Exception as exc:  # noqa: BLE001 - reported as the read's outcome
-            self._answered((on_done, ctx), slot, bookie, exc)
-
-    def _answered(self, pair: tuple[ReadDone, Any], slot: int, bookie: str, result: Any) -> None:
-        from bkctl.wire.errors import NotFound
-
-        self._release()
-        on_done, ctx = pair
-        if isinstance(result, NotFound):
-            result = None
-        elif not isinstance(result, (bytes, BaseException)):
-            result = bytes(result)
-        on_done(ctx, slot, bookie, result)
-
-    async def availability(self, bookie: str, ledger_id: int) -> Held | None:
-        """What ``bookie`` holds of the ledger; None when it cannot tell (a v2-only
-        bookie, a timeout, a bad answer)."""
-        from bkctl.wire.codecs.availability import decode_availability
-        from bkctl.wire.errors import NotFound
-
-        if bookie in self.unlisted:
-            return None
-        try:
-            data = await self._issue("availability", self.pool.get(bookie).entry_availability, ledger_id)
-        except NotFound:
-            return NOTHING
-        except Exception:  # noqa: BLE001 - unanswered: the caller reads entries instead
-            self.unlisted.add(bookie)
-            return None
-        try:
-            return Held(decode_availability(data)) if data else NOTHING
-        except Exception:  # noqa: BLE001
-            return None
-
-    async def read(self, bookie: str, ledger_id: int, entry_id: int) -> bytes | None:
-        """The stored entry; None when the bookie does not have it.  Other failures raise."""
-        from bkctl.wire.errors import NotFound
-
-        try:
-            body = await self._issue("read", self.pool.get(bookie).read, ledger_id, entry_id)
-        except NotFound:
-            return None
-        return bytes(body)
 
 
 @dataclass(frozen=True)

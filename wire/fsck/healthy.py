@@ -20,22 +20,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-from .check import (
-    NOTHING,
-    BookieRequests,
-    CheckOptions,
-    Plan,
-    check_ledger,
-    closed_segments,
-    digest_of,
-    held_from_reads,
-    judged,
-)
+from .check import CheckOptions, Plan, check_ledger, closed_segments, digest_of, held_from_reads, judged
+from .requests import NOTHING, BookieRequests
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
-    from .check import Copy, Held
+    from .check import Copy
+    from .requests import Held
     from .findings import Finding
 
 __all__ = ["LedgerToCheck", "Outcome", "check_ledgers"]
