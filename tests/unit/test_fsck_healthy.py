@@ -150,3 +150,45 @@ def test_a_batch_keeps_each_ledger_s_outcome_in_its_place():
         kinds.add(outcome.value.kind if outcome.value is not None else None)
     assert {None, Kind.MISSING, Kind.CORRUPT, Kind.DATA_LOST} <= kinds
     assert requests.busy == 0
+
+
+class Later:
+    """A fake pool whose bookies answer reads only when told (:meth:`answer`), as a real one
+    answers after a while: requests wait for the limit."""
+
+    def __init__(self, pool: FakePool):
+        self.pool = pool
+        self.held: list[tuple] = []
+        self.most = 0
+
+    def get(self, bookie):
+        later = self
+
+        class Conn:
+            def read_with_callback(self, ledger_id, entry_id, on_done, ctx, slot):
+                later.held.append((bookie, ledger_id, entry_id, on_done, ctx, slot))
+
+            def read(self, ledger_id, entry_id):
+                return later.pool.get(bookie).read(ledger_id, entry_id)
+
+        return Conn()
+
+    def answer(self, requests: BookieRequests) -> None:
+        while self.held:
+            self.most = max(self.most, requests.busy)
+            bookie, ledger_id, entry_id, on_done, ctx, slot = self.held.pop(0)
+            self.pool.get(bookie).read_with_callback(ledger_id, entry_id, on_done, ctx, slot)
+
+
+@pytest.mark.parametrize("down", [(), (C,)])
+def test_reads_past_the_limit_wait_their_turn_and_each_is_answered(down):
+    # compare_all over 40 entries: 80 reads, 3 at a time (a bookie down answers each at once)
+    case = Case(entries=40, compare_all=True, flip={(17, B)}, down=down)
+    later = Later(case.pool())
+    requests = BookieRequests(later, 3)
+    done = check_ledgers(requests, [LedgerToCheck(LID, case.metadata(), 5)], case.options())
+    assert len(later.held) == 3
+    later.answer(requests)
+    (outcome,) = successResultOf(done)
+    assert outcome.ok and outcome.value == general(case)
+    assert later.most == 3 and requests.busy == 0 and requests.sent["read"] == 80

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from bkctl.wire.metadata.ledger import LedgerMetadata
 
     from .check import Copy
-    from .requests import Held
     from .findings import Finding
+    from .requests import Held
 
 __all__ = ["LedgerToCheck", "Outcome", "check_ledgers"]
 

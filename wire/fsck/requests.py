@@ -53,6 +53,7 @@ class BookieRequests:
         #: requests in flight now
         self.busy = 0
         self._waiting: deque[Callable[[], None]] = deque()
+        self._draining = False
         self.sent = {"availability": 0, "read": 0}
         #: bookies that did not answer an entry list (a v2-only bookie; Java 4.17.2's
         #: DbLedgerStorage leaves GET_LIST_OF_ENTRIES_OF_LEDGER unanswered until the
@@ -61,8 +62,14 @@ class BookieRequests:
 
     def _release(self) -> None:
         self.busy -= 1
-        while self._waiting and self.busy < self.limit:
-            self._waiting.popleft()()
+        if self._draining:  # a request answered as the queue is drained: the loop below goes on
+            return
+        self._draining = True
+        try:
+            while self._waiting and self.busy < self.limit:
+                self._waiting.popleft()()
+        finally:
+            self._draining = False
 
     def _released(self, result: Any) -> Any:
         self._release()
@@ -93,8 +100,11 @@ class BookieRequests:
         entry's bytes, None when the bookie does not have it, or the exception (any failure,
         ``pool.get`` included).  ``on_done`` may run before this returns."""
         if self.busy >= self.limit or self._waiting:
-            self._waiting.append(lambda: self.read_with_callback(bookie, ledger_id, entry_id, on_done, ctx, slot))
+            self._waiting.append(lambda: self._send_read(bookie, ledger_id, entry_id, on_done, ctx, slot))
             return
+        self._send_read(bookie, ledger_id, entry_id, on_done, ctx, slot)
+
+    def _send_read(self, bookie: str, ledger_id: int, entry_id: int, on_done: ReadDone, ctx: Any, slot: int) -> None:
         self.busy += 1
         self.sent["read"] += 1
         try:
