@@ -32,6 +32,7 @@ __all__ = [
     "read_manifest",
     "require_archive",
     "with_ledgers",
+    "with_notes",
 ]
 
 
@@ -64,10 +65,12 @@ def manifest_ids(storage: ArchiveStorage) -> list[str]:
     return [n[len("backups/") : -len(".json")] for n in storage.list("backups/") if n.endswith(".json")]
 
 
-def load_manifest(storage: ArchiveStorage, backup_id: str | None = None, *, ledgers: bool = True) -> Manifest:
+def load_manifest(
+    storage: ArchiveStorage, backup_id: str | None = None, *, ledgers: bool = True, notes: bool = False
+) -> Manifest:
     """Backup ``backup_id``'s manifest (default: the newest), with its ledgers unless not
-    ``ledgers`` (:func:`with_ledgers`); exit 3 when there is none, 1 when it or one of its
-    chunks is damaged (naming it)."""
+    ``ledgers`` (:func:`with_ledgers`), with its notes when ``notes`` (:func:`with_notes`);
+    exit 3 when there is none, 1 when it or one of its chunks is damaged (naming it)."""
     ids = manifest_ids(storage)
     if backup_id is None:
         if not ids:
@@ -77,7 +80,9 @@ def load_manifest(storage: ArchiveStorage, backup_id: str | None = None, *, ledg
         raise CommandError(f"{storage.url}: no backup {backup_id} (there are {len(ids)})", NOT_FOUND)
     try:
         m = read_manifest(storage, backup_id)
-        return with_ledgers(storage, m) if ledgers else m
+        if ledgers:
+            return with_ledgers(storage, m)
+        return with_notes(storage, m) if notes else m
     except ArchiveDamaged as exc:
         raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
 
@@ -141,6 +146,13 @@ def with_ledgers(storage: ArchiveStorage, m: Manifest) -> Manifest:
     needs them all at once; :class:`ArchiveDamaged` when a chunk is damaged."""
     if not m.chunked:
         return m
+    return dataclasses.replace(with_notes(storage, m), ledgers=list(manifest_ledgers(storage, m)))
+
+
+def with_notes(storage: ArchiveStorage, m: Manifest) -> Manifest:
+    """``m`` with its notes in ``missing``, ``unreadable`` and ``deleted`` (as ``bkctl-backup/2``
+    held them), its ledgers still in their chunks; :class:`ArchiveDamaged` when a chunk of
+    notes is damaged."""
     if m.noted:
         noted: dict[str, list[LedgerNote]] = {"missing": [], "unreadable": [], "deleted": []}
         for note in manifest_notes(storage, m):
@@ -151,7 +163,7 @@ def with_ledgers(storage: ArchiveStorage, m: Manifest) -> Manifest:
             unreadable=[UnreadableLedger(n.ledger_id, n.error) for n in sorted(noted["unreadable"], key=_id)],
             deleted={**m.deleted, "ledgers": sorted(n.ledger_id for n in noted["deleted"])},
         )
-    return dataclasses.replace(m, ledgers=list(manifest_ledgers(storage, m)))
+    return m
 
 
 def _id(note: LedgerNote) -> int:

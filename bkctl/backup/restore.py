@@ -32,19 +32,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from bkctl.wire.backup.archive import LedgerRecord, Manifest, read_data, unb64
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
-from .catalog import load_manifest, require_archive
+from .catalog import load_manifest, manifest_ledgers, require_archive
 from .feed import ChunkFeed
 from .journal import ClusterPlace, FilePlace, Journal
-from .narrow import narrow
+from .narrow import Wanted, narrow
 from .storage import ArchiveStorage
-from .take import Progress, Selection, Silent
+from .take import Progress, Selection, Silent, submitted
 
 __all__ = ["restore_backup"]
 
@@ -61,31 +61,85 @@ class _Znode:
     what: str
 
 
-def _records(storage: ArchiveStorage, manifest: Manifest) -> tuple[dict[int, LedgerRecord], dict[int, str]]:
-    """Each ledger's record, and why for those whose record is missing or does not read."""
-    records: dict[int, LedgerRecord] = {}
-    damaged: dict[int, str] = {}
-    for x in manifest.ledgers:
-        if x.inline is not None:  # a ledger with no entries: its record in the manifest
-            records[x.ledger_id] = x.inline
+class _Scan(NamedTuple):
+    """One pass over the backup's ledgers a restore writes: each ledger's id and its record
+    (None: damaged, ``why``)."""
+
+    ledger_id: int
+    record: LedgerRecord | None
+    why: str
+
+
+def _scan(storage: ArchiveStorage, manifest: Manifest, wanted: Wanted, records: bool = True) -> Iterator[_Scan]:
+    """The ledgers of ``manifest`` that are ``wanted``, in ascending ids, read a chunk at a time,
+    each with its record (read from the archive unless in its line; not read at all unless
+    ``records``, then ``record`` None and ``why`` empty)."""
+    for x in manifest_ledgers(storage, manifest):
+        if x.ledger_id not in wanted:
             continue
-        try:
-            records[x.ledger_id] = LedgerRecord.decode(storage.get(x.record), x.record)
-        except ObjectMissing:
-            damaged[x.ledger_id] = f"its record {x.record} is missing from the archive"
-        except ArchiveDamaged as exc:
-            damaged[x.ledger_id] = str(exc)
-    return records, damaged
+        if x.inline is not None:  # a ledger with no entries: its record in the manifest
+            yield _Scan(x.ledger_id, x.inline, "")
+        elif not records:
+            yield _Scan(x.ledger_id, None, "")
+        else:
+            try:
+                yield _Scan(x.ledger_id, LedgerRecord.decode(storage.get(x.record), x.record), "")
+            except ObjectMissing:
+                yield _Scan(x.ledger_id, None, f"its record {x.record} is missing from the archive")
+            except ArchiveDamaged as exc:
+                yield _Scan(x.ledger_id, None, str(exc))
 
 
-def _znodes(store, manifest: Manifest, ids: dict[int, int], records: dict[int, LedgerRecord]) -> list[_Znode]:
-    """The Pulsar values to write, rewritten for ``ids``, parents before children."""
+@dataclass
+class _Checked:
+    """What the checking pass found, in counts and in sets as large as what is wrong (not as
+    the backup): ``damaged`` (old id -> why), the open ledgers' sizes (``open_sizes``)."""
+
+    ledgers: int = 0
+    damaged: dict[int, str] = field(default_factory=dict)
+    widest: int = 0
+    highest: int = -1
+    taken: list[int] = field(default_factory=list)
+    taken_count: int = 0
+    pending: int = 0
+    pending_bytes: int = 0
+    open_sizes: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _check(
+    store, storage: ArchiveStorage, manifest: Manifest, wanted: Wanted, journal: Journal, remap: bool
+) -> _Checked:
+    """Every ledger to write read once before anything is written: its record, the widest
+    ensemble, the ids taken in the target (without ``remap``)."""
+    out = _Checked()
+    for scan in _scan(storage, manifest, wanted):
+        out.ledgers += 1
+        lid, record = scan.ledger_id, scan.record
+        if record is None:
+            out.damaged[lid] = scan.why
+            continue
+        out.widest = max(out.widest, record.ensemble_size)
+        out.highest = max(out.highest, lid)
+        if record.state != "CLOSED":
+            out.open_sizes[lid] = (record.entries, record.payload_bytes)
+        if not remap and lid not in journal.ids and store.ledgers.exists(lid):
+            out.taken_count += 1
+            if not out.taken:
+                out.taken.append(lid)
+        if lid not in journal.done:
+            out.pending += 1
+            out.pending_bytes += record.payload_bytes
+    return out
+
+
+def _znodes(store, manifest: Manifest, ids: dict[int, int], closed: dict[int, tuple[int, int]]) -> list[_Znode]:
+    """The Pulsar values to write, rewritten for ``ids`` (``closed``: the entries and bytes of
+    the ledgers that were open when backed up), parents before children."""
     from bkctl.wire.metadata import paths as P
     from bkctl.wire.pulsar.registry import schemas_base
     from bkctl.wire.pulsar.remap import remap_cursor_info, remap_managed_ledger_info, remap_schema_locator
 
     base = P.managed_ledgers_base(store.root)
-    closed = {lid: (r.entries, r.payload_bytes) for lid, r in records.items() if r.state != "CLOSED"}
     out = []
     for t in manifest.topics:
         path = P.managed_ledger_path(base, t.managed_ledger)
@@ -174,6 +228,8 @@ class _Outcome:
 
     entries: int = 0
     bytes: int = 0
+    #: ledgers written whole
+    ledgers: int = 0
     damaged: dict[int, str] | None = None
     failure: BaseException | None = None
 
@@ -204,7 +260,11 @@ def restore_backup(
     selection = selection or Selection()
     began = time.monotonic()
     require_archive(storage)
-    manifest = narrow(load_manifest(storage, backup_id), selection)
+    manifest = load_manifest(storage, backup_id, ledgers=False, notes=True)
+    try:
+        manifest, wanted = narrow(manifest, selection, manifest_ledgers(storage, manifest))
+    except ArchiveDamaged as exc:
+        raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
     if not store.cluster.exists():
         store.cluster.init()
     instance = store.cluster.instance_id()
@@ -217,7 +277,11 @@ def restore_backup(
         storage,
         key,
     )
-    records, damaged = _records(storage, manifest)
+    try:  # every ledger's record read once before anything is written, a chunk at a time
+        checked = _check(store, storage, manifest, wanted, journal, remap)
+    except ArchiveDamaged as exc:
+        raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
+    damaged = dict(checked.damaged)
     if damaged and not skip_damaged:
         lid, why = min(damaged.items())
         raise CommandError(
@@ -226,38 +290,35 @@ def restore_backup(
             FAILED,
         )
     writable = len(store.registration.writable_bookies())
-    widest = max((r.ensemble_size for r in records.values()), default=0)
-    if widest > writable:
+    if checked.widest > writable:
         raise CommandError(
-            f"the backup has ledgers on {widest} bookies and the target has {writable} writable: "
+            f"the backup has ledgers on {checked.widest} bookies and the target has {writable} writable: "
             "start more bookies first",
             CONFLICT,
         )
-    fresh = [lid for lid in records if lid not in journal.ids]
-    if not remap:
-        taken = [lid for lid in fresh if store.ledgers.exists(lid)]
-        if taken:
-            raise CommandError(
-                f"ledger {taken[0]} exists in the target cluster ({len(taken)} of the backup's {len(records)} "
-                "ledger ids are taken): restore into an empty cluster, or with --remap",
-                CONFLICT,
-            )
+    intact = checked.ledgers - len(damaged)
+    if checked.taken:
+        raise CommandError(
+            f"ledger {checked.taken[0]} exists in the target cluster ({checked.taken_count} of the backup's "
+            f"{intact} ledger ids are taken): restore into an empty cluster, or with --remap",
+            CONFLICT,
+        )
     if not remap:  # the values are known: each must be missing or already the same
-        for z in _znodes(store, manifest, {}, records):
+        for z in _znodes(store, manifest, {}, checked.open_sizes):
             current = _current(store, z)
             if current is not None and bytes(current) != z.value:
                 raise CommandError(f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT)
     elif not journal.ids:  # the values depend on ids not drawn yet: each must be missing
-        for z in _znodes(store, manifest, {}, records):
+        for z in _znodes(store, manifest, {}, checked.open_sizes):
             if _current(store, z) is not None:
                 raise CommandError(f"{z.what} exists in the target cluster ({z.path})", CONFLICT)
-    pending = [lid for lid in records if lid not in journal.done]
     confirm(
-        f"Restore backup {manifest.id} ({len(pending)} ledgers, {len(manifest.topics)} topics) "
+        f"Restore backup {manifest.id} ({checked.pending} ledgers, {len(manifest.topics)} topics) "
         f"into {target_uri}{' under new ledger ids' if remap else ''}?"
     )
-    for lid in fresh:  # the id each ledger gets, recorded before it is created
-        journal.ids[lid] = store.ledger_ids.generate() if remap else lid
+    for scan in _scan(storage, manifest, wanted, records=False):  # the id each ledger gets, before it is created
+        if scan.ledger_id not in journal.ids and scan.ledger_id not in damaged:
+            journal.ids[scan.ledger_id] = store.ledger_ids.generate() if remap else scan.ledger_id
     if remap:  # a ledger named but not in the backup is named by an id no ledger has here either
         for lid in [*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged]:
             if lid not in journal.ids:
@@ -265,18 +326,21 @@ def restore_backup(
     journal.save()
     ids = dict(journal.ids)
     above = None
-    if not remap and records:  # first: no ledger made meanwhile in the target is given a restored id
-        above = move_id_generator_past(store, max(records))
-    progress.update(total=sum(records[lid].payload_bytes for lid in pending))
-    outcome = _restore_ledgers(store, bk, storage, records, pending, ids, journal, progress, parallel, skip_damaged)
+    if not remap and checked.highest >= 0:  # first: no ledger made meanwhile in the target is given a restored id
+        above = move_id_generator_past(store, checked.highest)
+    progress.update(total=checked.pending_bytes)
+    todo = (
+        s for s in _scan(storage, manifest, wanted) if s.ledger_id not in journal.done and s.ledger_id not in damaged
+    )
+    outcome = _restore_ledgers(store, bk, storage, todo, ids, journal, progress, parallel, skip_damaged)
     journal.save()
     damaged.update(outcome.damaged or {})
     if outcome.failure is not None:
-        exc = outcome.failure
-        held = _held(store, records, ids, journal, damaged)
-        raise CommandError(f"{describe(exc)}; the restore stopped: {held}", exit_code_for(exc)) from exc
+        failure = outcome.failure
+        held = _held(checked.ledgers, journal, damaged)
+        raise CommandError(f"{describe(failure)}; the restore stopped: {held}", exit_code_for(failure)) from failure
     written = 0
-    for z in _znodes(store, manifest, ids, records):
+    for z in _znodes(store, manifest, ids, checked.open_sizes):
         try:
             written += store.pulsar.restore_value(z.path, z.value)
         except ValueExists:
@@ -289,8 +353,8 @@ def restore_backup(
         "target": target_uri,
         "remap": remap,
         "selection": selection.to_json(),
-        "ledgers": len(manifest.ledgers),
-        "ledgers_written": len([lid for lid in pending if lid not in damaged]),
+        "ledgers": checked.ledgers,
+        "ledgers_written": outcome.ledgers,
         "entries": outcome.entries,
         "bytes": outcome.bytes,
         "topics": len(manifest.topics),
@@ -310,17 +374,17 @@ def _restore_ledgers(
     store,
     bk,
     storage: ArchiveStorage,
-    records: dict[int, LedgerRecord],
-    pending: list[int],
+    pending: Iterator[_Scan],
     ids: dict[int, int],
     journal: Journal,
     progress: Progress,
     parallel: int,
     skip_damaged: bool,
 ) -> _Outcome:
-    """Write the ``pending`` ledgers.  A ledger whose copy turns out damaged is deleted again
-    (never left open or half written); without ``skip_damaged`` the first one, like any other
-    failure, stops the ledgers not begun yet (those under way finish)."""
+    """Write the ``pending`` ledgers (handed to the pool a window at a time, as their chunks
+    are read).  A ledger whose copy turns out damaged is deleted again (never left open or
+    half written); without ``skip_damaged`` the first one, like any other failure, stops the
+    ledgers not begun yet (those under way finish)."""
     outcome = _Outcome(damaged={})
     damaged: dict[int, str] = {}
     # the adds outstanding at once stay under a bookie's queue however many ledgers are written
@@ -328,10 +392,16 @@ def _restore_ledgers(
     lock = threading.Lock()
     stop = threading.Event()
 
-    def restore_one(old: int) -> None:
+    def restore_one(scan: _Scan) -> None:
         if stop.is_set():
             return
-        record = records[old]
+        old, record = scan.ledger_id, scan.record
+        if record is None:  # (damaged since the checking pass read it)
+            with lock:
+                damaged[old] = scan.why
+            if not skip_damaged:
+                stop.set()
+            return
         new = ids[old]
         if store.ledgers.exists(new):  # begun by a restore that was stopped: written again
             store.ledgers.delete(new)
@@ -375,20 +445,36 @@ def _restore_ledgers(
         with lock:
             outcome.entries += n
             outcome.bytes += size
+            outcome.ledgers += 1
         journal.finish_ledger(old)
 
-    with progress, ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="restore") as pool:
-        for future in [pool.submit(restore_one, lid) for lid in pending]:
-            try:
-                future.result()
-            except Exception as exc:  # noqa: BLE001 - the first failure is told with what the cluster holds
-                if outcome.failure is None:
-                    outcome.failure = exc
+    workers = max(1, parallel)
+    with progress, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="restore") as pool:
+        futures = submitted(pool, restore_one, _until(pending, stop), workers * 4)
+        try:
+            for future in futures:
+                try:
+                    future.result()
+                except Exception as exc:  # noqa: BLE001 - the first failure is told with what the cluster holds
+                    if outcome.failure is None:
+                        outcome.failure = exc
+        except ArchiveDamaged as exc:  # a chunk of the manifest damaged since the checking pass
+            stop.set()
+            if outcome.failure is None:
+                outcome.failure = exc
     outcome.damaged = damaged
     if damaged and not skip_damaged and outcome.failure is None:
         lid, why = min(damaged.items())
         outcome.failure = ArchiveDamaged(f"ledger {lid} is damaged in the archive: {why}")
     return outcome
+
+
+def _until(scans: Iterator[_Scan], stop: threading.Event) -> Iterator[_Scan]:
+    """``scans`` until ``stop`` is set (no more chunks read once the restore stops)."""
+    for scan in scans:
+        if stop.is_set():
+            return
+        yield scan
 
 
 def _settle(feed: ChunkFeed) -> None:
@@ -406,13 +492,10 @@ def _drop(store, ledger_id: int) -> None:
         pass
 
 
-def _held(
-    store, records: dict[int, LedgerRecord], ids: dict[int, int], journal: Journal, damaged: dict[int, str]
-) -> str:
-    """What the target holds of the backup after a restore that stopped, in words."""
-    done = sorted(journal.done & set(records))
+def _held(ledgers: int, journal: Journal, damaged: dict[int, str]) -> str:
+    """What the target holds of the backup's ``ledgers`` after a restore that stopped, in words."""
     text = (
-        f"the cluster holds {len(done)} of the backup's {len(records) + len(damaged)} ledgers, whole and closed, "
+        f"the cluster holds {len(journal.done)} of the backup's {ledgers} ledgers, whole and closed, "
         f"and none of its topics (written last); no ledger is left open or half written"
     )
     if damaged:

@@ -1,0 +1,110 @@
+"""``bkctl restore`` at a cluster's scale (issue 74): the backup's ledgers are read a chunk at a
+time -- once to check every record before anything is written, once to write them, handed to the
+writers a window at a time -- so that what a restore holds does not grow with the ledgers
+(counted in objects alive, not in RSS); ``--ledgers`` is checked against the chunks as read."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from bkctl.backup import restore as restoring
+from bkctl.backup.storage import LocalStorage
+from bkctl.backup.take import Selection, take_backup
+from bkctl.exitcodes import NOT_FOUND, CommandError
+from bkctl.wire.backup.archive import LedgerRecord, ManifestLedger
+from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
+from tests.support.fake_store import FakeMetadataStore
+
+BOOKIES = ["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"]
+
+
+class NoBookKeeper:
+    def open(self, ledger_id: int):
+        raise AssertionError(f"ledger {ledger_id} opened")
+
+
+class CountingBookKeeper:
+    """Creates empty ledgers (nothing is added to them), counting the manifest lines and the
+    records alive at each."""
+
+    timeout = 5.0
+
+    def __init__(self) -> None:
+        self.created: list[int] = []
+        self.most_lines = self.most_records = 0
+
+    def create(self, *args, ledger_id: int, **kw):
+        self.created.append(ledger_id)
+        if len(self.created) % 50 == 1:
+            gc.collect()
+            alive = gc.get_objects()
+            self.most_lines = max(self.most_lines, sum(isinstance(o, ManifestLedger) for o in alive))
+            self.most_records = max(self.most_records, sum(isinstance(o, LedgerRecord) for o in alive))
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+class NoFeed:
+    """A ledger with no entries: nothing to add, nothing to wait for."""
+
+    def __init__(self, ledger, timeout) -> None:
+        pass
+
+    def add(self, chunk) -> None:
+        raise AssertionError("an empty ledger has no entries")
+
+    def finish(self) -> None:
+        pass
+
+
+def _backup(tmp_path, n: int) -> tuple[LocalStorage, list[int]]:
+    source = FakeMetadataStore().start()
+    source.ledgers.parse = parse_ledger_metadata
+    ids = [source.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"pw").closed(-1, 0))[0] for _ in range(n)]
+    storage = LocalStorage(str(tmp_path / "a"))
+    take_backup(source, NoBookKeeper(), storage, Selection(), source.uri, chunk_ledgers=100)
+    return storage, ids
+
+
+def _target() -> FakeMetadataStore:
+    target = FakeMetadataStore().start()
+    for b in BOOKIES:
+        target.registration.register(b)
+    return target
+
+
+def test_a_restore_holds_a_chunk_of_the_backup_not_all_of_it(tmp_path, monkeypatch):
+    storage, ids = _backup(tmp_path, 1500)
+    monkeypatch.setattr(restoring, "ChunkFeed", NoFeed)
+    bk = CountingBookKeeper()
+    doc = restoring.restore_backup(
+        _target(), bk, storage, "zk://target", remap=True, parallel=2, journal_path=str(tmp_path / "journal")
+    )
+    assert doc["ledgers"] == 1500 and doc["ledgers_written"] == 1500 and len(bk.created) == 1500
+    assert bk.most_lines <= 2 * 100 + 2 * 4 + 2  # a chunk's lines and the window under way, not 1500
+    assert bk.most_records <= 2 * 100 + 2 * 4 + 2
+
+
+def test_a_ledger_spec_is_checked_against_the_chunks(tmp_path, monkeypatch):
+    storage, ids = _backup(tmp_path, 250)
+    monkeypatch.setattr(restoring, "ChunkFeed", NoFeed)
+    bk = CountingBookKeeper()
+    spec = f"{ids[3]},{ids[120]}-{ids[122]},{ids[249]}"
+    doc = restoring.restore_backup(
+        _target(), bk, storage, "zk://t", remap=True, selection=Selection(ledgers=spec),
+        journal_path=str(tmp_path / "j1"),
+    )  # fmt: skip
+    assert doc["ledgers"] == 5 and sorted(int(k) for k in doc["ledger_ids"]) == sorted(
+        [ids[3], *ids[120:123], ids[249]]
+    )
+    for absent, said in ((f"{ids[-1] + 5}", "holds no ledger"), (f"{ids[-1] + 5}-{ids[-1] + 9}", "no ledger in")):
+        with pytest.raises(CommandError, match=said) as err:
+            restoring.restore_backup(
+                _target(), bk, storage, "zk://t", remap=True, selection=Selection(ledgers=absent),
+                journal_path=str(tmp_path / "j2"),
+            )  # fmt: skip
+        assert err.value.code == NOT_FOUND
