@@ -32,7 +32,12 @@ chunk at a time beside the walk; the ledgers no bookie can read are tried again,
 10^5 ledgers (load 9-13 on 2 CPUs) full took 182 s and 77 MiB peak RSS, incremental 63 s and
 107 MiB; with the one-document manifest and two objects an empty ledger they took 1,821 s and
 395 MiB, 221 s and 266 MiB.  At 3x10^5 (load 14-23): full 956 s and 79 MiB, incremental 142 s
-and 112 MiB -- the memory flat as the ledgers triple.
+and 112 MiB -- the memory flat as the ledgers triple.  A full backup now records a closed
+ledger from the znode bytes the walk read (no second read a ledger): at 10^5, 59 s (CPU 28 s),
+5,369 ZooKeeper requests and 76 MiB at load 17-19, where the same sandbox took 518 s (CPU
+110 s), 104,366 requests and 78 MiB at load 8-10 the same day; incremental 476 s (CPU 47 s,
+103 MiB) at load 17-19 against 323 s (CPU 40 s, 109 MiB) at load 18-23 -- its wall time there
+is waiting on a starved machine (the 500 ledgers no bookie can read tried again), not CPU.
 
 Then each command is run as a user runs it (``bkctl ...`` as a process, its output to a
 pipe that is counted), alternated with Java's ``bookkeeper shell`` on the same ZooKeeper
