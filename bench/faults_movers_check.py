@@ -293,18 +293,18 @@ def leftovers(uri: str) -> list[str]:
 def unfinished_restores(uri: str) -> list[str]:
     """The restore journals kept in the cluster (``<root>-bkctl-restores``) of restores not finished:
     a finished one's journal stays, by design, so that the same command run again does nothing."""
-    import json
+    from bkctl.backup.journal import ClusterPlace
 
     found = []
     with ZKMetadataStore(uri, timeout=20, twins=fastpath.selected()) as store:
         for key in store.restores.kept():
-            data = store.restores.read(key)
             try:
-                doc = json.loads(data) if data else {}
+                kept = ClusterPlace(store, key).read()
             except ValueError:
-                doc = {}
-            if not doc.get("finished"):
-                found.append(f"restore journal {key}: not finished ({len(doc.get('done', []))} ledgers done)")
+                kept = None
+            if kept is None or not kept.head.get("finished"):
+                done = 0 if kept is None else len(kept.done)
+                found.append(f"restore journal {key}: not finished ({done} ledgers done)")
     return found
 
 

@@ -4,8 +4,18 @@ which ledgers are done, so that a restore killed midway and run again finishes t
 It is kept where the restore writes anyway -- in the target cluster, beside its root
 (:class:`~bkctl.wire.metadata.store.RestoreJournals`) -- or in a file the operator names
 (``--journal PATH``), never in the archive: a restore only reads the archive, which may be a
-read-only mount, an Object Lock bucket or a bucket a read-only role reaches.  A journal an
-older bkctl left in the archive (``restores/<key>.json``) is read, never written.
+read-only mount, an Object Lock bucket or a bucket a read-only role reaches.
+
+What a write costs does not grow with the restore: a journal is a head (the backup, the
+target, the mode, when it started and finished) and lines appended as the restore goes, one a
+ledger's id (``["id", OLD, NEW]``) and one a ledger done (``["done", OLD]``).  In the cluster the
+lines are kept in chunks of at most :data:`~bkctl.wire.metadata.store.RESTORE_CHUNK_BYTES`, the
+last one rewritten as it fills, the others never again; in a file they are appended (and
+synced), the file written anew, compacted, when a restore resumes from it.
+
+A journal an older bkctl wrote -- one JSON document rewritten whole, in the cluster, in a file,
+or in the archive (``restores/<key>.json``, read, never written) -- is read, and kept in the
+new form from then on.
 """
 
 from __future__ import annotations
@@ -14,108 +24,266 @@ import json
 import os
 import threading
 import time
-from typing import Any, Protocol
+from collections.abc import Iterable
+from typing import Any, NamedTuple, Protocol
 
 from bkctl.wire.errors import ObjectMissing
 
 from .storage import ArchiveStorage
 
-__all__ = ["ClusterPlace", "FilePlace", "Journal", "JournalPlace"]
+__all__ = ["ClusterPlace", "FilePlace", "Journal", "JournalPlace", "Kept"]
 
 #: the journal is written at most this often while ledgers finish (and at the end)
 _JOURNAL_EVERY = 1.0
 
 
+class Kept(NamedTuple):
+    """A journal as read from its place: its head, the ids given, the ledgers done, and whether
+    it must be written anew before lines are appended to it (kept in an older form, or a file
+    with a line a kill cut short)."""
+
+    head: dict[str, Any]
+    ids: dict[int, int]
+    done: set[int]
+    rewrite: bool
+
+
 class JournalPlace(Protocol):
-    """Where a journal is kept: its bytes read and written whole."""
+    """Where a journal is kept."""
 
     #: for people: where it is
     where: str
 
-    def read(self) -> bytes | None: ...
+    def read(self) -> Kept | None:
+        """The journal kept here (None: none)."""
 
-    def write(self, data: bytes) -> None: ...
+    def append(self, lines: list[bytes], head: bytes) -> None:
+        """``lines`` added after those kept, and ``head`` in place of the head kept."""
+
+    def rewrite(self, lines: Iterable[bytes], head: bytes) -> None:
+        """The journal kept here replaced by ``head`` and ``lines``."""
+
+
+def id_line(old: int, new: int) -> bytes:
+    return b'["id",%d,%d]\n' % (old, new)
+
+
+def done_line(old: int) -> bytes:
+    return b'["done",%d]\n' % old
+
+
+def _parse(lines: Iterable[bytes], ids: dict[int, int], done: set[int]) -> None:
+    """The journal's ``lines`` read into ``ids`` and ``done``."""
+    for line in lines:
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if isinstance(entry, list) and len(entry) == 3 and entry[0] == "id":
+            ids[int(entry[1])] = int(entry[2])
+        elif isinstance(entry, list) and len(entry) == 2 and entry[0] == "done":
+            done.add(int(entry[1]))
+        else:
+            raise ValueError(f"not a line of a restore journal: {line[:60]!r}")
+
+
+def _from_document(data: bytes) -> Kept:
+    """A journal in the one-document form an older bkctl wrote."""
+    doc = json.loads(data)
+    if not isinstance(doc, dict):
+        raise ValueError("not a restore journal")
+    ids = {int(k): int(v) for k, v in doc.pop("ids", {}).items()}
+    done = {int(x) for x in doc.pop("done", [])}
+    return Kept(doc, ids, done, rewrite=True)
+
+
+def _head_bytes(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True).encode()
+
+
+def _lines(ids: dict[int, int], done: set[int]) -> Iterable[bytes]:
+    for old, new in ids.items():
+        yield id_line(old, new)
+    for old in sorted(done):
+        yield done_line(old)
 
 
 class ClusterPlace:
-    """The target cluster's restore journal ``key`` (``<root>-bkctl-restores/<key>``)."""
+    """The target cluster's restore journal ``key`` (``<root>-bkctl-restores/<key>``), in chunks:
+    lines appended to the last chunk until it is full, then to a new one; a head counts them."""
 
     def __init__(self, store: Any, key: str):
+        from bkctl.wire.metadata.store import RESTORE_CHUNK_BYTES
+
         self.store, self.key = store, key
         self.where = f"the target cluster ({store.root}-bkctl-restores/{key})"
+        self.limit = RESTORE_CHUNK_BYTES
+        self.chunks = 0  # counted by the head
+        self.tail = b""  # the last chunk counted, to which lines are appended
+        self.head: bytes | None = None  # as kept
 
-    def read(self) -> bytes | None:
-        data: bytes | None = self.store.restores.read(self.key)
-        return data
+    def read(self) -> Kept | None:
+        kept = self.store.restores.read_chunks(self.key)
+        if kept is None:
+            data = self.store.restores.read(self.key)
+            return None if data is None else _from_document(data)
+        ids: dict[int, int] = {}
+        done: set[int] = set()
+        for chunk in kept.chunks:
+            _parse(chunk.splitlines(), ids, done)
+        self.chunks, self.tail = len(kept.chunks), (kept.chunks[-1] if kept.chunks else b"")
+        self.head = kept.head
+        return Kept(json.loads(kept.head), ids, done, rewrite=False)
 
-    def write(self, data: bytes) -> None:
-        self.store.restores.write(self.key, data)
+    def append(self, lines: list[bytes], head: bytes) -> None:
+        chunks, tail = self.chunks, bytearray(self.tail)
+        changed: dict[int, bytes] = {}
+        for line in lines:
+            if not chunks or (tail and len(tail) + len(line) > self.limit):
+                if chunks:
+                    changed[chunks - 1] = bytes(tail)
+                chunks, tail = chunks + 1, bytearray()
+            tail += line
+        if lines:
+            changed[chunks - 1] = bytes(tail)
+        for index, data in sorted(changed.items()):  # each chunk before the head that counts it
+            self.store.restores.write_chunk(self.key, index, data)
+        if chunks != self.chunks or head != self.head:
+            self.store.restores.write_head(self.key, head, chunks)
+        self.chunks, self.tail, self.head = chunks, bytes(tail), head
+
+    def rewrite(self, lines: Iterable[bytes], head: bytes) -> None:
+        """(Only a journal the head of which does not count chunks yet -- none, or an older
+        form -- is rewritten: a chunk rewritten under a head that counts it would mix two.)"""
+        self.chunks, self.tail, self.head = 0, b"", None
+        self.append(list(lines), head)
 
 
 class FilePlace:
-    """A local file (``--journal PATH``), replaced whole (a temporary file renamed into place)."""
+    """A local file (``--journal PATH``): a line for the head (the last one counts) and the
+    journal's lines, appended and synced; written anew (a temporary file renamed into place) to
+    compact it or to replace an older form."""
 
     def __init__(self, path: str):
         self.path = path
         self.where = path
+        self.head: bytes | None = None  # the head line as last kept
+        self.anew = False  # what is kept does not count: the first write replaces it
 
-    def read(self) -> bytes | None:
+    def read(self) -> Kept | None:
         try:
             with open(self.path, "rb") as f:
-                return f.read()
+                data = f.read()
         except FileNotFoundError:
             return None
+        if b"\n" not in data:  # nothing, or a first line a kill cut short: nothing was kept
+            self.anew = True
+            return None
+        try:  # an older bkctl's document (a file of one head line alone reads as a document too)
+            doc = json.loads(data)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and "head" not in doc:
+            return _from_document(data)
+        lines = data.split(b"\n")
+        torn = bool(lines[-1])  # the last line a kill cut short: dropped, and the file written anew
+        head: bytes | None = None
+        heads = 0
+        entries = []
+        for line in lines[:-1]:
+            if line.startswith(b"{"):
+                head, heads = line, heads + 1
+            else:
+                entries.append(line)
+        if head is None:
+            raise ValueError("no head line")
+        self.head = head
+        ids: dict[int, int] = {}
+        done: set[int] = set()
+        _parse(entries, ids, done)
+        return Kept(json.loads(head)["head"], ids, done, rewrite=torn or heads > 1)
 
-    def write(self, data: bytes) -> None:
+    def append(self, lines: list[bytes], head: bytes) -> None:
+        if self.anew:
+            self.rewrite(lines, head)
+            return
+        line = b'{"head":' + head + b"}"
+        with open(self.path, "ab") as f:
+            if line != self.head:
+                f.write(line + b"\n")
+            f.writelines(lines)
+            f.flush()
+            os.fsync(f.fileno())
+        self.head = line
+
+    def rewrite(self, lines: Iterable[bytes], head: bytes) -> None:
         part = f"{self.path}.part-{os.getpid()}"
+        line = b'{"head":' + head + b"}"
         with open(part, "wb") as f:
-            f.write(data)
+            f.write(line + b"\n")
+            f.writelines(lines)
             f.flush()
             os.fsync(f.fileno())
         os.replace(part, self.path)
+        self.head, self.anew = line, False
 
 
 class Journal:
-    """What a restore did so far (see the module documentation)."""
+    """What a restore did so far (see the module documentation): ``doc`` its head, ``ids`` the
+    id each ledger gets (:meth:`assign`), ``done`` the ledgers written whole (:meth:`finish_ledger`),
+    kept at ``place`` by :meth:`save`."""
 
-    def __init__(self, place: JournalPlace, doc: dict[str, Any]):
+    def __init__(
+        self, place: JournalPlace, doc: dict[str, Any], ids: dict[int, int], done: set[int], kept: bool = False
+    ):
         self.place, self.doc = place, doc
-        self.ids: dict[int, int] = {int(k): v for k, v in doc.get("ids", {}).items()}
-        self.done: set[int] = set(doc.get("done", []))
+        self.ids, self.done = ids, done
         self.lock = threading.Lock()
         self._saved = 0.0
+        self._unsaved: list[bytes] = []
+        self._head = _head_bytes(doc) if kept else None  # the head as last kept
 
     @classmethod
     def open(cls, place: JournalPlace, fresh: dict[str, Any], archive: ArchiveStorage, key: str) -> Journal:
         """The journal kept at ``place``; else the one an older bkctl kept in ``archive``; else ``fresh``."""
-        data = place.read()
-        if data is None:
-            try:
-                data = archive.get(f"restores/{key}.json")
-            except ObjectMissing:
-                data = None
-        if data is None:
-            return cls(place, fresh)
         try:
-            doc = json.loads(data)
-        except ValueError as exc:
+            kept = place.read()
+            if kept is None:
+                try:
+                    kept = _from_document(archive.get(f"restores/{key}.json"))
+                except ObjectMissing:
+                    return cls(place, fresh, {}, set())
+        except (ValueError, KeyError, TypeError) as exc:
             from ..exitcodes import USAGE, CommandError
 
             raise CommandError(f"the restore journal in {place.where} does not read ({exc})", USAGE) from None
-        return cls(place, doc)
+        if kept.rewrite:  # the older form, or a line cut short: written anew before anything is added
+            place.rewrite(_lines(kept.ids, kept.done), _head_bytes(kept.head))
+        return cls(place, kept.head, kept.ids, kept.done, kept=True)
+
+    def assign(self, old: int, new: int) -> None:
+        """Ledger ``old`` is created as ``new`` (kept at the next :meth:`save`, before it is created)."""
+        with self.lock:
+            self.ids[old] = new
+            self._unsaved.append(id_line(old, new))
 
     def save(self, force: bool = True) -> None:
+        """What changed since the last save kept (unless not ``force`` and it was less than a
+        second ago): the lines added, the head if it changed."""
         with self.lock:
             now = time.monotonic()
             if not force and now - self._saved < _JOURNAL_EVERY:
                 return
             self._saved = now
-            self.doc["ids"] = {str(k): v for k, v in sorted(self.ids.items())}
-            self.doc["done"] = sorted(self.done)
-            data = json.dumps(self.doc, indent=1, sort_keys=True).encode() + b"\n"
-            self.place.write(data)  # under the lock: an older state never overwrites a newer one
+            head = _head_bytes(self.doc)
+            if not self._unsaved and head == self._head:
+                return
+            # under the lock: an older state never overwrites a newer one; kept for the next
+            # save should this one fail
+            self.place.append(self._unsaved, head)
+            self._unsaved, self._head = [], head
 
     def finish_ledger(self, old: int) -> None:
         with self.lock:
             self.done.add(old)
+            self._unsaved.append(done_line(old))
         self.save(force=False)

@@ -318,11 +318,11 @@ def restore_backup(
     )
     for scan in _scan(storage, manifest, wanted, records=False):  # the id each ledger gets, before it is created
         if scan.ledger_id not in journal.ids and scan.ledger_id not in damaged:
-            journal.ids[scan.ledger_id] = store.ledger_ids.generate() if remap else scan.ledger_id
+            journal.assign(scan.ledger_id, store.ledger_ids.generate() if remap else scan.ledger_id)
     if remap:  # a ledger named but not in the backup is named by an id no ledger has here either
         for lid in [*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged]:
             if lid not in journal.ids:
-                journal.ids[lid] = store.ledger_ids.generate()
+                journal.assign(lid, store.ledger_ids.generate())
     journal.save()
     ids = dict(journal.ids)
     above = None

@@ -764,6 +764,53 @@ def test_restore_journals_are_kept_whole_by_key_replaced_and_cleared(sessions, s
         store.restores.write("../x", b"")
 
 
+def test_restore_journals_in_chunks_count_what_the_head_counts(sessions, store):
+    from bkctl.wire.metadata.store import RESTORE_CHUNK_BYTES, RestoreJournalChunks
+
+    journals = store.restores
+    assert journals.read_chunks("c1") is None
+    journals.write_chunk("c1", 0, b"zero")
+    journals.write_chunk("c1", 1, b"one")
+    assert journals.read_chunks("c1") is None  # no head yet: no journal
+    assert journals.read("c1") is None
+    journals.write_head("c1", b'{"h":1}', 1)
+    assert journals.read_chunks("c1") == RestoreJournalChunks(b'{"h":1}', [b"zero"])  # chunk 1 not counted
+    journals.write_chunk("c1", 0, b"zero again")  # in place
+    journals.write_head("c1", b'{"h":2}', 2)
+    other = sessions.open()  # another session (a rerun) reads it
+    assert other.restores.read_chunks("c1") == RestoreJournalChunks(b'{"h":2}', [b"zero again", b"one"])
+    assert other.restores.read("c1") is None and other.restores.kept() == ["c1"]
+    journals.write_chunk("c1", 2, b"x" * RESTORE_CHUNK_BYTES)  # the most a chunk holds
+    with pytest.raises(ValueError):
+        journals.write_chunk("c1", 3, b"x" * (RESTORE_CHUNK_BYTES + 1))
+    with pytest.raises(ValueError):
+        journals.write_chunk("../x", 0, b"")
+    # an older bkctl's one-document journal: read as it was until a head replaces it
+    big = bytes(range(256)) * 6000
+    journals.write("old", big)
+    assert journals.read("old") == big and journals.read_chunks("old") is None
+    journals.write_chunk("old", 0, b"new")
+    assert journals.read("old") == big  # a chunk alone changes nothing
+    journals.write_head("old", b"{}", 1)
+    assert journals.read("old") is None and journals.read_chunks("old") == RestoreJournalChunks(b"{}", [b"new"])
+    journals.clear("old")
+    journals.clear("c1")
+    assert journals.kept() == [] and journals.read_chunks("c1") is None
+
+
+def test_a_restore_journal_replacing_an_older_form_leaves_none_of_its_parts(metadata_uri, zk_client):
+    store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()).start()
+    try:
+        path = f"{P.restore_journals_path(store.root)}/k"
+        store.restores.write("k", bytes(range(256)) * 6000)  # 1.5 MB, in parts
+        assert len(zk_client.get_children(path)) == 3
+        store.restores.write_chunk("k", 0, b"lines")
+        store.restores.write_head("k", b"{}", 1)
+        assert zk_client.get_children(path) == ["chunk-000000"]
+    finally:
+        store.close()
+
+
 def test_a_restore_journal_lives_beside_the_cluster_and_goes_with_a_nuke(metadata_uri, zk_client):
     store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()).start()
     try:

@@ -62,9 +62,11 @@ from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, se
 from bkctl.wire.metadata.racks import RACK_MAP_PATH, parse_rack_map, serialize_rack_map
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
+    RESTORE_CHUNK_BYTES,
     LedgerRange,
     LedgerRead,
     RackMapDoc,
+    RestoreJournalChunks,
     StoredLedgerRead,
     StoredManagedLedger,
     StoredValue,
@@ -1047,31 +1049,66 @@ class FakeSavedRebalance(_Manager):
 
 
 class FakeRestoreJournals(_Manager):
-    """The restore journals, as their bytes by key."""
+    """The restore journals by key: the one-document form's bytes, or a head, its count of chunks
+    and the chunks written (those past the count kept but not read, as on ZooKeeper)."""
 
     _name = "restores"
 
     def __init__(self, store):
         super().__init__(store)
         self._data: dict[str, bytes] = {}
+        self._heads: dict[str, tuple[bytes, int]] = {}
+        self._chunks: dict[str, dict[int, bytes]] = {}
+
+    @staticmethod
+    def _check(key: str) -> None:
+        if not key or "/" in key or key.startswith("."):
+            raise ValueError(f"bad restore journal key {key!r}")
 
     @_call
     def read(self, key: str) -> bytes | None:
-        return self._data.get(key)
+        return None if key in self._heads else self._data.get(key)
 
     @_call
     def write(self, key: str, data: bytes) -> None:
-        if not key or "/" in key or key.startswith("."):
-            raise ValueError(f"bad restore journal key {key!r}")
+        self._check(key)
+        self._heads.pop(key, None)
+        self._chunks.pop(key, None)  # as ZooKeeper's: the key's children go first
         self._data[key] = bytes(data)
 
     @_call
+    def read_chunks(self, key: str) -> RestoreJournalChunks | None:
+        if key not in self._heads:
+            return None
+        head, count = self._heads[key]
+        kept = self._chunks.get(key, {})
+        for index in range(count):
+            if index not in kept:
+                raise MetadataStoreError(f"restore journal {key}: chunk {index} of {count} is missing")
+        return RestoreJournalChunks(head, [kept[index] for index in range(count)])
+
+    @_call
+    def write_chunk(self, key: str, index: int, data: bytes) -> None:
+        self._check(key)
+        if len(data) > RESTORE_CHUNK_BYTES or index < 0:
+            raise ValueError(f"restore journal chunk {index} of {len(data)} bytes: at most {RESTORE_CHUNK_BYTES}")
+        self._chunks.setdefault(key, {})[index] = bytes(data)
+
+    @_call
+    def write_head(self, key: str, head: bytes, chunks: int) -> None:
+        self._check(key)
+        self._data.pop(key, None)
+        self._heads[key] = (bytes(head), chunks)
+
+    @_call
     def kept(self) -> list[str]:
-        return sorted(self._data)
+        return sorted({*self._data, *self._heads, *self._chunks})
 
     @_call
     def clear(self, key: str) -> None:
         self._data.pop(key, None)
+        self._heads.pop(key, None)
+        self._chunks.pop(key, None)
 
 
 class FakeLostEntryRecords(_Manager):

@@ -45,6 +45,8 @@ __all__ = [
     "RackMap",
     "RackMapDoc",
     "RegistrationManager",
+    "RESTORE_CHUNK_BYTES",
+    "RestoreJournalChunks",
     "RestoreJournals",
     "SavedRebalance",
     "StoredManagedLedger",
@@ -570,17 +572,49 @@ class SavedRebalance(Protocol):
         (a run found dead): False when there was none to remove."""
 
 
+#: the most bytes one chunk of a restore journal holds (:meth:`RestoreJournals.write_chunk`): a
+#: write well under ZooKeeper's jute.maxbuffer (1 MiB by default) however large the journal
+RESTORE_CHUNK_BYTES = 128 * 1024
+
+
+class RestoreJournalChunks(NamedTuple):
+    """A restore journal kept in chunks: its head and the chunks the head counts, in order."""
+
+    head: bytes
+    chunks: list[bytes]
+
+
 @runtime_checkable
 class RestoreJournals(Protocol):
     """bkctl's own, beside the cluster: what each ``bkctl restore`` into this cluster has done so
     far (the id each ledger gets, which are done), kept in the target and not in the archive,
-    which a restore only reads; by key (one per backup and mode).  Any size (in parts)."""
+    which a restore only reads; by key (one per backup and mode).
+
+    A journal is kept in chunks of at most :data:`RESTORE_CHUNK_BYTES`, each written on its own
+    (:meth:`write_chunk`), and a head that says how many chunks count (:meth:`write_head`): a
+    chunk written past the count is not read until a head counts it.  The one-document form an
+    older bkctl wrote (:meth:`read`, :meth:`write`) is still read; a head written under its key
+    replaces it."""
 
     def read(self, key: str) -> bytes | None:
-        """What :meth:`write` kept under ``key``, or None (none, or one whose writing did not finish)."""
+        """The one-document journal an older bkctl kept under ``key`` (:meth:`write`), or None
+        (none, one whose writing did not finish, or one kept in chunks)."""
 
     def write(self, key: str, data: bytes) -> None:
-        """Keep ``data`` under ``key`` in place of whatever was kept (it counts once wholly written)."""
+        """Keep ``data`` under ``key`` in the one-document form an older bkctl wrote, in place of
+        whatever was kept (it counts once wholly written)."""
+
+    def read_chunks(self, key: str) -> RestoreJournalChunks | None:
+        """The journal kept in chunks under ``key``, or None (none, the one-document form, or
+        one whose head was never written)."""
+
+    def write_chunk(self, key: str, index: int, data: bytes) -> None:
+        """Keep chunk ``index`` (from 0) of journal ``key``, in place of any (ValueError when
+        over :data:`RESTORE_CHUNK_BYTES`); read once a head counts it."""
+
+    def write_head(self, key: str, head: bytes, chunks: int) -> None:
+        """Keep the head of journal ``key`` and the number of its chunks that count (the first
+        ``chunks``), in place of any head or one-document journal kept under ``key``."""
 
     def kept(self) -> list[str]:
         """The keys of the journals kept, sorted."""

@@ -1,11 +1,18 @@
-"""bkctl's restore journals (:class:`~bkctl.wire.metadata.store.RestoreJournals`) on ZooKeeper:
-``<root>-bkctl-restores/<key>`` holds the number of parts once every part is written, its
-children ``part-NNNNNN`` the bytes in pieces under ZooKeeper's 1 MiB node limit.
+"""bkctl's restore journals (:class:`~bkctl.wire.metadata.store.RestoreJournals`) on ZooKeeper,
+under ``<root>-bkctl-restores/<key>``.
+
+Kept in chunks (what a restore writes): the key's value is ``chunks N`` and a line break, then
+the head; its children ``chunk-NNNNNN`` the chunks, each written on its own (a set, or a create
+the first time), the first N of them read.  A chunk is written before a head counts it, so a
+kill at any point leaves the journal as the last head counted it, never a part of it.
+
+The one-document form an older bkctl wrote: the key's value is the number of parts once every
+part is written (empty while they are), its children ``part-NNNNNN`` the bytes in pieces under
+ZooKeeper's 1 MiB node limit; still read, and replaced by the first head written under its key.
 
 A journal lives in the cluster it restores into -- beside the cluster root, so that Java's tools
 never walk into it -- and not in the archive, which a restore only reads (a read-only mount, an
-Object Lock bucket, a read-only role).  Written in that order (the count emptied first, the
-parts, then the count), a kill at any point leaves either the old whole or nothing readable."""
+Object Lock bucket, a read-only role)."""
 
 from __future__ import annotations
 
@@ -13,11 +20,15 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from bkctl.wire.metadata import paths as P
 from bkctl.wire.metadata.errors import MetadataStoreError
+from bkctl.wire.metadata.store import RESTORE_CHUNK_BYTES, RestoreJournalChunks
 from bkctl.wire.metadata.zk.session import Manager, zk_call
 
 __all__ = ["JOURNAL_PART_BYTES", "ZKRestoreJournals"]
 
-#: bytes per part: well under jute.maxbuffer (1 MiB by default) with the request's own bytes
+#: the start of a chunked journal's value: ``chunks N`` and a line break, then the head
+_CHUNKED = b"chunks "
+
+#: bytes per part of the one-document form: well under jute.maxbuffer (1 MiB by default) with the request's own bytes
 JOURNAL_PART_BYTES = 512 * 1024
 
 
@@ -32,23 +43,10 @@ class ZKRestoreJournals(Manager):
     @zk_call
     def read(self, key: str) -> bytes | None:
         path = self._path(key)
-        try:
-            count_bytes, _ = self._session.get(path)
-        except NoNodeError:
-            return None
-        if not count_bytes:
-            return None  # being written
-        try:
-            count = int(count_bytes)
-        except ValueError:
-            raise MetadataStoreError(f"{path}: not a count of parts: {count_bytes[:40]!r}") from None
-        pieces = []
-        for index in range(count):
-            try:
-                pieces.append(self._session.get(f"{path}/part-{index:06d}")[0])
-            except NoNodeError:
-                raise MetadataStoreError(f"{path}: part {index} of {count} is missing") from None
-        return b"".join(pieces)
+        count_bytes = self._value(path)
+        if count_bytes is None or not count_bytes or count_bytes.startswith(_CHUNKED):
+            return None  # being written, or kept in chunks
+        return b"".join(self._children(path, "part", count_bytes))
 
     @zk_call
     def write(self, key: str, data: bytes) -> None:
@@ -65,6 +63,64 @@ class ZKRestoreJournals(Manager):
         for index, piece in enumerate(pieces):
             self._zk.create(f"{path}/part-{index:06d}", piece)
         self._zk.set(path, str(len(pieces)).encode())
+
+    @zk_call
+    def read_chunks(self, key: str) -> RestoreJournalChunks | None:
+        path = self._path(key)
+        value = self._value(path)
+        if value is None or not value.startswith(_CHUNKED):
+            return None  # the one-document form, or no head written yet
+        first, _, head = value.partition(b"\n")
+        return RestoreJournalChunks(head, self._children(path, "chunk", first[len(_CHUNKED) :]))
+
+    def _value(self, path: str) -> bytes | None:
+        try:
+            return self._session.get(path)[0]
+        except NoNodeError:
+            return None
+
+    def _children(self, path: str, kind: str, count_bytes: bytes) -> list[bytes]:
+        """The values of ``path``'s children ``<kind>-000000`` on, as many as ``count_bytes`` says."""
+        try:
+            count = int(count_bytes)
+        except ValueError:
+            raise MetadataStoreError(f"{path}: not a count of {kind}s: {count_bytes[:40]!r}") from None
+        values = []
+        for index in range(count):
+            try:
+                values.append(self._session.get(f"{path}/{kind}-{index:06d}")[0])
+            except NoNodeError:
+                raise MetadataStoreError(f"{path}: {kind} {index} of {count} is missing") from None
+        return values
+
+    @zk_call
+    def write_chunk(self, key: str, index: int, data: bytes) -> None:
+        path = self._path(key)
+        if len(data) > RESTORE_CHUNK_BYTES or index < 0:
+            raise ValueError(f"restore journal chunk {index} of {len(data)} bytes: at most {RESTORE_CHUNK_BYTES}")
+        chunk = f"{path}/chunk-{index:06d}"
+        try:
+            self._zk.set(chunk, data)
+            return
+        except NoNodeError:
+            pass
+        self._session.ensure_parents(chunk)  # the key too: empty, read as no journal until a head
+        self._zk.create(chunk, data)
+
+    @zk_call
+    def write_head(self, key: str, head: bytes, chunks: int) -> None:
+        path = self._path(key)
+        value = _CHUNKED + str(chunks).encode() + b"\n" + head
+        was = self._value(path)
+        if was is None:
+            self._session.ensure_parents(path)
+            self._zk.create(path, value)
+            return
+        self._zk.set(path, value)
+        if not was.startswith(_CHUNKED):  # the one-document form replaced: its parts go
+            for child in self._session.children_or_empty(path):
+                if child.startswith("part-"):
+                    self._session.delete_quiet(f"{path}/{child}")
 
     @zk_call
     def kept(self) -> list[str]:
