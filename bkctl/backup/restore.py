@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +53,8 @@ __all__ = ["restore_backup"]
 _CHUNK_ENTRIES, _CHUNK_BYTES = 2000, 8 << 20
 #: adds outstanding over all the ledgers written at once
 _INFLIGHT = 768
+#: new ledger ids drawn at once (``remap``)
+_ID_BATCH = 1000
 
 
 @dataclass
@@ -316,13 +319,17 @@ def restore_backup(
         f"Restore backup {manifest.id} ({checked.pending} ledgers, {len(manifest.topics)} topics) "
         f"into {target_uri}{' under new ledger ids' if remap else ''}?"
     )
-    for scan in _scan(storage, manifest, wanted, records=False):  # the id each ledger gets, before it is created
-        if scan.ledger_id not in journal.ids and scan.ledger_id not in damaged:
-            journal.assign(scan.ledger_id, store.ledger_ids.generate() if remap else scan.ledger_id)
+    unnamed: Iterator[int] = (  # the id each ledger gets, before it is created
+        scan.ledger_id
+        for scan in _scan(storage, manifest, wanted, records=False)
+        if scan.ledger_id not in journal.ids and scan.ledger_id not in damaged
+    )
     if remap:  # a ledger named but not in the backup is named by an id no ledger has here either
-        for lid in [*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged]:
-            if lid not in journal.ids:
-                journal.assign(lid, store.ledger_ids.generate())
+        named = dict.fromkeys([*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged])
+        unnamed = itertools.chain(unnamed, (lid for lid in named if lid not in journal.ids))
+    for batch in _batches(unnamed, _ID_BATCH):
+        for old, new in zip(batch, store.ledger_ids.generate_many(len(batch)) if remap else batch, strict=True):
+            journal.assign(old, new)
     journal.save()
     ids = dict(journal.ids)
     above = None
@@ -475,6 +482,12 @@ def _until(scans: Iterator[_Scan], stop: threading.Event) -> Iterator[_Scan]:
         if stop.is_set():
             return
         yield scan
+
+
+def _batches(ids: Iterator[int], size: int) -> Iterator[list[int]]:
+    """``ids`` in lists of ``size`` (the last shorter)."""
+    while batch := list(itertools.islice(ids, size)):
+        yield batch
 
 
 def _settle(feed: ChunkFeed) -> None:

@@ -272,6 +272,14 @@ def test_ledger_ids_are_new_and_ascending(store):
     assert created not in ids
 
 
+def test_ledger_ids_drawn_many_at_once_are_new_and_ascending(store):
+    before = store.ledger_ids.generate()
+    many = store.ledger_ids.generate_many(1203)  # over a batch of ZooKeeper's: three multis
+    after = store.ledger_ids.generate()
+    assert len(many) == 1203 and many == sorted(set(many)) and before < many[0] and many[-1] < after
+    assert store.ledger_ids.generate_many(1) == [after + 1] and store.ledger_ids.generate_many(0) == []
+
+
 def test_registration_lists_and_session_end(sessions, store):
     info = BookieServiceInfo.for_bookie("127.0.0.1", 3181, http_port=8000)
     assert store.registration.writable_bookies() == [] and store.registration.service_info(A) is None

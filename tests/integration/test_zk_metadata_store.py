@@ -159,6 +159,32 @@ def test_generate_ledger_ids_long_scheme_keeps_newest_three_hobs(zkstore, zk_cli
     assert sorted(zk_client.get_children(base)) == ["HOB-0000000003", "HOB-0000000004", "HOB-0000000005"]
 
 
+def test_ledger_ids_drawn_many_a_request(zkstore, zk_client, monkeypatch):
+    """``restore --remap`` draws an id a ledger: 500 sequential nodes a multi, not a create each."""
+    client, calls = zkstore.client, {"create": 0, "transaction": 0}
+
+    def counting(name: str):
+        call = getattr(client, name)
+
+        def counted(*args, **kw):
+            calls[name] += 1
+            return call(*args, **kw)
+
+        return counted
+
+    for name in calls:
+        monkeypatch.setattr(client, name, counting(name))
+    ids = zkstore.ledger_ids.generate_many(1200)
+    assert len(ids) == 1200 and ids == sorted(set(ids)) and all(0 <= i < 2**31 - 1 for i in ids)
+    assert calls == {"create": 3, "transaction": 6}  # a first id the usual way, 500 more in a multi, thrice
+    assert zk_client.get_children(f"{zkstore.root}/idgen") == []  # every sequential node deleted
+    zk_client.ensure_path(f"{zkstore.root}/idgen-long")  # the 63-bit scheme: from its HOB, alike
+    zkstore.ledger_ids.forget_cached()
+    long_ids = zkstore.ledger_ids.generate_many(700)
+    assert len(long_ids) == 700 and all(i >> 32 == 1 for i in long_ids) and long_ids == sorted(set(long_ids))
+    assert zk_client.get_children(f"{zkstore.root}/idgen-long/HOB-0000000001") == []
+
+
 def test_generate_ledger_ids_flat(zookeeper, zk_namespace, zk_client):
     uri = f"zk+flat://{zookeeper.connect_string}{zk_namespace}/ledgers"
     with ZKMetadataStore(uri, twins=fastpath.selected()) as store:

@@ -344,6 +344,10 @@ class FakeLedgerIdGenerator(_Manager):
     def generate(self) -> int:
         return self._next()
 
+    @_call
+    def generate_many(self, count: int) -> list[int]:
+        return [self._next() for _ in range(count)]
+
 
 class FakeRegistrationManager(_Manager):
     _name = "registration"

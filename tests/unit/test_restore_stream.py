@@ -108,3 +108,17 @@ def test_a_ledger_spec_is_checked_against_the_chunks(tmp_path, monkeypatch):
                 journal_path=str(tmp_path / "j2"),
             )  # fmt: skip
         assert err.value.code == NOT_FOUND
+
+
+def test_remap_draws_the_new_ids_many_at_once(tmp_path, monkeypatch):
+    storage, _ids = _backup(tmp_path, 1500)
+    monkeypatch.setattr(restoring, "ChunkFeed", NoFeed)
+    target = _target()
+    drawn: list[int] = []
+    many = target.ledger_ids.generate_many
+    monkeypatch.setattr(target.ledger_ids, "generate", lambda: pytest.fail("an id drawn alone"))
+    monkeypatch.setattr(target.ledger_ids, "generate_many", lambda n: drawn.append(n) or many(n))
+    bk = CountingBookKeeper()
+    doc = restoring.restore_backup(target, bk, storage, "zk://t", remap=True, journal_path=str(tmp_path / "j"))
+    assert drawn == [1000, 500]  # a draw a thousand ledgers, not one a ledger
+    assert sorted(bk.created) == sorted(doc["ledger_ids"].values()) and len(set(bk.created)) == 1500

@@ -244,6 +244,10 @@ class LedgerIdGenerator(Protocol):
     def generate(self) -> int:
         """A new ledger id, never handed out before."""
 
+    def generate_many(self, count: int) -> list[int]:
+        """``count`` new ledger ids, never handed out before, ascending (drawn many a request
+        where the store can: ``restore --remap`` draws an id a ledger)."""
+
 
 @runtime_checkable
 class RegistrationManager(Protocol):

@@ -18,6 +18,8 @@ __all__ = ["ZKLedgerIdGenerator"]
 #: anything at or above this as an overflow of the 31-bit id space.
 _SEQ_OVERFLOW = 2**31 - 1
 _KEEP_HOB_NODES = 3
+#: sequential nodes created in one multi by :meth:`ZKLedgerIdGenerator.generate_many`
+_BATCH = 500
 
 
 class ZKLedgerIdGenerator(Manager):
@@ -48,6 +50,45 @@ class ZKLedgerIdGenerator(Manager):
             self._zk.ensure_path(self._session.path(P.IDGEN_LONG))
             self._idgen_long_present = True
         return self._long_id()
+
+    @zk_call
+    def generate_many(self, count: int) -> list[int]:
+        """``count`` new ids: one the way :meth:`generate` draws it (the parents made, the scheme
+        in effect, an overflow moved past), then up to :data:`_BATCH` more from the same
+        sequence at once -- their sequential nodes created in one multi, deleted in another,
+        as ZkLedgerIdGenerator's are one at a time.  Ids of a batch that reached the overflow
+        are dropped (never handed out); the next :meth:`generate` moves on."""
+        ids: list[int] = []
+        while len(ids) < count:
+            first = self.generate()
+            ids.append(first)
+            want = min(count - len(ids), _BATCH)
+            if not want:
+                break
+            high = first >> 32
+            if high:
+                parent = f"{self._session.path(P.IDGEN_LONG)}/{P.hob_name(high)}"
+            else:
+                parent = self._root if self._cluster.manager == P.FLAT else self._session.path(P.IDGEN)
+            ids += [(high << 32) | seq for seq in self._sequential_many(parent, want) if 0 <= seq < _SEQ_OVERFLOW]
+        return ids[:count]
+
+    def _sequential_many(self, parent: str, count: int) -> list[int]:
+        """Create ``count`` nodes ``parent/ID-<seq>`` (ephemeral, sequential) in one multi, delete
+        them in another, return their seqs ascending; none when the multi fails (``parent``
+        gone: an old HOB another generator dropped)."""
+        create = self._zk.transaction()
+        for _ in range(count):
+            create.create(f"{parent}/{P.ID_PREFIX}", b"", ephemeral=True, sequence=True)
+        created = [c for c in create.commit() if isinstance(c, str)]
+        if created:
+            delete = self._zk.transaction()
+            for path in created:
+                delete.delete(path)
+            if any(isinstance(r, Exception) for r in delete.commit()):
+                for path in created:  # (ephemeral: they go with the session in any case)
+                    self._session.delete_quiet(path)
+        return sorted(int(path.rsplit("/", 1)[-1][len(P.ID_PREFIX) :]) for path in created)
 
     def _long_idgen_present(self) -> bool:
         if self._idgen_long_present is None:
