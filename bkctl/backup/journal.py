@@ -35,6 +35,9 @@ __all__ = ["ClusterPlace", "FilePlace", "Journal", "JournalPlace", "Kept"]
 
 #: the journal is written at most this often while ledgers finish (and at the end)
 _JOURNAL_EVERY = 1.0
+#: lines held before they are kept, whatever the time: what a journal holds unsaved stays
+#: bounded while a million ids are assigned
+_UNSAVED_LINES = 8192
 
 
 class Kept(NamedTuple):
@@ -265,6 +268,9 @@ class Journal:
         with self.lock:
             self.ids[old] = new
             self._unsaved.append(id_line(old, new))
+            full = len(self._unsaved) >= _UNSAVED_LINES
+        if full:
+            self.save()
 
     def save(self, force: bool = True) -> None:
         """What changed since the last save kept (unless not ``force`` and it was less than a
