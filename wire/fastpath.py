@@ -4,11 +4,12 @@ A fast path is a second, quicker implementation of something a general path
 already does (the server's v2/v3 ADD and v3 READ decoders, its batched
 answers to runs of pipelined v3 reads, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
-reads sent as one run per bookie, the C twins of its per-entry codecs and of its
-answer loop in ``_fastcodec.c``, of a connection's copies of a writer's ADDs in
-``wire/client/_addpath.c``, of a writer's entries and acknowledgement counter in
-``_addentries.c``, the bookie's journal and entry log records in ``_records.c``,
-a burst's frames sent at once by :mod:`bkctl.wire.send_now`, ...).
+reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
+twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a
+connection's copies of a writer's ADDs in ``wire/client/_addpath.c``, of a
+writer's entries and acknowledgement counter in ``_addentries.c``, the bookie's
+journal and entry log records in ``_records.c``, a burst's frames sent at once by
+:mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
 builds, once, the record of what is in use (:class:`Twins`: one field per

@@ -191,7 +191,10 @@ class FsckRun:
         options = CheckOptions(registered, sample=self.sample, compare_all=self.compare_all, targets=targets)
         requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight)
         check = crochet.run_in_reactor(_check_one)
-        batches = _Batches(crochet.run_in_reactor(_check_many), requests, options, max(1, self.window // 4))
+        # the healthy ledgers' fast path is a Python fast path: on when the process's are
+        # (bkctl.wire.fastpath's switch, BKCTL_FASTPATHS), so the suite checks both ways
+        fast = client.twins.enabled
+        batches = _Batches(crochet.run_in_reactor(_check_many), requests, options, fast, max(1, self.window // 4))
         window: deque = deque()
         lists = self._bookie_lists(registered)
         held_only = crochet.run_in_reactor(_bookie_only_one)
@@ -340,10 +343,11 @@ class _Batch:
         self._eventual: Any = None
         self._outcomes: list[Outcome] | None = None
 
-    def send(self, run: Any, requests: Any, options: Any) -> None:
+    def send(self, run: Any, requests: Any, options: Any, fast: bool) -> None:
         from bkctl.wire.fsck.healthy import LedgerToCheck
 
-        self._eventual = run(requests, [LedgerToCheck(r.ledger_id, r.metadata, r.version) for r in self.reads], options)
+        items = [LedgerToCheck(r.ledger_id, r.metadata, r.version) for r in self.reads]
+        self._eventual = run(requests, items, options, fast)
         self.sent = True
 
     def outcome(self, index: int) -> Any:
@@ -374,8 +378,8 @@ class _Batches:
     """Fills a batch of ``size`` ledgers' checks and sends it whole (or sooner, when the window
     waits on one of its ledgers)."""
 
-    def __init__(self, run: Any, requests: Any, options: Any, size: int) -> None:
-        self.run, self.requests, self.options, self.size = run, requests, options, size
+    def __init__(self, run: Any, requests: Any, options: Any, fast: bool, size: int) -> None:
+        self.run, self.requests, self.options, self.fast, self.size = run, requests, options, fast, size
         self.filling = _Batch()
 
     def add(self, read: Any) -> _Slot:
@@ -388,14 +392,16 @@ class _Batches:
 
     def send(self) -> None:
         if self.filling.reads:
-            self.filling.send(self.run, self.requests, self.options)
+            self.filling.send(self.run, self.requests, self.options, self.fast)
             self.filling = _Batch()
 
 
-def _check_many(requests: BookieRequests, items: list[LedgerToCheck], options: CheckOptions) -> Deferred[list[Outcome]]:
+def _check_many(
+    requests: BookieRequests, items: list[LedgerToCheck], options: CheckOptions, fast: bool
+) -> Deferred[list[Outcome]]:
     from bkctl.wire.fsck.healthy import check_ledgers
 
-    return check_ledgers(requests, items, options)
+    return check_ledgers(requests, items, options, fast=fast)
 
 
 def _check_one(

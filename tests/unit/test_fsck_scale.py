@@ -7,6 +7,8 @@ from __future__ import annotations
 import gc
 import weakref
 
+import pytest
+
 from bkctl.wire.fsck.findings import Finding, Grouping, Kind
 
 A, B = "10.0.3.1:3181", "10.0.3.2:3181"
@@ -44,6 +46,7 @@ def test_ledgers_with_nothing_on_the_bookies_are_judged_without_the_reactor(monk
     from types import SimpleNamespace
 
     from bkctl.ops import ledger_fsck
+    from bkctl.wire import fastpath
     from bkctl.wire.metadata.ledger import LedgerMetadata
     from tests.support.fake_bookie import FakePool
     from tests.support.fake_store import FakeMetadataStore
@@ -62,7 +65,8 @@ def test_ledgers_with_nothing_on_the_bookies_are_judged_without_the_reactor(monk
         return check_one(requests, ledger_id, md, version, options)
 
     monkeypatch.setattr(ledger_fsck, "_check_one", counted)
-    run = ledger_fsck.FsckRun(SimpleNamespace(client=SimpleNamespace(store=store, pool=FakePool(auto=True))))
+    client = SimpleNamespace(store=store, pool=FakePool(auto=True), twins=fastpath.selected())
+    run = ledger_fsck.FsckRun(SimpleNamespace(client=client))
     findings = list(run.findings())
     assert set(handed) == {full}  # (twice: a data_lost finding is checked again on its metadata read anew)
     assert run.totals.ledgers == len(empty) + len(opened) + 1
@@ -143,3 +147,34 @@ def test_a_drains_loss_check_reads_the_metadata_as_it_checks(monkeypatch):
     lost = recovery.lost_with(SimpleNamespace(client=None), store, range(1, 1001), A)  # type: ignore[arg-type]
     assert len(lost) == -(-1000 // recovery.LOSS_CHECK_CHUNK)
     assert seen[0] <= 2 * recovery.LOSS_CHECK_CHUNK  # the first chunk checked before the rest was read
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_healthy_ledgers_fast_path_follows_the_process_switch(monkeypatch, enabled):
+    """fsck's healthy-ledger path (wire/fsck/healthy.py) is a fast path: the command takes it
+    only when its client's twins are enabled, so BKCTL_FASTPATHS=0 checks every ledger the
+    general way (and the fast-paths-off run of the suite checks that way's findings)."""
+    from types import SimpleNamespace
+
+    from bkctl.ops import ledger_fsck
+    from bkctl.wire import fastpath
+    from bkctl.wire.fsck import healthy
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+    from tests.support.fake_bookie import FakePool
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    new = LedgerMetadata.new([A, B, "10.0.3.3:3181"], 2, 2, password=b"")
+    full = store.ledgers.create(new.closed(1, 100))[0]
+    asked: list[bool] = []
+    check_ledgers = healthy.check_ledgers
+
+    def recorded(req, items, options, *, fast=True):
+        asked.append(fast)
+        return check_ledgers(req, items, options, fast=fast)
+
+    monkeypatch.setattr(healthy, "check_ledgers", recorded)
+    client = SimpleNamespace(store=store, pool=FakePool(auto=True), twins=fastpath.build(enabled))
+    findings = list(ledger_fsck.FsckRun(SimpleNamespace(client=client)).findings())
+    assert asked == [enabled]
+    assert [f.ledger_id for f in findings] == [full]  # no bookie registered: a finding either way

@@ -52,8 +52,10 @@ def check_ledgers(
     req: BookieRequests, items: Sequence[LedgerToCheck], options: CheckOptions, *, fast: bool = True
 ) -> defer.Deferred[list[Outcome]]:
     """Every ledger's :class:`Outcome`, in the order of ``items``, once all are checked.  With
-    ``fast`` (the default), small ledgers go the fast path of this module's doc; without it each
-    is checked by :func:`~.check.check_ledger` alone (the same findings: the tests run both)."""
+    ``fast`` (the default; ``bkctl ledger fsck`` passes its client's ``twins.enabled``, so
+    ``BKCTL_FASTPATHS=0`` turns it off), small ledgers go the fast path of this module's doc;
+    without it each is checked by :func:`~.check.check_ledger` alone (the same findings: the
+    tests run both)."""
     return _Batch(req, items, options, fast).done
 
 
