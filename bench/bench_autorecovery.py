@@ -407,6 +407,7 @@ def run_mode(mode: str, args, peer=None) -> dict:
 
 def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
     from bkctl.sandbox.zookeeper import child_pids
+    from bkctl.wire import fastpath
 
     uri = cluster.uri
     t = time.perf_counter()
@@ -416,7 +417,7 @@ def measure(cluster: Cluster, mode: str, args, tmp: str, store_class) -> dict:
         f"{time.perf_counter() - t:.1f}s",
         flush=True,
     )
-    store = store_class(uri, timeout=20).start()
+    store = store_class(uri, timeout=20, twins=fastpath.selected()).start()
     try:
         store.underreplication.set_lost_bookie_recovery_delay(0)
         held: dict[str, int] = {}
