@@ -354,6 +354,14 @@ def chunk_name(backup_id: str, seq: int) -> str:
     return f"chunks/{backup_id}/{seq:06d}.jsonl"
 
 
+def _store_chunk(put: Callable[[str, bytes], None], name: str, lines: list[bytes], first: int, last: int) -> ChunkRef:
+    """Store ``lines`` as chunk ``name`` (one line each) and return what the head says of it:
+    the one form of a ledger chunk and a notes chunk alike."""
+    data = b"\n".join(lines) + b"\n"
+    put(name, data)
+    return ChunkRef(name, first, last, len(lines), hashlib.sha256(data).hexdigest())
+
+
 def decode_chunk(data: bytes, ref: ChunkRef, after: int = -1) -> list[ManifestLedger]:
     """The ledger lines of chunk ``ref`` (:class:`ArchiveDamaged` unless its SHA-256, its count
     and its ids -- ascending, past ``after``, between ``first`` and ``last`` -- are the head's)."""
@@ -407,11 +415,8 @@ class ChunkWriter:
     def _flush(self) -> None:
         if not self.lines:
             return
-        data = b"\n".join(self.lines) + b"\n"
-        ref = ChunkRef(chunk_name(self.backup_id, len(self.refs)), self.first, self.last, len(self.lines), "")
-        ref.sha256 = hashlib.sha256(data).hexdigest()
-        self.put(ref.name, data)
-        self.refs.append(ref)
+        name = chunk_name(self.backup_id, len(self.refs))
+        self.refs.append(_store_chunk(self.put, name, self.lines, self.first, self.last))
         self.lines = []
 
     def finish(self) -> list[ChunkRef]:
@@ -468,11 +473,8 @@ class NoteWriter:
     def _flush(self) -> None:
         if not self.lines:
             return
-        data = b"\n".join(self.lines) + b"\n"
         name = notes_name(self.backup_id, len(self.refs), self.stem)
-        ref = ChunkRef(name, self.ids[0], self.ids[-1], len(self.lines), hashlib.sha256(data).hexdigest())
-        self.put(ref.name, data)
-        self.refs.append(ref)
+        self.refs.append(_store_chunk(self.put, name, self.lines, self.ids[0], self.ids[-1]))
         self.lines, self.ids = [], []
 
     def finish(self) -> list[ChunkRef]:
