@@ -179,6 +179,11 @@ def fsck(
                 if totals.unlisted
                 else ""
             )
+            + (
+                f"; no batch reads from {', '.join(totals.unbatched)}: their entries were read one by one"
+                if totals.unbatched
+                else ""
+            )
             + "".join(f"; bookie_only not checked on {b}: {why}" for b, why in sorted(totals.not_checked.items())),
             markup=False,
             highlight=False,

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
     from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.client.pool import BookiePool
     from bkctl.wire.domain.ownership import Owners
     from bkctl.wire.fsck.bookie_only import BookieLists
     from bkctl.wire.fsck.check import BookieRequests, CheckOptions
@@ -52,6 +53,8 @@ class FsckTotals:
     metadata_reads: int = 0
     #: bookies that did not answer entry lists (their entries were read one by one)
     unlisted: list[str] = field(default_factory=list)
+    #: bookies whose batch reads failed (older than 4.17): their entries were read one by one
+    unbatched: list[str] = field(default_factory=list)
     #: bookies not asked for the ledgers they hold, or that could not say: why (bookie_only
     #: not checked there); empty when the run is not over every ledger
     not_checked: dict[str, str] = field(default_factory=dict)
@@ -70,6 +73,7 @@ class FsckTotals:
             "bookie_requests": dict(self.bookie_requests),
             "metadata_reads": self.metadata_reads,
             "unlisted": self.unlisted,
+            "unbatched": self.unbatched,
             "bookie_only_not_checked": dict(sorted(self.not_checked.items())),
         }
 
@@ -107,6 +111,8 @@ class FsckRun:
         self.not_found: list[int] = []
         #: the bookies registered when the run started
         self.registered: frozenset[str] = frozenset()
+        #: the v2 connections of the healthy ledgers' batch reads (closed when the run ends)
+        self._batch_pool: BookiePool | None = None
 
     # -- which ledgers ---------------------------------------------------------
     def _filtered(self) -> bool:
@@ -168,6 +174,19 @@ class FsckRun:
     # -- the run -----------------------------------------------------------------
     def findings(self) -> Iterator:
         """Every finding, in ledger id order (marks of deleted ledgers last)."""
+        try:
+            yield from self._findings()
+        finally:
+            self._close_batch_pool()
+
+    def _close_batch_pool(self) -> None:
+        from bkctl.wire.client.blocking import run_in_reactor
+
+        pool, self._batch_pool = self._batch_pool, None
+        if pool is not None:
+            run_in_reactor(pool.close)
+
+    def _findings(self) -> Iterator:
         import crochet
 
         from bkctl.wire.autorecovery.lostentries import read_records
@@ -189,11 +208,14 @@ class FsckRun:
         recorded = {lid: r for lid, r in read_records(self.store).items() if self._wanted(lid)}
         seen_marked: set[int] = set()
         options = CheckOptions(registered, sample=self.sample, compare_all=self.compare_all, targets=targets)
-        requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight)
-        check = crochet.run_in_reactor(_check_one)
         # the healthy ledgers' fast path is a Python fast path: on when the process's are
-        # (bkctl.wire.fastpath's switch, BKCTL_FASTPATHS), so the suite checks both ways
+        # (bkctl.wire.fastpath's switch, BKCTL_FASTPATHS), so the suite checks both ways; it
+        # batch-reads a bookie's consecutive entries over v2 connections of their own
         fast = client.twins.enabled
+        if fast:
+            self._batch_pool = run_in_reactor(client.pool.with_protocol, "v2")
+        requests = run_in_reactor(BookieRequests, client.pool, self.requests_in_flight, self._batch_pool)
+        check = crochet.run_in_reactor(_check_one)
         batches = _Batches(crochet.run_in_reactor(_check_many), requests, options, fast, max(1, self.window // 4))
         window: deque = deque()
         lists = self._bookie_lists(registered)
@@ -298,6 +320,7 @@ class FsckRun:
                 yield finding
         self.totals.bookie_requests = dict(requests.sent)
         self.totals.unlisted = sorted(requests.unlisted)
+        self.totals.unbatched = sorted(requests.unbatched)
         self.totals.seconds = time.monotonic() - started
 
 

@@ -439,3 +439,26 @@ class FakePool:
         for conn in self.conns.values():
             conn.close()
         return defer.succeed(None)
+
+    def with_protocol(self, protocol: str) -> FakePool:
+        """A pool of ``protocol`` to the same fake bookies (BookiePool.with_protocol): its
+        connections hold each bookie's entries, keys and fences, and are down when it is."""
+        return _SiblingPool(self, protocol)
+
+
+class _SiblingPool(FakePool):
+    """:meth:`FakePool.with_protocol`'s pool: connections of their own (``no_batch``,
+    ``batch_limit``, what they were asked) over the first pool's bookies."""
+
+    def __init__(self, of: FakePool, protocol: str):
+        super().__init__(of.clock, of.add_timeout, protocol, of.auto)
+        self.of = of
+
+    def get(self, bookie_id):
+        known = bookie_id in self.conns
+        conn = super().get(bookie_id)
+        bookie = self.of.get(bookie_id)
+        if not known:
+            conn.stored, conn.keys, conn.fenced = bookie.stored, bookie.keys, bookie.fenced
+        conn.down = bookie.down
+        return conn

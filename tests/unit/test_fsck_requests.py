@@ -52,7 +52,7 @@ def test_a_small_healthy_ledger_costs_one_read_per_copy_and_no_entry_list(entrie
     # answers say what each bookie holds: an entry list beside them is a request too many
     found, sent, reads = check(*e3_ledger(entries))
     assert found is None
-    assert sent == {"availability": 0, "read": 2 * entries}
+    assert sent == {"availability": 0, "read": 2 * entries, "batch_read": 0}
     assert len(reads) == len(set(reads)) == 2 * entries
 
 
@@ -78,7 +78,7 @@ def test_a_copy_read_in_place_of_the_entry_list_is_judged_as_before():
     pool.get(B).stored[(LID, 0)] = body(0, flip=True)
     found, sent, _reads = check(pool, md)
     assert found.kind is Kind.CORRUPT and [(b.entry_id, b.bookie) for b in found.bad] == [(0, B)]
-    assert sent == {"availability": 0, "read": 4}
+    assert sent == {"availability": 0, "read": 4, "batch_read": 0}
 
 
 def test_a_bookie_that_answers_none_of_the_reads_is_unreachable_not_empty():

@@ -3,8 +3,12 @@
 :func:`check_ledgers` checks a batch of ledgers and fires once with every outcome.  A ledger
 whose every bookie is read in place of its entry list (:meth:`.check.Plan.reads_first`: a ledger
 of a few entries, or ``compare_all``) has its reads sent without a Deferred or a coroutine each
-(:meth:`.check.BookieRequests.read_with_callback`), its answers kept per read; when the last one
-is in, a ledger whose every copy was read, holds bytes equal to its replicas' and passes its
+(:meth:`.check.BookieRequests.read_with_callback`), its answers kept per read: a bookie's run
+of consecutive entries (one holding two entries of an E3/Qw2 ledger, or any with E == Qw) is
+asked for with one BATCH_READ_ENTRY (:meth:`.check.BookieRequests.batch_read_with_callback`,
+when the requests have v2 connections for it), and what its answer lacks -- entries past a
+short answer, or every one when the bookie refuses, fails or lacks the first -- is read entry
+by entry, so that the answers are those single reads would give.  When the last one is in, a ledger whose every copy was read, holds bytes equal to its replicas' and passes its
 digest is healthy there and then: no finding, nothing else built.  Any other answer -- a copy
 absent, unreadable or unanswered, bytes that differ or fail their digest, a bookie not
 registered -- hands the answers to the general path (:func:`.check.held_from_reads`, then
@@ -122,8 +126,20 @@ class _Ledger:
         ledger.answers = [None] * len(ledger.reads)
         ledger.left = len(ledger.reads)
         lid = item.ledger_id
-        for slot, (bookie, entry_id) in enumerate(ledger.reads):
-            req.read_with_callback(bookie, lid, entry_id, _answered, ledger, slot)
+        slot = 0
+        for bookie in plan.asked:
+            entries = plan.expected[bookie]
+            if len(entries) == 1 or not req.batches(bookie):
+                for entry_id in entries:
+                    req.read_with_callback(bookie, lid, entry_id, _answered, ledger, slot)
+                    slot += 1
+                continue
+            for first, count in _consecutive(entries):
+                if count == 1:
+                    req.read_with_callback(bookie, lid, first, _answered, ledger, slot)
+                else:
+                    req.batch_read_with_callback(bookie, lid, first, count, _batch_answered, (ledger, count), slot)
+                slot += count
         return True
 
     def finish(self) -> None:
@@ -190,3 +206,35 @@ def _answered(ledger: _Ledger, slot: int, _bookie: str, result: Any) -> None:
     ledger.left -= 1
     if ledger.left == 0:
         ledger.finish()
+
+
+def _batch_answered(ctx: tuple[_Ledger, int], slot: int, bookie: str, result: Any) -> None:
+    """A batch read's answer: the entries it brought fill their slots; the rest of the run (all
+    of it when it brought none) are read one by one."""
+    ledger, count = ctx
+    got = 0
+    if type(result) is list:
+        got = min(len(result), count)
+        ledger.answers[slot : slot + got] = result[:got]
+    ledger.left -= got
+    if got == count:
+        if ledger.left == 0:
+            ledger.finish()
+        return
+    lid = ledger.item.ledger_id
+    reads = ledger.reads
+    for s in range(slot + got, slot + count):
+        ledger.req.read_with_callback(bookie, lid, reads[s][1], _answered, ledger, s)
+
+
+def _consecutive(entries: list[int]) -> list[tuple[int, int]]:
+    """``entries`` (ascending) as runs of consecutive ids: (first, count) each."""
+    runs: list[tuple[int, int]] = []
+    first = prev = entries[0]
+    for e in entries[1:]:
+        if e != prev + 1:
+            runs.append((first, prev - first + 1))
+            first = e
+        prev = e
+    runs.append((first, prev - first + 1))
+    return runs
