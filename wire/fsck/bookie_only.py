@@ -12,8 +12,10 @@ garbage collection (which deletes it), or metadata lost (then the bookies hold i
 from __future__ import annotations
 
 import heapq
+import operator
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from twisted.internet import defer
@@ -30,7 +32,7 @@ class BookieLists:
     """The ledger ids each bookie holds (ascending), walked beside the metadata's ids."""
 
     def __init__(self, held: Mapping[str, Iterable[int]]):
-        self._ids = {bookie: array("q", sorted(ids)) for bookie, ids in held.items()}
+        self._ids = {bookie: _ascending(ids) for bookie, ids in held.items()}
         self._at = dict.fromkeys(self._ids, 0)
 
     @property
@@ -62,6 +64,15 @@ class BookieLists:
     def rest(self) -> Iterator[tuple[int, list[str]]]:
         """Once the walk is over: every id it did not meet, with its bookies."""
         return self.passed(1 << 63)
+
+
+def _ascending(ids: Iterable[int]) -> array[int]:
+    """``ids`` as an ascending array, taken as is when it is one already (a bookie's listing is
+    ascending: no list of a million ints made to sort it)."""
+    got = ids if isinstance(ids, array) and ids.typecode == "q" else array("q", ids)
+    if any(map(operator.gt, got, islice(got, 1, None))):
+        got = array("q", sorted(got))
+    return got
 
 
 async def check_bookie_only(req: BookieRequests, ledger_id: int, bookies: list[str], version: int = -1) -> Finding:
