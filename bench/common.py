@@ -42,7 +42,8 @@ if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
 
 def load_note() -> str:
     """The machine's load while we measure (others may share it): the 1, 5
-    and 15 minute load averages and, where the kernel has it, CPU pressure."""
+    and 15 minute load averages and, where the kernel has it, CPU pressure; and whether the
+    tree's C builds are current (:func:`builds_note`)."""
     one, five, fifteen = os.getloadavg()
     note = f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
     try:
@@ -50,7 +51,21 @@ def load_note() -> str:
             note += f", CPU pressure {f.read().split()[1].split('=')[1]}% (avg10)"
     except (OSError, IndexError):
         pass
-    return note
+    return f"{note}; {builds_note()}"
+
+
+def builds_note() -> str:
+    """Whether this tree's C builds are the ones its fast paths use: a build older than its
+    sources is not used, silently (:func:`bkctl.wire.fastpath.c_twins_report`), and a figure
+    "with the C paths on" from such a tree is the Python twins'."""
+    from bkctl.wire import fastpath
+
+    report = fastpath.c_twins_report(True)
+    unused = [t for t in report if t.state is not fastpath.CTwinState.IN_USE]
+    if not unused:
+        return f"C builds: all {len(report)} current"
+    names = ", ".join(f"{t.module.rsplit('.', 1)[1]} {t.state.value}" for t in unused)
+    return f"C builds NOT IN USE: {names} (./dev setup rebuilds them)"
 
 
 def cpu_seconds(pid: int) -> float:

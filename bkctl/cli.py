@@ -304,7 +304,15 @@ class _Root(click.Group):
 @click.option("--no-color", is_flag=True, help="No colors (also when NO_COLOR is set).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only results and errors.")
-@click.version_option(__version__, "-V", "--version", prog_name="bkctl")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, _param, value: _print_version(ctx, value),
+    help="Show the version and which C twins are in use, and exit.",
+)
 @click.pass_context
 def cli(
     ctx: click.Context,
@@ -373,6 +381,21 @@ def cli(
     app.quiet = quiet or app.quiet
     _state["verbose"] = app.verbose
     _configure_logging(app.verbose)
+
+
+def _print_version(ctx: click.Context, value: bool) -> None:
+    """``--version``: the version, and which C twins this process uses -- a build older than its
+    sources is not used, and nothing else would say so (:func:`bkctl.wire.fastpath.c_twins_report`)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from bkctl.wire import fastpath
+
+    click.echo(f"bkctl, version {__version__}")
+    try:
+        click.echo(fastpath.report_line(fastpath.c_twins_report()))
+    except ValueError as e:  # BKCTL_FASTPATHS is not a boolean
+        click.echo(f"C twins: {e}")
+    ctx.exit()
 
 
 def _configure_logging(verbose: int) -> None:

@@ -71,19 +71,26 @@ def _version() -> str:
 class _VersionAction(argparse.Action):
     """``--version``: the installed version, looked up only when asked for, not at
     every start (importlib.metadata: ~12 ms of imports, once nothing else needs it,
-    and the search for the distribution)."""
+    and the search for the distribution), and which C twins the daemon uses (a build older
+    than its sources is not used, silently: :func:`bkctl.wire.fastpath.c_twins_report`)."""
 
     def __init__(
         self,
         option_strings,
         dest=argparse.SUPPRESS,
         default=argparse.SUPPRESS,
-        help="show program's version number and exit",
+        help="show the version and which C twins are in use, and exit",
     ):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from bkctl.wire import fastpath
+
         print(f"bookied (bkctl) {_version()}")
+        try:
+            print(fastpath.report_line(fastpath.c_twins_report()))
+        except ValueError as e:  # BKCTL_FASTPATHS is not a boolean
+            print(f"C twins: {e}")
         parser.exit()
 
 

@@ -35,6 +35,7 @@ drift apart unnoticed.
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib
 import os
@@ -64,7 +65,20 @@ if TYPE_CHECKING:
     from bkctl.wire.pulsar.rows import BatchRowsProtocol, PackedModule
     from bkctl.wire.pulsar.value_columns import AvroColumnTwins
 
-__all__ = ["GENERAL", "Twins", "build", "c_module", "check", "from_environment", "selected"]
+__all__ = [
+    "C_EXTENSIONS",
+    "GENERAL",
+    "CTwin",
+    "CTwinState",
+    "Twins",
+    "build",
+    "c_module",
+    "c_twins_report",
+    "check",
+    "from_environment",
+    "report_line",
+    "selected",
+]
 
 #: the environment variable that switches every fast path off
 SWITCH = "BKCTL_FASTPATHS"
@@ -83,6 +97,18 @@ AVROCOLS_API = 1
 ADDPATH_API = 7
 #: what ``_addentries``'s ``API`` must be
 ADDENTRIES_API = 4
+#: every C extension setup.py builds and the ``API`` its build must have (None: any); the
+#: report of :func:`c_twins_report` (tests/repo/test_c_slots.py holds it to setup.py)
+C_EXTENSIONS: Mapping[str, int | None] = {
+    "bkctl.wire.codecs._fastcodec": FASTCODEC_API,
+    "bkctl.wire.codecs._records": RECORDS_API,
+    "bkctl.wire.codecs._plain": PLAIN_API,
+    "bkctl.wire.metadata._ledgerpb": LEDGERPB_API,
+    "bkctl.wire.pulsar._avrocols": AVROCOLS_API,
+    "bkctl.wire.pulsar._packed": None,
+    "bkctl.wire.client._addpath": ADDPATH_API,
+    "bkctl.wire.client._addentries": ADDENTRIES_API,
+}
 
 
 def from_environment(environ: Mapping[str, str]) -> bool:
@@ -271,6 +297,66 @@ def selected() -> Twins:
     """The process's record, built once from ``BKCTL_FASTPATHS`` (ValueError for a
     word that is not a boolean: bkctl and bookied call this at start to refuse it)."""
     return build(from_environment(os.environ))
+
+
+class CTwinState(enum.Enum):
+    """What a C extension is in this process."""
+
+    IN_USE = "in use"
+    SWITCHED_OFF = "switched off"
+    NOT_BUILT = "not built"
+    #: built, but its ``API`` is not the sources': its Python twin is used instead, silently
+    STALE = "older than its sources"
+
+
+@dataclass(frozen=True)
+class CTwin:
+    """One C extension and what it is in this process (:func:`c_twins_report`)."""
+
+    module: str
+    state: CTwinState
+
+
+def c_twins_report(enabled: bool | None = None) -> list[CTwin]:
+    """Each C extension's state with the fast paths ``enabled`` or not (None: as this process's
+    record, :func:`selected`, has them).
+
+    A build older than its sources is not used (:func:`c_module`) and nothing says so: a
+    developer's tree after a pull, or a bench run from it, measures the Python twins without
+    knowing.  ``bkctl --version``, ``bookied --version`` and the benches' load line print this
+    report (:func:`report_line`), so a figure says which twins made it."""
+    if enabled is None:
+        enabled = selected().enabled
+    found = []
+    for name, api in C_EXTENSIONS.items():
+        if not enabled:
+            state = CTwinState.SWITCHED_OFF
+        elif name.endswith("._packed") and sys.byteorder != "little":
+            state = CTwinState.NOT_BUILT  # not built for a big-endian machine (Twins.batch_rows)
+        else:
+            try:
+                module = importlib.import_module(name)
+            except ImportError:
+                state = CTwinState.NOT_BUILT
+            else:
+                current = api is None or getattr(module, "API", None) == api
+                state = CTwinState.IN_USE if current else CTwinState.STALE
+        found.append(CTwin(name, state))
+    return found
+
+
+def report_line(report: list[CTwin]) -> str:
+    """``report`` in one line: how many C twins are in use, and each that is not and why."""
+    used = sum(t.state is CTwinState.IN_USE for t in report)
+    if report and all(t.state is CTwinState.SWITCHED_OFF for t in report):
+        return f"C twins: none in use (switched off: {SWITCH}=0)"
+    line = f"C twins: {used} of {len(report)} in use"
+    others = [t for t in report if t.state is not CTwinState.IN_USE]
+    if others:
+        line += "; " + ", ".join(f"{t.module.rsplit('.', 1)[1]} {t.state.value}" for t in others)
+    if any(t.state is CTwinState.STALE for t in others):
+        line += " (rebuild: ./dev setup, or reinstall)"
+    return line
 
 
 def check() -> None:

@@ -46,8 +46,11 @@ def test_version_flag():
     )
     assert out.returncode == 0
     from bkctl import __version__
+    from bkctl.wire import fastpath
 
-    assert out.stdout.strip() == f"bookied (bkctl) {__version__}"
+    version, twins = out.stdout.strip().splitlines()
+    assert version == f"bookied (bkctl) {__version__}"
+    assert twins == fastpath.report_line(fastpath.c_twins_report())  # this process runs with the same switch
 
 
 def test_directory_that_cannot_be_created_names_it_and_its_key(bookies, tmp_path, zkstore):

@@ -92,3 +92,11 @@ def test_the_rule_reads_a_missing_assignment():
         "    _C_FITS: CModule = c_c\n"
     )
     assert held_slots(ast.parse(source)) == {"bkctl.wire.x._c": ("CModule", "bkctl.wire.x.owner")}
+
+
+def test_the_report_of_c_twins_names_every_extension():
+    """``bkctl --version``, ``bookied --version`` and the benches report each C extension's state from
+    ``fastpath.C_EXTENSIONS``: an extension missing there would never be reported stale."""
+    from bkctl.wire import fastpath
+
+    assert set(fastpath.C_EXTENSIONS) == set(extensions())
