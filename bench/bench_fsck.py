@@ -53,12 +53,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import zk_requests as zk_packets  # noqa: E402  (mntr's zk_packets_received)
-from common import bookie_metrics, commit_or_exit, in_sandbox, load_note, section  # noqa: E402
+from common import bookie_metrics, in_sandbox, load_note, section  # noqa: E402
 from java_peer import alternate, median  # noqa: E402
+from scale_fill import create_all  # noqa: E402
 
 from bkctl.wire import fastpath
 
 FIRST = 1_000_000  # above the ids the sandbox hands out
+#: copies the fill has added and not seen answered, at most (a connection queues what it cannot send yet)
+ADDS_IN_FLIGHT = 6000
 
 
 def payload(ledger_id: int, entry_id: int, size: int) -> bytes:
@@ -93,7 +96,29 @@ def fill(
     key = master_key(b"")
 
     async def write_entries(client) -> None:
-        sent: list = []
+        """Every copy added, at most ``ADDS_IN_FLIGHT`` unanswered at a time: a rolling window
+        (a barrier every 900 adds left the bookies idle while the slowest answered)."""
+        waiting = [0]
+        room: list = []  # the Deferred the loop waits on, and for how few unanswered, when it waits
+        failures: list = []
+
+        def answered(_result) -> None:
+            waiting[0] -= 1
+            if room and waiting[0] <= room[0][1]:
+                room.pop()[0].callback(None)
+
+        def failed(failure) -> None:
+            failures.append(failure)
+            answered(None)
+
+        async def wait_until(low: int) -> None:
+            if waiting[0] > low:
+                d = defer.Deferred()
+                room.append((d, low))
+                await d
+            if failures:
+                failures[0].raiseException()
+
         for ledger_id, ens in ensembles.items():
             ens = data_ensembles.get(ledger_id, ens)
             dm = DigestManager(ledger_id, DigestType.CRC32C, b"")
@@ -103,35 +128,36 @@ def fill(
                     if (ledger_id, e, ens[i]) in skip:
                         continue
                     copy = body[:-1] + bytes([body[-1] ^ 1]) if (ledger_id, e, ens[i]) in flip else body
-                    sent.append(client.pool.get(ens[i]).add(ledger_id, e, key, copy))
-            if len(sent) >= 900:  # a connection queues at most 1,000 adds
-                await defer.gatherResults(sent, consumeErrors=True)
-                sent = []
-        await defer.gatherResults(sent, consumeErrors=True)
+                    waiting[0] += 1
+                    d = client.pool.get(ens[i]).add(ledger_id, e, key, copy)
+                    d.addCallbacks(answered, failed)
+            if waiting[0] >= ADDS_IN_FLIGHT:
+                await wait_until(ADDS_IN_FLIGHT // 2)
+        await wait_until(0)
+
+    def znodes(root: str, ids: list[int]):
+        for ledger_id in ids:
+            md = LedgerMetadata.new(ensembles[ledger_id], 2, 2, password=b"")
+            yield P.ledger_path(ledger_id, root=root), serialize_ledger_metadata(md.closed(entries - 1, size * entries))
 
     t0 = time.monotonic()
-    with BlockingBookKeeper(uri, timeout=3600) as bk:
+    # long add timeouts: on a loaded machine a bookie may take over 5 s with thousands queued
+    with BlockingBookKeeper(uri, timeout=3600, add_timeout=300, max_queued=ADDS_IN_FLIGHT) as bk:
         bk.run(lambda client: defer.ensureDeferred(write_entries(client)))
     t_entries = time.monotonic() - t0
     zkc = KazooClient(hosts=zk, timeout=60)
     zkc.start()
+    root = MetadataServiceURI.parse(uri).root
+    ids = sorted(ensembles)
     try:
-        root = MetadataServiceURI.parse(uri).root
-        ids = sorted(ensembles)
         for parent in sorted({p for lid in ids[::5000] + ids[-1:] for p in P.ledger_parent_paths(lid, root=root)}):
             zkc.ensure_path(parent)
-        for start in range(0, len(ids), 1000):
-            tx = zkc.transaction()
-            for ledger_id in ids[start : start + 1000]:
-                md = LedgerMetadata.new(ensembles[ledger_id], 2, 2, password=b"")
-                tx.create(
-                    P.ledger_path(ledger_id, root=root),
-                    serialize_ledger_metadata(md.closed(entries - 1, size * entries)),
-                )
-            commit_or_exit(tx, f"ledger {ids[start]}")
     finally:
         zkc.stop()
         zkc.close()
+    # several sessions, each with several multis in flight (scale_fill's; one synchronous multi
+    # at a time was a round trip per 1,000 ledgers)
+    create_all(zk, znodes(root, ids))
     print(
         f"  filled {len(ensembles):,} ledgers from {ids[0]:,} in {time.monotonic() - t0:.0f}s (entries "
         f"{t_entries:.0f}s, metadata {time.monotonic() - t0 - t_entries:.0f}s); {load_note()}",
