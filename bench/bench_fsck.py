@@ -10,11 +10,12 @@ Prints figures, asserts nothing. Usage::
 
 A throw-away sandbox (a real ZooKeeper and 3 bookieds) is filled, for each of ``--sizes`` in
 turn, up to that many closed E3/Qw2/Qa2 ledgers of ``--entries`` entries of ``--size`` bytes
-(the entries written to their bookies with pipelined adds, the metadata with ZooKeeper
-transactions of 1,000), and ``bkctl --json ledger fsck`` runs over all of them as an operator
+(the entries written to their bookies with pipelined adds, 6,000 unanswered at most, the
+metadata with scale_fill's ZooKeeper multis, several sessions with several in flight each; the
+line says how long each half took), and ``bkctl --json ledger fsck`` runs over all of them as an operator
 runs it (a process of its own; default sample: each segment's first and last entry and 8
 more read from every replica).  Printed per size: the time and ledgers/s, the bookie
-requests it made (its summary line: entry lists and reads), ZooKeeper's
+requests it made (its summary line: entry lists, reads and batch reads, one each), ZooKeeper's
 ``zk_packets_received`` over the run (``mntr``: the sandbox's bookies' session pings
 included), fsck's peak resident memory (``ru_maxrss``: it should not grow with the
 ledgers), and the load average.  ``--callgrind N`` instead fills N ledgers and counts the
