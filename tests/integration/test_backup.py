@@ -205,23 +205,20 @@ def exported(capsys, uri, out: Path) -> dict:
     return got
 
 
-@pytest.fixture(scope="module")
-def spark(world, worker_spark):
-    """The worker's Spark session (tests/support/spark.py), after the module's cluster."""
-    pytest.importorskip("pyspark")
-    return worker_spark.session()
-
-
 def ledger_bytes(bk, ledger_id: int) -> list[bytes]:
     h = bk.open(ledger_id)
     return [p for _e, p in h.read()] if h.last_add_confirmed >= 0 or h.is_closed else []
 
 
 def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_remap(
-    world, spark, capsys, tmp_path, s3_server, s3_bucket, monkeypatch
+    world, tasks_here, capsys, tmp_path, s3_server, s3_bucket, monkeypatch
 ):
     """Backed up into a real S3 server (credentials from the environment, as boto3's chain
-    finds them; the endpoint given by --s3-endpoint), the source destroyed, restored."""
+    finds them; the endpoint given by --s3-endpoint), the source destroyed, restored.
+
+    The exports that compare the clusters' rows run their tasks here (``tasks_here``,
+    tests/support/spark.py: the same ``bkctl export``, without a JVM): what they check is what
+    the restored ledgers hold; that a topic export runs on Spark is test_pulsar's."""
     from bkctl.backup.catalog import load_manifest
     from bkctl.backup.storage import S3Storage
     from bkctl.wire.backup.archive import LedgerRecord, read_data
