@@ -13,6 +13,11 @@ lines are kept in chunks of at most :data:`~bkctl.wire.metadata.store.RESTORE_CH
 last one rewritten as it fills, the others never again; in a file they are appended (and
 synced), the file written anew, compacted, when a restore resumes from it.
 
+What a restore holds of its journal while it runs does not grow with it either: the ids and
+the ledgers done are read into an :class:`~.idtable.IdTable` (a file, looked up as the restore
+goes), a file journal is read a line at a time, and the lines not kept yet are at most
+:data:`_UNSAVED_LINES`.
+
 A journal an older bkctl wrote -- one JSON document rewritten whole, in the cluster, in a file,
 or in the archive (``restores/<key>.json``, read, never written) -- is read, and kept in the
 new form from then on.
@@ -24,11 +29,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from bkctl.wire.errors import ObjectMissing
 
+from .idtable import DoneSet, IdMap, IdTable
 from .storage import ArchiveStorage
 
 __all__ = ["ClusterPlace", "FilePlace", "Journal", "JournalPlace", "Kept"]
@@ -41,14 +47,21 @@ _UNSAVED_LINES = 8192
 
 
 class Kept(NamedTuple):
-    """A journal as read from its place: its head, the ids given, the ledgers done, and whether
-    it must be written anew before lines are appended to it (kept in an older form, or a file
-    with a line a kill cut short)."""
+    """A journal as read from its place: its head, the ids given and the ledgers done (in a
+    table of their own), and whether it must be written anew before lines are appended to it
+    (kept in an older form, or a file with a line a kill cut short)."""
 
     head: dict[str, Any]
-    ids: dict[int, int]
-    done: set[int]
+    table: IdTable
     rewrite: bool
+
+    @property
+    def ids(self) -> IdMap:
+        return self.table.ids
+
+    @property
+    def done(self) -> DoneSet:
+        return self.table.done
 
 
 class JournalPlace(Protocol):
@@ -75,16 +88,16 @@ def done_line(old: int) -> bytes:
     return b'["done",%d]\n' % old
 
 
-def _parse(lines: Iterable[bytes], ids: dict[int, int], done: set[int]) -> None:
-    """The journal's ``lines`` read into ``ids`` and ``done``."""
+def _parse(lines: Iterable[bytes], table: IdTable) -> None:
+    """The journal's ``lines`` read into ``table``."""
     for line in lines:
         if not line.strip():
             continue
         entry = json.loads(line)
         if isinstance(entry, list) and len(entry) == 3 and entry[0] == "id":
-            ids[int(entry[1])] = int(entry[2])
+            table.give(int(entry[1]), int(entry[2]))
         elif isinstance(entry, list) and len(entry) == 2 and entry[0] == "done":
-            done.add(int(entry[1]))
+            table.finish(int(entry[1]))
         else:
             raise ValueError(f"not a line of a restore journal: {line[:60]!r}")
 
@@ -94,19 +107,21 @@ def _from_document(data: bytes) -> Kept:
     doc = json.loads(data)
     if not isinstance(doc, dict):
         raise ValueError("not a restore journal")
-    ids = {int(k): int(v) for k, v in doc.pop("ids", {}).items()}
-    done = {int(x) for x in doc.pop("done", [])}
-    return Kept(doc, ids, done, rewrite=True)
+    table = IdTable()
+    table.give_many((int(k), int(v)) for k, v in doc.pop("ids", {}).items())
+    for x in doc.pop("done", []):
+        table.finish(int(x))
+    return Kept(doc, table, rewrite=True)
 
 
 def _head_bytes(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True).encode()
 
 
-def _lines(ids: dict[int, int], done: set[int]) -> Iterable[bytes]:
-    for old, new in ids.items():
+def _lines(table: IdTable) -> Iterator[bytes]:
+    for old, new in table.ids.pairs():
         yield id_line(old, new)
-    for old in sorted(done):
+    for old in table.done:
         yield done_line(old)
 
 
@@ -129,13 +144,12 @@ class ClusterPlace:
         if kept is None:
             data = self.store.restores.read(self.key)
             return None if data is None else _from_document(data)
-        ids: dict[int, int] = {}
-        done: set[int] = set()
+        table = IdTable()
         for chunk in kept.chunks:
-            _parse(chunk.splitlines(), ids, done)
+            _parse(chunk.splitlines(), table)
         self.chunks, self.tail = len(kept.chunks), (kept.chunks[-1] if kept.chunks else b"")
         self.head = kept.head
-        return Kept(json.loads(kept.head), ids, done, rewrite=False)
+        return Kept(json.loads(kept.head), table, rewrite=False)
 
     def append(self, lines: list[bytes], head: bytes) -> None:
         chunks, tail = self.chunks, bytearray(self.tail)
@@ -173,37 +187,38 @@ class FilePlace:
         self.anew = False  # what is kept does not count: the first write replaces it
 
     def read(self) -> Kept | None:
+        """(Read a line at a time: the file is as long as the restore.)"""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below, read in two ways
         except FileNotFoundError:
             return None
-        if b"\n" not in data:  # nothing, or a first line a kill cut short: nothing was kept
-            self.anew = True
-            return None
-        try:  # an older bkctl's document (a file of one head line alone reads as a document too)
-            doc = json.loads(data)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict) and "head" not in doc:
-            return _from_document(data)
-        lines = data.split(b"\n")
-        torn = bool(lines[-1])  # the last line a kill cut short: dropped, and the file written anew
-        head: bytes | None = None
-        heads = 0
-        entries = []
-        for line in lines[:-1]:
-            if line.startswith(b"{"):
-                head, heads = line, heads + 1
-            else:
-                entries.append(line)
-        if head is None:
-            raise ValueError("no head line")
+        with f:
+            first = f.readline()
+            if not first.endswith(b"\n"):  # nothing, or a first line a kill cut short: nothing was kept
+                self.anew = True
+                return None
+            if not first.startswith(b'{"head":'):  # an older bkctl's document, one JSON value
+                data = first + f.read()
+                doc = json.loads(data)
+                if not isinstance(doc, dict):
+                    raise ValueError("not a restore journal")
+                return _from_document(data)
+            head, heads, torn = first.rstrip(b"\n"), 1, False
+            table = IdTable()
+            entries: list[bytes] = []
+            for line in f:
+                if not line.endswith(b"\n"):  # the last line a kill cut short: dropped, the file written anew
+                    torn = True
+                elif line.startswith(b"{"):
+                    head, heads = line.rstrip(b"\n"), heads + 1
+                else:
+                    entries.append(line)
+                    if len(entries) >= _UNSAVED_LINES:
+                        _parse(entries, table)
+                        entries.clear()
+            _parse(entries, table)
         self.head = head
-        ids: dict[int, int] = {}
-        done: set[int] = set()
-        _parse(entries, ids, done)
-        return Kept(json.loads(head)["head"], ids, done, rewrite=torn or heads > 1)
+        return Kept(json.loads(head)["head"], table, rewrite=torn or heads > 1)
 
     def append(self, lines: list[bytes], head: bytes) -> None:
         if self.anew:
@@ -233,13 +248,12 @@ class FilePlace:
 class Journal:
     """What a restore did so far (see the module documentation): ``doc`` its head, ``ids`` the
     id each ledger gets (:meth:`assign`), ``done`` the ledgers written whole (:meth:`finish_ledger`),
-    kept at ``place`` by :meth:`save`."""
+    both in ``table`` (a file, until :meth:`close`), kept at ``place`` by :meth:`save`."""
 
-    def __init__(
-        self, place: JournalPlace, doc: dict[str, Any], ids: dict[int, int], done: set[int], kept: bool = False
-    ):
+    def __init__(self, place: JournalPlace, doc: dict[str, Any], table: IdTable, kept: bool = False):
         self.place, self.doc = place, doc
-        self.ids, self.done = ids, done
+        self.table = table
+        self.ids, self.done = table.ids, table.done
         self.lock = threading.Lock()
         self._saved = 0.0
         self._unsaved: list[bytes] = []
@@ -254,19 +268,19 @@ class Journal:
                 try:
                     kept = _from_document(archive.get(f"restores/{key}.json"))
                 except ObjectMissing:
-                    return cls(place, fresh, {}, set())
+                    return cls(place, fresh, IdTable())
         except (ValueError, KeyError, TypeError) as exc:
             from ..exitcodes import USAGE, CommandError
 
             raise CommandError(f"the restore journal in {place.where} does not read ({exc})", USAGE) from None
         if kept.rewrite:  # the older form, or a line cut short: written anew before anything is added
-            place.rewrite(_lines(kept.ids, kept.done), _head_bytes(kept.head))
-        return cls(place, kept.head, kept.ids, kept.done, kept=True)
+            place.rewrite(_lines(kept.table), _head_bytes(kept.head))
+        return cls(place, kept.head, kept.table, kept=True)
 
     def assign(self, old: int, new: int) -> None:
         """Ledger ``old`` is created as ``new`` (kept at the next :meth:`save`, before it is created)."""
         with self.lock:
-            self.ids[old] = new
+            self.table.give(old, new)
             self._unsaved.append(id_line(old, new))
             full = len(self._unsaved) >= _UNSAVED_LINES
         if full:
@@ -290,6 +304,10 @@ class Journal:
 
     def finish_ledger(self, old: int) -> None:
         with self.lock:
-            self.done.add(old)
+            self.table.finish(old)
             self._unsaved.append(done_line(old))
         self.save(force=False)
+
+    def close(self) -> None:
+        """The table of ids and ledgers done let go (what is kept at ``place`` stays)."""
+        self.table.close()

@@ -31,7 +31,7 @@ import hashlib
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -42,12 +42,13 @@ from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
 from .catalog import load_manifest, manifest_ledgers, require_archive
 from .feed import ChunkFeed
+from .idtable import IdMap
 from .journal import ClusterPlace, FilePlace, Journal
 from .narrow import Wanted, narrow
 from .storage import ArchiveStorage
 from .take import Progress, Selection, Silent, submitted
 
-__all__ = ["restore_backup"]
+__all__ = ["LISTED_IDS", "restore_backup", "write_remap_table"]
 
 #: entries (or bytes) added to a ledger per call: a chunk read from the archive, then added pipelined
 _CHUNK_ENTRIES, _CHUNK_BYTES = 2000, 8 << 20
@@ -55,6 +56,8 @@ _CHUNK_ENTRIES, _CHUNK_BYTES = 2000, 8 << 20
 _INFLIGHT = 768
 #: new ledger ids drawn at once (``remap``)
 _ID_BATCH = 1000
+#: the ids given are in the result up to this many (all of them in ``remap_table``)
+LISTED_IDS = 10_000
 
 
 @dataclass
@@ -113,8 +116,10 @@ def _check(
     store, storage: ArchiveStorage, manifest: Manifest, wanted: Wanted, journal: Journal, remap: bool
 ) -> _Checked:
     """Every ledger to write read once before anything is written: its record, the widest
-    ensemble, the ids taken in the target (without ``remap``)."""
+    ensemble, the ids taken in the target (without ``remap``: the target's ids listed beside
+    the backup's, both ascending, not asked one a ledger)."""
     out = _Checked()
+    taken = _Merge(store.ledgers.ids() if not remap else iter(()))
     for scan in _scan(storage, manifest, wanted):
         out.ledgers += 1
         lid, record = scan.ledger_id, scan.record
@@ -125,7 +130,7 @@ def _check(
         out.highest = max(out.highest, lid)
         if record.state != "CLOSED":
             out.open_sizes[lid] = (record.entries, record.payload_bytes)
-        if not remap and lid not in journal.ids and store.ledgers.exists(lid):
+        if not remap and taken.has(lid) and lid not in journal.ids:
             out.taken_count += 1
             if not out.taken:
                 out.taken.append(lid)
@@ -135,7 +140,20 @@ def _check(
     return out
 
 
-def _znodes(store, manifest: Manifest, ids: dict[int, int], closed: dict[int, tuple[int, int]]) -> list[_Znode]:
+class _Merge:
+    """Whether each of ascending ids is among ``ids`` (ascending too), read beside them."""
+
+    def __init__(self, ids: Iterator[int]):
+        self.ids = ids
+        self.head: int | None = next(ids, None)
+
+    def has(self, ledger_id: int) -> bool:
+        while self.head is not None and self.head < ledger_id:
+            self.head = next(self.ids, None)
+        return self.head == ledger_id
+
+
+def _znodes(store, manifest: Manifest, ids: Mapping[int, int], closed: dict[int, tuple[int, int]]) -> list[_Znode]:
     """The Pulsar values to write, rewritten for ``ids`` (``closed``: the entries and bytes of
     the ledgers that were open when backed up), parents before children."""
     from bkctl.wire.metadata import paths as P
@@ -198,22 +216,23 @@ def _entries(storage: ArchiveStorage, record: LedgerRecord) -> Iterator[list[byt
         yield chunk
 
 
-def _rewriter(record: LedgerRecord, ids: dict[int, int]) -> Callable[[bytes], bytes] | None:
-    """How a cursor or schema ledger's entries change under ``ids`` (None: they do not)."""
+def _rewriter(record: LedgerRecord, ids: Mapping[int, int], remap: bool) -> Callable[[bytes], bytes] | None:
+    """How a cursor or schema ledger's entries change under ``ids`` (None: they do not, as
+    without ``remap``, where every ledger keeps its id)."""
     from bkctl.wire.pulsar.managed_ledger import COMPONENT_KEY, COMPONENT_SCHEMA, CURSOR_KEY
     from bkctl.wire.pulsar.remap import remap_position_info, remap_schema_entry
 
-    if all(old == new for old, new in ids.items()):
+    if not remap:
         return None
     custom = record.custom_metadata
-    remap = None
+    change = None
     if CURSOR_KEY in custom:
-        remap = remap_position_info
+        change = remap_position_info
     elif custom.get(COMPONENT_KEY) == COMPONENT_SCHEMA.encode():
-        remap = remap_schema_entry
-    if remap is None:
+        change = remap_schema_entry
+    if change is None:
         return None
-    chosen = remap
+    chosen = change
 
     def rewrite(data: bytes) -> bytes:
         try:
@@ -251,10 +270,13 @@ def restore_backup(
     skip_damaged: bool = False,
     selection: Selection | None = None,
     journal_path: str | None = None,
+    remap_table: str | None = None,
 ) -> dict[str, Any]:
     """Restore backup ``backup_id`` (default: the newest) of ``storage`` into ``store``'s cluster;
     ``progress`` (a context manager, entered once ``confirm`` has said yes) counts the bytes written.
-    Nothing is written to ``storage``."""
+    Nothing is written to ``storage``.  The ids given (old -> new) are in the result's
+    ``ledger_ids`` up to :data:`LISTED_IDS` of them (else None, ``ledger_ids_count`` says how
+    many), and all of them in ``remap_table`` (a JSON file) when it is given."""
     from bkctl.wire.metadata.errors import ValueExists
 
     from ..ops.metadata_backup import move_id_generator_past
@@ -280,101 +302,114 @@ def restore_backup(
         storage,
         key,
     )
-    try:  # every ledger's record read once before anything is written, a chunk at a time
-        checked = _check(store, storage, manifest, wanted, journal, remap)
-    except ArchiveDamaged as exc:
-        raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
-    damaged = dict(checked.damaged)
-    if damaged and not skip_damaged:
-        lid, why = min(damaged.items())
-        raise CommandError(
-            f"ledger {lid} of backup {manifest.id} is damaged in the archive ({why}; {len(damaged)} damaged): "
-            "nothing was written; --skip-damaged restores the rest without them",
-            FAILED,
+    with contextlib.closing(journal):  # the table of ids let go however the restore ends
+        # a ledger can have been begun before only if a restore stopped after giving ids
+        resumed = len(journal.ids) > 0
+        try:  # every ledger's record read once before anything is written, a chunk at a time
+            checked = _check(store, storage, manifest, wanted, journal, remap)
+        except ArchiveDamaged as exc:
+            raise CommandError(f"{exc} (the other backups are readable: backup list)", FAILED) from None
+        damaged = dict(checked.damaged)
+        if damaged and not skip_damaged:
+            lid, why = min(damaged.items())
+            raise CommandError(
+                f"ledger {lid} of backup {manifest.id} is damaged in the archive ({why}; {len(damaged)} damaged): "
+                "nothing was written; --skip-damaged restores the rest without them",
+                FAILED,
+            )
+        writable = len(store.registration.writable_bookies())
+        if checked.widest > writable:
+            raise CommandError(
+                f"the backup has ledgers on {checked.widest} bookies and the target has {writable} writable: "
+                "start more bookies first",
+                CONFLICT,
+            )
+        intact = checked.ledgers - len(damaged)
+        if checked.taken:
+            raise CommandError(
+                f"ledger {checked.taken[0]} exists in the target cluster ({checked.taken_count} of the backup's "
+                f"{intact} ledger ids are taken): restore into an empty cluster, or with --remap",
+                CONFLICT,
+            )
+        if not remap:  # the values are known: each must be missing or already the same
+            for z in _znodes(store, manifest, {}, checked.open_sizes):
+                current = _current(store, z)
+                if current is not None and bytes(current) != z.value:
+                    raise CommandError(
+                        f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT
+                    )
+        elif not journal.ids:  # the values depend on ids not drawn yet: each must be missing
+            for z in _znodes(store, manifest, {}, checked.open_sizes):
+                if _current(store, z) is not None:
+                    raise CommandError(f"{z.what} exists in the target cluster ({z.path})", CONFLICT)
+        confirm(
+            f"Restore backup {manifest.id} ({checked.pending} ledgers, {len(manifest.topics)} topics) "
+            f"into {target_uri}{' under new ledger ids' if remap else ''}?"
         )
-    writable = len(store.registration.writable_bookies())
-    if checked.widest > writable:
-        raise CommandError(
-            f"the backup has ledgers on {checked.widest} bookies and the target has {writable} writable: "
-            "start more bookies first",
-            CONFLICT,
+        unnamed: Iterator[int] = (  # the id each ledger gets, before it is created
+            scan.ledger_id
+            for scan in _scan(storage, manifest, wanted, records=False)
+            if scan.ledger_id not in journal.ids and scan.ledger_id not in damaged
         )
-    intact = checked.ledgers - len(damaged)
-    if checked.taken:
-        raise CommandError(
-            f"ledger {checked.taken[0]} exists in the target cluster ({checked.taken_count} of the backup's "
-            f"{intact} ledger ids are taken): restore into an empty cluster, or with --remap",
-            CONFLICT,
+        if remap:  # a ledger named but not in the backup is named by an id no ledger has here either
+            named = dict.fromkeys([*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged])
+            unnamed = itertools.chain(unnamed, (lid for lid in named if lid not in journal.ids))
+        for batch in _batches(unnamed, _ID_BATCH):
+            for old, new in zip(batch, store.ledger_ids.generate_many(len(batch)) if remap else batch, strict=True):
+                journal.assign(old, new)
+        journal.save()
+        ids = journal.ids  # looked up in the journal's table, never copied
+        above = None
+        if not remap and checked.highest >= 0:  # first: no ledger made meanwhile in the target is given a restored id
+            above = move_id_generator_past(store, checked.highest)
+        progress.update(total=checked.pending_bytes)
+        todo = (
+            s
+            for s in _scan(storage, manifest, wanted)
+            if s.ledger_id not in journal.done and s.ledger_id not in damaged
         )
-    if not remap:  # the values are known: each must be missing or already the same
-        for z in _znodes(store, manifest, {}, checked.open_sizes):
-            current = _current(store, z)
-            if current is not None and bytes(current) != z.value:
-                raise CommandError(f"{z.what} exists in the target cluster with other metadata ({z.path})", CONFLICT)
-    elif not journal.ids:  # the values depend on ids not drawn yet: each must be missing
-        for z in _znodes(store, manifest, {}, checked.open_sizes):
-            if _current(store, z) is not None:
-                raise CommandError(f"{z.what} exists in the target cluster ({z.path})", CONFLICT)
-    confirm(
-        f"Restore backup {manifest.id} ({checked.pending} ledgers, {len(manifest.topics)} topics) "
-        f"into {target_uri}{' under new ledger ids' if remap else ''}?"
-    )
-    unnamed: Iterator[int] = (  # the id each ledger gets, before it is created
-        scan.ledger_id
-        for scan in _scan(storage, manifest, wanted, records=False)
-        if scan.ledger_id not in journal.ids and scan.ledger_id not in damaged
-    )
-    if remap:  # a ledger named but not in the backup is named by an id no ledger has here either
-        named = dict.fromkeys([*manifest.missing, *(u.ledger_id for u in manifest.unreadable), *damaged])
-        unnamed = itertools.chain(unnamed, (lid for lid in named if lid not in journal.ids))
-    for batch in _batches(unnamed, _ID_BATCH):
-        for old, new in zip(batch, store.ledger_ids.generate_many(len(batch)) if remap else batch, strict=True):
-            journal.assign(old, new)
-    journal.save()
-    ids = dict(journal.ids)
-    above = None
-    if not remap and checked.highest >= 0:  # first: no ledger made meanwhile in the target is given a restored id
-        above = move_id_generator_past(store, checked.highest)
-    progress.update(total=checked.pending_bytes)
-    todo = (
-        s for s in _scan(storage, manifest, wanted) if s.ledger_id not in journal.done and s.ledger_id not in damaged
-    )
-    outcome = _restore_ledgers(store, bk, storage, todo, ids, journal, progress, parallel, skip_damaged)
-    journal.save()
-    damaged.update(outcome.damaged or {})
-    if outcome.failure is not None:
-        failure = outcome.failure
-        held = _held(checked.ledgers, journal, damaged)
-        raise CommandError(f"{describe(failure)}; the restore stopped: {held}", exit_code_for(failure)) from failure
-    written = 0
-    for z in _znodes(store, manifest, ids, checked.open_sizes):
-        try:
-            written += store.pulsar.restore_value(z.path, z.value)
-        except ValueExists:
-            what = f"{z.what} exists in the target cluster with other metadata ({z.path})"
-            raise CommandError(what, CONFLICT) from None
-    journal.doc["finished"] = _now()
-    journal.save()
-    return {
-        "backup": manifest.id,
-        "target": target_uri,
-        "remap": remap,
-        "selection": selection.to_json(),
-        "ledgers": checked.ledgers,
-        "ledgers_written": outcome.ledgers,
-        "entries": outcome.entries,
-        "bytes": outcome.bytes,
-        "topics": len(manifest.topics),
-        "schemas": len(manifest.schemas),
-        "znodes_written": written,
-        "missing_in_backup": manifest.missing,
-        "unreadable_in_backup": [u.ledger_id for u in manifest.unreadable],
-        "damaged": [{"ledger_id": lid, "why": why} for lid, why in sorted(damaged.items())],
-        "ledger_ids": {str(k): v for k, v in sorted(ids.items())},
-        "journal": place.where,
-        "next_ledger_id_above": above,
-        "seconds": round(time.monotonic() - began, 3),
-    }
+        outcome = _restore_ledgers(
+            store, bk, storage, todo, ids, journal, progress, parallel, skip_damaged, remap, resumed
+        )
+        journal.save()
+        damaged.update(outcome.damaged or {})
+        if outcome.failure is not None:
+            failure = outcome.failure
+            held = _held(checked.ledgers, journal, damaged)
+            raise CommandError(f"{describe(failure)}; the restore stopped: {held}", exit_code_for(failure)) from failure
+        written = 0
+        for z in _znodes(store, manifest, ids, checked.open_sizes):
+            try:
+                written += store.pulsar.restore_value(z.path, z.value)
+            except ValueExists:
+                what = f"{z.what} exists in the target cluster with other metadata ({z.path})"
+                raise CommandError(what, CONFLICT) from None
+        journal.doc["finished"] = _now()
+        journal.save()
+        if remap_table:
+            write_remap_table(ids, remap_table)
+        return {
+            "backup": manifest.id,
+            "target": target_uri,
+            "remap": remap,
+            "selection": selection.to_json(),
+            "ledgers": checked.ledgers,
+            "ledgers_written": outcome.ledgers,
+            "entries": outcome.entries,
+            "bytes": outcome.bytes,
+            "topics": len(manifest.topics),
+            "schemas": len(manifest.schemas),
+            "znodes_written": written,
+            "missing_in_backup": manifest.missing,
+            "unreadable_in_backup": [u.ledger_id for u in manifest.unreadable],
+            "damaged": [{"ledger_id": lid, "why": why} for lid, why in sorted(damaged.items())],
+            "ledger_ids": _listed(ids),
+            "ledger_ids_count": len(ids),
+            "remap_table": remap_table,
+            "journal": place.where,
+            "next_ledger_id_above": above,
+            "seconds": round(time.monotonic() - began, 3),
+        }
 
 
 def _restore_ledgers(
@@ -382,11 +417,13 @@ def _restore_ledgers(
     bk,
     storage: ArchiveStorage,
     pending: Iterator[_Scan],
-    ids: dict[int, int],
+    ids: Mapping[int, int],
     journal: Journal,
     progress: Progress,
     parallel: int,
     skip_damaged: bool,
+    remap: bool,
+    resumed: bool,
 ) -> _Outcome:
     """Write the ``pending`` ledgers (handed to the pool a window at a time, as their chunks
     are read).  A ledger whose copy turns out damaged is deleted again (never left open or
@@ -410,7 +447,7 @@ def _restore_ledgers(
                 stop.set()
             return
         new = ids[old]
-        if store.ledgers.exists(new):  # begun by a restore that was stopped: written again
+        if resumed and store.ledgers.exists(new):  # begun by a restore that was stopped: written again
             store.ledgers.delete(new)
         lh = bk.create(
             record.ensemble_size,
@@ -422,7 +459,7 @@ def _restore_ledgers(
             ledger_id=new,
             max_inflight=inflight,
         )
-        rewrite = _rewriter(record, ids)
+        rewrite = _rewriter(record, ids, remap)
         feed = ChunkFeed(lh, bk.timeout)
         n = size = 0
         try:
@@ -482,6 +519,25 @@ def _until(scans: Iterator[_Scan], stop: threading.Event) -> Iterator[_Scan]:
         if stop.is_set():
             return
         yield scan
+
+
+def _listed(ids: IdMap) -> dict[str, int] | None:
+    """The ids given, for the result, if there are at most :data:`LISTED_IDS` of them."""
+    if len(ids) > LISTED_IDS:
+        return None
+    return {str(old): new for old, new in ids.pairs()}
+
+
+def write_remap_table(ids: IdMap, path: str) -> None:
+    """The ids given written to ``path`` as one JSON object (old -> new, ascending old ids),
+    a line each, as they are read from the table."""
+    import json
+
+    with open(path, "w") as f:
+        f.write("{")
+        for n, (old, new) in enumerate(ids.pairs()):
+            f.write(f"{',' if n else ''}\n {json.dumps(str(old))}: {new}")
+        f.write("\n}\n")
 
 
 def _batches(ids: Iterator[int], size: int) -> Iterator[list[int]]:

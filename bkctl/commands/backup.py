@@ -324,7 +324,8 @@ def restore(
     a restore fails is deleted, never left open, and the error says what the
     cluster then holds.  Asks on a terminal; elsewhere refuses (exit 2)
     without --force.  --json: ledgers, entries, bytes, topics, damaged,
-    ledger_ids (old -> new), journal.
+    ledger_ids (old -> new; null above 10,000 ledgers, ledger_ids_count
+    says how many and --remap-table writes them all), journal.
     """
     from ..backup.restore import restore_backup
     from ..backup.take import Selection
@@ -347,14 +348,8 @@ def restore(
         skip_damaged=skip_damaged,
         selection=Selection(list(topics), list(namespaces), ledger_spec),
         journal_path=journal_path,
+        remap_table=remap_table,
     )
-    if remap_table:
-        import json
-
-        with open(remap_table, "w") as f:
-            json.dump(doc["ledger_ids"], f, indent=1, sort_keys=True)
-            f.write("\n")
-        doc["remap_table"] = remap_table
     emit(
         app,
         doc,
