@@ -261,6 +261,9 @@ def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
         "backup full": [bkctl, "--json", "backup", "--to", str(archive)],
         # the same again with nothing changed: every ledger found in the archive, none copied
         "backup incremental": [bkctl, "--json", "backup", "--to", str(archive)],
+        # the full backup written into a cluster of its own, empty (a second sandbox: ZooKeeper and
+        # 3 bookieds, started anew before each run): every empty ledger created and closed again
+        "restore": [bkctl, "--json", "restore", "--from", str(archive), "--force"],
     }
     java = {
         "every id": ["listledgers"],
@@ -268,6 +271,8 @@ def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
         "every ledger's metadata": ["listledgers", "-meta"],
         "underreplicated": ["listunderreplicated"],
         "recover --dry-run": ["recover", "-dryrun", "-force", GONE[0]],
+        # Java has no backup: its nearest is reading every ledger's metadata, as a backup's walk does
+        "backup full": ["listledgers", "-meta"],
     }
     wanted = set(args.only.split(",")) if args.only else set(ours)
     results: dict[str, dict[str, list[Figure]]] = {}
@@ -287,9 +292,16 @@ def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
             if rnd % 2:
                 sides.reverse()
             for side, c, e in sides:
-                if label == "backup full":
+                if label == "backup full" and side == "bkctl":
                     shutil.rmtree(archive, ignore_errors=True)
-                fig = timed(label, c, e, f.zk)
+                zk = f.zk
+                if label == "restore":
+                    e, zk = restore_target(bkctl, work / "restore-target")
+                fig = timed(label, c, e, zk)
+                if label == "restore":
+                    subprocess.run(
+                        [bkctl, "sandbox", "down", "--dir", str(work / "restore-target")], capture_output=True
+                    )
                 results.setdefault(label, {}).setdefault(side, []).append(fig)
                 rate = f.ledgers / fig.seconds
                 print(
@@ -306,6 +318,19 @@ def run_commands(f: Filled, args, bkctl: str, work: Path) -> None:
             java_s = sorted(x.seconds for x in sides["java"])[len(sides["java"]) // 2]
             line += f"   java {java_s:8.2f} s ({f.ledgers / java_s:>9,.0f}/s)   {java_s / ours_s:5.2f}x"
         print(line, flush=True)
+
+
+def restore_target(bkctl: str, where: Path) -> tuple[dict[str, str], str]:
+    """A new, empty sandbox at ``where`` (3 bookieds) to restore into: its environment and ZooKeeper."""
+    subprocess.run([bkctl, "sandbox", "down", "--dir", str(where)], capture_output=True)
+    shutil.rmtree(where, ignore_errors=True)
+    up = subprocess.run(
+        [bkctl, "sandbox", "up", "--bookies", "3", "--dir", str(where), "--json"], capture_output=True, text=True
+    )
+    if up.returncode != 0:
+        raise SystemExit(f"the restore's target sandbox did not start: {up.stderr[-400:]}")
+    doc = json.loads(up.stdout)
+    return dict(os.environ, BKCTL_METADATA_URI=doc["uri"]), f"127.0.0.1:{doc['zookeeper']['port']}"
 
 
 # -- decommission at scale ----------------------------------------------------------------
