@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import time
 
-from bkctl.wire.codecs import v2, v3, v3_fast
-from bkctl.wire.codecs.framing import frame
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.plain import PlainTwins
 from bkctl.wire.codecs.protocol import (
     ADD_FLAG_RECOVERY_ADD,
@@ -38,19 +37,16 @@ _now = time.perf_counter
 class Adds:
     """One connection's adds (see the module): ``bookie`` takes them (the
     connection's: counted under the adds' in-progress limit if it has one),
-    ``plain`` takes requests apart and builds answers on the fast paths
-    (``fastpaths``), ``outbox`` sends the answers, ``observer`` counts them."""
+    ``plain`` takes requests apart and builds answers (its C twins or its Python
+    ones), ``outbox`` sends the answers, ``observer`` counts them."""
 
-    __slots__ = ("bookie", "plain", "fastpaths", "outbox", "observer", "encoder")
+    __slots__ = ("bookie", "plain", "outbox", "observer")
 
-    def __init__(self, bookie, plain: PlainTwins, fastpaths: bool, outbox: Outbox, observer: RequestObserver) -> None:
+    def __init__(self, bookie, plain: PlainTwins, outbox: Outbox, observer: RequestObserver) -> None:
         self.bookie = bookie
         self.plain = plain
-        self.fastpaths = fastpaths
         self.outbox = outbox
         self.observer = observer
-        #: the general path's v3 add answers (a reused encoder)
-        self.encoder = v3_fast.AddResponseEncoder()
 
     def add(
         self,
@@ -238,10 +234,8 @@ class _AddReply:
             return
         if self.txn_id is None:  # = send(v2.add_response_for(req, rc))
             answer = v2.FRAMED_ANSWER.pack(24, self.v2_header, rc, self.ledger_id, self.entry_id)
-        elif adds.fastpaths:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
+        else:  # = send(serialize(add_response(req, rc))) of an ADD_ENTRY request
             answer = adds.plain.add_answer(self.txn_id, v3_status(rc), self.ledger_id, self.entry_id)
-        else:
-            answer = frame(adds.encoder.encode(self.txn_id, rc, self.ledger_id, self.entry_id))
         outbox.send_add_answers(answer)
 
 

@@ -112,10 +112,13 @@ class BookieProtocol(protocol.Protocol):
         reads: InProgressLimit | None = None,
         groups: AnswerGroups | None = None,
     ):
-        #: Whether the fast paths are used -- v2 ADD, plain v3 ADD, plain v3 READ and
-        #: its batched runs (``twins``, the factory's record: :mod:`bkctl.wire.fastpath`)
+        #: Whether the fast paths written in Python are used -- the answers' writes sent at once
+        #: (``twins``, the factory's record: :mod:`bkctl.wire.fastpath`)
         self.fastpaths = twins.enabled
-        #: the plain requests' parsers and answers (:class:`~bkctl.wire.codecs.plain.PlainTwins`)
+        #: the plain requests' parsers and answers (:class:`~bkctl.wire.codecs.plain.PlainTwins`):
+        #: the C twins, or with fast paths off the Python ones, which serve the same plain v2 and v3
+        #: ADDs and READs and their runs (a Java client's requests) with the same answers; what they
+        #: do not take apart goes through the general parsers
         self.plain = twins.plain
         self.metrics = metrics
         self.observer = RequestObserver(metrics)
@@ -125,7 +128,7 @@ class BookieProtocol(protocol.Protocol):
         self.throttle = Throttle(adds, reads, self._pause_reading, self._drain)
         #: the bookie as this connection's requests see it: counted under the limits, if any
         self.bookie = CountedBookie(bookie, self.throttle) if self.throttle.limited else bookie
-        self.adds = Adds(self.bookie, self.plain, self.fastpaths, self.outbox, self.observer)
+        self.adds = Adds(self.bookie, self.plain, self.outbox, self.observer)
         self.plain_reads = PlainReads(self.bookie, self.plain, self.outbox, self.observer)
         self.decoder = FrameDecoder(max_frame_size, twins.codec.split_frames)
         self.detector = ProtocolDetector()
@@ -320,7 +323,7 @@ class BookieProtocol(protocol.Protocol):
                     self._drop(f"undecodable request: {e}")
                     return
                 continue
-            if detector.is_v3 and self.fastpaths:
+            if detector.is_v3:
                 taken = plain_add_request(payload)
                 if taken is not None:
                     if not limited and i + 1 < count:
@@ -343,7 +346,7 @@ class BookieProtocol(protocol.Protocol):
                     else:
                         serve(*taken)
                     continue
-            elif not detector.is_v3 and self.fastpaths and not limited and i + 1 < count:
+            elif not limited and i + 1 < count:  # a version-2 connection
                 taken = plain_v2_add_request(payload)
                 if taken is not None:
                     i = adds.run(payloads, i, taken, False) - 1
@@ -385,11 +388,10 @@ class BookieProtocol(protocol.Protocol):
 
     # -- v2 --------------------------------------------------------------------
     def _v2(self, payload: bytes) -> None:
-        if self.fastpaths:
-            add = self.plain.v2_add_request(payload)
-            if add is not None:  # the common case: a version-2 ADD
-                self.adds.v2_plain(*add)
-                return
+        add = self.plain.v2_add_request(payload)
+        if add is not None:  # the common case: a version-2 ADD
+            self.adds.v2_plain(*add)
+            return
         req = v2.decode_request(payload)  # UnknownOpcode -> CodecError -> close, like Java
         if isinstance(req, v2.AddRequest):
             self.adds.v2_request(req)

@@ -1,8 +1,9 @@
 """The one twin selector: which implementation of each fast path the process uses.
 
 A fast path is a second, quicker implementation of something a general path
-already does (the server's v2/v3 ADD and v3 READ decoders, its batched
-answers to runs of pipelined v3 reads, the journal's inline commits in the
+already does (the C twins of the bookie's parsers of plain v2/v3 ADDs and v3 READs
+and of their answers -- with fast paths off their Python twins serve the same runs
+of pipelined requests --, the journal's inline commits in the
 reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
 twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a

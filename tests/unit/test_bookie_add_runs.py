@@ -1,11 +1,13 @@
-"""A chunk's consecutive adds (v3, or version 2) of one ledger are served as one run on the fast path
-(Adds.run, Bookie.add_entries, Journal.append_entries): one store
-lock, one journal item, one answer object.  Every outcome must be the one-by-one path's:
-the answers' bytes and order, the journal's records, the store, the LAC and the metrics."""
+"""A chunk's consecutive adds (v3, or version 2) of one ledger are served as one run, with the C
+twins or (fast paths off) the Python ones (Adds.run, Bookie.add_entries, Journal.append_entries):
+one store lock, one journal item, one answer object.  Every outcome must be the one-by-one path's
+(a connection under an in-progress limit serves each request on its own): the answers' bytes and
+order, the journal's records, the store, the LAC and the metrics."""
 
 import pytest
 
 from bkctl.bookied.adds import Adds
+from bkctl.bookied.in_progress import InProgressLimit
 from bkctl.bookied.journal import EntryRecord, Journal, encode_record
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
@@ -25,11 +27,23 @@ def durable(env, c, data: bytes) -> None:
     env.journal.sync()
 
 
-def served(tmp_path, chunk: bytes, fastpaths: bool, prepare=None, sync=True, store_options=None, **options):
-    """Answers, journal records, metrics and the bookie of one connection sent ``chunk`` at once."""
-    folder = tmp_path / ("fast" if fastpaths else "general")
+def served(
+    tmp_path,
+    chunk: bytes,
+    fastpaths: bool,
+    prepare=None,
+    sync=True,
+    store_options=None,
+    one_by_one=False,
+    **options,
+):
+    """Answers, journal records, metrics and the bookie of one connection sent ``chunk`` at once
+    (``one_by_one``: under in-progress limits no chunk reaches, which serve each request apart)."""
+    folder = tmp_path / ("one-by-one" if one_by_one else "fast" if fastpaths else "python")
     with bookie_env(folder, store_options, **options) as env:
         env.factory.twins = fastpath.build(fastpaths)
+        if one_by_one:
+            env.factory.adds, env.factory.reads = InProgressLimit(1 << 30), InProgressLimit(1 << 30)
         c = env.connect()
         if prepare is not None:
             prepare(env, c)
@@ -62,9 +76,13 @@ def served(tmp_path, chunk: bytes, fastpaths: bool, prepare=None, sync=True, sto
 
 
 def both(tmp_path, chunk, **kw):
-    fast, general = served(tmp_path, chunk, True, **kw), served(tmp_path, chunk, False, **kw)
-    assert fast[:5] == general[:5]
-    assert general[5] == []  # the general path never serves a run
+    """``chunk`` served with the C twins, the Python twins (fast paths off) and one by one: the
+    same outcomes; the same runs with either twin, none one by one."""
+    fast, python = served(tmp_path, chunk, True, **kw), served(tmp_path, chunk, False, **kw)
+    one_by_one = served(tmp_path, chunk, True, one_by_one=True, **kw)
+    assert fast[:5] == python[:5] == one_by_one[:5]
+    assert python[5] == fast[5]
+    assert one_by_one[5] == []
     return fast
 
 

@@ -1,6 +1,7 @@
 """Pipelined plain reads of one ledger, v3 and v2 (a Pulsar broker reads over v2), served
-with one store call on the fast path (bookied/plain_reads.py): every answer and the
-metrics as the general path gives them, in the order asked -- entries flushed, cached,
+with one store call, with the C twins or (fast paths off) the Python ones
+(bookied/plain_reads.py): every answer and the metrics as each read served on its own
+gives them (a connection under an in-progress limit), in the order asked -- entries flushed, cached,
 missing, corrupt (EIO), the highest (-1), another ledger's, a request only the general
 path takes.  With Twisted's fakes, as test_bookie_server.py."""
 
@@ -8,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from bkctl.bookied.in_progress import InProgressLimit
 from bkctl.bookied.metrics import Metrics
 from bkctl.bookied.storage import log_name
 from bkctl.wire import fastpath
@@ -60,24 +62,26 @@ def _stored(env, add):
 
 
 def _both_ways(env, chunk: bytes, runs: list, rcs: list) -> list:
-    """The answers to ``chunk`` with fast paths on, then off: the same, and so are the
-    metrics (a read counted under each of ``rcs``); on, the store is asked for ``runs``,
-    one call each; off, never in runs."""
+    """The answers to ``chunk`` with fast paths on, off, and one by one (under an in-progress
+    limit): the same, and so are the metrics (a read counted under each of ``rcs``); with the
+    C twins and the Python ones the store is asked for ``runs``, one call each; one by one,
+    never in runs."""
     answers, counts, batches = [], [], []
     read_entries = env.bookie.read_entries
     env.bookie.read_entries = lambda ledger, entries: batches.append(list(entries)) or read_entries(ledger, entries)
-    for fastpaths in (True, False):
+    for fastpaths, one_by_one in ((True, False), (False, False), (True, True)):
         env.factory.twins = fastpath.build(fastpaths)
         env.factory.metrics = Metrics()
+        env.factory.reads = InProgressLimit(1 << 30) if one_by_one else None
         c = env.connect()
         c.proto.dataReceived(chunk)
         answers.append(c.replies())
-        assert batches == (runs if fastpaths else [])
+        assert batches == ([] if one_by_one else runs)
         batches.clear()
         m = env.factory.metrics
         counts.append(({k: v.value for k, v in m.requests.items()}, m.latency_count("read")))
-    assert answers[0] == answers[1]
-    assert counts[0] == counts[1] == (dict(Counter(("read", rc.name) for rc in rcs)), len(rcs))
+    assert answers[0] == answers[1] == answers[2]
+    assert counts[0] == counts[1] == counts[2] == (dict(Counter(("read", rc.name) for rc in rcs)), len(rcs))
     return answers[0]
 
 

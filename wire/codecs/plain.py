@@ -14,9 +14,10 @@ answers, in C (``_plain.c``) when that is built and fast paths are on, else in P
   one bytes object per up to ``limit`` bytes (:func:`py_read_answers`).
 
 The Python twins are the reference; the C ones give the same values for every
-input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  The
-bookie uses these only with its own fast paths on; with them off the selector
-records :data:`PYTHON`.
+input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  With
+fast paths off the selector records :data:`PYTHON`, which the bookie then serves its
+plain requests and their runs with (what neither takes apart goes through the
+general parsers).
 """
 
 from __future__ import annotations
