@@ -9,7 +9,7 @@ import pytest
 
 from bkctl.backup.storage import LocalStorage
 from bkctl.wire.backup import archive
-from bkctl.wire.backup.archive import DataWriter, read_data
+from bkctl.wire.backup.archive import WRITE_PIECE, DataWriter, read_data
 from bkctl.wire.errors import ArchiveDamaged
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.proto import pulsar_schema_pb2 as spb
@@ -98,6 +98,42 @@ def test_a_batch_is_written_as_its_entries_one_by_one():
     b.add_batch([(2, b"")])
     assert one.getvalue() == two.getvalue() and a.sha.hexdigest() == b.sha.hexdigest()
     assert (a.size, a.entries, a.payload_bytes) == (b.size, b.entries, b.payload_bytes) == (len(one.getvalue()), 3, 3)
+
+
+class _Writes(io.BytesIO):
+    """A file that remembers the size of each write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def write(self, data) -> int:  # type: ignore[override]
+        self.sizes.append(len(data))
+        return super().write(data)
+
+
+def test_a_large_batch_goes_out_in_pieces_of_reused_size_with_the_same_bytes():
+    payloads = [bytes([i % 251]) * 50_000 for i in range(30)]  # 1.5 MB: several pieces
+    one, two = io.BytesIO(), _Writes()
+    a, b = DataWriter(one, 4), DataWriter(two, 4)
+    for i, p in enumerate(payloads):
+        a.add(i, p)
+    b.add_batch(list(enumerate(payloads)))
+    assert one.getvalue() == two.getvalue() and a.sha.hexdigest() == b.sha.hexdigest()
+    assert (a.size, a.entries, a.payload_bytes) == (b.size, b.entries, b.payload_bytes)
+    pieces = two.sizes[1:]  # (the object's header first)
+    assert len(pieces) > 1 and max(pieces) <= WRITE_PIECE + 50_000 + 16
+    assert [e for e, _p in read_data(io.BytesIO(two.getvalue()), 4, b.sha.hexdigest())] == list(range(30))
+
+
+def test_an_entry_out_of_order_in_a_batch_leaves_the_writer_at_the_entries_written():
+    out = io.BytesIO()
+    w = DataWriter(out, 1)
+    with pytest.raises(ValueError, match="entry 3 out of order"):
+        w.add_batch([(0, b"x"), (1, b"yy"), (3, b"z")])
+    assert (w.entries, w.payload_bytes, w.size) == (2, 3, len(out.getvalue()))
+    w.add_batch([(2, b"w")])  # the writer goes on from there: a well-formed object
+    assert [p for _e, p in read_data(io.BytesIO(out.getvalue()), 1, w.sha.hexdigest())] == [b"x", b"yy", b"w"]
 
 
 def test_local_storage_writes_whole_objects_and_cleans_what_a_killed_writer_left(tmp_path):

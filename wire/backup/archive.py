@@ -55,6 +55,7 @@ __all__ = [
     "NOTE_KINDS",
     "MARKER",
     "DataWriter",
+    "WRITE_PIECE",
     "LedgerRecord",
     "Manifest",
     "ChunkRef",
@@ -128,6 +129,10 @@ def unb64(text: str) -> bytes:
     return base64.b64decode(text, validate=True)
 
 
+#: bytes of payload :meth:`DataWriter.add_batch` joins into one write
+WRITE_PIECE = 256 << 10
+
+
 class DataWriter:
     """Writes a data object to a file: :meth:`add` each entry in order.  ``sha`` hashes the
     object's index -- its header and every entry's header, which holds the CRC32C of the
@@ -148,24 +153,43 @@ class DataWriter:
         self.size += len(data)
 
     def add_batch(self, batch: list[tuple[int, bytes]]) -> None:
-        """:meth:`add` each ``(entry_id, payload)``, in one write."""
+        """:meth:`add` each ``(entry_id, payload)``, in writes of about :data:`WRITE_PIECE`
+        bytes: a batch of megabytes joined at once took fresh memory each time (the
+        allocator maps so large a block anew, and the kernel zeroes its pages), a piece of
+        this size reuses the allocator's."""
         parts: list[bytes] = []
         heads: list[bytes] = []
         pack = _ENTRY.pack
+        write = self.out.write
         expected = self.entries
         size = 0
+        piece = 0
         for entry_id, payload in batch:
             if entry_id != expected:
+                self._account(heads, size, expected)
+                if parts:
+                    write(b"".join(parts))
                 raise ValueError(f"entry {entry_id} out of order (expected {expected})")
-            head = pack(entry_id, len(payload), crc32c(payload))
+            n = len(payload)
+            head = pack(entry_id, n, crc32c(payload))
             heads.append(head)
             parts.append(head)
             parts.append(payload)
             expected += 1
-            size += len(payload)
+            size += n
+            piece += n
+            if piece >= WRITE_PIECE:
+                write(b"".join(parts))
+                parts.clear()
+                piece = 0
+        if parts:
+            write(b"".join(parts))
+        self._account(heads, size, expected)
+
+    def _account(self, heads: list[bytes], size: int, expected: int) -> None:
+        """The entries up to ``expected`` written: their heads hashed, the counts moved on."""
         self.sha.update(b"".join(heads))
-        self.out.write(b"".join(parts))
-        self.size += size + _ENTRY.size * len(batch)
+        self.size += size + _ENTRY.size * len(heads)
         self.entries = expected
         self.payload_bytes += size
 
