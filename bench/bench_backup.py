@@ -10,7 +10,13 @@ folder, writes the entries with the client, then runs, each as an operator would
 * ``bkctl bench`` at the same entry size: the client's add and read throughput;
 * ``bkctl backup --to ARCHIVE --ledgers ...`` (a new local folder, or prefix of the sandbox's bucket, each turn);
 * ``bkctl restore --from ARCHIVE --remap`` into the same sandbox (the ids are taken);
-* ``bkctl export --ledgers ...``: the raw export to Parquet, for scale.
+* ``bkctl export --ledgers ...``: the raw export to Parquet, for scale;
+
+and, in one process of its own with the imports and connections done (``--no-split`` skips
+it), the same ledgers read as a copy reads them (the same batches, ``--parallel`` threads,
+nothing written) and backed up, alternated: the CPU per MiB of each, the client's reactor
+thread's apart and the bookies' beside it -- what the copy costs on top of reading, without
+Python's start and a command's fixed costs in the figure.
 
 It prints MiB/s of each (payload bytes over the time the command reports for its own work,
 and over its process's wall time, Python's start included), the load average beside each
@@ -25,6 +31,7 @@ at the end.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -33,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import cpu_seconds, load_note  # noqa: E402
@@ -86,6 +94,65 @@ def bkctl(env: dict, *args: str, timeout: float = 3600) -> tuple[float, dict]:
     return seconds, json.loads(lines[-1]) if lines else {}
 
 
+def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: str, *, repeat: int, total: int) -> dict:
+    """In this process: the ledgers ``spec`` read as a copy reads them, then backed up into a
+    new archive under ``folder``, ``repeat`` times alternated; CPU seconds of each (the whole
+    process's, its reactor thread's, the bookies'), medians per MiB."""
+    import resource
+
+    from bkctl.backup.storage import open_storage
+    from bkctl.backup.take import Selection, batch_entries, take_backup
+    from bkctl.wire.client.blocking import BlockingBookKeeper, run_in_reactor
+    from bkctl.wire.fastpath import selected
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.process.runtime import settle_garbage_collector
+
+    settle_garbage_collector()  # as the commands that talk to bookies do
+    pids = [int(p) for p in bookie_pids.split(",")]
+    ids = [int(i) for i in spec.split(",")]
+    store = ZKMetadataStore(uri, twins=selected())
+    store.start()
+    bk = BlockingBookKeeper(store)
+
+    def read_one(ledger_id: int) -> int:
+        ledger = bk.open(ledger_id)
+        md = ledger.handle.metadata
+        batch = batch_entries(md.length, md.last_entry_id + 1)
+        return sum(len(got) for got in ledger.read_range(0, md.last_entry_id, batch=batch))
+
+    def read() -> None:
+        with ThreadPoolExecutor(int(parallel)) as pool:
+            list(pool.map(read_one, ids))
+
+    def backup(turn: int) -> None:
+        storage = open_storage(str(Path(folder) / f"split-{turn}"))
+        take_backup(store, bk, storage, Selection(ledgers=spec), uri, parallel=int(parallel))
+
+    def process_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    got: dict[str, list[tuple[float, float, float]]] = {"read": [], "backup": []}
+    try:
+        read()  # warm: every connection made, every module imported
+        for turn in range(repeat):
+            for what, run_it in (("read", read), ("backup", functools.partial(backup, turn))):
+                before = (process_cpu(), run_in_reactor(time.thread_time), sum(map(cpu_seconds, pids)))
+                run_it()
+                after = (process_cpu(), run_in_reactor(time.thread_time), sum(map(cpu_seconds, pids)))
+                got[what].append(tuple(a - b for a, b in zip(after, before)))  # type: ignore[arg-type]
+    finally:
+        bk.close()
+        store.close()
+    mib = total / MIB
+    return {
+        what: {
+            k: statistics.median(r[i] for r in runs) / mib * 1000 for i, k in enumerate(("bkctl", "reactor", "bookies"))
+        }
+        for what, runs in got.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=20_000)
@@ -96,7 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--s3", action="store_true", help="the archive in the sandbox's S3 bucket")
     ap.add_argument("--no-export", action="store_true", help="skip the raw export (Spark)")
     ap.add_argument("--dir", help="work folder (default: a new temporary one, removed at the end)")
+    ap.add_argument("--no-split", action="store_true", help="skip the in-process read / backup comparison")
+    ap.add_argument(
+        "--split-child",
+        nargs=5,
+        metavar=("URI", "LEDGERS", "PARALLEL", "BOOKIE_PIDS", "FOLDER"),
+        help=argparse.SUPPRESS,
+    )
     args = ap.parse_args(argv)
+    if args.split_child:
+        print(json.dumps(split_child(*args.split_child, repeat=args.repeat, total=args.entries * args.size)))
+        return 0
 
     from bkctl.sandbox.cluster import sandbox_down, sandbox_up
 
@@ -213,6 +290,45 @@ def run(args, info: dict, work: Path) -> int:
             f"{'':<34} CPU ms per MiB: bkctl {per['bkctl']:.1f} (Python's start included; {net:.1f} net of "
             f"the second backup's), bookies {per['bookies']:.1f}"
         )
+    if not args.no_split:
+        child = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--repeat",
+                str(args.repeat),
+                "--entries",
+                str(args.entries),
+                "--size",
+                str(args.size),
+                "--split-child",
+                uri,
+                spec,
+                str(args.parallel),
+                ",".join(map(str, CPU.bookies)),
+                str(work),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3600,
+            stdin=subprocess.DEVNULL,
+        )
+        if child.returncode != 0:
+            print(f"in-process comparison failed: {child.stderr.strip()[-2000:]}")
+        else:
+            split = json.loads(child.stdout.splitlines()[-1])
+            print()
+            print(f"in one process, imports and connections done (CPU ms per MiB, medians of {args.repeat}):")
+            for what in ("read", "backup"):
+                c = split[what]
+                print(
+                    f"  {what:<10} bkctl {c['bkctl']:5.2f} (its reactor thread {c['reactor']:5.2f}), bookies {c['bookies']:5.2f}"
+                )
+            r, b = split["read"], split["backup"]
+            print(
+                f"  backup / read: bkctl {b['bkctl'] / r['bkctl']:.2f}, with the bookies "
+                f"{(b['bkctl'] + b['bookies']) / (r['bkctl'] + r['bookies']):.2f} (target <= 1.25)  [{load_note()}]"
+            )
     backup = next(v for k, v in medians.items() if k.startswith("bkctl backup"))
     restore = next(v for k, v in medians.items() if k.startswith("bkctl restore"))
     print()
