@@ -10,6 +10,7 @@ from bkctl.wire.client.errors import (
     BookieUnavailable,
     NoSuchEntry,
 )
+from bkctl.wire.errors import DigestError
 from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     B,
@@ -94,6 +95,23 @@ def test_a_batch_read_of_a_missing_entry_fails_as_a_single_read_would(batch_read
         del pool.get(b).stored[(h.ledger_id, 5)]
     err = failureResultOf(settled(h.read_entries(0, 9))).value
     assert isinstance(err, NoSuchEntry) and "entry 5 " in str(err)
+
+
+def test_a_bad_digest_inside_a_short_batch_answer_is_named_for_its_entry(batch_reads):
+    """Entry 5 corrupt on every replica, answers short of their ask: the entries before it
+    are taken from the batches, and the read fails with the digest error of entry 5 -- not of
+    the batch, nor of the entry a batch began with."""
+    client, _store, pool = make_client(protocol="v2")
+    h = written(client, pool, 10)
+    for b in h.metadata.last_ensemble:
+        pool.get(b).batch_limit = 3  # each answer short of its ask
+        body = pool.get(b).stored[(h.ledger_id, 5)]
+        pool.get(b).stored[(h.ledger_id, 5)] = body[:-1] + bytes([body[-1] ^ 1])
+    err = failureResultOf(settled(h.read_entries(0, 9))).value
+    assert isinstance(err, DigestError) and f"entry 5 of ledger {h.ledger_id} " in str(err)
+    assert "digest verification on every replica" in str(err)
+    if batch_reads:  # entries 0..4 came in batches, short ones
+        assert any(first == 3 for c in pool.conns.values() for _l, first, _n in c.batch_reads)
 
 
 @pytest.mark.parametrize("protocol", ["v2", "v3"])
