@@ -90,15 +90,19 @@ def show_backup(storage: ArchiveStorage, backup_id: str | None = None) -> dict[s
         for x in manifest_ledgers(storage, m)
     )
 
-    def noted(kind: str) -> Iterator[Any]:
-        for note in manifest_notes(storage, m):
-            if note.kind == kind:
-                yield {"ledger_id": note.ledger_id, "error": note.error} if kind == "unreadable" else note.ledger_id
-
-    doc["missing"] = noted("missing")
-    doc["unreadable"] = noted("unreadable")
-    doc["deleted"] = {"ledgers": noted("deleted"), "topics": m.deleted.get("topics", [])}
+    doc["missing"] = noted(storage, m, "missing")
+    doc["unreadable"] = noted(storage, m, "unreadable")
+    doc["deleted"] = {"ledgers": noted(storage, m, "deleted"), "topics": m.deleted.get("topics", [])}
     return doc
+
+
+def noted(storage: ArchiveStorage, m: Manifest, kind: str) -> Iterator[Any]:
+    """The ledgers backup ``m`` notes as ``kind`` (``missing``, ``deleted``: ids; ``unreadable``:
+    ``{"ledger_id", "error"}``), read a chunk of notes at a time as they are taken: what
+    ``backup show`` and ``backup --json`` write, item by item, never held as a list."""
+    for note in manifest_notes(storage, m):
+        if note.kind == kind:
+            yield {"ledger_id": note.ledger_id, "error": note.error} if kind == "unreadable" else note.ledger_id
 
 
 class _Copy(NamedTuple):

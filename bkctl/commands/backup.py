@@ -118,41 +118,45 @@ def backup(
 
 
 def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> None:
-    from ..backup.catalog import manifest_notes
+    from ..backup.inspect import noted
     from ..backup.take import Selection, take_backup
 
     storage = _storage(app, to, s3_endpoint)
     selection = Selection(list(topics), list(namespaces), ledger_spec)
     with app.progress(None, "backing up") as bar:
         manifest = take_backup(app.store, app.bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar)
-    noted: dict[str, list] = {"missing": [], "unreadable": [], "deleted": []}
-    for note in manifest_notes(storage, manifest):  # (read back a chunk at a time)
-        noted[note.kind].append({"ledger_id": note.ledger_id, "error": note.error} if note.error else note.ledger_id)
-    unreadable = sorted(noted["unreadable"], key=lambda u: u["ledger_id"])
-    doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": sorted(noted["missing"])}
-    doc["unreadable"] = unreadable
+    counts = manifest.note_counts()
+    # the notes read back a chunk at a time as they are written, never held as lists
+    doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": noted(storage, manifest, "missing")}
+    doc["unreadable"] = noted(storage, manifest, "unreadable")
     doc["seconds"] = (manifest.finished - manifest.started) / 1000
-    doc["deleted"] = {"ledgers": sorted(noted["deleted"]), "topics": manifest.deleted.get("topics", [])}
-    missing = doc["missing"]
-    emit(
-        app,
-        doc,
-        lambda: app.console.print(
+    doc["deleted"] = {"ledgers": noted(storage, manifest, "deleted"), "topics": manifest.deleted.get("topics", [])}
+    if app.json:
+        _stream_json(doc)
+    else:
+        app.console.print(
             f"backup {manifest.id}: {doc['ledgers']} ledgers ({doc['copied_ledgers']} copied, "
             f"{human_size(doc['copied_bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas -> {to}"
-            + (f"; {len(missing)} ledgers named but gone" if missing else ""),
+            + (f"; {counts['missing']} ledgers named but gone" if counts["missing"] else ""),
             highlight=False,
-        ),
-    )
-    if unreadable:
-        for u in unreadable:
+        )
+    if counts["unreadable"]:
+        named: list[str] = []
+        for u in noted(storage, manifest, "unreadable"):
             app.err_console.print(f"bkctl: ledger {u['ledger_id']} not backed up: {u['error']}", highlight=False)
-        ids = ", ".join(str(u["ledger_id"]) for u in unreadable)
+            if len(named) < _NAMED:
+                named.append(str(u["ledger_id"]))
+        more = counts["unreadable"] - len(named)
+        ids = ", ".join(named) + (f" and {more} more: backup show {to} --backup {manifest.id}" if more else "")
         raise CommandError(
-            f"backup {manifest.id} is partial: {plural(len(unreadable), 'ledger')} could not be read "
+            f"backup {manifest.id} is partial: {plural(counts['unreadable'], 'ledger')} could not be read "
             f"({ids}); everything else is in it",
             PARTIAL,
         )
+
+
+#: the unreadable ledgers a partial backup's last line names (stderr names each, ``show`` lists them)
+_NAMED = 20
 
 
 def _print_list(app: App, rows: list[dict]) -> None:

@@ -117,3 +117,20 @@ def test_a_damaged_chunk_of_notes_is_named(tmp_path, capsys, damage):
     assert run(["--json", "backup", "verify", storage.url]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert any(victim in p for p in doc["problems"])
+
+
+def test_the_notes_are_read_a_chunk_at_a_time_as_they_are_taken(tmp_path):
+    """``backup --json`` and ``show`` write the notes item by item from :func:`noted`: taking the
+    first unreadable ledger reads the first chunk of notes, not the 40 of them."""
+    from bkctl.backup.inspect import noted
+
+    notes = [LedgerNote(i, "unreadable", f"why {i}") for i in range(10, 410)]
+    storage = _archive(tmp_path, 3, per_chunk=10, notes=notes)
+    m = Manifest.decode(storage.get(f"backups/{BACKUP}.json"))
+    read: list[str] = []
+    get = storage.get
+    storage.get = lambda name: read.append(name) or get(name)  # type: ignore[method-assign]
+    items = noted(storage, m, "unreadable")
+    assert next(items) == {"ledger_id": 10, "error": "why 10"} and len(read) == 1
+    assert [u["ledger_id"] for u in items] == list(range(11, 410)) and len(read) == 40
+    assert list(noted(storage, m, "missing")) == []
