@@ -100,8 +100,14 @@ def log_record_data(record: bytes, ledger_id: int, entry_id: int) -> bytes | Non
 
 def py_journal_entries(ledger_id: int, entry_ids: list[int], bodies: list[bytes], record_type: int) -> bytes:
     """The journal records of ``ledger_id``'s entries ``entry_ids`` (``bodies``, pairwise), one
-    after the other."""
-    return b"".join([encode_journal_entry(ledger_id, e, body, record_type) for e, body in zip(entry_ids, bodies)])
+    after the other: :func:`encode_journal_entry`'s bytes of each, inlined (a call per entry
+    was a fifth of the Python twins' add)."""
+    pack, u32 = _JOURNAL_HEAD.pack, _U32.pack
+    out: list[bytes] = []
+    for e, body in zip(entry_ids, bodies):
+        head = pack(len(body) + 17, record_type, ledger_id, e)
+        out += (u32(crc32c(body, crc32c(head))), head, body)
+    return b"".join(out)
 
 
 def py_log_records(

@@ -64,12 +64,15 @@ def py_read_answers(
     size = 0
     i = max(start, 0)
     n = min(len(run), len(results))
+    answers, ledger = None, None  # py_read_answer's encoder, made once per ledger of the run
     while i < n and size < limit:
         rc, body = results[i]
         if rc != 0:
             break
         ledger_id, entry_id, header_len, payload = run[i]
-        answer = py_read_answer(payload[:header_len], ledger_id, entry_id, body, max_lac)
+        if answers is None or ledger_id != ledger:
+            answers, ledger = v3_fast.ReadAnswers(ledger_id, max_lac), ledger_id
+        answer = answers.framed(payload[:header_len], entry_id, body)
         out.append(answer)
         size += len(answer)
         i += 1
