@@ -162,9 +162,10 @@ def raw_zookeeper(uri: str):
         client.close()
 
 
-def in_sandbox(folder: str | None, prefix: str, run) -> int:
+def in_sandbox(folder: str | None, prefix: str, run, *, zk_heap_mb: int | None = None) -> int:
     """``run(uri, work)`` against a sandbox (ZooKeeper + 3 bookieds) in ``folder``
-    (None: a new temporary one, removed afterwards); the sandbox is stopped at the end."""
+    (None: a new temporary one, removed afterwards); the sandbox is stopped at the end.
+    ``zk_heap_mb``: its ZooKeeper's heap (None: the sandbox's default, 256 MiB)."""
     import shutil
     import sys
     import tempfile
@@ -175,7 +176,7 @@ def in_sandbox(folder: str | None, prefix: str, run) -> int:
     work = Path(folder) if folder else Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        info = sandbox_up(work / "sandbox", bookies=3)
+        info = sandbox_up(work / "sandbox", bookies=3, zk_heap_mb=zk_heap_mb)
         return run(info["uri"], work)
     finally:
         try:
