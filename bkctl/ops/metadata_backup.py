@@ -203,12 +203,21 @@ def restore(
 def move_id_generator_past(store: MetadataStore, highest: int) -> int | None:
     """Draw ledger ids until one is above ``highest`` (ZooKeeper's sequence counter
     cannot be set); the last drawn, or None when that would take more than
-    :data:`MAX_IDS_DRAWN` (then a new ledger may be given a restored id, and fail)."""
-    for _ in range(MAX_IDS_DRAWN):
-        drawn = store.ledger_ids.generate()
-        if drawn > highest:
-            return drawn
-    return None
+    :data:`MAX_IDS_DRAWN` (then a new ledger may be given a restored id, and fail).
+    After the first, as many at once as the gap left (``generate_many``: 500 a ZooKeeper
+    multi), not one a round trip: 10^5 ids one at a time took most of a restore's time."""
+    drawn = store.ledger_ids.generate()
+    count = 1
+    while drawn <= highest and count < MAX_IDS_DRAWN:
+        want = min(highest - drawn, MAX_IDS_DRAWN - count, _DRAWN_AT_ONCE)
+        many = store.ledger_ids.generate_many(max(1, want))
+        count += len(many)
+        drawn = max(drawn, *many)
+    return drawn if drawn > highest else None
+
+
+#: ids drawn a call while the generator is moved past a restore's ledgers
+_DRAWN_AT_ONCE = 10_000
 
 
 def _b64(data: bytes) -> str:

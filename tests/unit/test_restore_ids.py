@@ -118,3 +118,16 @@ def test_the_ids_taken_in_the_target_are_found_beside_the_backups(tmp_path, monk
         restoring.restore_backup(target, CountingBookKeeper(), storage, "zk://t", journal_path=str(tmp_path / "j"))
     assert err.value.code == CONFLICT
     assert f"ledger {ids[0]} exists in the target cluster (151 of the backup's 300 ledger ids" in str(err.value)
+
+
+def test_the_id_generator_is_moved_past_the_restored_ledgers_many_ids_a_call():
+    from bkctl.ops.metadata_backup import move_id_generator_past
+
+    target = _target()
+    calls: list[int] = []
+    one, many = target.ledger_ids.generate, target.ledger_ids.generate_many
+    target.ledger_ids.generate = lambda: calls.append(1) or one()
+    target.ledger_ids.generate_many = lambda n: calls.append(n) or many(n)
+    above = move_id_generator_past(target, 25_000)
+    assert above is not None and above > 25_000 and one() == above + 1
+    assert len(calls) <= 5  # 25,001 ids in a few calls, not one a call
