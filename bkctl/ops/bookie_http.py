@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,25 @@ def call(address: str, method: str, path: str, body: Any = None, query: str = ""
         return json.loads(text)
     except ValueError:
         return text
+
+
+def read_chunks(address: str, path: str, timeout: float = TIMEOUT, size: int = 256 * 1024) -> Iterator[bytes]:
+    """A GET's answer body in chunks of ``size`` bytes, as it arrives (a long listing is never
+    held whole); failures as :func:`call`'s, one cut short too."""
+    import urllib.error
+    import urllib.request
+
+    from bkctl.wire.text import join_host_port, split_host_port
+
+    url = f"http://{join_host_port(*split_host_port(address))}{path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            while chunk := resp.read(size):
+                yield chunk
+    except urllib.error.HTTPError as e:
+        raise OpFailed(f"GET {url}: HTTP {e.code}: {e.read().decode('utf-8', 'replace').strip()}") from None
+    except OSError as e:
+        raise NoHttpAnswer(f"GET {url}: {getattr(e, 'reason', e)}") from None
 
 
 @dataclass(frozen=True)

@@ -142,27 +142,24 @@ class FsckRun:
         the bookies that cannot say go to :attr:`FsckTotals.not_checked`."""
         from array import array
 
-        from bkctl.wire.fsck.bookie_only import BookieLists
+        from bkctl.wire.fsck.bookie_only import BookieLists, listed_ids
 
-        from .bookie_http import HTTP_FAILURES, call, http_address
+        from .bookie_http import HTTP_FAILURES, http_address, read_chunks
 
         if self._filtered() or self.bookie:
             return None
         held: dict[str, array[int]] = {}
         for bookie in sorted(registered):
             try:
-                doc = call(http_address(self.store, bookie), "GET", LIST_LEDGERS, timeout=LIST_TIMEOUT)
-                ids = doc["ledgers"]
-                if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-                    raise TypeError(ids)
-                got = array("q", ids)  # 8 bytes an id, where a list of ints takes 36
+                # read into an array as the answer comes (8 bytes an id): neither the whole text
+                # nor a list of ints (36 bytes an id) is ever held, only the arrays grow with the ledgers
+                got = listed_ids(read_chunks(http_address(self.store, bookie), LIST_LEDGERS, timeout=LIST_TIMEOUT))
             except HTTP_FAILURES as exc:
                 self.totals.not_checked[bookie] = str(exc)
-            except (KeyError, TypeError, OverflowError):
+            except (ValueError, OverflowError):
                 self.totals.not_checked[bookie] = f"{LIST_LEDGERS} answered without a list of ledger ids"
             else:
                 held[bookie] = got
-            ids = doc = None  # its list of ints let go before the next bookie's answer is read
         return BookieLists(held)
 
     def _read_again(self, ledger_id: int) -> tuple[LedgerMetadata, int] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from twisted.internet import defer
 
 from bkctl.wire.fsck.bookie_only import BookieLists, check_bookie_only
@@ -58,30 +59,70 @@ def test_bookied_lists_the_ledgers_it_holds_ascending():
     assert code(render(status, "/api/v1/bookie/list_ledgers", b"PUT")) == 405
 
 
-def test_the_bookies_lists_are_kept_as_arrays_one_list_of_ints_at_a_time(monkeypatch):
-    """At 10^6 ledgers each of 3 bookies lists ~667,000 ids: as lists of ints (36 bytes an id)
-    all three at once were ~72 MB of fsck's peak; each is an array (8 bytes an id) as soon as
-    it is read, taken as is when ascending (sorted when not)."""
+def test_the_bookies_lists_are_read_into_arrays_never_as_lists_of_ints(monkeypatch):
+    """At 10^6 ledgers each of 3 bookies lists up to 10^6 ids: decoded as JSON, one bookie's
+    answer was its text and a list of ints (~60 MB of fsck's peak, growing with the ledgers);
+    each is read into an array (8 bytes an id) as its answer comes, in chunks, taken as is
+    when ascending (sorted when not)."""
     import tracemalloc
     from types import SimpleNamespace
 
     from bkctl.ops import bookie_http, ledger_fsck
 
     n = 100_000
-    texts = {f"h{i}": json.dumps({"ledgers": list(range(i, 3 * n, 3))}) for i in range(3)}
-    texts["h3"] = json.dumps({"ledgers": [9, 4, 1]})  # not ascending: sorted
+    texts = {f"h{i}": json.dumps({"ledgers": list(range(i, 3 * n, 3))}).encode() for i in range(3)}
+    texts["h3"] = json.dumps({"ledgers": [9, 4, 1]}).encode()  # not ascending: sorted
+    texts["h4"] = b'{"ledgers":[1,"x"]}'
+    chunk = 64 * 1024
+
+    def read_chunks(address, *_a, **_k):
+        text = texts[address]
+        return (text[i : i + chunk] for i in range(0, len(text), chunk))
+
     monkeypatch.setattr(bookie_http, "http_address", lambda _store, bookie: "h" + bookie[-1])
-    monkeypatch.setattr(bookie_http, "call", lambda address, *_a, **_k: json.loads(texts[address]))
+    monkeypatch.setattr(bookie_http, "read_chunks", read_chunks)
     run = ledger_fsck.FsckRun(SimpleNamespace(client=SimpleNamespace(store=None)))
     tracemalloc.start()
     try:
-        lists = run._bookie_lists(frozenset({"b0", "b1", "b2", "b3"}))
+        lists = run._bookie_lists(frozenset({"b0", "b1", "b2", "b3", "b4"}))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert lists is not None and lists.bookies == ["b0", "b1", "b2", "b3"]
+    assert run.totals.not_checked == {"b4": f"{ledger_fsck.LIST_LEDGERS} answered without a list of ledger ids"}
     named = list(lists.rest())
     assert named[:5] == [(0, ["b0"]), (1, ["b1", "b3"]), (2, ["b2"]), (3, ["b0"]), (4, ["b1", "b3"])]
     assert len(named) == 3 * n
-    # one bookie's list of ints at a time (36 bytes an id) and the arrays (8): not all the lists
-    assert peak < n * 36 + 3 * n * 8 + 1_000_000, peak
+    # the arrays (8 bytes an id, one growing) and a chunk's ids: no list of a bookie's ints (36 an id)
+    assert peak < 4 * n * 8 + 10 * chunk, peak
+
+
+def test_a_listing_is_read_in_chunks_split_anywhere_and_anything_else_refused():
+    from bkctl.wire.fsck.bookie_only import listed_ids
+
+    def chunks(text: str, size: int) -> list[bytes]:
+        data = text.encode()
+        return [data[i : i + size] for i in range(0, len(data), size)] or [b""]
+
+    good = [
+        json.dumps({"ledgers": list(range(5, 3000, 7))}),
+        json.dumps({"ledgers": list(range(5, 300))}, separators=(",", ":")),
+        '{"ledgers":[]}',
+        '{ "ledgers" : [ 1 , 2 ] }\n',
+    ]
+    for text in good:
+        for size in (1, 2, 3, 7, 100, 1 << 20):
+            assert list(listed_ids(chunks(text, size))) == json.loads(text)["ledgers"], (text[:30], size)
+    bad = [
+        '{"ledgers":[1,"a"]}',
+        "[1,2]",
+        '{"ledgers":[1,2',
+        '{"ledgers":[1,2]}x',
+        '{"ledgers":[1,]}',
+        '{"ledgers":[,]}',
+    ]
+    bad += ['{"ledgers":"x"}', '{"ledgers":[1.5]}', "", '{"other":[1]}', '{"ledgers":[99999999999999999999999]}']
+    for text in bad:
+        for size in (1, 3, 100):
+            with pytest.raises((ValueError, OverflowError)):
+                listed_ids(chunks(text, size))
