@@ -17,7 +17,7 @@ runs it (a process of its own; default sample: each segment's first and last ent
 more read from every replica).  Printed per size: the time and ledgers/s, the bookie
 requests it made (its summary line: entry lists, reads and batch reads, one each), ZooKeeper's
 ``zk_packets_received`` over the run (``mntr``: the sandbox's bookies' session pings
-included), fsck's peak resident memory (``ru_maxrss``: it should not grow with the
+included), fsck's peak resident memory (its ``VmHWM``, read as it runs: it should not grow with the
 ledgers), and the load average.  ``--callgrind N`` instead fills N ledgers and counts the
 instructions of one fsck over them under valgrind's callgrind (start-up included): the
 load-independent figure of its CPU cost a ledger.
@@ -45,7 +45,6 @@ import argparse
 import os
 import random
 import re
-import resource
 import socket
 import subprocess
 import sys
@@ -173,20 +172,33 @@ def shuffled(bookies: list[str], lo: int, hi: int) -> dict[int, list[str]]:
 
 def fsck(uri: str, zk: str, extra: list[str], http_ports: list[int] | None = None, wrap: tuple[str, ...] = ()) -> dict:
     env = dict(os.environ, BKCTL_METADATA_URI=uri, NO_COLOR="1")
-    before_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     answered = bookie_requests(http_ports) if http_ports else 0
     packets = zk_packets(zk)
     t0 = time.monotonic()
-    done = subprocess.run(
+    proc = subprocess.Popen(
         [*wrap, sys.executable, "-m", "bkctl", "--json", "ledger", "fsck", *extra],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
+    # fsck's own peak: its VmHWM, read as it runs (the high-water mark of its memory since its
+    # exec).  Not ru_maxrss: Linux carries a process's maxrss across fork and exec, so a child's
+    # starts at this bench's own RSS when it forked -- the fill's, which grows with the ledgers.
+    hwm = 0
+    while True:
+        hwm = max(hwm, vm_hwm_kib(proc.pid))
+        try:
+            stdout, stderr = proc.communicate(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     took = time.monotonic() - t0
     packets = zk_packets(zk) - packets
     answered = bookie_requests(http_ports) - answered if http_ports else -1
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rss = hwm
+    before_rss = 0
     m = re.search(r"checked (\d+) ledgers .*?\((\d+) bookie requests\)", done.stderr, re.S)
     return {
         "code": done.returncode,
@@ -200,6 +212,18 @@ def fsck(uri: str, zk: str, extra: list[str], http_ports: list[int] | None = Non
         "stderr": done.stderr.strip().splitlines()[-2:],
         "out": done.stdout,
     }
+
+
+def vm_hwm_kib(pid: int) -> int:
+    """The peak resident memory of ``pid`` since its exec (its VmHWM, KiB); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def callgrind(uri: str, zk: str, work: Path) -> None:
