@@ -63,9 +63,13 @@ def builds_note() -> str:
     report = fastpath.c_twins_report(True)
     unused = [t for t in report if t.state is not fastpath.CTwinState.IN_USE]
     if not unused:
-        return f"C builds: all {len(report)} current"
-    names = ", ".join(f"{t.module.rsplit('.', 1)[1]} {t.state.value}" for t in unused)
-    return f"C builds NOT IN USE: {names} (./dev setup rebuilds them)"
+        note = f"C builds: all {len(report)} current"
+    else:
+        names = ", ".join(f"{t.module.rsplit('.', 1)[1]} {t.state.value}" for t in unused)
+        note = f"C builds NOT IN USE: {names} (./dev setup rebuilds them)"
+    if not fastpath.selected().enabled:  # the bench's environment, which the processes it starts inherit
+        note += f", switched off here ({fastpath.SWITCH}=0)"
+    return note
 
 
 def cpu_seconds(pid: int) -> float:
