@@ -59,14 +59,32 @@ def http_address(store: MetadataStore | None, bookie_id: str, override: str | No
     return join_host_port(host, ep.port)
 
 
-def call(address: str, method: str, path: str, body: Any = None, query: str = "", timeout: float = TIMEOUT) -> Any:
-    """One request; the decoded JSON answer (or text).  Unreachable: exit 5; an error answer: exit 1."""
-    import urllib.error
-    import urllib.request
-
+def _url(address: str, path: str, query: str = "") -> str:
     from bkctl.wire.text import join_host_port, split_host_port
 
-    url = f"http://{join_host_port(*split_host_port(address))}{path}" + (f"?{query}" if query else "")
+    return f"http://{join_host_port(*split_host_port(address))}{path}" + (f"?{query}" if query else "")
+
+
+def _failed(method: str, url: str, e: OSError) -> Exception:
+    """A request's failure as :func:`call` and :func:`read_chunks` raise it: an error answer (its
+    JSON ``error`` when it has one), exit 1; no answer, exit 5."""
+    import urllib.error
+
+    if isinstance(e, urllib.error.HTTPError):
+        text = e.read().decode("utf-8", "replace").strip()
+        try:
+            text = json.loads(text).get("error", text)
+        except (ValueError, AttributeError):
+            pass
+        return OpFailed(f"{method} {url}: HTTP {e.code}: {text}")
+    return NoHttpAnswer(f"{method} {url}: {getattr(e, 'reason', e)}")
+
+
+def call(address: str, method: str, path: str, body: Any = None, query: str = "", timeout: float = TIMEOUT) -> Any:
+    """One request; the decoded JSON answer (or text).  Unreachable: exit 5; an error answer: exit 1."""
+    import urllib.request
+
+    url = _url(address, path, query)
     data = None if body is None else json.dumps(body).encode("utf-8")
     req = urllib.request.Request(
         url, data=data, method=method, headers={"Content-Type": "application/json"} if data is not None else {}
@@ -74,16 +92,8 @@ def call(address: str, method: str, path: str, body: Any = None, query: str = ""
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
-    except urllib.error.HTTPError as e:
-        text = e.read().decode("utf-8", "replace").strip()
-        try:
-            text = json.loads(text).get("error", text)
-        except (ValueError, AttributeError):
-            pass
-        raise OpFailed(f"{method} {url}: HTTP {e.code}: {text}") from None
     except OSError as e:
-        reason = getattr(e, "reason", e)
-        raise NoHttpAnswer(f"{method} {url}: {reason}") from None
+        raise _failed(method, url, e) from None
     text = raw.decode("utf-8", "replace")
     try:
         return json.loads(text)
@@ -94,20 +104,15 @@ def call(address: str, method: str, path: str, body: Any = None, query: str = ""
 def read_chunks(address: str, path: str, timeout: float = TIMEOUT, size: int = 256 * 1024) -> Iterator[bytes]:
     """A GET's answer body in chunks of ``size`` bytes, as it arrives (a long listing is never
     held whole); failures as :func:`call`'s, one cut short too."""
-    import urllib.error
     import urllib.request
 
-    from bkctl.wire.text import join_host_port, split_host_port
-
-    url = f"http://{join_host_port(*split_host_port(address))}{path}"
+    url = _url(address, path)
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             while chunk := resp.read(size):
                 yield chunk
-    except urllib.error.HTTPError as e:
-        raise OpFailed(f"GET {url}: HTTP {e.code}: {e.read().decode('utf-8', 'replace').strip()}") from None
     except OSError as e:
-        raise NoHttpAnswer(f"GET {url}: {getattr(e, 'reason', e)}") from None
+        raise _failed("GET", url, e) from None
 
 
 @dataclass(frozen=True)
