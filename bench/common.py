@@ -60,13 +60,7 @@ def builds_note() -> str:
     "with the C paths on" from such a tree is the Python twins'."""
     from bkctl.wire import fastpath
 
-    report = fastpath.c_twins_report(True)
-    unused = [t for t in report if t.state is not fastpath.CTwinState.IN_USE]
-    if not unused:
-        note = f"C builds: all {len(report)} current"
-    else:
-        names = ", ".join(f"{t.module.rsplit('.', 1)[1]} {t.state.value}" for t in unused)
-        note = f"C builds NOT IN USE: {names} (./dev setup rebuilds them)"
+    note = fastpath.report_line(fastpath.c_twins_report(True))
     if not fastpath.selected().enabled:  # the bench's environment, which the processes it starts inherit
         note += f", switched off here ({fastpath.SWITCH}=0)"
     return note
