@@ -84,6 +84,15 @@ def _states(uri):
         return set(zk.registration.writable_bookies()), set(zk.registration.readonly_bookies())
 
 
+def _writable_only(uri, bookie_id):
+    """Registered writable and no longer read-only.  Like a Java bookie, bookied
+    creates the new node before it deletes the old one, and a client counts a
+    bookie in both lists as read-only: waiting for the writable node alone raced
+    the delete (a create right after it found no writable bookie)."""
+    writable, readonly = _states(uri)
+    return bookie_id in writable and bookie_id not in readonly
+
+
 def test_full_disks_go_read_only_before_enospc_and_a_ledger_on_them_is_recovered(mounts, procs, metadata_uri):
     """Three bookies, E3/Qw3/Qa2 ledger, 16 KiB adds until they fail: the write path turns
     every bookie read-only while its journal still has room, so the ledger can be fenced
@@ -200,7 +209,7 @@ def test_a_bookie_with_a_full_disk_starts_read_only_and_is_writable_again_below_
     assert bookie.bookie_id in _states(metadata_uri)[1]
     # below the low-water mark: writable again
     shrink_to_usage(fs, filler, 0.3)
-    wait_for(lambda: bookie.bookie_id in _states(metadata_uri)[0], what="writable registration")
+    wait_for(lambda: _writable_only(metadata_uri, bookie.bookie_id), what="writable registration")
     assert c.v2(v2.AddRequest(2, 0, KEY, _package(7, 50), 7, 50)).rc == RC.EOK
     c.close()
     assert bookie.stop() == 0

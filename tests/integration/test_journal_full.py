@@ -18,7 +18,7 @@ from bkctl.wire.client.blocking import BlockingBookKeeper
 from tests.support.bookieproc import start_bookies
 from tests.support.waiting import wait_for
 
-from .test_full_disk import _states, mounts, on_fs, procs  # noqa: F401 - fixtures
+from .test_full_disk import _states, _writable_only, mounts, on_fs, procs  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.integration
 
@@ -55,7 +55,7 @@ def test_a_journal_full_bookie_is_writable_again_once_its_ledgers_are_deleted(
             pytest.fail("the adds never failed: the filesystem did not fill up")
         wait_for(lambda: bookie.bookie_id in _states(metadata_uri)[1], what="read-only registration")
         bk.delete(lh.ledger_id)
-        wait_for(lambda: bookie.bookie_id in _states(metadata_uri)[0], timeout=90, what="writable registration")
+        wait_for(lambda: _writable_only(metadata_uri, bookie.bookie_id), timeout=90, what="writable registration")
         assert bookie.proc.poll() is None  # the same process: no restart
         # it takes adds again, and they read back
         again = bk.create(1, 1, 1, password=b"pw")
