@@ -374,7 +374,9 @@ def _one_shot(ctx) -> _OneShot:
 
 def bookie_states(store) -> dict[str, str]:
     """Every bookie the cluster knows, with its state (shared with the shell's cache)."""
-    states = {b: "down" for b in store.registration.all_bookies()}
-    states.update({b: "read-only" for b in store.registration.readonly_bookies()})
-    states.update({b: "writable" for b in store.registration.writable_bookies()})
-    return states
+    from bkctl.wire.metadata.registration_state import Registrations
+
+    from .ops.bookies import Registration
+
+    regs = Registrations.read(store.registration)
+    return {b: Registration.of(regs.state_of(b)).value for b in set(store.registration.all_bookies()) | regs.registered}

@@ -195,7 +195,7 @@ def state(app: App, bookie_id: str, http: str | None):
         doc,
         lambda: fields(
             app,
-            [("bookie", bookie_id), ("http", doc.http), ("registration", doc.registration)]
+            [("bookie", bookie_id), ("http", doc.http), ("registration", doc.registration.value)]
             + [(k, value(v)) for k, v in doc.state.items()],
         ),
     )
@@ -214,6 +214,8 @@ def readonly(app: App, bookie_id: str, mode: str, http: str | None):
     read-only, full disk, failed journal): exit 1 with its reason.  --json:
     bookie_id, http, read_only, registration.
     """
+    from bkctl.wire.metadata.registration_state import RegistrationState
+
     from ..exitcodes import FAILED, CommandError
     from ..ops.bookie_http import set_readonly
 
@@ -222,11 +224,12 @@ def readonly(app: App, bookie_id: str, mode: str, http: str | None):
         app,
         doc,
         lambda: app.console.print(
-            f"bookie {bookie_id} is {'read-only' if doc.read_only else 'writable'} (registered as {doc.registration})"
+            f"bookie {bookie_id} is {'read-only' if doc.read_only else 'writable'} "
+            f"(registered as {doc.registration.value})"
         ),
     )
-    if doc.registration != ("read-only" if mode == "on" else "writable"):
-        raise CommandError(f"the registration of {bookie_id} still says {doc.registration}", FAILED)
+    if doc.registration is not (RegistrationState.READ_ONLY if mode == "on" else RegistrationState.WRITABLE):
+        raise CommandError(f"the registration of {bookie_id} still says {doc.registration.value}", FAILED)
 
 
 @click.command("gc")

@@ -51,13 +51,16 @@ def simpletest(app: App, ensemble: int, write_quorum: int, ack_quorum: int, entr
     if not ensemble >= write_quorum >= ack_quorum:
         raise CommandError("need ensemble >= write quorum >= ack quorum", USAGE)
     if bookie is not None:
+        from bkctl.wire.metadata.registration_state import Registrations, RegistrationState
+
         from ..exitcodes import CONFLICT, NOT_FOUND
         from ..ops.recovery import check_bookie_ids
 
         check_bookie_ids([bookie])
-        if bookie in app.store.registration.readonly_bookies():
+        state = Registrations.read(app.store.registration).state_of(bookie)
+        if state is RegistrationState.READ_ONLY:
             raise CommandError(f"bookie {bookie} is read-only", CONFLICT)
-        if bookie not in app.store.registration.writable_bookies():
+        if state is RegistrationState.NOT_REGISTERED:
             raise CommandError(f"bookie {bookie} is not registered", NOT_FOUND)
         ensemble = write_quorum = ack_quorum = 1
     doc = run(

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bkctl.wire.metadata.registration_state import Registrations, RegistrationState
+
 from .errors import BadInput, NoHttpAnswer, NotRegistered, OpFailed
 
 if TYPE_CHECKING:
@@ -118,12 +120,12 @@ def read_chunks(address: str, path: str, timeout: float = TIMEOUT, size: int = 2
 @dataclass(frozen=True)
 class BookieState:
     """``bookie state``: what the bookie's HTTP admin answered (``state``, as it says it) beside its
-    registration in ZooKeeper (writable, read-only, not registered)."""
+    registration in ZooKeeper."""
 
     bookie_id: str
     http: str
     state: Any
-    registration: str
+    registration: RegistrationState
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ class ReadOnlySwitched:
     bookie_id: str
     http: str
     read_only: bool
-    registration: str
+    registration: RegistrationState
 
 
 @dataclass(frozen=True)
@@ -177,12 +179,8 @@ def read_only_reasons(store: MetadataStore, bookie_id: str, timeout: float = 2.0
     return read_only_reasons_of(answer) or "not known: its HTTP admin does not say (a Java bookie? its log does)"
 
 
-def registration(store: MetadataStore, bookie_id: str) -> str:
-    if bookie_id in store.registration.readonly_bookies():
-        return "read-only"
-    if bookie_id in store.registration.writable_bookies():
-        return "writable"
-    return "not registered"
+def registration(store: MetadataStore, bookie_id: str) -> RegistrationState:
+    return Registrations.read(store.registration).state_of(bookie_id)
 
 
 def set_readonly(
@@ -191,7 +189,7 @@ def set_readonly(
     """Switch the bookie, then wait (up to ``wait`` s) until its registration shows it."""
     address = http_address(store, bookie_id, http)
     answer = call(address, "PUT", READONLY, {"readOnly": readonly})
-    want = "read-only" if readonly else "writable"
+    want = RegistrationState.READ_ONLY if readonly else RegistrationState.WRITABLE
     deadline = time.monotonic() + wait
     seen = registration(store, bookie_id)
     while seen != want and time.monotonic() < deadline:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from bkctl.wire.metadata.registration_state import Registrations, RegistrationState
+
 from .bookie_conf import BookieDirs
 from .errors import Conflict, OpFailed
 
@@ -23,11 +25,16 @@ if TYPE_CHECKING:
 
 
 class Registration(Enum):
-    """A bookie as its registration shows it: writable, read-only, or down (a cookie, not registered)."""
+    """A bookie of ``bookie list``: writable, read-only, or down (a cookie, not registered).
+    The registration's state is the one rule of :mod:`~bkctl.wire.metadata.registration_state`."""
 
     WRITABLE = "writable"
     READ_ONLY = "read-only"
     DOWN = "down"
+
+    @classmethod
+    def of(cls, state: RegistrationState) -> Registration:
+        return cls.DOWN if state is RegistrationState.NOT_REGISTERED else cls(state.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,24 +49,14 @@ class BookieRow:
 
 def list_bookies(store: MetadataStore, which: str = "writable") -> list[BookieRow]:
     """``which``: writable, readonly or all (every bookie with a cookie)."""
-    writable, readonly = set(store.registration.writable_bookies()), set(store.registration.readonly_bookies())
+    regs = Registrations.read(store.registration)
     if which == "all":
-        ids = set(store.registration.all_bookies()) | writable | readonly
+        ids = set(store.registration.all_bookies()) | regs.registered
     elif which == "readonly":
-        ids = readonly
+        ids = set(regs.readonly)
     else:
-        ids = writable
-    rows = []
-    for bookie_id in sorted(ids):
-        state = (
-            Registration.WRITABLE
-            if bookie_id in writable
-            else Registration.READ_ONLY
-            if bookie_id in readonly
-            else Registration.DOWN
-        )
-        rows.append(BookieRow(bookie_id, state))
-    return rows
+        ids = set(regs.taking_writes)
+    return [BookieRow(b, Registration.of(regs.state_of(b))) for b in sorted(ids)]
 
 
 # -- local directories ---------------------------------------------------------------
@@ -149,7 +146,7 @@ def bookieformat(
 
 
 def _is_registered(store: MetadataStore, bookie_id: str) -> bool:
-    return bookie_id in store.registration.writable_bookies() or bookie_id in store.registration.readonly_bookies()
+    return store.registration.is_registered(bookie_id)
 
 
 # -- FileSystemUpgrade ------------------------------------------------------------------

@@ -103,7 +103,10 @@ def cluster_info(store: MetadataStore, cluster_name: str | None = None) -> Clust
 
 def registered_bookies(store: MetadataStore) -> list[str]:
     """Every registered bookie, read-only ones marked, as the guards name them."""
-    return store.registration.writable_bookies() + [f"{b} (read-only)" for b in store.registration.readonly_bookies()]
+    from bkctl.wire.metadata.registration_state import Registrations
+
+    regs = Registrations.read(store.registration)
+    return sorted(regs.taking_writes) + [f"{b} (read-only)" for b in sorted(regs.readonly)]
 
 
 def metaformat(store: MetadataStore, confirm: Callable[[], bool], with_bookies: bool = False) -> Formatted:

@@ -98,7 +98,9 @@ def _copies_down(store: MetadataStore, live: set[str], ledger_id: int) -> str | 
 
 
 def _live_set(store: MetadataStore) -> set[str]:
-    return set(store.registration.writable_bookies()) | set(store.registration.readonly_bookies())
+    from bkctl.wire.metadata.registration_state import Registrations
+
+    return set(Registrations.read(store.registration).registered)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.errors import NotFound
+from bkctl.wire.metadata.registration_state import Registrations, RegistrationState
 
 from .errors import BadInput, OpFailed
 from .results import omitted_when_none
@@ -37,14 +37,6 @@ def _placement(bookie: str, group: str, info: dict[str, Any]) -> RackPlacement:
     return RackPlacement(bookie, group, info.get("rack"), info.get("hostname"))
 
 
-class BookieState(Enum):
-    """Whether a bookie of the rack map is registered, and how."""
-
-    WRITABLE = "writable"
-    READONLY = "readonly"
-    NOT_REGISTERED = "not registered"
-
-
 @dataclass(frozen=True)
 class RackRow:
     """A line of ``rack list``."""
@@ -53,7 +45,7 @@ class RackRow:
     rack: str | None
     bookie_id: str
     hostname: str | None
-    state: BookieState
+    state: RegistrationState
 
 
 def _check(bookie: str) -> str:
@@ -144,16 +136,9 @@ def list_racks(store: MetadataStore) -> list[RackRow]:
     """One row per bookie: group, rack, bookie_id, hostname, state (writable,
     read-only, or not registered), sorted by rack."""
     doc, _ = store.racks.read()
-    writable, readonly = set(store.registration.writable_bookies()), set(store.registration.readonly_bookies())
+    regs = Registrations.read(store.registration)
     rows = []
     for group, members in doc.items():
         for bookie, info in members.items():
-            state = (
-                BookieState.WRITABLE
-                if bookie in writable
-                else BookieState.READONLY
-                if bookie in readonly
-                else BookieState.NOT_REGISTERED
-            )
-            rows.append(RackRow(group, info.get("rack"), bookie, info.get("hostname"), state))
+            rows.append(RackRow(group, info.get("rack"), bookie, info.get("hostname"), regs.state_of(bookie)))
     return sorted(rows, key=lambda r: (str(r.rack), r.bookie_id))

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bkctl.wire.metadata.registration_state import RegistrationState
 from bkctl.wire.rebalance.executor import MoveTally
 
 from ..humanize import human_size, plural
@@ -454,7 +455,7 @@ def drain(
     throttle = throttle or Throttle()
     [bookie] = check_bookie_ids([bookie])
     state = registration(store, bookie)
-    if state == "not registered":
+    if state is RegistrationState.NOT_REGISTERED:
         known = store.cookies.get(bookie) is not None or bool(ledgers_on(store, [bookie]))
         if not known:
             raise NotFound(f"unknown bookie {bookie}: not registered, no cookie, in no ledger")
@@ -466,7 +467,7 @@ def drain(
     if not targets:
         raise Conflict(f"no writable bookie but {bookie}: nowhere to move its replicas")
     placement.refresh(store.registration.all_bookies())
-    report = DrainReport(bookie, dry_run=dry_run, read_only=state == "read-only")
+    report = DrainReport(bookie, dry_run=dry_run, read_only=state is RegistrationState.READ_ONLY)
     if dry_run:
         from bkctl.wire.rebalance.plan import plan_drain
 
@@ -515,7 +516,7 @@ class _DrainPasses:
     bk: BlockingBookKeeper
     store: MetadataStore
     report: DrainReport
-    state: str  #: the bookie's registration when the drain began (writable, read-only)
+    state: RegistrationState  #: the bookie's registration when the drain began
     run: Any  #: the running record (:func:`begin_run`)
     placement: Any
     wait: float
@@ -554,7 +555,7 @@ def _drain_passes(d: _DrainPasses) -> Any:
                     d.confirm(
                         f"turn {bookie} read-only and move its {plural(len(plan.moves), 'replica')} to other bookies"
                     )
-                if d.state != "read-only":
+                if d.state is not RegistrationState.READ_ONLY:
                     set_readonly(d.store, bookie, True, d.http)
                     d.report.read_only_set = d.report.read_only = True
                     note(f"{bookie} is read-only: new ledgers go elsewhere, it still serves reads")

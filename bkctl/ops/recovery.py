@@ -368,7 +368,9 @@ def lost_with(bk: BlockingBookKeeper, store: MetadataStore, ledger_ids: Iterable
     ids = list(ledger_ids)
     if not ids:
         return {}
-    live = frozenset(store.registration.writable_bookies()) | frozenset(store.registration.readonly_bookies())
+    from bkctl.wire.metadata.registration_state import Registrations
+
+    live = Registrations.read(store.registration).registered
     # a generator: the metadata is read as the chunks are checked, never a bookie's every
     # ledger's at once (a drain's dry run at 10^6 ledgers held 286,000: 535 MiB)
     reads = (

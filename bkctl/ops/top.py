@@ -425,7 +425,7 @@ def _unreachable_error(exc: BaseException) -> bool:
 
 def _unreachable(reading: BookieReading) -> bool:
     """Registered, but its HTTP admin did not answer at all."""
-    return reading.kind is None and reading.state != "down"
+    return reading.kind is None and reading.state is not Registration.DOWN
 
 
 def _lost_row(bookie_id: str, rack: str | None) -> TopRow:

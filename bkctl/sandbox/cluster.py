@@ -426,11 +426,12 @@ def sandbox_status(directory: str | os.PathLike | None = None, *, check_registra
         try:
             from bkctl.wire import fastpath
             from bkctl.wire.metadata.errors import ZKStoreError
+            from bkctl.wire.metadata.registration_state import Registrations
             from bkctl.wire.metadata.zk import ZKMetadataStore
 
             with ZKMetadataStore(state["uri"], timeout=5.0, twins=fastpath.GENERAL) as store:
-                registered.update({b: "writable" for b in store.registration.writable_bookies()})
-                registered.update({b: "read-only" for b in store.registration.readonly_bookies()})
+                regs = Registrations.read(store.registration)
+                registered.update({b: regs.state_of(b).value for b in regs.registered})
         except ZKStoreError:
             pass
     bookie_rows = []

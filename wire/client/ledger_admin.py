@@ -15,6 +15,7 @@ from twisted.internet import defer
 
 from bkctl.wire.codecs.digest import DigestManager, master_key
 from bkctl.wire.errors import DigestError
+from bkctl.wire.metadata.registration_state import Registrations, RegistrationState
 
 from .credentials import ledger_credentials
 from .errors import MISSING_ON_BOOKIE, LedgerRecoveryError, Unauthorized, UnknownBookie
@@ -107,16 +108,11 @@ async def describe_bookie(client: Any, bookie_id: str) -> dict[str, Any]:
     store = client.store
 
     def from_zookeeper() -> Any:
-        if bookie_id in store.registration.writable_bookies():
-            state = "writable"
-        elif bookie_id in store.registration.readonly_bookies():
-            state = "read-only"
-        else:
-            state = "not registered"
+        state = Registrations.read(store.registration).state_of(bookie_id)
         return state, store.cookies.get(bookie_id), store.registration.service_info(bookie_id)
 
     state, cookie, info = await client.run_blocking(from_zookeeper)
-    if cookie is None and state == "not registered":
+    if cookie is None and state is RegistrationState.NOT_REGISTERED:
         raise UnknownBookie(f"bookie {bookie_id} is not registered and has no cookie in this cluster")
     from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
 
@@ -134,7 +130,7 @@ async def describe_bookie(client: Any, bookie_id: str) -> dict[str, Any]:
         error = str(exc) or type(exc).__name__
     return {
         "bookie_id": bookie_id,
-        "state": state,
+        "state": state.value,
         "address": None if address is None else f"{address[0]}:{address[1]}",
         "cookie": None
         if cookie is None

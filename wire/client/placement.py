@@ -40,6 +40,8 @@ import random
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Sized
 from typing import TYPE_CHECKING, Any
 
+from bkctl.wire.metadata.registration_state import takes_writes
+
 from .errors import NotEnoughBookies
 from .quorum import QuorumSchedule
 
@@ -73,11 +75,6 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _usable(writable: Iterable[str], readonly: Collection[str]) -> list[str]:
-    ro = set(readonly)
-    return [b for b in dict.fromkeys(writable) if b not in ro]
-
-
 class RandomPlacement:
     """Uniformly random ensembles (BookKeeper's default policy without racks).
 
@@ -97,7 +94,7 @@ class RandomPlacement:
     def _candidates(
         writable: Iterable[str], readonly: Collection[str], exclude: Collection[str]
     ) -> tuple[list[str], int]:
-        usable = _usable(writable, readonly)
+        usable = takes_writes(writable, readonly)
         candidates = [b for b in usable if b not in exclude]
         return candidates, len(usable) - len(candidates)
 

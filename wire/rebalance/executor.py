@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.errors import RunInProgress
+from bkctl.wire.metadata.registration_state import Registrations
 from bkctl.wire.metadata.store import MetadataStore
 
 from .mover import MoveOutcome, MoveResult
@@ -375,8 +376,7 @@ def carry_out(
 
 def writable_bookies(store: MetadataStore) -> list[str]:
     """The bookies a move may target: registered writable, not read-only."""
-    readonly = set(store.registration.readonly_bookies())
-    return sorted(b for b in store.registration.writable_bookies() if b not in readonly)
+    return sorted(Registrations.read(store.registration).taking_writes)
 
 
 def _plural(n: int, word: str) -> str:
