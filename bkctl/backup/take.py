@@ -178,16 +178,39 @@ def locator_ledgers(value: bytes) -> list[int]:
 
 
 def plan(store, selection: Selection) -> _Plan:
-    """The topics, schemas and ledgers ``selection`` names, read from the metadata store."""
+    """The topics, schemas and ledgers ``selection`` names, read from the metadata store.
+    A selection of ledgers alone reads no Pulsar metadata (nor imports its modules)."""
+    from ..exitcodes import USAGE, CommandError
+    from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec, resolve_spec
+
+    out = _Plan()
+    cursor_ledgers: list[int] = []
+    named: list[int] = []
+    if selection.topics or selection.namespaces or selection.whole_cluster:
+        cursor_ledgers, named = _plan_topics(store, selection, out)
+    other: list[int] = []
+    if selection.ledgers:
+        try:
+            other = resolve_spec(store, parse_ledger_spec(selection.ledgers))
+        except SpecError as exc:
+            raise CommandError(str(exc), USAGE) from None
+    out.walk_all = selection.whole_cluster
+    out.first = list(dict.fromkeys(cursor_ledgers))
+    seen = set(out.first)
+    out.then = [i for i in dict.fromkeys(named + other) if i not in seen]
+    return out
+
+
+def _plan_topics(store, selection: Selection, out: _Plan) -> tuple[list[int], list[int]]:
+    """The topics, schemas and partitioned topics ``selection`` names into ``out``; their
+    cursor ledgers, and their data and schema ledgers."""
     from bkctl.wire.domain.topic_state import resolve_topics
     from bkctl.wire.domain.topic_state import topic_reader as reader
     from bkctl.wire.metadata import paths as P
     from bkctl.wire.pulsar.registry import schemas_base
 
     from ..exitcodes import USAGE, CommandError
-    from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec, resolve_spec
 
-    out = _Plan()
     base = P.managed_ledgers_base(store.root)
     topics = reader(store, base)
     names: list[str] = []
@@ -234,17 +257,7 @@ def plan(store, selection: Selection) -> _Plan:
         got = store.pulsar.partitioned_topic(base, name)
         if got is not None:
             out.partitioned.append(ValueRecord(name, b64(got.value)))
-    other: list[int] = []
-    if selection.ledgers:
-        try:
-            other = resolve_spec(store, parse_ledger_spec(selection.ledgers))
-        except SpecError as exc:
-            raise CommandError(str(exc), USAGE) from None
-    out.walk_all = selection.whole_cluster
-    out.first = list(dict.fromkeys(cursor_ledgers))
-    seen = set(out.first)
-    out.then = [i for i in dict.fromkeys(data_ledgers + schema_ledgers + other) if i not in seen]
-    return out
+    return cursor_ledgers, data_ledgers + schema_ledgers
 
 
 #: bytes of entries a copy asks for at once (:func:`batch_entries`)
@@ -357,7 +370,7 @@ class _Copier:
         if not self._found(slot, read.metadata, check.previous):
             md = read.metadata
             walked = md is not None and not isinstance(md, Exception) and md.is_closed and read.raw is not None
-            self.copy(read.ledger_id, slot, stored=(read.raw, md) if walked else None)
+            self.copy(read.ledger_id, slot, stored=read if walked else None)
         return slot
 
     def _found(self, slot: _Slot, md: Any, previous: ManifestLedger | None) -> bool:
@@ -378,26 +391,27 @@ class _Copier:
         self.progress.advance(line.payload_bytes)
         return True
 
-    def copy(self, ledger_id: int, slot: _Slot | None = None, stored: tuple[bytes, Any] | None = None) -> _Slot:
+    def copy(self, ledger_id: int, slot: _Slot | None = None, stored: Any = None) -> _Slot:
         """Copy ``ledger_id`` (its line in ``slot`` once stored).  ``stored``: a closed ledger's
-        znode value as the walk read it, and its metadata (no second read: most of a full
-        backup's time for an empty ledger); else the znode is read here (an open ledger's
-        as close to its copy as can be)."""
+        znode as the walk read it (``StoredLedgerRead``: its value, metadata and version; no
+        second read, neither here nor to open its handle: most of a full backup's time for an
+        empty ledger); else the znode is read here (an open ledger's as close to its copy as
+        can be)."""
         from bkctl.wire.metadata.errors import NoSuchLedger
 
         slot = slot or _Slot(ledger_id)
         try:
             if stored is not None:
-                raw, md = stored
+                raw, md, version = stored.raw, stored.metadata, stored.version
             else:
-                raw, _version = self.store.ledgers.read_bytes(ledger_id)
+                raw, version = self.store.ledgers.read_bytes(ledger_id)
                 md = self.store.ledgers.parse(raw, None)
         except NoSuchLedger:
             slot.note = LedgerNote(ledger_id, "missing")
             slot.settled = True
             return slot
         try:
-            self._copy(slot, raw, md)
+            self._copy(slot, raw, md, version)
         except Exception as exc:  # noqa: BLE001 - sorted by unreadable(): the rest is raised
             why = unreadable(exc)
             if why is None:
@@ -428,7 +442,7 @@ class _Copier:
             copied_at=int(time.time() * 1000),
         )
 
-    def _copy(self, slot: _Slot, raw: bytes, md: Any) -> None:
+    def _copy(self, slot: _Slot, raw: bytes, md: Any, version: int) -> None:
         ledger_id = slot.ledger_id
         # a closed ledger's copy is looked for before its handle is opened (a metadata read
         # and a handle a ledger: the incremental check of a cluster with nothing changed)
@@ -446,8 +460,8 @@ class _Copier:
             self._finish(slot, ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
             self.progress.advance(record.payload_bytes)
             return
-        if handle is None:
-            handle = self.bk.open(ledger_id)
+        if handle is None:  # the metadata read (by the walk) is the handle's: not read again
+            handle = self.bk.open_closed(ledger_id, md, version)
         data = self.storage.writing(stem + ".data")
         f = data.__enter__()
         try:

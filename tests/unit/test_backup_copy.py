@@ -36,13 +36,16 @@ class FakeLedger:
 
 
 class FakeClient:
-    """``bk.open(id)``: a ledger whose entries are made up; ``reading(id)`` as each read begins."""
+    """``bk.open(id)`` (its metadata read) or ``bk.open_closed(id, md, version)`` (the caller's):
+    a ledger whose entries are made up; ``reading(id)`` as each read begins."""
 
     def __init__(self, store: FakeMetadataStore, size: int):
         self.store, self.size = store, size
         self.batches: list[int] = []
         self.started: list[int] = []
         self.read_begun = threading.Event()
+        self.opened: list[int] = []
+        self.opened_closed: list[tuple[int, int]] = []
 
     def reading(self, ledger_id: int) -> None:
         self.started.append(ledger_id)
@@ -50,7 +53,13 @@ class FakeClient:
             self.read_begun.set()
 
     def open(self, ledger_id: int) -> FakeLedger:
+        self.opened.append(ledger_id)
         md, _version = self.store.ledgers.read(ledger_id)
+        return FakeLedger(self, ledger_id, md, self.size)
+
+    def open_closed(self, ledger_id: int, md: LedgerMetadata, version: int) -> FakeLedger:
+        assert md.is_closed
+        self.opened_closed.append((ledger_id, version))
         return FakeLedger(self, ledger_id, md, self.size)
 
 
@@ -98,6 +107,8 @@ def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
     lines = list(manifest_ledgers(storage, manifest))
     assert [x.ledger_id for x in lines] == ids
     assert bk.batches == [8192, 8192]  # 4 MiB of 512-byte entries: 8192 a batch (at most)
+    # each closed ledger's handle opened on the metadata the walk read: its znode not read again
+    assert bk.opened == [] and bk.opened_closed == [(i, store.ledgers.read(i)[1]) for i in ids]
     for x in lines:  # every copy whole, its record written after its data
         record = LedgerRecord.decode(storage.get(x.record))
         with storage.open_read(record.data_object) as f:

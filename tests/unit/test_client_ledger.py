@@ -594,6 +594,18 @@ def test_read_fails_over_in_write_set_order():
     failureResultOf(settled(rh.read_entry(4)), BookieUnavailable)
 
 
+def test_a_closed_ledger_opens_on_metadata_already_read_an_open_one_is_refused():
+    client, store, pool, lh = filled_ledger()
+    md, version = store.ledgers.read(lh.ledger_id)
+    rh = client.open_closed(lh.ledger_id, md, version)  # no read of the znode: at once, no Deferred
+    assert (rh.metadata, rh.last_add_confirmed) == (md, md.last_entry_id)
+    assert successResultOf(settled(rh.read_entries(0, 5))) == [(i, b"entry-%d" % i) for i in range(6)]
+    _client, store, _pool, open_lh = filled_ledger(close=False)
+    md, version = store.ledgers.read(open_lh.ledger_id)
+    with pytest.raises(ValueError, match="not closed"):
+        _client.open_closed(open_lh.ledger_id, md, version)
+
+
 def test_read_of_an_entry_missing_everywhere_is_no_such_entry():
     client, store, pool, lh = filled_ledger()
     rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))

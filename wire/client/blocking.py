@@ -535,6 +535,11 @@ class BlockingBookKeeper:
         )
         return BlockingLedger(self, handle)
 
+    def open_closed(self, ledger_id: int, md: LedgerMetadata, version: int) -> BlockingLedger:
+        """Open a closed ledger whose metadata the caller has read already
+        (``BookKeeperClient.open_closed``: no second read of its znode)."""
+        return BlockingLedger(self, self._call(self.client.open_closed, ledger_id, md, version))
+
     def recover(
         self,
         ledger_id: int,
