@@ -19,6 +19,10 @@ apart (fdatasync is system time).  The figure is steadier than
 bench_bookie.py's on a shared machine, steadier still as instructions:
 ``valgrind --tool=callgrind`` around it (``--passes 1``).  Run it with
 BKCTL_FASTPATHS=0 for the general path.
+
+``--batch-reads K`` times instead v2 BATCH_READ_ENTRYs, one per ledger of K entries
+flushed to the entry logs (``bkctl ledger fsck`` asks a bookie for a small ledger's
+copies so): CPU per BATCH_READ.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -130,6 +135,17 @@ class Bed:
                 self.factory.send_answers()
             records_due -= records
 
+    def feed_timed(self, chunks: list[bytes], name: str) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Each of ``chunks`` through dataReceived: the process's (user, sys) CPU before and
+        after (callgrind's counters zeroed before, dumped as ``name`` after)."""
+        callgrind("-z")
+        before = cpu()
+        for data in chunks:
+            self.proto.dataReceived(data)
+        after = cpu()
+        callgrind("-d", name)
+        return before, after
+
     def close(self) -> None:
         self.proto.connectionLost(None)
         self.journal.close()
@@ -156,17 +172,48 @@ def one_pass(folder: str, protocol: str, ledger: int, count: int, size: int, chu
         callgrind("-d", "adds")
         if not bed.answers():
             raise SystemExit("no add was answered")
-        callgrind("-z")
-        u2, s2 = cpu()
-        for data in read_chunks:
-            bed.proto.dataReceived(data)
-        u3, s3 = cpu()
-        callgrind("-d", "reads")
+        (u2, s2), (u3, s3) = bed.feed_timed(read_chunks, "reads")
         if bed.answers() < count * size:
             raise SystemExit("the reads were not answered")
     finally:
         bed.close()
     return ((u1 - u0) * 1e6 / count, (s1 - s0) * 1e6 / count), ((u3 - u2) * 1e6 / count, (s3 - s2) * 1e6 / count)
+
+
+def batch_pass(folder: str, ledgers: int, per_ledger: int, size: int, chunk: int) -> tuple[float, float]:
+    """``ledgers`` ledgers of ``per_ledger`` entries each, added over v2 and flushed to the
+    entry logs, then each read back with one v2 BATCH_READ_ENTRY (as ``bkctl ledger fsck``
+    asks a bookie for a small ledger's copies), ``chunk`` requests per dataReceived:
+    (user, sys) us per BATCH_READ."""
+    dms = {}
+    payload = b"x" * size
+    adds = []
+    for n in range(ledgers):
+        ledger = 1 + n
+        dm = dms[ledger] = DigestManager(ledger, DigestType.CRC32C, b"bench")
+        for e in range(per_ledger):
+            body = dm.package(e, e - 1, size * (e + 1), payload)
+            adds.append(frame(v2.AddRequest(2, 0, KEY, body, ledger, e).encode()))
+    reads = [
+        frame(v2.BatchReadRequest(2, 0, 1 + n, 0, n, per_ledger, 4 * 1024 * 1024).encode()) for n in range(ledgers)
+    ]
+    read_chunks = [b"".join(reads[i : i + chunk]) for i in range(0, ledgers, chunk)]
+    bed = Bed(folder)
+    try:
+        for i in range(0, len(adds), chunk):
+            part = adds[i : i + chunk]
+            for a in part:  # one at a time: each ledger's first add makes it
+                bed.proto.dataReceived(a)
+            bed.complete_groups(len(part))
+        bed.answers()
+        bed.store.flush()
+        (u0, s0), (u1, s1) = bed.feed_timed(read_chunks, "batch_reads")
+        got = bed.answers()
+        if got < ledgers * per_ledger * size:
+            raise SystemExit(f"the batch reads were not answered ({got} bytes)")
+    finally:
+        bed.close()
+    return (u1 - u0) * 1e6 / ledgers, (s1 - s0) * 1e6 / ledgers
 
 
 def main() -> None:
@@ -176,19 +223,22 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--chunk", type=int, default=100, help="requests per dataReceived (default 100)")
     parser.add_argument("--passes", type=int, default=5, help="medians of this many passes (default 5)")
-    args = parser.parse_args()
-    print(
-        f"{args.protocol}, {args.entries:,} entries of {args.size} B, {args.chunk} requests per read, "
-        f"fast paths {'on' if fastpath.selected().enabled else 'off'}; {load_note()}",
-        flush=True,
+    parser.add_argument(
+        "--batch-reads",
+        type=int,
+        metavar="K",
+        default=0,
+        help="instead: --entries ledgers of K entries each, each read back with one v2 BATCH_READ_ENTRY "
+        "(fsck's requests): us of CPU per BATCH_READ",
     )
+    args = parser.parse_args()
+    if args.batch_reads:
+        batch_main(args)
+        return
+    heading(f"{args.protocol}, {args.entries:,} entries of {args.size} B", args.chunk)
     results = []
-    for n in range(args.passes):
-        folder = tempfile.mkdtemp(prefix="bench-bookie-path-")
-        try:
-            got = one_pass(folder, args.protocol, 1000 + n, args.entries, args.size, args.chunk)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    for n, folder in passes(args.passes):
+        got = one_pass(folder, args.protocol, 1000 + n, args.entries, args.size, args.chunk)
         results.append(got)
         (au, as_), (ru, rs) = got
         print(
@@ -201,6 +251,35 @@ def main() -> None:
         f"median: add {med[0] + med[1]:.2f} us CPU (user {med[0]:.2f}); read {med[2] + med[3]:.2f} us CPU "
         f"(user {med[2]:.2f}); {load_note()}"
     )
+
+
+def heading(what: str, chunk: int) -> None:
+    state = "on" if fastpath.selected().enabled else "off"
+    print(f"{what}, {chunk} requests per read, fast paths {state}; {load_note()}", flush=True)
+
+
+def passes(count: int) -> Iterator[tuple[int, str]]:
+    """``(n, folder)`` of each pass: a new temporary folder, removed after it."""
+    for n in range(count):
+        folder = tempfile.mkdtemp(prefix="bench-bookie-path-")
+        try:
+            yield n, folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def batch_main(args) -> None:
+    heading(
+        f"v2 BATCH_READ_ENTRY of {args.entries:,} ledgers of {args.batch_reads} entries of {args.size} B (flushed)",
+        args.chunk,
+    )
+    results = []
+    for n, folder in passes(args.passes):
+        u, s = batch_pass(folder, args.entries, args.batch_reads, args.size, args.chunk)
+        results.append((u, s))
+        print(f"  pass {n + 1}: {u + s:6.2f} us CPU per BATCH_READ (user {u:6.2f})", flush=True)
+    mu, ms = (statistics.median(r[i] for r in results) for i in (0, 1))
+    print(f"median: {mu + ms:.2f} us CPU per BATCH_READ (user {mu:.2f}); {load_note()}")
 
 
 if __name__ == "__main__":
