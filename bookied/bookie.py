@@ -18,6 +18,7 @@ import os
 import struct
 from collections import deque
 from collections.abc import Callable
+from typing import NamedTuple
 
 from bkctl.wire.codecs.availability import encode_availability
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
@@ -32,6 +33,17 @@ _LAC_IN_ENTRY = struct.Struct(">q")  # at offset 16 of a packaged entry, offset 
 #: Java's default maxBatchReadSize.
 MAX_BATCH_READ_SIZE = 5 * 1024 * 1024
 _BATCH_RESPONSE_OVERHEAD = 24 + 8 + 4
+#: Entries a BATCH_READ_ENTRY asks the store for at first, and at most, per call (the
+#: calls double up to the second).
+_BATCH_STEP, _BATCH_STEP_MAX = 16, 1024
+
+
+class BatchRead(NamedTuple):
+    """What a BATCH_READ_ENTRY is answered (:meth:`Bookie.batch_entries`): its rc and the
+    entries' bytes, from the first asked for on (none unless EOK)."""
+
+    rc: int
+    entries: list[bytes]
 
 
 def _lac_of_entry(body: bytes) -> int:
@@ -492,35 +504,89 @@ class Bookie:
         fence_key: bytes | None = None,
         fencing: bool = False,
     ) -> None:
+        """A BATCH_READ_ENTRY: ``callback(rc, entries)`` (:meth:`batch_entries`), after the
+        fence is persisted for a fencing one."""
+
         def read(rc: int = RC.EOK) -> None:
             if rc != RC.EOK:
                 callback(rc, [])
                 return
-            rc, first = self._read(ledger_id, start)
-            if rc != RC.EOK or first is None:
-                callback(rc, [])
-                return
-            budget = min(max_size, MAX_BATCH_READ_SIZE, self.max_frame_size) - _BATCH_RESPONSE_OVERHEAD
-            entries = [first]
-            used = 4 + len(first)
-            entry_id = start + 1
-            while max_count <= 0 or len(entries) < max_count:
-                try:
-                    body = self._store(ledger_id).get_entry(ledger_id, entry_id)
-                except OSError:
-                    break
-                if body is None or used + 4 + len(body) > budget:
-                    break
-                entries.append(body)
-                used += 4 + len(body)
-                self.bytes_read += len(body)
-                entry_id += 1
-            callback(RC.EOK, entries)
+            callback(*self.batch_entries(ledger_id, start, max_count, max_size))
 
         if fencing:
             self._fence(ledger_id, fence_key, read)
         else:
             read()
+
+    def batch_entries(self, ledger_id: int, start: int, max_count: int, max_size: int) -> BatchRead:
+        """The entries of a BATCH_READ_ENTRY of ``ledger_id`` from ``start`` (Java's
+        BatchedReadEntryProcessor): ``start`` as :meth:`_read` reads it (its rc when it is
+        not EOK), then the ones after it while they are stored and readable, at most
+        ``max_count`` in all (<= 0: no limit), within ``max_size`` bytes of answer (capped at
+        Java's maxBatchReadSize and the frame size; the first is given even past it).  The
+        store is asked with :meth:`EntryStore.get_entries` (one index transaction,
+        coalesced preads), a few entries at first, more per call while the batch goes on
+        (entries past the last one stored are asked for too: they end the batch)."""
+        budget = min(max_size, MAX_BATCH_READ_SIZE, self.max_frame_size) - _BATCH_RESPONSE_OVERHEAD
+        want = max_count if max_count > 0 else 1 << 62
+        if start < 0:  # -1 is the highest stored entry, and the next one asked is then 0
+            rc, first = self._read(ledger_id, start)
+            if rc != RC.EOK or first is None:
+                return BatchRead(rc, [])
+            return BatchRead(RC.EOK, self._batch_rest(ledger_id, [first], 4 + len(first), start + 1, want, budget))
+        store = self._store(ledger_id)
+        if not store.has_ledger(ledger_id):
+            return BatchRead(RC.ENOLEDGER, [])
+        entries: list[bytes] = []
+        used = read = 0
+        step = _BATCH_STEP
+        entry_id = start
+        while True:
+            end = min(entry_id + step, start + want)
+            try:
+                got = store.get_entries(ledger_id, list(range(entry_id, end)))
+            except OSError as e:  # the store failed as a whole: as get_entry after get_entry would
+                if not entries:
+                    return BatchRead(_read_failed(ledger_id, start, e)[0], [])
+                self.bytes_read += read
+                return BatchRead(RC.EOK, self._batch_rest(ledger_id, entries, used, entry_id, want, budget))
+            for body in got:
+                if body is None or isinstance(body, OSError):
+                    if not entries:
+                        return BatchRead(_read_failed(ledger_id, start, body)[0], [])
+                    end = -1
+                    break
+                if entries and used + 4 + len(body) > budget:
+                    end = -1
+                    break
+                entries.append(body)
+                used += 4 + len(body)
+                read += len(body)
+            if end < 0 or end >= start + want:
+                break
+            entry_id = end
+            step = min(step * 2, _BATCH_STEP_MAX)
+        self.bytes_read += read
+        return BatchRead(RC.EOK, entries)
+
+    def _batch_rest(
+        self, ledger_id: int, entries: list[bytes], used: int, entry_id: int, want: int, budget: int
+    ) -> list[bytes]:
+        """:meth:`batch_entries`' ``entries`` (of ``used`` bytes in the answer) followed by
+        those from ``entry_id`` on, read one at a time."""
+        store = self._store(ledger_id)
+        while len(entries) < want:
+            try:
+                body = store.get_entry(ledger_id, entry_id)
+            except OSError:
+                break
+            if body is None or used + 4 + len(body) > budget:
+                break
+            entries.append(body)
+            used += 4 + len(body)
+            self.bytes_read += len(body)
+            entry_id += 1
+        return entries
 
     # -- LAC -------------------------------------------------------------------
     def lac(self, ledger_id: int) -> int:

@@ -1,7 +1,7 @@
 """The bookie's answers to plain reads, its hot read path: one v3 READ_ENTRY
 answered on its own (:meth:`PlainReads.read`), and a run of pipelined plain reads
 of one ledger, v3 or v2, served with one store call (:meth:`PlainReads.v3_run`,
-:meth:`PlainReads.v2_run`).  A plain read is one the fast-path parsers take apart
+:meth:`PlainReads.v2_run`), and a plain v2 BATCH_READ_ENTRY (:meth:`PlainReads.v2_batch`).  A plain read is one the fast-path parsers take apart
 (``plain.read_request``, ``v2.plain_read_request``): no fencing, no long poll.
 Every answer is the one :class:`~bkctl.bookied.server.BookieProtocol`'s general
 path gives, and so are the metrics.
@@ -133,6 +133,14 @@ class PlainReads:
         finally:
             self._observe(started, outcomes)
         return i + answered
+
+    def v2_batch(self, ledger_id: int, start: int, request_id: int, max_count: int, max_size: int) -> None:
+        """A version-2 BATCH_READ_ENTRY that ``v2.plain_batch_read_request`` took apart,
+        answered as the general path answers it (``v2.BatchReadResponse`` of version 2)."""
+        started = _now()
+        rc, entries = self.bookie.batch_entries(ledger_id, start, max_count, max_size)
+        self.observer.observe("batch_read", started, rc)
+        self.outbox.send_framed(v2.batch_read_answer(rc, ledger_id, start, request_id, entries))
 
     def v2_run(self, payloads: list, i: int, first: tuple) -> int:
         """:meth:`v3_run` for version-2 READ_ENTRYs (``v2.plain_read_request``: a

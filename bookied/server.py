@@ -346,14 +346,19 @@ class BookieProtocol(protocol.Protocol):
                     else:
                         serve(*taken)
                     continue
-            elif not limited and i + 1 < count:  # a version-2 connection
-                taken = plain_v2_add_request(payload)
-                if taken is not None:
-                    i = adds.run(payloads, i, taken, False) - 1
-                    continue
-                taken = v2.plain_read_request(payload)
-                if taken is not None:
-                    i = reads.v2_run(payloads, i, taken) - 1
+            elif not limited:  # a version-2 connection
+                if i + 1 < count:
+                    taken = plain_v2_add_request(payload)
+                    if taken is not None:
+                        i = adds.run(payloads, i, taken, False) - 1
+                        continue
+                    taken = v2.plain_read_request(payload)
+                    if taken is not None:
+                        i = reads.v2_run(payloads, i, taken) - 1
+                        continue
+                batch = v2.plain_batch_read_request(payload)
+                if batch is not None:
+                    reads.v2_batch(*batch)
                     continue
             kind, msg = detector.classify(payload)
             if limited and not throttle.admit(throttle.limit_for(kind, msg if kind == "v3" else payload)):

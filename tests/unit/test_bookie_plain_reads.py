@@ -15,7 +15,7 @@ from bkctl.bookied.storage import log_name
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
-from bkctl.wire.codecs.protocol import RC
+from bkctl.wire.codecs.protocol import RC, Flag
 from tests.support.bookie_server import KEY, bookie_env, entry
 
 IDS = [0, 2, 4, 5, 6, 13, 20, -1, 8, 14, 3, 2]
@@ -114,3 +114,104 @@ def test_pipelined_plain_v2_reads_are_answered_as_the_general_path_answers(env):
     assert [r.rc for r in got] == rcs
     assert got[7].body == entry(14, lac=13) and got[5].body == entry(13, lac=12)
     assert got[11].body == entry(3, lac=2) and got[3].body == b""
+
+
+def _batch(start, request_id, count, size=1 << 20, ledger=1, version=2, flags=0, key=None):
+    return v2.BatchReadRequest(version, flags, ledger, start, request_id, count, size, key)
+
+
+def test_plain_v2_batch_reads_are_answered_as_the_general_path_answers(env):
+    """A version-2 BATCH_READ_ENTRY (fsck's) is served by the plain path with the answers and
+    metrics the general path gives: entries flushed and cached, a corrupt one (EIO first,
+    or the end of a batch), absent, another ledger's, the highest (-1), budgets too small,
+    none, negative and too large, a fenced ledger, and the requests only the general path
+    takes (a connection's first frame, version 1, a fencing read)."""
+    _stored(env, lambda c, i: c.send(v2.AddRequest(2, 0, KEY, entry(i, lac=i - 1), 1, i).encode()))
+    env.store.set_fenced(1)  # a fenced ledger's entries are read as any others
+    one = len(entry(1, lac=0))
+    reqs = [
+        _batch(0, 1, 3),  # the connection's first frame: the general path's
+        _batch(0, 2, 3),
+        _batch(3, 3, 0),  # no count: up to entry 5, whose record is corrupt
+        _batch(5, 4, 2),  # a corrupt first entry: EIO
+        _batch(10, 5, 0),  # flushed, then cached
+        _batch(13, 6, 9),  # cached, then none
+        _batch(20, 7, 3),  # absent
+        _batch(0, 8, 3, ledger=7),  # unknown ledger
+        _batch(6, 9, 0, 36 + 2 * (4 + one)),  # a budget of two
+        _batch(6, 10, 5, -1),  # a negative budget: the first alone
+        _batch(0, 11, 0, 1 << 40),  # past Java's maxBatchReadSize
+        _batch(-1, 12, 2),  # the highest, then entry 0
+        _batch(1, 13, 2, version=1),  # version 1: the general path's
+        _batch(2, 14, 2, flags=int(Flag.DO_FENCING), key=KEY),  # fencing: the general path's
+        _batch(8, 15, 2),
+    ]
+    general = []
+    batch_read = env.bookie.batch_read
+    env.bookie.batch_read = lambda *a, **kw: general.append(a[1]) or batch_read(*a, **kw)
+    store_calls = []
+    get_entry = env.store.get_entry
+    env.store.get_entry = lambda *a: store_calls.append(a) or get_entry(*a)
+    rcs = [RC.EOK] * 3 + [RC.EIO, RC.EOK, RC.EOK, RC.ENOENTRY, RC.ENOLEDGER] + [RC.EOK] * 7
+    answers, counts, starts = [], [], []
+    for fastpaths, one_by_one in ((True, False), (False, False), (True, True)):
+        env.factory.twins = fastpath.build(fastpaths)
+        env.factory.metrics = Metrics()
+        env.factory.reads = InProgressLimit(1 << 30) if one_by_one else None
+        c = env.connect()
+        c.proto.dataReceived(b"".join(frame(r.encode()) for r in reqs))
+        answers.append(c.replies())
+        m = env.factory.metrics
+        counts.append(({k: v.value for k, v in m.requests.items()}, m.latency_count("batch_read")))
+        starts.append((list(general), len(store_calls)))
+        general.clear()
+        store_calls.clear()
+    assert answers[0] == answers[1] == answers[2]
+    assert counts[0] == counts[1] == counts[2] == (dict(Counter(("batch_read", rc.name) for rc in rcs)), len(rcs))
+    # the plain path served all but the general path's three (and read -1's one by one)
+    assert starts[0] == starts[1] == ([0, 1, 2], 2)
+    assert starts[2][0] == [r.start_entry_id for r in reqs]
+    got = [v2.decode_response(a) for a in answers[0]]
+    assert [(r.version, r.request_id, r.ledger_id, r.start_entry_id) for r in got] == [
+        (q.version, q.request_id, q.ledger_id, q.start_entry_id) for q in reqs
+    ]
+    assert [r.rc for r in got] == rcs
+    ids = [[int.from_bytes(e[8:16], "big") for e in r.entries] for r in got]
+    assert ids == [
+        [0, 1, 2],
+        [0, 1, 2],
+        [3, 4],
+        [],
+        [10, 11, 12, 13, 14],
+        [13, 14],
+        [],
+        [],
+        [6, 7],
+        [6],
+        list(range(5)),
+        [14, 0],
+        [1, 2],
+        [2, 3],
+        [8, 9],
+    ]
+    assert got[4].entries[2] == entry(12, lac=11)
+
+
+def test_the_plain_batch_read_parser_takes_only_plain_version_2_requests():
+    assert v2.plain_batch_read_request(_batch(4, 9, 3, 100).encode()) == (1, 4, 9, 3, 100)
+    high = _batch(4, 9, 3, flags=int(Flag.HIGH_PRIORITY)).encode()
+    assert v2.plain_batch_read_request(high) == (1, 4, 9, 3, 1 << 20)
+    for other in (
+        _batch(4, 9, 3, version=1),
+        _batch(4, 9, 3, flags=int(Flag.DO_FENCING), key=KEY),
+        _batch(4, 9, 3, flags=int(Flag.DO_FENCING)),
+        v2.ReadRequest(2, 0, 1, 4),
+    ):
+        assert v2.plain_batch_read_request(other.encode()) is None
+    assert v2.plain_batch_read_request(_batch(4, 9, 3).encode() + b"x") is None
+
+
+def test_the_plain_batch_read_answer_is_the_general_encoders_framed():
+    for rc, entries in ((RC.EOK, [b"a", b"", b"xyz" * 100]), (RC.ENOENTRY, [])):
+        want = frame(v2.BatchReadResponse(2, rc, 5, 7, 1 << 40, tuple(entries)).encode())
+        assert v2.batch_read_answer(rc, 5, 7, 1 << 40, entries) == want

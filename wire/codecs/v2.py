@@ -26,6 +26,9 @@ _BATCH_RESP = struct.Struct(">iiqqq")  # header, rc, ledger, start, requestId
 #: ledgerId | entryId (an EOK READ answer's body follows); the frame length of an ADD
 #: answer, or of a READ answer without a body, is 24.
 FRAMED_ANSWER = struct.Struct(">iiiqq")
+#: A BATCH_READ_ENTRY answer framed: frame length | header | rc | ledgerId | startEntryId |
+#: requestId, then each entry as its length (i32) and its bytes.
+FRAMED_BATCH_ANSWER = struct.Struct(">iiiqqq")
 
 _V2_OPS = frozenset({OpCode.ADD_ENTRY, OpCode.READ_ENTRY, OpCode.AUTH, OpCode.BATCH_READ_ENTRY})
 
@@ -208,6 +211,33 @@ def plain_read_request(payload: bytes) -> tuple[int, int] | None:
     return ledger_id, entry_id
 
 
+_V2_BATCH_TOP = pack_header(V2_CURRENT_VERSION, OpCode.BATCH_READ_ENTRY) >> 16  # its header's top 16 bits
+_BATCH_SIZE = _BATCH.size
+
+
+class PlainBatchRead(NamedTuple):
+    """A version-2 BATCH_READ_ENTRY that is no fencing read (:func:`plain_batch_read_request`)."""
+
+    ledger_id: int
+    start_entry_id: int
+    request_id: int
+    max_count: int
+    max_size: int
+
+
+def plain_batch_read_request(payload: bytes) -> PlainBatchRead | None:
+    """A version-2 BATCH_READ_ENTRY that is no fencing read (any other flags; no master
+    key follows) -- what :func:`decode_request` gives for it, version, flags and key
+    aside -- or None for any other request, which goes through it (a bookie's hot path:
+    ``bkctl ledger fsck`` asks for a small ledger's copies with one each)."""
+    if len(payload) != _BATCH_SIZE:
+        return None
+    header, ledger_id, start, request_id, max_count, max_size = _BATCH.unpack(payload)
+    if header >> 16 != _V2_BATCH_TOP or header & _DO_FENCING:
+        return None
+    return PlainBatchRead(ledger_id, start, request_id, max_count, max_size)
+
+
 def _fence_key(payload: bytes, offset: int, flags: int, version: int) -> bytes | None:
     """The master key that follows a fencing read; None when absent (the bookie answers EUA)."""
     if flags & Flag.DO_FENCING and version >= 2 and len(payload) >= offset + MASTER_KEY_LENGTH:
@@ -270,6 +300,23 @@ class AuthResponse(NamedTuple):
 
     def encode(self) -> bytes:
         return _I32.pack(pack_header(self.version, OpCode.AUTH)) + self.message
+
+
+_BATCH_ANSWER_HEADER = pack_header(V2_CURRENT_VERSION, OpCode.BATCH_READ_ENTRY)
+
+
+def batch_read_answer(rc: int, ledger_id: int, start_entry_id: int, request_id: int, entries: list[bytes]) -> bytes:
+    """``frame(BatchReadResponse(2, rc, ledger_id, start_entry_id, request_id, entries).encode())``
+    in one join (a bookie's hot path)."""
+    pack = _I32.pack
+    parts = [b""]
+    size = 32
+    for entry in entries:
+        parts.append(pack(len(entry)))
+        parts.append(entry)
+        size += 4 + len(entry)
+    parts[0] = FRAMED_BATCH_ANSWER.pack(size, _BATCH_ANSWER_HEADER, rc, ledger_id, start_entry_id, request_id)
+    return b"".join(parts)
 
 
 #: Bytes a batch response spends before its entries, and per entry, for the size budget.
