@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 
 from tests.support import zygote
@@ -108,3 +109,14 @@ def test_what_imports_read_must_match_or_the_caller_execs():
             )
             is None
         )
+
+
+def test_a_status_that_comes_with_the_pid_is_not_lost():
+    """A child that exits at once: the zygote's pid line and status line can arrive in one read
+    (under load, ``int(b'26987\\n2\\n')`` failed a CLI test); the status is the process's all the same."""
+    ours, zygotes = socket.socketpair()
+    with zygotes:
+        zygotes.sendall(b"4242\n2\n")
+    pid, rest = zygote.read_pid(ours)
+    assert (pid, rest) == (4242, b"2\n")
+    assert zygote.ForkedProcess(["x"], pid, ours, rest).wait(timeout=5) == 2

@@ -94,7 +94,7 @@ def _start_time_env(env: dict[str, str]) -> dict[str, object]:
 class ForkedProcess:
     """A process the zygote forked, as much of :class:`subprocess.Popen` as the suite uses."""
 
-    def __init__(self, args: list[str], pid: int, conn: socket.socket):
+    def __init__(self, args: list[str], pid: int, conn: socket.socket, buffered: bytes = b""):
         self.args = args
         self.pid = pid
         self.returncode: int | None = None
@@ -103,7 +103,7 @@ class ForkedProcess:
         self.stdout: IO[Any] | None = None
         self.stderr: IO[Any] | None = None
         self._conn = conn
-        self._buffer = b""
+        self._buffer = buffered  # what came with the pid (:func:`read_pid`)
 
     def _read_status(self, timeout: float | None) -> bool:
         self._conn.settimeout(timeout)
@@ -174,6 +174,19 @@ class ForkedProcess:
         self.send_signal(signal.SIGKILL)
 
 
+def read_pid(conn: socket.socket) -> tuple[int, bytes]:
+    """The zygote's first line, the child's pid, and what came after it: a child quick to exit
+    has its status line sent at once, and one read may bring both."""
+    answer = b""
+    while b"\n" not in answer:
+        data = conn.recv(32)
+        if not data:
+            raise RuntimeError("the zygote closed the connection before it forked")
+        answer += data
+    pid, rest = answer.split(b"\n", 1)
+    return int(pid), rest
+
+
 class _Zygote:
     """This worker's zygote, started on first use."""
 
@@ -219,13 +232,8 @@ class _Zygote:
             {"module": module, "args": args, "env": env, "cwd": cwd, "new_session": new_session}
         ).encode()
         socket.send_fds(conn, [len(request).to_bytes(4, "big") + request], [stdin, stdout, stderr])
-        pid = b""
-        while not pid.endswith(b"\n"):
-            data = conn.recv(32)
-            if not data:
-                raise RuntimeError("the zygote closed the connection before it forked")
-            pid += data
-        return ForkedProcess([sys.executable, "-m", module, *args], int(pid), conn)
+        pid, rest = read_pid(conn)
+        return ForkedProcess([sys.executable, "-m", module, *args], pid, conn, rest)
 
 
 def run(
