@@ -168,7 +168,7 @@ def header(snapshot: TopSnapshot | None, state: ViewState, now_ms: float | None 
     else:
         states: dict[str, int] = {}
         for r in report.ledgers:
-            key = r.repair.state.split(":")[0]
+            key = r.repair.state.value
             states[key] = states.get(key, 0) + 1
         text.append(
             f"\nautorecovery {'enabled' if report.enabled else 'disabled'}, auditor "
@@ -290,7 +290,7 @@ def detail(snapshot: TopSnapshot, bookie_id: str) -> Panel:
     lines.append(f"under-replicated ledgers missing a copy here: {len(repairs)}")
     for ledger in repairs[:10]:
         lines.append(
-            f"  ledger {ledger.repair.ledger_id}: {ledger.text or ledger.repair.state}"
+            f"  ledger {ledger.repair.ledger_id}: {ledger.text or ledger.repair.state.value}"
             + (f" (worker {ledger.repair.worker})" if ledger.repair.worker else "")
         )
     return Panel("\n".join(lines), title=f"bookie {bookie_id}", title_align="left")

@@ -485,19 +485,19 @@ class LeftLedger:
 def daemon_rows(states: Mapping[int, RepairState]) -> list[WaitingLedger]:
     """A decommission's rows of ledgers the daemons left, each with its ``cause`` and ``reason``:
     the last failed attempt's cause, the writer's grace period, or the repair state."""
-    from bkctl.wire.autorecovery.repairstate import WAITING_GRACE
+    from bkctl.wire.autorecovery.repairstate import LedgerRepairState
     from bkctl.wire.client.replication_causes import GRACE, OTHER
 
     rows = []
     for lid, st in sorted(states.items()):
         last = st.repair.last_attempt
-        if st.repair.state == WAITING_GRACE:
+        if st.repair.state is LedgerRepairState.WAITING_GRACE:
             cause, reason = GRACE, st.text
         elif last is not None:
             cause = last.cause or OTHER
             reason = f"{last.worker or 'a worker'}: {(last.reason or '?').splitlines()[0][:100]}"
         else:
-            cause, reason = st.repair.state, st.text
+            cause, reason = st.repair.state.value, st.text
         rows.append(WaitingLedger(lid, st, st.text, cause, reason))
     return rows
 

@@ -97,7 +97,7 @@ def test_every_failed_ledger_is_held_after_a_failure_not_being_rereplicated(stor
     assert set(store.underreplication.locks().values()) == {"w1:3181"}
     snap = _snapshot(store, w, NOW + 1000)
     rows = [R.ledger_state(snap, lid) for lid in range(1, 21)]
-    assert {r.state for r in rows} == {R.HELD_FAILED}
+    assert {r.state for r in rows} == {R.LedgerRepairState.HELD_FAILED}
     assert all(r.worker == "w1:3181" and r.until == NOW + 300_000 for r in rows)
     assert all([a.reason for a in r.attempts] == [STUCK] for r in rows)
     assert "held after a failed attempt by w1:3181: need 1 writable" in R.state_text(rows[0], NOW + 1000)
@@ -118,7 +118,7 @@ def test_attempts_accumulate_and_the_hold_ends_when_a_bookie_registers(store, mo
     _done(w.rereplicate(7, version))
     assert w.holds[7]["until"] == int(clock.seconds() * 1000) + 600_000  # doubled
     assert len(w.attempts[7]) == 2
-    assert R.ledger_state(_snapshot(store, w, NOW), 7).state == R.HELD_FAILED
+    assert R.ledger_state(_snapshot(store, w, NOW), 7).state == R.LedgerRepairState.HELD_FAILED
 
     w._release_on_new_bookies({"a:3181", "b:3181"})  # nothing new: still held
     assert 7 in store.underreplication.locks()
@@ -126,7 +126,7 @@ def test_attempts_accumulate_and_the_hold_ends_when_a_bookie_registers(store, mo
     w._release_on_new_bookies(w._registered())
     assert store.underreplication.locks() == {} and w.holds == {}
     row = R.ledger_state(_snapshot(store, w, NOW), 7)
-    assert row.state == R.WAITING_WORKER and len(row.attempts) == 2
+    assert row.state == R.LedgerRepairState.WAITING_WORKER and len(row.attempts) == 2
 
 
 def test_an_open_ledger_in_its_grace_period_is_waiting_for_its_writer(store, monkeypatch):
@@ -146,7 +146,7 @@ def test_an_open_ledger_in_its_grace_period_is_waiting_for_its_writer(store, mon
     _mark, version = store.underreplication.acquire(w.lock_holder)
     assert _done(w.rereplicate(lid, version)) == "waiting"
     row = R.ledger_state(_snapshot(store, w, NOW + 5000), lid)
-    assert row.state == R.WAITING_GRACE and row.until == NOW + 30_000 and row.worker == "w1:3181"
+    assert row.state == R.LedgerRepairState.WAITING_GRACE and row.until == NOW + 30_000 and row.worker == "w1:3181"
     assert "waits for its writer before fencing it" in R.state_text(row, NOW + 5000)
     assert "25 s left" in R.state_text(row, NOW + 5000)
 
@@ -163,7 +163,7 @@ def test_an_open_ledger_in_its_grace_period_is_waiting_for_its_writer(store, mon
     w._release_on_new_bookies(w._registered())
     assert store.underreplication.get(lid) is None and store.underreplication.locks() == {} and w.holds == {}
     snap = _snapshot(store, w, NOW + 6000)
-    assert R.ledger_state(snap, lid, ["c:3181"]).state == R.DONE
+    assert R.ledger_state(snap, lid, ["c:3181"]).state == R.LedgerRepairState.DONE
 
 
 def _snap(**kw):
@@ -175,12 +175,12 @@ def _snap(**kw):
 def test_a_lock_of_a_dead_daemon_or_a_status_without_a_lock_is_not_believed():
     doc = {"worker": "w1:3181", "active": {"5": NOW - 1000}, "holds": {}, "attempts": {}}
     snap = _snap(workers={"w1:3181": doc}, marks={5: UnderreplicatedMark(5, ("c:3181",), None)})
-    assert R.ledger_state(snap, 5).state == R.WAITING_WORKER  # no lock: not being re-replicated
+    assert R.ledger_state(snap, 5).state == R.LedgerRepairState.WAITING_WORKER  # no lock: not being re-replicated
     snap.locks = {5: "w1:3181"}
     row = R.ledger_state(snap, 5)
-    assert row.state == R.REREPLICATING and row.since == NOW - 1000
+    assert row.state == R.LedgerRepairState.REREPLICATING and row.since == NOW - 1000
     snap.enabled, snap.locks = False, {}
-    assert R.ledger_state(snap, 5).state == R.HELD_DISABLED
+    assert R.ledger_state(snap, 5).state == R.LedgerRepairState.HELD_DISABLED
 
 
 def test_a_javas_worker_lock_says_what_can_be_known():
@@ -193,7 +193,7 @@ def test_a_javas_worker_lock_says_what_can_be_known():
     from bkctl.ops.autorecovery import query_status
 
     [row] = query_status(store, NOW)
-    assert row.repair.state == R.LOCKED and row.repair.worker is None and row.repair.lock == "vm"
+    assert row.repair.state == R.LedgerRepairState.LOCKED and row.repair.worker is None and row.repair.lock == "vm"
     assert row.repair.since == NOW - 42_000
     assert row.text.startswith("locked for 42 s by a worker that keeps no status (Java's? its lock names vm)")
 
@@ -207,10 +207,10 @@ def test_an_unmarked_ledger_waits_for_the_delay_until_its_bookie_is_due():
     }
     snap = _snap(auditor_doc=auditor, cookies={"a:3181", "b:3181", "c:3181"})
     row = R.ledger_state(snap, 9, ["a:3181", "c:3181"])
-    assert row.state == R.WAITING_DELAY and row.until == NOW + 55_000
+    assert row.state == R.LedgerRepairState.WAITING_DELAY and row.until == NOW + 55_000
     assert R.state_text(row, NOW) == "waiting for lostBookieRecoveryDelay: marked in 55 s"
     snap.enabled = False
-    assert R.ledger_state(snap, 9, ["c:3181"]).state == R.HELD_DISABLED
+    assert R.ledger_state(snap, 9, ["c:3181"]).state == R.LedgerRepairState.HELD_DISABLED
 
 
 def test_lost_bookies_as_the_help_defines_them():
@@ -326,7 +326,7 @@ def test_every_workers_attempts_on_a_ledger_are_told_in_order():
         locks={5: "w2:3181"},
     )
     row = R.ledger_state(snap, 5)
-    assert row.state == R.HELD_FAILED and row.worker == "w2:3181" and row.until == NOW + 299_000
+    assert row.state == R.LedgerRepairState.HELD_FAILED and row.worker == "w2:3181" and row.until == NOW + 299_000
     assert [(a.worker, a.reason) for a in row.attempts] == [("w1:3181", "first"), ("w2:3181", "second")]
     assert R.state_text(row, NOW) == (
         "held after a failed attempt by w2:3181: second; retried in 299 s (2 failed attempts)"

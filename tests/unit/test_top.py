@@ -29,7 +29,7 @@ from bkctl.ops.top import (
     sort_rows,
 )
 from bkctl.top_screen import ViewState, apply_key, render, split_keys
-from bkctl.wire.autorecovery.repairstate import LedgerRepair, LostBookie
+from bkctl.wire.autorecovery.repairstate import LedgerRepair, LedgerRepairState, LostBookie
 from tests.support.fake_store import FakeMetadataStore
 
 
@@ -100,8 +100,8 @@ def _lost(bookie_id, cookie=True, seen_by_auditor=True):
     return LostBookie(bookie_id, cookie, None, 0, False, None, None, None, None, seen_by_auditor, "lost")
 
 
-def _repair(ledger_id, missing, worker, state):
-    return RepairRow("", None, LedgerRepair(ledger_id, state, worker, worker, None, None, (), tuple(missing), None))
+def _repair(ledger_id, missing, worker, state, text=""):
+    return RepairRow(text, None, LedgerRepair(ledger_id, state, worker, worker, None, None, (), tuple(missing), None))
 
 
 #: what `autorecovery status` would say: c:1 lost, two ledgers marked
@@ -116,8 +116,8 @@ REPORT = AutorecoveryReport(
     workers=[],
     workers_note=None,
     ledgers=[
-        _repair(7, ["d:1"], "a:1", "being re-replicated"),
-        _repair(8, ["d:1", "gone:1"], None, "failed: not enough bookies"),
+        _repair(7, ["d:1"], "a:1", LedgerRepairState.REREPLICATING),
+        _repair(8, ["d:1", "gone:1"], None, LedgerRepairState.HELD_FAILED, "held after a failed attempt: no bookies"),
     ],
     lost_entries=[],
 )
@@ -190,10 +190,13 @@ def test_snapshot_rows_say_what_each_bookie_is(collector):
     assert (
         "no entry-log figures (Java)" in frame and "bookies 5: 1 writable, 1 read-only, 1 unreachable, 2 lost" in frame
     )
-    assert "under-replicated 2 (1 being re-replicated, 1 failed); lost: d:1, gone:1" in frame
+    assert "under-replicated 2 (1 held-failed, 1 re-replicating); lost: d:1, gone:1" in frame
     text = io.StringIO()
     Console(file=text, width=160).print(render(snap, ViewState(detail="d:1"), live=False))
-    assert "ledger 8: failed: not enough bookies" in text.getvalue() and "missing a copy here: 2" in text.getvalue()
+    assert (
+        "ledger 8: held after a failed attempt: no bookies" in text.getvalue()
+        and "missing a copy here: 2" in text.getvalue()
+    )
 
 
 def test_a_bookie_with_a_cookie_the_auditor_does_not_count_is_down_not_lost(collector):

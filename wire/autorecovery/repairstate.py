@@ -9,7 +9,7 @@ registered bookies and the cookies, and the status nodes our daemons keep
 soon as the cluster does: a lock gone is no longer "being re-replicated", a
 bookie registered again is no longer lost, whatever a status node still says.
 
-A ledger's state (:data:`STATES`):
+A ledger's state (:class:`LedgerRepairState`):
 
 ``waiting-delay``   not marked yet: a lost bookie of it is not due before
                     ``lostBookieRecoveryDelay`` (``until``)
@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark, registered_bookies
@@ -55,9 +56,9 @@ from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark, regist
 from .status import StatusDoc
 
 __all__ = [
-    "STATES",
     "Attempt",
     "LedgerRepair",
+    "LedgerRepairState",
     "LostBookie",
     "Snapshot",
     "ledger_state",
@@ -67,26 +68,19 @@ __all__ = [
     "state_text",
 ]
 
-WAITING_DELAY = "waiting-delay"
-HELD_DISABLED = "held-disabled"
-NOT_MARKED = "not-marked"
-WAITING_WORKER = "waiting-worker"
-WAITING_GRACE = "waiting-grace"
-REREPLICATING = "re-replicating"
-HELD_FAILED = "held-failed"
-LOCKED = "locked"
-DONE = "done"
-STATES = (
-    WAITING_DELAY,
-    HELD_DISABLED,
-    NOT_MARKED,
-    WAITING_WORKER,
-    WAITING_GRACE,
-    REREPLICATING,
-    HELD_FAILED,
-    LOCKED,
-    DONE,
-)
+
+class LedgerRepairState(Enum):
+    """Where a ledger's repair stands (the module's docstring says what each means)."""
+
+    WAITING_DELAY = "waiting-delay"
+    HELD_DISABLED = "held-disabled"
+    NOT_MARKED = "not-marked"
+    WAITING_WORKER = "waiting-worker"
+    WAITING_GRACE = "waiting-grace"
+    REREPLICATING = "re-replicating"
+    HELD_FAILED = "held-failed"
+    LOCKED = "locked"
+    DONE = "done"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,8 +138,7 @@ class LedgerRepair:
     only when set)."""
 
     ledger_id: int
-    #: one of :data:`STATES`
-    state: str
+    state: LedgerRepairState
     #: the worker's bookie id, or None
     worker: str | None
     #: the lock's content: ours hold the worker's bookie id, Java's the host name
@@ -167,7 +160,7 @@ class LedgerRepair:
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "ledger_id": self.ledger_id,
-            "state": self.state,
+            "state": self.state.value,
             "worker": self.worker,
             "lock": self.lock,
             "since": self.since,
@@ -331,7 +324,7 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
     attempts = _attempts(snap, ledger_id)
 
     def row(
-        state: str,
+        state: LedgerRepairState,
         worker: str | None = None,
         since: int | None = None,
         until: int | None = None,
@@ -346,32 +339,32 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
         key = str(ledger_id)
         hold = (doc or {}).get("holds", {}).get(key) if doc else None
         if doc is None:
-            return row(LOCKED, worker, since=snap.lock_ctimes.get(ledger_id))
+            return row(LedgerRepairState.LOCKED, worker, since=snap.lock_ctimes.get(ledger_id))
         if key in (doc.get("active") or {}):
-            return row(REREPLICATING, worker, since=doc["active"][key])
+            return row(LedgerRepairState.REREPLICATING, worker, since=doc["active"][key])
         if isinstance(hold, dict):
-            state = WAITING_GRACE if hold.get("why") == "grace" else HELD_FAILED
+            state = LedgerRepairState.WAITING_GRACE if hold.get("why") == "grace" else LedgerRepairState.HELD_FAILED
             return row(state, worker, since=hold.get("since"), until=hold.get("until"))
         if "holds" not in doc and ledger_id in (doc.get("held") or []) and attempts:
-            return row(HELD_FAILED, worker)  # a daemon of before holds were kept
+            return row(LedgerRepairState.HELD_FAILED, worker)  # a daemon of before holds were kept
         # just taken: its status node says so a moment later
-        return row(REREPLICATING, worker, since=snap.lock_ctimes.get(ledger_id))
+        return row(LedgerRepairState.REREPLICATING, worker, since=snap.lock_ctimes.get(ledger_id))
     if mark is not None:
         note = "no worker of ours is running (Java's keep no status)" if snap.enabled and not snap.workers else None
-        return row(WAITING_WORKER if snap.enabled else HELD_DISABLED, note=note)
+        return row(LedgerRepairState.WAITING_WORKER if snap.enabled else LedgerRepairState.HELD_DISABLED, note=note)
     done: LedgerRepair | None = None
     for doc in snap.workers.values():
         for d in doc.get("done") or []:
             if isinstance(d, dict) and d.get("ledger_id") == ledger_id:
-                done = row(DONE, doc.get("worker"), since=d.get("at"))
+                done = row(LedgerRepairState.DONE, doc.get("worker"), since=d.get("at"))
     if done is not None:
         return done
     lost = _named_lost(snap, bookies)
     if lost and not snap.enabled:
-        return row(HELD_DISABLED)
+        return row(LedgerRepairState.HELD_DISABLED)
     dues = [b.due for b in lost if b.due is not None and b.due > snap.now_ms]
     if dues:
-        return row(WAITING_DELAY, until=min(dues))
+        return row(LedgerRepairState.WAITING_DELAY, until=min(dues))
     if snap.auditor is None:
         note = "no auditor is elected"
     elif snap.auditor_doc is None:
@@ -381,7 +374,7 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
         )
     else:
         note = f"the auditor {snap.auditor} marks it at its next audit"
-    return row(NOT_MARKED, note=note)
+    return row(LedgerRepairState.NOT_MARKED, note=note)
 
 
 #: up to how many ledgers :func:`ledger_states` reads the marks of one by one
@@ -419,28 +412,28 @@ def state_text(row: LedgerRepair, now_ms: int) -> str:
     """One line for people: ``held after a failed attempt by b1:3181: <reason>; retried in 240 s``."""
     state, worker, last = row.state, row.worker, row.last_attempt
     tries = f" ({len(row.attempts)} failed attempts)" if len(row.attempts) > 1 else ""
-    if state == WAITING_DELAY:
+    if state is LedgerRepairState.WAITING_DELAY:
         return f"waiting for lostBookieRecoveryDelay: marked in {_seconds(row.until, now_ms)}"
-    if state == HELD_DISABLED:
+    if state is LedgerRepairState.HELD_DISABLED:
         return "held: autorecovery is disabled" + ("" if row.missing_replicas else " (not marked)")
-    if state == NOT_MARKED:
+    if state is LedgerRepairState.NOT_MARKED:
         return "not marked yet" + (f": {row.note}" if row.note else "")
-    if state == WAITING_WORKER:
+    if state is LedgerRepairState.WAITING_WORKER:
         text = "waiting for a worker" + (f" ({row.note})" if row.note else "")
         return text + (f"; last failed attempt by {last.worker}: {last.reason}{tries}" if last else "")
-    if state == WAITING_GRACE:
+    if state is LedgerRepairState.WAITING_GRACE:
         return (
             f"open ledger: {worker} waits for its writer before fencing it "
             f"(openLedgerRereplicationGracePeriod), {_seconds(row.until, now_ms)} left"
         )
-    if state == REREPLICATING:
+    if state is LedgerRepairState.REREPLICATING:
         since = f" for {_seconds(row.since, now_ms)}" if row.since else ""
         return f"being re-replicated by {worker}{since}"
-    if state == HELD_FAILED:
+    if state is LedgerRepairState.HELD_FAILED:
         reason = f": {last.reason}" if last else ""
         retry = f"; retried in {_seconds(row.until, now_ms)}" if row.until else ""
         return f"held after a failed attempt by {worker}{reason}{retry}{tries}"
-    if state == LOCKED:
+    if state is LedgerRepairState.LOCKED:
         since = f" for {_seconds(row.since, now_ms)}" if row.since else ""
         return (
             f"locked{since} by a worker that keeps no status (Java's? its lock names "
