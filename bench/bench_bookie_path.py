@@ -91,15 +91,24 @@ def cpu() -> tuple[float, float]:
 class Bed:
     """A bookie (journal + entry store) in ``folder`` and one connection to it."""
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, inline: bool = False):
         self.groups: queue.Queue = queue.Queue()
         self._records = 0  # of the group being called back (on_group runs just before its dispatch)
+        #: with ``inline``: the commits the journal asked this thread to run (bookied's
+        #: journalFlushWhenQueueEmpty, its default: run at the end of the reactor's iteration)
+        self.inline_due: list = []
         self.journal = Journal(
             os.path.join(folder, "journal"),
             dispatch=lambda callbacks, error: self.groups.put((callbacks, error, self._records)),
             on_group=self._group,
             twins=fastpath.selected(),
+            **(
+                {"max_group_wait_ms": 0, "inline": self.inline_due.append, "inline_dispatch": self._inline_done}
+                if inline
+                else {}
+            ),
         )
+        self._inline_records = 0
         self.store = EntryStore(
             os.path.join(folder, "ledgers"),
             write_cache_max_bytes=256 * 1024 * 1024,
@@ -122,17 +131,34 @@ class Bed:
     def _group(self, records: int) -> None:
         self._records = records
 
+    def _complete(self, callbacks: list, error) -> None:
+        complete = getattr(self.factory, "complete_group", None)
+        if complete is not None:  # as bookied completes a group
+            complete(callbacks, error, Journal.call_all)
+        else:  # an older bookied, to compare with
+            Journal.call_all(callbacks, error)
+            self.factory.send_answers()
+
+    def _inline_done(self, callbacks: list, error) -> None:
+        self._inline_records += self._records
+        self._complete(callbacks, error)
+
     def complete_groups(self, records_due: int) -> None:
         """Run journal groups' completions here until ``records_due`` records' callbacks ran
-        (a run of adds has one callback for all its records)."""
+        (a run of adds has one callback for all its records): the commits due in this
+        thread, then those of the writer thread."""
         while records_due > 0:
-            callbacks, error, records = self.groups.get(timeout=60)
-            complete = getattr(self.factory, "complete_group", None)
-            if complete is not None:  # as bookied completes a group
-                complete(callbacks, error, Journal.call_all)
-            else:  # an older bookied, to compare with
-                Journal.call_all(callbacks, error)
-                self.factory.send_answers()
+            while self.inline_due:
+                self.inline_due.pop(0)()
+            records_due -= self._inline_records
+            self._inline_records = 0
+            if records_due <= 0:
+                break
+            try:
+                callbacks, error, records = self.groups.get(timeout=0.001 if self.inline_due else 60)
+            except queue.Empty:
+                continue
+            self._complete(callbacks, error)
             records_due -= records
 
     def feed_timed(self, chunks: list[bytes], name: str) -> tuple[tuple[float, float], tuple[float, float]]:
@@ -152,12 +178,12 @@ class Bed:
         self.store.close()
 
 
-def one_pass(folder: str, protocol: str, ledger: int, count: int, size: int, chunk: int) -> tuple:
+def one_pass(folder: str, protocol: str, ledger: int, count: int, size: int, chunk: int, inline: bool = False) -> tuple:
     """Adds then reads of ``count`` entries: ((user, sys) us per add, (user, sys) us per read)."""
     adds, reads = requests(protocol, ledger, count, size)
     add_chunks = [b"".join(adds[i : i + chunk]) for i in range(0, count, chunk)]
     read_chunks = [b"".join(reads[i : i + chunk]) for i in range(0, count, chunk)]
-    bed = Bed(folder)
+    bed = Bed(folder, inline)
     try:
         bed.proto.dataReceived(add_chunks[0][: len(adds[0])])  # the ledger's master key: a first add
         bed.complete_groups(1)
@@ -224,6 +250,12 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=100, help="requests per dataReceived (default 100)")
     parser.add_argument("--passes", type=int, default=5, help="medians of this many passes (default 5)")
     parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="the journal commits in this thread while fsyncs are fast, as bookied's does by default "
+        "(journalFlushWhenQueueEmpty); otherwise its writer thread commits every group",
+    )
+    parser.add_argument(
         "--batch-reads",
         type=int,
         metavar="K",
@@ -235,10 +267,11 @@ def main() -> None:
     if args.batch_reads:
         batch_main(args)
         return
-    heading(f"{args.protocol}, {args.entries:,} entries of {args.size} B", args.chunk)
+    commits = "inline commits" if args.inline else "the writer thread commits"
+    heading(f"{args.protocol}, {args.entries:,} entries of {args.size} B, {commits}", args.chunk)
     results = []
     for n, folder in passes(args.passes):
-        got = one_pass(folder, args.protocol, 1000 + n, args.entries, args.size, args.chunk)
+        got = one_pass(folder, args.protocol, 1000 + n, args.entries, args.size, args.chunk, args.inline)
         results.append(got)
         (au, as_), (ru, rs) = got
         print(
