@@ -171,9 +171,10 @@ class Journal:
     wake-ups per group (and their scheduling delays, which dominate the
     latency tail on a busy machine); the cost is that the owner's thread
     waits for the fsync, which is why a slow disk goes back to the writer.
-    Inline commits are a fast path (:mod:`bkctl.wire.fastpath`): with
-    ``twins.enabled`` False (``twins``: its builder's record of
-    :mod:`bkctl.wire.fastpath`, the bookie service's) ``inline`` is ignored and the writer thread commits every group.
+    Inline commits are no twin of the writer thread's but the same code run by
+    another thread: fast paths off (``BKCTL_FASTPATHS=0``, :mod:`bkctl.wire.fastpath`)
+    they are made all the same, so that the Python twins are measured with the
+    group hand-over the C ones have.
 
     ``patient`` records (``append(..., patient=True)``: a bookie's recovery
     adds, the copies re-replication writes) may wait for company longer:
@@ -232,8 +233,7 @@ class Journal:
         #: the current file's fsynced bytes dropped from the page cache (journalRemovePagesFromCache)
         self.synced_pages = SyncedPages(self.directory, drop_synced_pages)
         self._dispatch = dispatch or _call_all
-        self.fastpaths = twins.enabled
-        self._inline = inline if self.max_group_wait == 0 and self.fastpaths else None
+        self._inline = inline if self.max_group_wait == 0 else None
         #: a run's records (``twins.records.journal_entries``: the same bytes as encode_entry
         #: of each, joined; C or Python, :mod:`bkctl.wire.bookie_disk.records`)
         self.encode_entries = twins.records.journal_entries

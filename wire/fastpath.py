@@ -3,8 +3,7 @@
 A fast path is a second, quicker implementation of something a general path
 already does (the C twins of the bookie's parsers of plain v2/v3 ADDs and v3 READs
 and of their answers -- with fast paths off their Python twins serve the same runs
-of pipelined requests --, the journal's inline commits in the
-reactor thread, the client's add-answer shortcut, its v2 batch reads, a window's
+of pipelined requests --, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
 twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a
 connection's copies of a writer's ADDs in ``wire/client/_addpath.c``, of a
@@ -131,10 +130,10 @@ LOOK_UP = _LookUp()
 class Twins:
     """The implementations in use: each field one interface's C or Python twin.
 
-    ``enabled`` switches the fast paths written in Python (inline journal commits,
-    batched answers, reused encoders, ``send_now``...); each other field is one whole
-    interface, its C twin when built, current and ``enabled`` (which hands what it declines
-    to the Python twin it was given here), else its Python twin.  The interfaces are built
+    ``enabled`` switches the fast paths written in Python (batched answers, reused
+    encoders, ``send_now``...); each other field is one whole interface, its C twin when
+    built, current and ``enabled`` (which hands what it declines to the Python twin it was
+    given here), else its Python twin.  The interfaces are built
     on first use (their modules are not every command's)."""
 
     enabled: bool
