@@ -126,6 +126,33 @@ def test_a_large_batch_goes_out_in_pieces_of_reused_size_with_the_same_bytes():
     assert [e for e, _p in read_data(io.BytesIO(two.getvalue()), 4, b.sha.hexdigest())] == list(range(30))
 
 
+def test_a_file_with_a_descriptor_gets_the_same_bytes_through_writev(tmp_path):
+    payloads = list(enumerate(bytes([i % 251]) * (i % 7 * 300) for i in range(1500)))  # several writevs
+    one = io.BytesIO()
+    a = DataWriter(one, 5)
+    a.add_batch(payloads)
+    with pytest.raises(ValueError, match="out of order"):
+        a.add_batch([(1500, b"x"), (1502, b"y")])
+    path = tmp_path / "object"
+    with open(path, "wb") as f:  # a buffered file, as the storage's
+        f.write(b"before")  # what its buffer holds is written first
+        b = DataWriter(f, 5)
+        assert b.fd == f.fileno()
+        b.add(*payloads[0])
+        b.add_batch(payloads[1:1000])
+        b.add_batch(payloads[1000:])
+        with pytest.raises(ValueError, match="out of order"):
+            b.add_batch([(1500, b"x"), (1502, b"y")])  # the entries before it written
+    before, data = path.read_bytes()[:6], path.read_bytes()[6:]
+    assert before == b"before" and data == one.getvalue() and a.sha.hexdigest() == b.sha.hexdigest()
+    assert (
+        (a.size, a.entries, a.payload_bytes)
+        == (b.size, b.entries, b.payload_bytes)
+        == (len(data), 1501, b.payload_bytes)
+    )
+    assert [e for e, _p in read_data(io.BytesIO(data), 5, b.sha.hexdigest())] == list(range(1501))
+
+
 def test_an_entry_out_of_order_in_a_batch_leaves_the_writer_at_the_entries_written():
     out = io.BytesIO()
     w = DataWriter(out, 1)
