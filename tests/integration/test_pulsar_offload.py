@@ -421,14 +421,17 @@ def test_the_data_source_reads_offloaded_ledgers_in_spark_s_own_workers(offload_
     (Spark's Python workers) GET the blocks with their own credentials, the AWS_* variables of
     their environment -- given them as a session started in that environment gives them
     (:func:`~tests.support.spark.workers_environment`), the planning driver's in its own."""
-    from bkctl.export.datasource import register
+    from bkctl.export.datasource import BookKeeperDataSource
 
     c = offload_cluster
     for key, value in c.s3.env().items():
         monkeypatch.setenv(key, value)
     case = "s3_d_chunking_small_blocks"
     with workers_environment(spark, c.s3.env()):
-        register(spark)
+        # registered here, not by register() (once a session): the source carries the variables
+        # its planner and readers run with as they are when it is registered, and another module
+        # on this worker's shared session may have registered it first, without these
+        spark.dataSource.register(BookKeeperDataSource)
         df = (
             spark.read.format("bookkeeper")
             .option("metadataServiceUri", c.uri)
