@@ -17,7 +17,12 @@ from tests.support.cli import env_for, json_lines, ok, one_line_error, run_bkctl
 from tests.support.interrupts import die_with_parent
 from tests.support.tlscerts import write_certs
 
-pytestmark = pytest.mark.xdist_group("zk_security")  # module-scoped fixtures: one xdist worker runs the whole module
+# Module-scoped servers, each used by the tests of one group only (so started once, on that
+# group's worker): the tests of the server that requires authentication (digest, SASL) on one
+# xdist worker, those of the TLS servers on another, so that neither waits for the other's
+# ZooKeeper JVMs and bkctl runs.  One group for the module was one worker's chain of both halves.
+AUTH = pytest.mark.xdist_group("zk_security-auth")
+TLS = pytest.mark.xdist_group("zk_security-tls")
 
 _JAAS = """Server {
     org.apache.zookeeper.server.auth.DigestLoginModule required
@@ -162,6 +167,7 @@ def _every_group_works(uri: str, env: dict, procs, export_to=None) -> None:
         assert doc["entries"] == 1, doc
 
 
+@AUTH
 def test_digest_auth_acls_and_every_group(auth_zk, tmp_path, process_security):
     from kazoo.client import KazooClient
 
@@ -202,6 +208,7 @@ def test_digest_auth_acls_and_every_group(auth_zk, tmp_path, process_security):
             p.kill()
 
 
+@AUTH
 def test_sasl_digest_md5(auth_zk, tmp_path):
     from kazoo.client import KazooClient
 
@@ -229,6 +236,7 @@ def test_sasl_digest_md5(auth_zk, tmp_path):
     assert "bob" in err and "nope" not in err
 
 
+@TLS
 def test_zookeeper_over_tls(tls_zk, certs, tmp_path, process_security):
     uri = _uri(f"127.0.0.1:{tls_zk.secure_port}")
     env = {"BKCTL_ZK_TLS_CA": str(certs / "ca.pem")}
@@ -246,6 +254,7 @@ def test_zookeeper_over_tls(tls_zk, certs, tmp_path, process_security):
     assert "certificate verify failed" in err
 
 
+@TLS
 def test_zookeeper_tls_with_a_client_certificate(mutual_tls_zk, certs):
     uri = _uri(f"127.0.0.1:{mutual_tls_zk.secure_port}")
     ca, mine = str(certs / "ca.pem"), str(certs / "client.pem")  # key and chain in one file
@@ -266,6 +275,7 @@ def _scanned(hosts: str, security: ZKSecurity, paths: list[str]) -> list[bytes |
         return got
 
 
+@AUTH
 def test_the_walk_scanner_reads_with_digest_credentials_and_is_refused_without_them(auth_zk):
     """The multiRead scanner (what walks every ledger, beside kazoo) authenticates as the store
     does: it reads znodes only alice may read, and a wrong password is ZKAuthError."""
@@ -297,6 +307,7 @@ def test_the_walk_scanner_reads_with_digest_credentials_and_is_refused_without_t
         _scanned(auth_zk.connect_string, ZKSecurity(), paths)
 
 
+@TLS
 def test_the_walk_scanner_reads_over_tls(tls_zk, certs):
     from kazoo.client import KazooClient
 

@@ -66,7 +66,7 @@ def test_the_longest_groups_are_handed_out_first(tmp_path):
         tmp_path,
         {
             "tests/integration/test_a_loose.py": "def test_loose():\n    pass\n",
-            "tests/integration/test_b_grouped.py": group.format("zk_security", "b", "b"),
+            "tests/integration/test_b_grouped.py": group.format("zk_security-auth", "b", "b"),
             "tests/integration/test_c_grouped.py": group.format("packaging", "c", "c"),
             "tests/integration/test_d_grouped.py": group.format("unlisted", "d", "d"),
             "tests/unit/test_e.py": "def test_unit():\n    pass\n",

@@ -17,7 +17,16 @@ import pytest
 #: the groups that take longest (each starts a Spark session, a fresh venv or several
 #: clusters), first; the other groups follow in collection order.  pulsar-schema holds
 #: test_export_topics too and backup test_pulsar_offload (one Spark session each pair)
-LONGEST_FIRST = ("pulsar-schema", "packaging", "pulsar", "export", "backup", "zk_security", "bookie_tls")
+LONGEST_FIRST = (
+    "pulsar-schema",
+    "packaging",
+    "pulsar",
+    "export",
+    "backup",
+    "zk_security-auth",
+    "bookie_tls",
+    "zk_security-tls",
+)
 
 
 def _rank(item: pytest.Item) -> tuple[int, int]:
