@@ -143,6 +143,15 @@ def test_resolve_spec_singles_ranges_and_missing():
     assert "no such ledgers: 3, 4" in str(info.value)
 
 
+def test_resolve_spec_looks_ids_and_narrow_ranges_up_in_one_pipelined_read():
+    store = store_with({i: _md() for i in (1, 5, 7)})
+    assert ledger_plan.resolve_spec(store, parse_ledger_spec("1,7,4-6")) == [1, 5, 7]
+    assert len(store.called("ledgers.read_many")) == 1 and store.called("ledgers.exists") == []
+    with pytest.raises(NoSuchLedgers) as info:
+        ledger_plan.resolve_spec(store, parse_ledger_spec("1,3,7,8-9"))
+    assert info.value.missing == ["3", "8-9 (no ledger in that range)"]
+
+
 def test_resolve_spec_wide_range_walks_once():
     store = store_with({i: _md() for i in (3, 50_000, 90_000)})
     assert ledger_plan.resolve_spec(store, parse_ledger_spec("10-100000")) == [50_000, 90_000]

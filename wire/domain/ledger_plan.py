@@ -160,17 +160,17 @@ def resolve_spec(store: MetadataStore, spec: LedgerSpec) -> list[int]:
     """
     if spec.all:
         return sorted(store.ledgers.ids())
-    found: set[int] = set()
-    missing: list[str] = []
-    for ledger_id in spec.ids:
-        if store.ledgers.exists(ledger_id):
-            found.add(ledger_id)
-        else:
-            missing.append(str(ledger_id))
+    # the ids named and those of narrow ranges looked up in one pipelined read, not a
+    # round trip each (a backup of 4,000 named ledgers waited 4,000 of them before its walk)
+    span = sum(hi - lo + 1 for lo, hi in spec.ranges)
+    probed = [i for lo, hi in spec.ranges for i in range(lo, hi + 1)] if span <= _PROBE_LIMIT else []
+    probe = [*spec.ids, *probed]
+    present = {r.ledger_id for r in store.ledgers.read_many(probe) if r.metadata is not None} if probe else set()
+    found = {i for i in spec.ids if i in present}
+    missing = [str(i) for i in spec.ids if i not in present]
     if spec.ranges:
-        span = sum(hi - lo + 1 for lo, hi in spec.ranges)
         if span <= _PROBE_LIMIT:
-            in_ranges = [i for lo, hi in spec.ranges for i in range(lo, hi + 1) if store.ledgers.exists(i)]
+            in_ranges = [i for i in probed if i in present]
         else:
             in_ranges = [i for i in store.ledgers.ids() if any(lo <= i <= hi for lo, hi in spec.ranges)]
         for lo, hi in spec.ranges:
