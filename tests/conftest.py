@@ -110,13 +110,19 @@ def _fresh_root() -> str:
 
 @pytest.fixture
 def zk_namespace(zk_client):
-    """A unique, not yet existing top-level znode path; deleted after the test."""
+    """A unique, not yet existing top-level znode path; deleted after the test (a level of the
+    tree at a time: tests/support/znodes.py; one znode at a time again if that fails)."""
+    from tests.support.znodes import delete_tree
+
     top = _fresh_root()
     yield top
     try:
-        zk_client.delete(top, recursive=True)
+        delete_tree(zk_client, top)
     except Exception:
-        pass
+        try:
+            zk_client.delete(top, recursive=True)
+        except Exception:
+            pass
 
 
 @pytest.fixture
