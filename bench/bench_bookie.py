@@ -18,7 +18,9 @@ Java client (``bktool.sh bench e=1 w=1 a=1 ... warmup=N``), alternated, and
 prints both rates and their ratio beside the load average, each bookie's CPU
 per add and per read, the Java client's CPU per add and per read against each
 (the two share the machine's cores: a bookie whose answers cost its client
-more is slower for it) and each bookie's resident memory.
+more is slower for it), how many answers each bookie sends per TCP segment
+(``ss -ti``: fewer, larger writes wake the client less often) and each
+bookie's resident memory.
 
 The latency run starts once the bookie has flushed what the throughput runs
 left in its write cache (it is about steady state, not the aftermath of a
@@ -45,6 +47,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -321,6 +324,71 @@ def cluster_with_bookie(prefix: str):
             zk.stop()
 
 
+class Segments:
+    """Every ``interval`` s on a thread, the TCP counters (``ss -ti``) of each connection to the
+    bookie ports ``ports``, kept per connection: how many answers a bookie sends per data segment
+    and how many requests arrive per segment, over a phase of a run (a bookie that writes its
+    answers in smaller pieces wakes its client more often). Empty without ``ss``."""
+
+    FIELDS = ("data_segs_out", "data_segs_in")
+
+    def __init__(self, ports: list[int], interval: float = 0.1) -> None:
+        self.ports = set(ports)
+        self.interval = interval
+        #: (bookie port, peer address) -> [(monotonic time, {field: value})]
+        self.series: dict[tuple[int, str], list[tuple[float, dict[str, int]]]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Segments:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                out = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True, text=True).stdout
+            except OSError:
+                return
+            self._parse(time.monotonic(), out.splitlines())
+
+    def _parse(self, now: float, lines: list[str]) -> None:
+        # each connection is a line of addresses, then a line of its counters
+        for head, info in zip(lines, lines[1:]):
+            parts = head.split()
+            if len(parts) < 4 or not parts[2].rpartition(":")[2].isdigit():
+                continue
+            port = int(parts[2].rpartition(":")[2])
+            if port not in self.ports:
+                continue
+            counters = dict(item.split(":", 1) for item in info.split() if item.startswith(self.FIELDS))
+            values = {f: int(counters.get(f, "0")) for f in self.FIELDS}
+            self.series.setdefault((port, parts[3]), []).append((now, values))
+
+    def count(self, port: int, name: str, window: tuple[float, float]) -> int:
+        """Segments (``name``: one of FIELDS) of the connections to ``port`` during ``window``."""
+
+        def at(series: list[tuple[float, dict[str, int]]], t: float) -> int:
+            value = 0
+            for when, values in series:
+                if when > t:
+                    break
+                value = values[name]
+            return value
+
+        start, end = window
+        return sum(at(series, end) - at(series, start) for (p, _peer), series in self.series.items() if p == port)
+
+    def per_segment(self, port: int, name: str, window: tuple[float, float], ops: int) -> float:
+        """``ops`` per segment of ``name`` during ``window`` (NaN when none were seen)."""
+        segments = self.count(port, name, window)
+        return ops / segments if segments > 0 else float("nan")
+
+
 def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rounds: int) -> None:
     """bookied and a Java bookie, each alone in its ledgers root of one ZooKeeper,
     under the same Java client, E1; see the module's docstring."""
@@ -331,11 +399,12 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
         try:
             java_pid = peer.start_bookies(1, zk.connect_string, "/java-ledgers")[0]
             roots = {"bookied": "/ledgers", "java": "/java-ledgers"}
+            ports = {"bookied": port, "java": 3181}
             print(
                 f"bookied pid {proc.pid} on 127.0.0.1:{port} (root /ledgers); Java bookie pid {java_pid} on "
                 f"127.0.0.1:3181 (root /java-ledgers); one Java client JVM per run, warmup={warmup}; {load_note()}"
             )
-            with CpuSampler({"bookied": proc.pid, "java": java_pid}) as sampler:
+            with CpuSampler({"bookied": proc.pid, "java": java_pid}) as sampler, Segments(list(ports.values())) as segs:
                 for size in sizes:
                     n, warm = entries_for(size, entries), entries_for(size, warmup, 0)
                     section(f"E1 {size} B, {n} entries per run (+{warm} warm-up), {rounds} rounds alternated")
@@ -351,11 +420,21 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                             sampler.jit_share("java-client", res.read_window),
                         )
                         got[side].append((res.adds_per_s, res.reads_per_s, add_cpu, read_cpu, client_add, client_read))
+                        pieces = (
+                            segs.per_segment(ports[side], "data_segs_out", res.add_window, res.adds),
+                            segs.per_segment(ports[side], "data_segs_out", res.read_window, res.reads),
+                            segs.per_segment(ports[side], "data_segs_in", res.add_window, res.adds),
+                        )
                         print(
                             f"  round {r + 1} {side:>7}: {res.adds_per_s:>9,.0f} adds/s ({add_cpu:6.1f} us bookie CPU"
                             f"/add, client {client_add:.1f})  {res.reads_per_s:>9,.0f} reads/s ({read_cpu:6.1f} us/read,"
                             f" client {client_read:.1f})  client JIT {jit[0]:.2f}/{jit[1]:.2f} cores"
                             f"{f'  {res.failures} FAILED' if res.failures else ''}  {load_note()}",
+                            flush=True,
+                        )
+                        print(
+                            f"    answers per TCP segment: adds {pieces[0]:.1f}  reads {pieces[1]:.1f};"
+                            f" adds per segment from the client {pieces[2]:.1f}",
                             flush=True,
                         )
                     ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
