@@ -25,7 +25,9 @@ def daemons(tmp_path, metadata_uri):
     """Start `bkctl autorecovery run` processes; each is stopped with SIGTERM and must exit 0."""
     procs: list[subprocess.Popen] = []
 
-    def start(name: str, *settings: str, env: dict | None = None) -> subprocess.Popen:
+    def start(
+        name: str, *settings: str, env: dict | None = None, session_timeout: float | None = None
+    ) -> subprocess.Popen:
         log = open(tmp_path / f"autorecovery-{name}.log", "wb")
         args = [
             sys.executable,
@@ -34,6 +36,8 @@ def daemons(tmp_path, metadata_uri):
             "-m",
             metadata_uri,
             "-v",
+            # its ZooKeeper session's timeout, so its locks' (default 10 s)
+            *(["--timeout", str(session_timeout)] if session_timeout is not None else []),
             "autorecovery",
             "run",
             "--bookie-id",
@@ -335,7 +339,8 @@ def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, m
     lid = make_ledger(writer, 3, 2, entries=3000)
     md = zkstore.ledgers.read(lid)[0]
     victim = next(p for p in procs if p.bookie_id == md.ensembles[0][1][0])
-    slow = daemons("ar-slow", *FAST, "replicationRateByBytes=20000", "rereplicationEntryBatchSize=4")
+    # its session as short as the bookies' (4 s): the wait below for its lock to go is that long
+    slow = daemons("ar-slow", *FAST, "replicationRateByBytes=20000", "rereplicationEntryBatchSize=4", session_timeout=4)
     wait_for(what="an auditor", predicate=zkstore.auditor.current)
     victim.kill()
     wait_for(
