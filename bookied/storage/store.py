@@ -219,26 +219,31 @@ class EntryStore:
         with self._lock:
             if self._closed:
                 raise EntryStoreClosed("entry store is closed")
-            led = None
-            for entry_id, data in zip(entry_ids, bodies):
-                if cache.would_overflow(len(data)):
-                    notify = not self._flush_requested
-                    self._flush_requested = True
-                    break
-                if led is None:
-                    led = self._ledgers.get(ledger_id)
-                    if led is None:
-                        led = self._ledgers[ledger_id] = LedgerState()
-                        self.ledgers_version += 1
-                cache.put(ledger_id, entry_id, data)
-                if entry_id > led.last_entry:
-                    led.last_entry = entry_id
-                put += 1
+            if entry_ids and cache.put_new(ledger_id, entry_ids, bodies):  # all at once, as one by one
+                led = self._ledger_put(ledger_id)
+                led.last_entry, put = max(led.last_entry, max(entry_ids)), len(entry_ids)
+            else:
+                led = None
+                for entry_id, data in zip(entry_ids, bodies):
+                    if cache.would_overflow(len(data)):
+                        notify, self._flush_requested = not self._flush_requested, True
+                        break
+                    led = led or self._ledger_put(ledger_id)
+                    cache.put(ledger_id, entry_id, data)
+                    led.last_entry = max(led.last_entry, entry_id)
+                    put += 1
             if not self._flush_requested and cache.over_half():
                 self._flush_requested = notify = True
         if notify:
             self._flush_needed()
         return put
+
+    def _ledger_put(self, ledger_id: int) -> LedgerState:  # made with its first entry or update
+        led = self._ledgers.get(ledger_id)
+        if led is None:
+            led = self._ledgers[ledger_id] = LedgerState()
+            self.ledgers_version += 1
+        return led
 
     def _flush_needed(self) -> None:
         if self._on_flush_needed is not None:
@@ -250,10 +255,7 @@ class EntryStore:
     def _ledger_for_update(self, ledger_id: int) -> LedgerState:
         if self._closed:
             raise EntryStoreClosed("entry store is closed")
-        led = self._ledgers.get(ledger_id)
-        if led is None:
-            led = self._ledgers[ledger_id] = LedgerState()
-            self.ledgers_version += 1
+        led = self._ledger_put(ledger_id)
         led.dirty = True
         return led
 

@@ -10,6 +10,8 @@ so that an add updates both at once).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class WriteCache:
     """Per-ledger ``{entry id: bytes}`` in two halves: ``active`` (taking adds) and
@@ -43,6 +45,23 @@ class WriteCache:
             self.active_bytes -= len(old)
         cache[entry_id] = data
         self.active_bytes += len(data)
+
+    def put_new(self, ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes]) -> bool:
+        """:meth:`put` of each entry at once, when they all fit and none of the ids is in
+        the active half already nor twice among them; False (nothing put) otherwise."""
+        size = sum(map(len, bodies))
+        if self.active_bytes + self.flushing_bytes + size > self.max_bytes:
+            return False
+        new = dict(zip(entry_ids, bodies))
+        cache = self.active.get(ledger_id)
+        if len(new) != len(entry_ids) or (cache is not None and not cache.keys().isdisjoint(new)):
+            return False
+        if cache is None:
+            self.active[ledger_id] = new
+        else:
+            cache.update(new)
+        self.active_bytes += size
+        return True
 
     def over_half(self) -> bool:
         return self.active_bytes * 2 >= self.max_bytes

@@ -675,3 +675,50 @@ def test_get_entries_an_entry_log_that_cannot_be_opened_fails_its_entries_only(s
     with pytest.raises(OSError):
         s.get_entry(1, 0)
     s.close()
+
+
+def _puts_one_by_one(store, ledger_id, entry_ids, bodies) -> int:
+    """put_entries' count as put_entry gives it, entry after entry."""
+    put = 0
+    for entry_id, body in zip(entry_ids, bodies):
+        try:
+            store.put_entry(ledger_id, entry_id, body)
+        except es.WriteCacheFull:
+            break
+        put += 1
+    return put
+
+
+@pytest.mark.parametrize(
+    "before, entry_ids",
+    [
+        ([], [0, 1, 2, 3]),  # a new ledger's run: all at once
+        ([0, 1], [2, 3, 4]),  # the next ones
+        ([0, 1], [1, 2, 3]),  # one of them replaces a cached entry
+        ([], [5, 6, 6, 7]),  # one twice
+        ([], [9, 4, 7]),  # out of order: the highest is the last entry id
+        ([0], list(range(1, 12))),  # more than the cache takes: those that fit
+        ([], []),
+    ],
+)
+def test_a_run_of_entries_is_put_as_one_by_one(tmp_path, before, entry_ids):
+    stores = [
+        EntryStore(str(tmp_path / name), write_cache_max_bytes=1000, twins=fastpath.selected()) for name in "ab"
+    ]
+    bodies = [data(1, e) + bytes([i]) for i, e in enumerate(entry_ids)]  # a replaced entry changes size
+    try:
+        for s in stores:
+            for e in before:
+                s.put_entry(1, e, data(1, e))
+        counts = (stores[0].put_entries(1, entry_ids, bodies), _puts_one_by_one(stores[1], 1, entry_ids, bodies))
+        assert counts[0] == counts[1]
+        for s in stores:
+            assert (s.cached_bytes, s.last_entry_id(1), s.has_ledger(1)) == (
+                stores[1].cached_bytes,
+                stores[1].last_entry_id(1),
+                stores[1].has_ledger(1),
+            )
+            assert [s.get_entry(1, e) for e in range(12)] == [stores[1].get_entry(1, e) for e in range(12)]
+    finally:
+        for s in stores:
+            s.close()
