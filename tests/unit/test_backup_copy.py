@@ -5,7 +5,6 @@ read, and an archive that cannot be written stopping the backup."""
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import pytest
 
@@ -14,64 +13,7 @@ from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, batch_entries, take_backup, unreadable
 from bkctl.wire.backup.archive import LedgerRecord, read_data
 from bkctl.wire.errors import ObjectDenied, ObjectMissing, ObjectUnreachable
-from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
-from tests.support.fake_store import FakeMetadataStore
-
-BOOKIES = ("127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183")
-
-
-def _payload(ledger_id: int, entry_id: int, size: int) -> bytes:
-    return bytes([ledger_id % 251, entry_id % 251]) * (size // 2)
-
-
-class FakeLedger:
-    def __init__(self, client: FakeClient, ledger_id: int, md: LedgerMetadata, size: int):
-        self.client, self.ledger_id, self.md, self.size = client, ledger_id, md, size
-
-    def read_range(self, first, last, batch=100, *, allow_unconfirmed=False):
-        self.client.batches.append(batch)
-        self.client.reading(self.ledger_id)
-        for start in range(first, last + 1, batch):
-            yield [(e, _payload(self.ledger_id, e, self.size)) for e in range(start, min(last, start + batch - 1) + 1)]
-
-
-class FakeClient:
-    """``bk.open(id)`` (its metadata read) or ``bk.open_closed(id, md, version)`` (the caller's):
-    a ledger whose entries are made up; ``reading(id)`` as each read begins."""
-
-    def __init__(self, store: FakeMetadataStore, size: int):
-        self.store, self.size = store, size
-        self.batches: list[int] = []
-        self.started: list[int] = []
-        self.read_begun = threading.Event()
-        self.opened: list[int] = []
-        self.opened_closed: list[tuple[int, int]] = []
-
-    def reading(self, ledger_id: int) -> None:
-        self.started.append(ledger_id)
-        if len(self.started) >= 2:
-            self.read_begun.set()
-
-    def open(self, ledger_id: int) -> FakeLedger:
-        self.opened.append(ledger_id)
-        md, _version = self.store.ledgers.read(ledger_id)
-        return FakeLedger(self, ledger_id, md, self.size)
-
-    def open_closed(self, ledger_id: int, md: LedgerMetadata, version: int) -> FakeLedger:
-        assert md.is_closed
-        self.opened_closed.append((ledger_id, version))
-        return FakeLedger(self, ledger_id, md, self.size)
-
-
-def _cluster(entries: int, size: int, ledgers: int = 2) -> tuple[FakeMetadataStore, list[int]]:
-    store = FakeMetadataStore().start()
-    store.ledgers.parse = parse_ledger_metadata  # the ZooKeeper store's decoder, which the backup uses
-    ids = []
-    for _ in range(ledgers):
-        md = LedgerMetadata(3, 2, 2, LedgerState.CLOSED, entries - 1, entries * size, ((0, BOOKIES),))
-        lid, _version = store.ledgers.create(md)
-        ids.append(lid)
-    return store, ids
+from tests.support.backup_fakes import FakeClient, closed_ledgers, payload
 
 
 def test_a_batch_is_sized_by_bytes():
@@ -87,7 +29,7 @@ def test_the_archive_failing_stops_the_backup_rather_than_naming_a_ledger_unread
 
 
 def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
-    store, ids = _cluster(entries=300, size=512)
+    store, ids = closed_ledgers(entries=300, size=512)
     bk = FakeClient(store, 512)
     overlapped: list[bool] = []
 
@@ -113,11 +55,11 @@ def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
         record = LedgerRecord.decode(storage.get(x.record))
         with storage.open_read(record.data_object) as f:
             got = list(read_data(f, x.ledger_id, record.index_sha256))
-        assert got == [(e, _payload(x.ledger_id, e, 512)) for e in range(300)]
+        assert got == [(e, payload(x.ledger_id, e, 512)) for e in range(300)]
 
 
 def test_a_record_that_cannot_be_stored_stops_the_backup_and_no_manifest_is_written(tmp_path):
-    store, ids = _cluster(entries=10, size=100)
+    store, ids = closed_ledgers(entries=10, size=100)
     bk = FakeClient(store, 100)
 
     class NoRecords(LocalStorage):
