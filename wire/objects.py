@@ -13,8 +13,10 @@ objects: Pulsar's offloaded ledgers (:mod:`bkctl.wire.pulsar.offload_store`: rea
   credentials.
 * **Timeouts**: ``timeout`` seconds to connect and for each read (:data:`DEFAULT_TIMEOUT`), two
   attempts per request (botocore's standard retry mode), then :class:`ObjectUnreachable`.
-* **Writes** are whole or nothing: a local file is written under a temporary name beside it
-  (``<key>.part-<pid>-<n>``), fsynced and renamed; an S3 object appears when its upload completes.
+* **Writes** are whole or nothing, and durable once :meth:`~ObjectStore.put` returns: a local
+  file is written under a temporary name beside it (``<key>.part-<pid>-<n>``), fsynced, renamed
+  and its folder fsynced (a folder made for it is fsynced in its parent first); an S3 object
+  appears, stored, when its upload is answered.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import itertools
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -299,12 +302,22 @@ class _FileSpan:
         self.close()
 
 
+def _sync_dir(folder: Path) -> None:
+    """``folder``'s entries (a file renamed into it, a folder made in it) synced to disk."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class DirectoryObjects:
     """A local folder; keys are ``/``-separated paths below it (see the module documentation)."""
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root)
         self.name = str(self.root)
+        self._making = threading.Lock()
 
     def path(self, key: str) -> Path:
         """The file of ``key`` (a key that would leave the folder is refused)."""
@@ -361,17 +374,13 @@ class DirectoryObjects:
         path = self.path(key)
         part = path.with_name(f"{path.name}{PART_MARK}{os.getpid()}-{next(_parts)}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self.make_dirs(path.parent)
             with open(part, "wb") as f:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(part, path)
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            _sync_dir(path.parent)
         except BaseException as exc:
             try:
                 part.unlink()
@@ -380,6 +389,20 @@ class DirectoryObjects:
             if isinstance(exc, OSError):
                 raise self.fail(exc, key) from None
             raise
+
+    def make_dirs(self, folder: Path) -> None:
+        """``folder`` and the folders above it that are missing made, each one's entry synced
+        in its parent before this returns (a file synced in a folder whose own entry a crash
+        loses is lost with it).  Under a lock: a folder another thread is still making is
+        waited for, its entry synced when this sees it."""
+        with self._making:
+            missing: list[Path] = []
+            while not folder.is_dir():
+                missing.append(folder)
+                folder = folder.parent
+            for new in reversed(missing):
+                new.mkdir(exist_ok=True)
+                _sync_dir(new.parent)
 
     def put(self, key: str, data: bytes) -> None:
         with self.writing(key) as f:

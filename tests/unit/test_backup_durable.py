@@ -1,0 +1,83 @@
+"""A backup ``bkctl backup`` says is done is on disk, in an order a crash cannot break: every
+data object fsynced before the record naming it is renamed into place, every record before the
+manifest chunk naming it, every chunk (and the archive's marker) before the manifest's head,
+each folder made fsynced in its parent, and the head's folder fsynced last (docs/backup-format.md,
+"Durability").  The calls are recorded as a real backup into a local archive makes them
+(:mod:`tests.support.durability`) and replayed as POSIX promises them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bkctl.backup.storage import LocalStorage
+from bkctl.backup.take import Selection, take_backup
+from bkctl.wire.backup.archive import MARKER, LedgerRecord, Manifest
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
+from tests.support.backup_fakes import BOOKIES, FakeClient, closed_ledgers
+from tests.support.durability import DiskLog, DiskOp, Replay
+
+
+def _named(archive: Path, name: str) -> list[Path]:
+    """What object ``name`` (as it is now in ``archive``) names: a record its data object, a
+    ledger chunk its lines' records, a manifest its chunks and the marker."""
+    data = (archive / name).read_bytes()
+    if name.startswith("ledgers/") and name.endswith(".json"):
+        return [archive / LedgerRecord.decode(data, name).data_object]
+    if name.startswith("chunks/"):
+        if name.rpartition("/")[2][:1].isdigit():  # (notes name no object)
+            lines = [json.loads(line) for line in data.splitlines()]
+            return [archive / x["record"] for x in lines if "inline" not in x]
+        return []
+    if name.startswith("backups/"):
+        m = Manifest.decode(data, name)
+        return [archive / MARKER, *(archive / ref.name for ref in m.chunks + m.notes)]
+    return []
+
+
+def _check(log: DiskLog, archive: Path, manifest: Manifest) -> Replay:
+    """Each object renamed into place only when what it names is durable; the manifest durable
+    at the end and only with the last call, an fsync of its folder."""
+    replay = log.replay()
+    head = archive / manifest.name
+    named_checked = 0
+    for n, op in enumerate(log.ops):
+        replay.apply(op)
+        if op.op == "replace" and op.path.is_relative_to(archive):
+            name = op.path.relative_to(archive).as_posix()
+            for needed in _named(archive, name):
+                named_checked += 1
+                assert replay.durable(needed), f"{name} renamed into place before {needed.name} was durable"
+        last = n == len(log.ops) - 1
+        assert replay.durable(head) == last, f"the manifest durable at call {n} of {len(log.ops)}: {op}"
+    assert replay.problems == []
+    assert log.ops[-1] == DiskOp("fsync", head.parent)
+    made = [op.path for op in log.ops if op.op == "mkdir"]
+    assert made and all(replay.durable(p) for p in made)  # each folder made: fsynced in its parent
+    assert named_checked > 0
+    return replay
+
+
+def test_a_backup_is_durable_in_order_before_it_says_done(tmp_path, monkeypatch):
+    store, ids = closed_ledgers(entries=40, size=64, ledgers=3)
+    empty, _ = store.ledgers.create(LedgerMetadata(3, 2, 2, LedgerState.CLOSED, -1, 0, ((0, BOOKIES),)))
+    bk = FakeClient(store, 64)
+    archive = tmp_path / "archive"
+    storage = LocalStorage(str(archive))
+    log = DiskLog(tmp_path).install(monkeypatch)
+    spec = ",".join(map(str, [*ids, empty]))
+    first = take_backup(store, bk, storage, Selection(ledgers=spec), "zk://fake", parallel=2, chunk_ledgers=2)
+    replay = _check(log, archive, first)
+    assert {archive / "ledgers", archive / "chunks", archive / "backups"} <= replay.names
+    records = [
+        op.path for op in log.ops if op.op == "replace" and op.path.suffix == ".json" and "ledgers" in op.path.parts
+    ]
+    assert len(records) == 3 and len(first.chunks) == 2  # three copies (the empty one inline), two chunks
+
+    # an incremental backup into folders that exist: the new ledger's copy and a new head
+    _, more = closed_ledgers(entries=5, size=64, ledgers=1, store=store)
+    log.restart()
+    spec += f",{more[0]}"
+    second = take_backup(store, bk, storage, Selection(ledgers=spec), "zk://fake", parallel=2, chunk_ledgers=2)
+    _check(log, archive, second)
+    assert second.totals()["copied_ledgers"] == 1
