@@ -44,6 +44,7 @@ __all__ = [
     "ObjectStore",
     "S3Objects",
     "Upload",
+    "sync_folder",
 ]
 
 #: seconds a request to an object store may take (connecting, and each read), by default
@@ -302,8 +303,8 @@ class _FileSpan:
         self.close()
 
 
-def _sync_dir(folder: Path) -> None:
-    """``folder``'s entries (a file renamed into it, a folder made in it) synced to disk."""
+def sync_folder(folder: str | os.PathLike[str]) -> None:
+    """``folder``'s entries (a file made or renamed in it, a folder made in it) synced to disk."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -380,7 +381,7 @@ class DirectoryObjects:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(part, path)
-            _sync_dir(path.parent)
+            sync_folder(path.parent)
         except BaseException as exc:
             try:
                 part.unlink()
@@ -402,7 +403,7 @@ class DirectoryObjects:
                 folder = folder.parent
             for new in reversed(missing):
                 new.mkdir(exist_ok=True)
-                _sync_dir(new.parent)
+                sync_folder(new.parent)
 
     def put(self, key: str, data: bytes) -> None:
         with self.writing(key) as f:

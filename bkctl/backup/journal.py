@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
 from bkctl.wire.errors import ObjectMissing
+from bkctl.wire.objects import sync_folder
 
 from .idtable import DoneSet, IdMap, IdTable
 from .storage import ArchiveStorage
@@ -177,8 +178,9 @@ class ClusterPlace:
 
 class FilePlace:
     """A local file (``--journal PATH``): a line for the head (the last one counts) and the
-    journal's lines, appended and synced; written anew (a temporary file renamed into place) to
-    compact it or to replace an older form."""
+    journal's lines, appended and fsynced (its folder too when the file is new); written anew (a
+    temporary file fsynced, renamed into place, its folder fsynced) to compact it or to replace an
+    older form."""
 
     def __init__(self, path: str):
         self.path = path
@@ -226,11 +228,14 @@ class FilePlace:
             return
         line = b'{"head":' + head + b"}"
         with open(self.path, "ab") as f:
+            made = f.tell() == 0  # (made now, or left empty: its name may not be on disk yet)
             if line != self.head:
                 f.write(line + b"\n")
             f.writelines(lines)
             f.flush()
             os.fsync(f.fileno())
+        if made:
+            sync_folder(os.path.dirname(os.path.abspath(self.path)))
         self.head = line
 
     def rewrite(self, lines: Iterable[bytes], head: bytes) -> None:
@@ -242,6 +247,7 @@ class FilePlace:
             f.flush()
             os.fsync(f.fileno())
         os.replace(part, self.path)
+        sync_folder(os.path.dirname(os.path.abspath(self.path)))
         self.head, self.anew = line, False
 
 

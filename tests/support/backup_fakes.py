@@ -69,3 +69,17 @@ def closed_ledgers(
         lid, _version = store.ledgers.create(md)
         ids.append(lid)
     return store, ids
+
+
+class NoFeed:
+    """A restore's feed of a ledger with no entries (``restore.ChunkFeed`` replaced): nothing to
+    add, nothing to wait for."""
+
+    def __init__(self, ledger, timeout) -> None:
+        pass
+
+    def add(self, chunk) -> None:
+        raise AssertionError("an empty ledger has no entries")
+
+    def finish(self) -> None:
+        pass

@@ -8,6 +8,7 @@ name on its way down from the folder are.  Nothing else is assumed (no ext4 orde
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,12 +19,14 @@ __all__ = ["DiskLog", "DiskOp", "Replay"]
 
 @dataclass(frozen=True)
 class DiskOp:
-    """One call: ``op`` ``fsync`` (``path`` the file or folder), ``replace`` (``path`` the new
-    name, ``source`` the old) or ``mkdir``."""
+    """One call: ``op`` ``fsync`` (``path`` the file or folder, ``size`` a file's bytes then),
+    ``replace`` (``path`` the new name, ``source`` the old), ``mkdir``, or what a test marks
+    (:meth:`DiskLog.mark`)."""
 
     op: str
     path: Path
     source: Path | None = None
+    size: int = -1
 
 
 class DiskLog:
@@ -40,8 +43,9 @@ class DiskLog:
 
         def logged_fsync(fd: int) -> None:
             where = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            st = os.fstat(fd)
             fsync(fd)
-            self._add(DiskOp("fsync", where))
+            self._add(DiskOp("fsync", where, size=st.st_size if stat.S_ISREG(st.st_mode) else -1))
 
         def moved(real: Callable[..., None]) -> Callable[..., None]:
             def call(src, dst, *args, **kw) -> None:
@@ -59,6 +63,10 @@ class DiskLog:
         monkeypatch.setattr(os, "rename", moved(rename))
         monkeypatch.setattr(os, "mkdir", logged_mkdir)
         return self
+
+    def mark(self, what: str, path: Path, size: int = -1) -> None:
+        """Something the code under test did (a ledger created...), in its place among the calls."""
+        self._add(DiskOp(what, path.resolve(), size=size))
 
     def _add(self, op: DiskOp) -> None:
         if op.path.is_relative_to(self.base):
@@ -86,6 +94,7 @@ class Replay:
     def __init__(self, base: Path):
         self.base = base
         self.synced: set[Path] = set()  # files whose bytes are on disk (by their current name)
+        self.sizes: dict[Path, int] = {}  # how many of a file's bytes were, at its last fsync
         self.names: set[Path] = set()  # names on disk in their folder
         self.pending: dict[Path, set[Path]] = {}  # folder -> names made in it since its last fsync
         self.problems: list[str] = []
@@ -93,6 +102,9 @@ class Replay:
     def apply(self, op: DiskOp) -> None:
         if op.op == "fsync":
             self.synced.add(op.path)
+            self.sizes[op.path] = op.size
+            if op.size >= 0 and op.path not in self.names:  # a file made in its folder (say, by now)
+                self.pending.setdefault(op.path.parent, set()).add(op.path)
             self.names.update(self.pending.pop(op.path, set()))
         elif op.op == "mkdir":
             self.synced.add(op.path)  # a folder's own bytes are its names, followed one by one
@@ -103,8 +115,14 @@ class Replay:
                 self.problems.append(f"{op.path.name} renamed into place before its bytes were fsynced")
             self.synced.discard(op.source)
             self.synced.add(op.path)
+            self.sizes[op.path] = self.sizes.pop(op.source, -1)
             self.names.discard(op.path)  # the old file of that name, if any, is replaced
             self.pending.setdefault(op.path.parent, set()).add(op.path)
+
+    def durable_bytes(self, path: Path) -> int:
+        """How many of file ``path``'s first bytes are on disk (it is appended to: what was
+        written before its last fsync, when its name is on disk too)."""
+        return self.sizes.get(path, -1) if self.durable(path) else 0
 
     def durable(self, path: Path) -> bool:
         """Whether ``path``'s bytes and every name from ``base`` down to it are on disk."""

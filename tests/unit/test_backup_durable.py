@@ -3,7 +3,8 @@ data object fsynced before the record naming it is renamed into place, every rec
 manifest chunk naming it, every chunk (and the archive's marker) before the manifest's head,
 each folder made fsynced in its parent, and the head's folder fsynced last (docs/backup-format.md,
 "Durability").  The calls are recorded as a real backup into a local archive makes them
-(:mod:`tests.support.durability`) and replayed as POSIX promises them."""
+(:mod:`tests.support.durability`) and replayed as POSIX promises them.  A restore's file journal
+likewise: each ledger's id on disk (bytes and name) before the ledger is created."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from pathlib import Path
 from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, take_backup
 from bkctl.wire.backup.archive import MARKER, LedgerRecord, Manifest
-from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState
-from tests.support.backup_fakes import BOOKIES, FakeClient, closed_ledgers
+from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
+from tests.support.backup_fakes import BOOKIES, FakeClient, NoFeed, closed_ledgers
 from tests.support.durability import DiskLog, DiskOp, Replay
+from tests.support.fake_store import FakeMetadataStore
 
 
 def _named(archive: Path, name: str) -> list[Path]:
@@ -81,3 +83,70 @@ def test_a_backup_is_durable_in_order_before_it_says_done(tmp_path, monkeypatch)
     second = take_backup(store, bk, storage, Selection(ledgers=spec), "zk://fake", parallel=2, chunk_ledgers=2)
     _check(log, archive, second)
     assert second.totals()["copied_ledgers"] == 1
+
+
+class CreatingBookKeeper:
+    """Creates empty ledgers (nothing added: the backup's ledgers are empty), each creation
+    marked in ``log`` among the journal's calls."""
+
+    timeout = 5.0
+
+    def __init__(self, log: DiskLog, journal: Path) -> None:
+        self.log, self.journal = log, journal
+
+    def create(self, *args, ledger_id: int, **kw):
+        self.log.mark("create", self.journal, ledger_id)
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+def _ids_kept(journal: Path, size: int) -> set[int]:
+    """The new ids the first ``size`` bytes of ``journal`` give."""
+    lines = journal.read_bytes()[: max(size, 0)].splitlines()
+    return {json.loads(x)[2] for x in lines if x.startswith(b'["id"')}
+
+
+def test_a_file_journal_keeps_each_id_on_disk_before_its_ledger_is_created(tmp_path, monkeypatch):
+    """docs/backup.md, "Stopped midway": the id each ledger gets is recorded before the ledger
+    is created, appended to the file and synced -- on disk (the file's bytes and its name in
+    its folder) when the ledger is created, whatever a crash keeps."""
+    from bkctl.backup import restore as restoring
+
+    store = FakeMetadataStore().start()
+    store.ledgers.parse = parse_ledger_metadata
+    for _ in range(5):
+        store.ledgers.create(LedgerMetadata.new(list(BOOKIES), 2, 2, password=b"pw").closed(-1, 0))
+    storage = LocalStorage(str(tmp_path / "archive"))
+    take_backup(store, FakeClient(store, 0), storage, Selection(), "zk://fake")
+    target = FakeMetadataStore().start()
+    for b in BOOKIES:
+        target.registration.register(b)
+    (tmp_path / "j").mkdir()
+    journal = tmp_path / "j" / "restore.journal"
+    log = DiskLog(tmp_path / "j").install(monkeypatch)
+    monkeypatch.setattr(restoring, "ChunkFeed", NoFeed)
+    bk = CreatingBookKeeper(log, journal)
+    restoring.restore_backup(target, bk, storage, "zk://t", remap=True, journal_path=str(journal))
+    replay = log.replay()
+    created = 0
+    for op in log.ops:
+        replay.apply(op)
+        if op.op == "create":
+            created += 1
+            assert op.size in _ids_kept(journal, replay.durable_bytes(journal)), f"ledger {op.size} before its id"
+    assert created == 5 and replay.problems == []
+    assert replay.durable_bytes(journal) == journal.stat().st_size  # the head saying finished too
+    assert b'"finished"' in journal.read_bytes().splitlines()[-1]
+
+    # a kill cut its last line short: the restore run again writes the file anew, on disk too
+    with open(journal, "ab") as f:
+        f.write(b'["done",')
+    log.restart()
+    restoring.restore_backup(target, bk, storage, "zk://t", remap=True, journal_path=str(journal))
+    replay = log.replay()
+    for op in log.ops:
+        replay.apply(op)
+    assert any(op.op == "replace" for op in log.ops) and not any(op.op == "create" for op in log.ops)
+    assert replay.problems == [] and replay.durable_bytes(journal) == journal.stat().st_size

@@ -15,6 +15,7 @@ from bkctl.backup.take import Selection, take_backup
 from bkctl.exitcodes import NOT_FOUND, CommandError
 from bkctl.wire.backup.archive import LedgerRecord, ManifestLedger
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
+from tests.support.backup_fakes import NoFeed
 from tests.support.fake_store import FakeMetadataStore
 
 BOOKIES = ["127.0.0.1:3181", "127.0.0.1:3182", "127.0.0.1:3183"]
@@ -45,19 +46,6 @@ class CountingBookKeeper:
         return self
 
     def close(self) -> None:
-        pass
-
-
-class NoFeed:
-    """A ledger with no entries: nothing to add, nothing to wait for."""
-
-    def __init__(self, ledger, timeout) -> None:
-        pass
-
-    def add(self, chunk) -> None:
-        raise AssertionError("an empty ledger has no entries")
-
-    def finish(self) -> None:
         pass
 
 
