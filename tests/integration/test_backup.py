@@ -19,6 +19,7 @@ import pytest
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.support import pulsar_entries as pe
+from tests.support.durability import put_in_order
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("backup")]
 
@@ -210,6 +211,27 @@ def ledger_bytes(bk, ledger_id: int) -> list[bytes]:
     return [p for _e, p in h.read()] if h.last_add_confirmed >= 0 or h.is_closed else []
 
 
+def s3_puts(monkeypatch, prefix: str) -> list[str]:
+    """The archive names (keys less ``prefix``) of the objects PUT to S3 from now on, each once
+    its PUT (or its upload) is answered, in that order."""
+    from bkctl.wire.objects import S3Objects
+
+    stored: list[str] = []
+    put, put_file = S3Objects.put, S3Objects.put_file
+
+    def logged_put(self, key: str, data: bytes) -> None:
+        put(self, key, data)
+        stored.append(key.removeprefix(prefix))
+
+    def logged_put_file(self, key: str, path: str) -> None:
+        put_file(self, key, path)
+        stored.append(key.removeprefix(prefix))
+
+    monkeypatch.setattr(S3Objects, "put", logged_put)
+    monkeypatch.setattr(S3Objects, "put_file", logged_put_file)
+    return stored
+
+
 def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_remap(
     world, tasks_here, capsys, tmp_path, s3_server, s3_bucket, monkeypatch
 ):
@@ -232,15 +254,18 @@ def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_re
     archive = f"s3://{s3_bucket.name}/nightly"
     before = views(capsys, src.uri)
     rows_before = exported(capsys, src.uri, tmp_path / "src")
+    stored = s3_puts(monkeypatch, "nightly/")
     code, docs, err = run(capsys, src.uri, "backup", "--to", archive, *endpoint)
     assert code == 0, err
+    # each object PUT (answered: stored, the server's promise) after those it names, the head last
+    storage = S3Storage(archive, s3_server.endpoint_url)
+    assert put_in_order(stored, storage.get) > 0 and stored[-1] == f"backups/{docs[0]['backup']}.json"
     doc = docs[0]
     assert doc["copied_ledgers"] == doc["ledgers"] > 0 and doc["topics"] == len(topics_of(capsys, src.uri))
     code, docs, err = run(capsys, src.uri, "backup", "verify", archive, *endpoint)
     assert code == 0 and docs[0]["ok"], (err, docs)
     src.stop()  # destroyed: its bookies are gone with every entry
 
-    storage = S3Storage(archive, s3_server.endpoint_url)
     assert any(
         k.startswith("nightly/ledgers/")
         for k in (o["Key"] for o in s3_bucket.client.list_objects_v2(Bucket=s3_bucket.name)["Contents"])

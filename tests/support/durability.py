@@ -7,6 +7,7 @@ name on its way down from the folder are.  Nothing else is assumed (no ext4 orde
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DiskLog", "DiskOp", "Replay"]
+__all__ = ["DiskLog", "DiskOp", "Replay", "objects_named", "put_in_order"]
 
 
 @dataclass(frozen=True)
@@ -133,3 +134,36 @@ class Replay:
                 return False
             path = path.parent
         return True
+
+
+def objects_named(name: str, data: bytes) -> list[str]:
+    """The archive objects that object ``name`` (its bytes ``data``) names, which must be stored
+    before it (docs/backup-format.md): a ledger record its data object, a chunk of ledger lines
+    their records (not an inline one), a manifest its chunks, its notes and the marker."""
+    from bkctl.wire.backup.archive import MARKER, LedgerRecord, Manifest
+
+    if name.startswith("ledgers/") and name.endswith(".json"):
+        return [LedgerRecord.decode(data, name).data_object]
+    if name.startswith("chunks/"):
+        if not name.rpartition("/")[2][:1].isdigit():  # notes name no object
+            return []
+        lines = [json.loads(line) for line in data.splitlines()]
+        return [x["record"] for x in lines if "inline" not in x]
+    if name.startswith("backups/"):
+        m = Manifest.decode(data, name)
+        return [MARKER, *(ref.name for ref in m.chunks + m.notes)]
+    return []
+
+
+def put_in_order(stored: list[str], get: Callable[[str], bytes]) -> int:
+    """Raise AssertionError unless each object in ``stored`` (archive names, in the order their
+    writes were answered; ``get`` reads one) came after every object it names: for a backup into
+    an empty archive.  How many names were checked."""
+    done: set[str] = set()
+    checked = 0
+    for name in stored:
+        for needed in objects_named(name, get(name)):
+            checked += 1
+            assert needed in done, f"{name} stored before {needed}, which it names"
+        done.add(name)
+    return checked

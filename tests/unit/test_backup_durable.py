@@ -13,28 +13,15 @@ from pathlib import Path
 
 from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, take_backup
-from bkctl.wire.backup.archive import MARKER, LedgerRecord, Manifest
+from bkctl.wire.backup.archive import Manifest
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
 from tests.support.backup_fakes import BOOKIES, FakeClient, NoFeed, closed_ledgers
-from tests.support.durability import DiskLog, DiskOp, Replay
+from tests.support.durability import DiskLog, DiskOp, Replay, objects_named
 from tests.support.fake_store import FakeMetadataStore
 
 
 def _named(archive: Path, name: str) -> list[Path]:
-    """What object ``name`` (as it is now in ``archive``) names: a record its data object, a
-    ledger chunk its lines' records, a manifest its chunks and the marker."""
-    data = (archive / name).read_bytes()
-    if name.startswith("ledgers/") and name.endswith(".json"):
-        return [archive / LedgerRecord.decode(data, name).data_object]
-    if name.startswith("chunks/"):
-        if name.rpartition("/")[2][:1].isdigit():  # (notes name no object)
-            lines = [json.loads(line) for line in data.splitlines()]
-            return [archive / x["record"] for x in lines if "inline" not in x]
-        return []
-    if name.startswith("backups/"):
-        m = Manifest.decode(data, name)
-        return [archive / MARKER, *(archive / ref.name for ref in m.chunks + m.notes)]
-    return []
+    return [archive / n for n in objects_named(name, (archive / name).read_bytes())]
 
 
 def _check(log: DiskLog, archive: Path, manifest: Manifest) -> Replay:
