@@ -702,9 +702,7 @@ def _puts_one_by_one(store, ledger_id, entry_ids, bodies) -> int:
     ],
 )
 def test_a_run_of_entries_is_put_as_one_by_one(tmp_path, before, entry_ids):
-    stores = [
-        EntryStore(str(tmp_path / name), write_cache_max_bytes=1000, twins=fastpath.selected()) for name in "ab"
-    ]
+    stores = [EntryStore(str(tmp_path / name), write_cache_max_bytes=1000, twins=fastpath.selected()) for name in "ab"]
     bodies = [data(1, e) + bytes([i]) for i, e in enumerate(entry_ids)]  # a replaced entry changes size
     try:
         for s in stores:
