@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from bkctl.wire.codecs.availability import encode_availability
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
+from bkctl.wire.codecs.v2 import BATCH_ENTRY_OVERHEAD, BATCH_RESPONSE_OVERHEAD
 
 from .errors import JournalFull, JournalNoSpace, JournalUnavailable
 from .journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord
@@ -32,7 +33,6 @@ log = logging.getLogger("bookied.bookie")
 _LAC_IN_ENTRY = struct.Struct(">q")  # at offset 16 of a packaged entry, offset 8 of a LAC body
 #: Java's default maxBatchReadSize.
 MAX_BATCH_READ_SIZE = 5 * 1024 * 1024
-_BATCH_RESPONSE_OVERHEAD = 24 + 8 + 4
 #: Entries a BATCH_READ_ENTRY asks the store for at first, and at most, per call (the
 #: calls double up to the second).
 _BATCH_STEP, _BATCH_STEP_MAX = 16, 1024
@@ -527,13 +527,15 @@ class Bookie:
         store is asked with :meth:`EntryStore.get_entries` (one index transaction,
         coalesced preads), a few entries at first, more per call while the batch goes on
         (entries past the last one stored are asked for too: they end the batch)."""
-        budget = min(max_size, MAX_BATCH_READ_SIZE, self.max_frame_size) - _BATCH_RESPONSE_OVERHEAD
+        budget = min(max_size, MAX_BATCH_READ_SIZE, self.max_frame_size) - BATCH_RESPONSE_OVERHEAD
         want = max_count if max_count > 0 else 1 << 62
         if start < 0:  # -1 is the highest stored entry, and the next one asked is then 0
             rc, first = self._read(ledger_id, start)
             if rc != RC.EOK or first is None:
                 return BatchRead(rc, [])
-            return BatchRead(RC.EOK, self._batch_rest(ledger_id, [first], 4 + len(first), start + 1, want, budget))
+            return BatchRead(
+                RC.EOK, self._batch_rest(ledger_id, [first], BATCH_ENTRY_OVERHEAD + len(first), start + 1, want, budget)
+            )
         store = self._store(ledger_id)
         if not store.has_ledger(ledger_id):
             return BatchRead(RC.ENOLEDGER, [])
@@ -556,11 +558,11 @@ class Bookie:
                         return BatchRead(_read_failed(ledger_id, start, body)[0], [])
                     end = -1
                     break
-                if entries and used + 4 + len(body) > budget:
+                if entries and used + BATCH_ENTRY_OVERHEAD + len(body) > budget:
                     end = -1
                     break
                 entries.append(body)
-                used += 4 + len(body)
+                used += BATCH_ENTRY_OVERHEAD + len(body)
                 read += len(body)
             if end < 0 or end >= start + want:
                 break
@@ -580,10 +582,10 @@ class Bookie:
                 body = store.get_entry(ledger_id, entry_id)
             except OSError:
                 break
-            if body is None or used + 4 + len(body) > budget:
+            if body is None or used + BATCH_ENTRY_OVERHEAD + len(body) > budget:
                 break
             entries.append(body)
-            used += 4 + len(body)
+            used += BATCH_ENTRY_OVERHEAD + len(body)
             self.bytes_read += len(body)
             entry_id += 1
         return entries

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
+from .bookie_disk.layout import fsync_dir
 from .errors import ObjectDenied, ObjectMissing, ObjectUnreachable
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
     "ObjectStore",
     "S3Objects",
     "Upload",
-    "sync_folder",
 ]
 
 #: seconds a request to an object store may take (connecting, and each read), by default
@@ -314,15 +314,6 @@ def forget_pages(fd: int) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
-def sync_folder(folder: str | os.PathLike[str]) -> None:
-    """``folder``'s entries (a file made or renamed in it, a folder made in it) synced to disk."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class DirectoryObjects:
     """A local folder; keys are ``/``-separated paths below it (see the module documentation)."""
 
@@ -393,7 +384,7 @@ class DirectoryObjects:
                 os.fsync(f.fileno())
                 forget_pages(f.fileno())
             os.replace(part, path)
-            sync_folder(path.parent)
+            fsync_dir(path.parent)
         except BaseException as exc:
             try:
                 part.unlink()
@@ -415,7 +406,7 @@ class DirectoryObjects:
                 folder = folder.parent
             for new in reversed(missing):
                 new.mkdir(exist_ok=True)
-                sync_folder(new.parent)
+                fsync_dir(new.parent)
 
     def put(self, key: str, data: bytes) -> None:
         with self.writing(key) as f:

@@ -32,8 +32,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Protocol
 
+from bkctl.wire.bookie_disk.layout import fsync_dir
 from bkctl.wire.errors import ObjectMissing
-from bkctl.wire.objects import sync_folder
 
 from .idtable import DoneSet, IdMap, IdTable
 from .storage import ArchiveStorage
@@ -235,7 +235,7 @@ class FilePlace:
             f.flush()
             os.fsync(f.fileno())
         if made:
-            sync_folder(os.path.dirname(os.path.abspath(self.path)))
+            fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         self.head = line
 
     def rewrite(self, lines: Iterable[bytes], head: bytes) -> None:
@@ -247,7 +247,7 @@ class FilePlace:
             f.flush()
             os.fsync(f.fileno())
         os.replace(part, self.path)
-        sync_folder(os.path.dirname(os.path.abspath(self.path)))
+        fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         self.head, self.anew = line, False
 
 

@@ -70,8 +70,9 @@ def current_dir(d: str) -> str:
 
 
 # ---------------------------------------------------------------- atomic files
-def fsync_dir(path: str) -> None:
-    """fsync a directory so that creations, renames and unlinks in it are durable."""
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so that creations, renames and unlinks in it are durable (a bookie's
+    directories, a backup archive's folders, a restore's journal's folder)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
