@@ -22,6 +22,20 @@ more is slower for it), how many answers each bookie sends per TCP segment
 (``ss -ti``: fewer, larger writes wake the client less often) and each
 bookie's resident memory.
 
+Then, per side, what an infinitely cheap bookie would allow under this client on
+this machine, from the CPU per op measured (the client's without its JIT, which
+a long-running client no longer pays): a CPU-bound pair on N cores does at most
+N / (client + bookie) ops/s (the cores the pair used show whether it was
+CPU-bound at all); with a bookie that costs nothing the client has the
+N cores, N / client, but goes no faster than its busiest thread on a core of its
+own, 1 / thread (a ledger's adds complete in order on one of its threads).  This
+assumes the client's cost per op stays as measured -- it does not quite: it
+depends on how the bookie answers -- that nothing else runs, and that no wait
+(disk, network) bounds.  Beside it: the share of that ceiling each side
+reached, the most the ratio bookied/Java can be under this client (bookied's
+ceiling over Java's rate), and the fair figure of the bookies themselves, Java's
+bookie CPU per op over bookied's, with the C paths' state named.
+
 The latency run starts once the bookie has flushed what the throughput runs
 left in its write cache (it is about steady state, not the aftermath of a
 burst), lasts at least 10 s, and its load generator is a separate, lean
@@ -54,6 +68,7 @@ from pathlib import Path
 
 from common import (
     bookie_metrics,
+    builds_note,
     cpu_seconds,
     histogram_quantile,
     load_note,
@@ -425,7 +440,13 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                             sampler.jit_share("java-client", res.read_window),
                         )
                         figures = (res.adds_per_s, res.reads_per_s, add_cpu, read_cpu, client_add, client_read)
-                        got[side].append((*figures, client_add - jit_add, client_read - jit_read))
+                        busiest = (
+                            sampler.busiest_thread("java-client", res.add_window, res.adds),
+                            sampler.busiest_thread("java-client", res.read_window, res.reads),
+                        )
+                        got[side].append(
+                            (*figures, client_add - jit_add, client_read - jit_read, busiest[0][1], busiest[1][1])
+                        )
                         pieces = (
                             segs.per_segment(ports[side], "data_segs_out", res.add_window, res.adds),
                             segs.per_segment(ports[side], "data_segs_out", res.read_window, res.reads),
@@ -441,7 +462,9 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                         )
                         print(
                             f"    answers per TCP segment: adds {pieces[0]:.1f}  reads {pieces[1]:.1f};"
-                            f" adds per segment from the client {pieces[2]:.1f}",
+                            f" adds per segment from the client {pieces[2]:.1f}; the client's busiest thread:"
+                            f" adds {busiest[0][0]!r} {busiest[0][1]:.1f} us/add, reads {busiest[1][0]!r}"
+                            f" {busiest[1][1]:.1f} us/read",
                             flush=True,
                         )
                     ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
@@ -454,6 +477,7 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                         f" per read: {ours[5]:.1f} us  {java[5]:.1f} us; without its JIT compilers: per add"
                         f" {ours[6]:.1f} us  {java[6]:.1f} us, per read {ours[7]:.1f} us  {java[7]:.1f} us"
                     )
+                    print_ceilings(ours, java)
                     print(
                         f"  resident memory (peak so far): bookied {sampler.peak_rss['bookied']:,.0f} MiB  "
                         f"Java bookie {sampler.peak_rss['java']:,.0f} MiB  ({load_note()})",
@@ -461,6 +485,38 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                     )
         finally:
             peer.stop_bookies()
+
+
+def print_ceilings(ours: list[float], java: list[float]) -> None:
+    """From the medians of :func:`side_by_side` (rates 0-1, bookie CPU per op 2-3, the client's
+    without its JIT 6-7, its busiest thread's 8-9): for adds and reads, the rate each side's
+    client could reach on this machine against a bookie that cost nothing (see the module),
+    how much of it each side reached, the most the ratio can be under this client, and the
+    bookie CPU per op of Java's over ours."""
+    from java_peer import ceiling
+
+    def over(a: float, b: float) -> float:
+        return a / b if b else float("nan")
+
+    cores = len(os.sched_getaffinity(0))
+    for op, rate, bookie, client, thread in (("add", 0, 2, 6, 8), ("read", 1, 3, 7, 9)):
+        c = {
+            side: ceiling(cores, figures[client], figures[bookie], figures[thread])
+            for side, figures in (("bookied", ours), ("java", java))
+        }
+        print(
+            f"  {op}s against a free bookie, {cores} cores, the client's CPU per {op} without its JIT:"
+            f" bookied's client <= {c['bookied'].free_bookie:,.0f}/s (by {c['bookied'].bound_by};"
+            f" reached {over(ours[rate], c['bookied'].free_bookie):.0%}), Java's <= {c['java'].free_bookie:,.0f}/s"
+            f" (by {c['java'].bound_by}; reached {over(java[rate], c['java'].free_bookie):.0%})"
+        )
+        print(
+            f"    the pair (client + bookie) used {over(ours[rate], c['bookied'].pair_bound) * cores:.2f} and"
+            f" {over(java[rate], c['java'].pair_bound) * cores:.2f} of the {cores} cores (CPU-bound it would do"
+            f" <= {c['bookied'].pair_bound:,.0f}/s and {c['java'].pair_bound:,.0f}/s);"
+            f" the most bookied/Java this client allows: {over(c['bookied'].free_bookie, java[rate]):.2f}x;"
+            f" bookie CPU per {op}, Java's / bookied's: {over(java[bookie], ours[bookie]):.2f}x  ({builds_note()})"
+        )
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from bkctl.wire import fastpath
 
 __all__ = [
+    "Ceiling",
     "CpuSampler",
     "add_java_peer_options",
     "print_medians",
@@ -28,6 +29,7 @@ __all__ = [
     "PassResult",
     "ReplicasCheck",
     "alternate",
+    "ceiling",
     "cpu_between",
     "entries_for",
     "parse_bench_output",
@@ -294,6 +296,47 @@ class _JitWatch:
 
 
 @dataclass
+class _ThreadWatch:
+    """Every thread of a process, as last seen: its name (``comm``) and its CPU seconds
+    over time, to find the thread that bounds the process (a thread runs on one core)."""
+
+    names: dict[str, str] = field(default_factory=dict)
+    cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    #: when :meth:`sample` last ran (a thread first seen then started after it)
+    last: float | None = None
+
+    def sample(self, pid: int, now: float) -> None:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            try:
+                cpu, _ = _stat(f"/proc/{pid}/task/{tid}/stat")
+                if tid not in self.names:
+                    with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                        self.names[tid] = f.read().strip()
+                    if self.last is not None:
+                        self.cpu[tid] = [(self.last, 0.0)]
+            except (OSError, IndexError):
+                continue
+            self.cpu.setdefault(tid, []).append((now, cpu))
+        self.last = now
+
+    def busiest(self, window: tuple[float, float]) -> tuple[str, float]:
+        """The name and CPU seconds, during ``window``, of the thread that used the most
+        then (JIT compilers aside: they are paid by time since the JVM's start, not per op)."""
+        best = ("", 0.0)
+        for tid, samples in self.cpu.items():
+            if _JIT_THREAD.match(self.names.get(tid, "")):
+                continue
+            used = cpu_between(samples, *window)
+            if used > best[1]:
+                best = (self.names.get(tid, tid), used)
+        return best
+
+
+@dataclass
 class CpuSampler:
     """Samples CPU seconds and resident memory (MiB) of some processes every
     ``interval`` s on a thread; for a JVM added with ``jit=True``, also its
@@ -308,16 +351,22 @@ class CpuSampler:
 
     #: seconds between two looks for a JVM's compiler threads (HotSpot starts and stops them as it needs)
     JIT_RESCAN = 1.0
+    #: seconds between two looks at every thread of a JVM added with ``jit=True`` (dozens of files)
+    THREADS_EVERY = 0.25
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._jit: dict[str, _JitWatch] = {}
+        #: a JVM added with ``jit=True``: its threads (kept after :meth:`remove`, for :meth:`busiest_thread`)
+        self._threads: dict[str, _ThreadWatch] = {}
+        self._threads_at = float("-inf")
 
     def add(self, name: str, pid: int, jit: bool = False) -> None:
         self.pids[name] = pid
         if jit:
             self._jit[name] = _JitWatch()
+            self._threads[name] = _ThreadWatch()
 
     def remove(self, name: str) -> None:
         self.pids.pop(name, None)
@@ -325,6 +374,11 @@ class CpuSampler:
 
     def _sample(self) -> None:
         now = time.monotonic()
+        if now - self._threads_at >= self.THREADS_EVERY:
+            self._threads_at = now
+            for name in self._jit:
+                if name in self.pids:
+                    self._threads[name].sample(self.pids[name], now)
         for name, pid in list(self.pids.items()):
             try:
                 cpu, rss = _cpu_and_rss(pid)
@@ -353,10 +407,54 @@ class CpuSampler:
     def per_op_us(self, name: str, window: tuple[float, float], ops: int) -> float:
         return cpu_between(self.cpu.get(name, []), *window) * 1e6 / max(ops, 1)
 
+    def busiest_thread(self, name: str, window: tuple[float, float], ops: int) -> tuple[str, float]:
+        """The thread of the JVM ``name`` (added with ``jit=True``) that used the most CPU during
+        ``window``, JIT compilers aside: its name and its CPU per op (us); ``("", nan)`` unknown."""
+        watch = self._threads.get(name)
+        thread, used = watch.busiest(window) if watch is not None else ("", 0.0)
+        return (thread, used * 1e6 / max(ops, 1)) if thread else ("", float("nan"))
+
     def jit_share(self, name: str, window: tuple[float, float]) -> float:
         """The cores the JVM ``name``'s JIT compilers used on average during ``window``."""
         start, end = window
         return cpu_between(self.cpu.get(f"{name} JIT", []), start, end) / max(end - start, 1e-9)
+
+
+@dataclass
+class Ceiling:
+    """The most ops/s a client could reach on ``cores`` cores against a bookie that cost nothing,
+    from what the client was measured to use per op (see :func:`ceiling`)."""
+
+    #: ``cores`` / the client's CPU per op: all the cores the client's
+    cores_bound: float
+    #: 1 / the client's busiest thread's CPU per op: that thread on a core of its own
+    thread_bound: float
+    #: the pair as measured: ``cores`` / (client + bookie CPU per op)
+    pair_bound: float
+
+    @property
+    def free_bookie(self) -> float:
+        """min(cores bound, thread bound): NaN terms (not measured) left out."""
+        bounds = [b for b in (self.cores_bound, self.thread_bound) if b == b]
+        return min(bounds) if bounds else float("nan")
+
+    @property
+    def bound_by(self) -> str:
+        return "its busiest thread" if self.thread_bound < self.cores_bound else "the cores"
+
+
+def ceiling(cores: int, client_us: float, bookie_us: float, thread_us: float) -> Ceiling:
+    """Ops/s bounds of a CPU-bound client and bookie sharing ``cores`` cores, from CPU per op
+    (us): the pair can do no more than ``cores / (client + bookie)``; a bookie that cost
+    nothing leaves the client all of them, ``cores / client``, but no faster than its busiest
+    thread alone can go, ``1 / thread``.  It assumes the client's CPU per op stays as measured
+    (it does not: it depends on how the bookie answers), nothing else runs on the machine, and
+    waits (the disk, the network) are not what bounds."""
+
+    def per_s(n: float, us: float) -> float:
+        return n * 1e6 / us if us > 0 else float("nan")
+
+    return Ceiling(per_s(cores, client_us), per_s(1, thread_us), per_s(cores, client_us + bookie_us))
 
 
 @dataclass

@@ -133,3 +133,34 @@ def test_jit_watch_counts_compiler_threads_and_keeps_what_an_exited_one_used():
         time.sleep(0.01)
     assert watch.sample(os.getpid(), now=0.5, rescan=1.0) == used  # gone: what it used still counts
     assert watch.last == {}
+
+
+def test_ceiling_of_a_free_bookie_is_the_cores_or_the_clients_busiest_thread():
+    # a client of 4 us per op, a bookie of 1 us, on 2 cores: the pair does <= 400,000/s;
+    # a free bookie leaves the client 2 cores, 500,000/s, unless a thread of 3 us bounds it
+    c = jp.ceiling(2, 4.0, 1.0, 1.5)
+    assert c.pair_bound == pytest.approx(400_000)
+    assert c.free_bookie == pytest.approx(500_000) and c.bound_by == "the cores"
+    c = jp.ceiling(2, 4.0, 1.0, 3.0)
+    assert c.free_bookie == pytest.approx(1e6 / 3) and c.bound_by == "its busiest thread"
+    unknown = jp.ceiling(2, 4.0, 1.0, float("nan"))  # no thread measured: the cores alone
+    assert unknown.free_bookie == pytest.approx(500_000)
+    assert jp.ceiling(2, 0.0, 0.0, 0.0).free_bookie != jp.ceiling(2, 0.0, 0.0, 0.0).free_bookie
+
+
+def test_thread_watch_finds_the_busiest_thread_in_a_window_and_leaves_the_jit_out():
+    import threading
+
+    go, burnt, jit_burnt = threading.Event(), threading.Event(), threading.Event()
+    watch = jp._ThreadWatch()
+    watch.sample(os.getpid(), 0.0)
+    worker = _named_thread(b"bk-worker", 0.3, go, burnt)
+    jit = _named_thread(b"C2 CompilerThre", 0.6, go, jit_burnt)
+    assert burnt.wait(30) and jit_burnt.wait(30)
+    watch.sample(os.getpid(), 1.0)
+    go.set()
+    worker.join(30)
+    jit.join(30)
+    name, used = watch.busiest((0.0, 1.0))
+    assert name == "bk-worker" and 0.2 <= used < 0.45
+    assert watch.busiest((5.0, 6.0)) == ("", 0.0)  # after the last sample: nothing used
