@@ -108,16 +108,25 @@ def _fresh_root() -> str:
     return f"/t{uuid.uuid4().hex[:12]}"
 
 
-@pytest.fixture
-def zk_namespace(zk_client):
-    """A unique, not yet existing top-level znode path; deleted after the test (a level of the
-    tree at a time: tests/support/znodes.py; one znode at a time again if that fails)."""
-    from tests.support.znodes import delete_tree
+@pytest.fixture(scope="session")
+def zk_session(zookeeper):
+    """A :class:`~bkctl.wire.metadata.zk.session.ZKSession` on the session server (its root
+    ``/``), for what the store's own helpers do to any tree (``delete_tree``)."""
+    from bkctl.wire import fastpath
+    from bkctl.wire.metadata.zk.session import ZKSession
 
+    with ZKSession(zookeeper.connect_string, "/", timeout=20, twins=fastpath.selected()) as session:
+        yield session
+
+
+@pytest.fixture
+def zk_namespace(zk_client, zk_session):
+    """A unique, not yet existing top-level znode path; deleted after the test (a level of the
+    tree at a time: ``ZKSession.delete_tree``; one znode at a time again if that fails)."""
     top = _fresh_root()
     yield top
     try:
-        delete_tree(zk_client, top)
+        zk_session.delete_tree(top)
     except Exception:
         try:
             zk_client.delete(top, recursive=True)

@@ -79,29 +79,3 @@ def test_stop_recorded_pid_checks_it_is_ours(tmp_path):
         assert stop_recorded_zookeeper(pid, tmp_path / "zk") is False
     finally:
         server.stop()
-
-
-def test_a_tests_tree_of_znodes_is_deleted_whole_and_nothing_beside_it(zookeeper, zk_client, zk_namespace):
-    """tests/support/znodes.py, what every test's ``zk_namespace`` ends with: a tree some levels
-    deep (an ephemeral znode of another session among them) goes; a root named with the same
-    prefix beside it stays; a tree already gone is no error."""
-    from kazoo.client import KazooClient
-
-    from tests.support.znodes import delete_tree
-
-    top, beside = zk_namespace, f"{zk_namespace}x"
-    for i in range(40):
-        zk_client.create(f"{top}/ledgers/00/{i // 10:04d}/L{i:04d}", b"m", makepath=True)
-    zk_client.create(f"{beside}/keep", b"k", makepath=True)
-    other = KazooClient(hosts=zookeeper.connect_string)
-    other.start(timeout=20)
-    try:
-        other.create(f"{top}/ledgers/available/b0", b"", ephemeral=True, makepath=True)
-        delete_tree(zk_client, top)
-        assert zk_client.exists(top) is None
-        assert zk_client.get(f"{beside}/keep")[0] == b"k"
-        delete_tree(zk_client, top)  # gone already
-    finally:
-        other.stop()
-        other.close()
-        zk_client.delete(beside, recursive=True)

@@ -119,6 +119,13 @@ def kazoo_args(security: ZKSecurity) -> dict[str, Any]:
 
 #: lists shorter than this are read through kazoo (the walk's connection is for walks)
 _SCAN_AT_LEAST = 64
+#: deletes in flight at a time in :meth:`ZKSession.delete_tree`
+_DELETE_WINDOW = 512
+#: names :meth:`ZKSession.delete_tree` keeps of the lists one level's listing found (a leaf of the
+#: hierarchical layout holds up to 10,000 ledgers); the others are listed again in their turn
+_KEEP_LISTED = 10_000
+#: how often :meth:`ZKSession.delete_tree` lists and deletes again a level whose znodes gain children
+_DELETE_ROUNDS = 5
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -445,19 +452,38 @@ class ZKSession:
                     except NoNodeError:
                         yield None
 
-    def children_many(self, paths: list[str]) -> Iterator[list[str] | None]:
+    def children_many(self, paths: list[str], window: int = 256) -> Iterator[list[str] | None]:
         """The children of each path, in order (None: no such znode); a long list is read
-        by the walks' scanner (:meth:`get_many`), a short one through kazoo."""
+        by the walks' scanner (:meth:`get_many`), a short one, or any where kazoo walks,
+        through kazoo with up to ``window`` lists in flight (:meth:`_pipelined`)."""
         if len(paths) >= _SCAN_AT_LEAST:
             scanned = self._scanned(lambda scanner: scanner.children_many(paths))
             if scanned is not None:
                 yield from scanned
                 return
-        for path in paths:
-            try:
-                yield self.children(path)
-            except NoNodeError:
-                yield None
+        for _, listed in self._pipelined(self.client.get_children_async, paths, window):
+            yield None if isinstance(listed, NoNodeError) else listed
+
+    def _pipelined(self, call: Callable[[str], Any], paths: list[str], window: int) -> Iterator[tuple[str, Any]]:
+        """``(path, answer)`` of ``call(path)`` (one of kazoo's ``*_async``) for each path, in
+        order, up to ``window`` in flight (kazoo answers them in order on the one session);
+        a NoNode or NotEmpty answer is handed back as the exception.  An answer lost with the
+        connection is asked again alone once kazoo is connected again; each wait is bounded by
+        the session timeout (a stopped ZooKeeper is a KazooTimeoutError, not a hang)."""
+        within = max(self.session_timeout, self.timeout)
+        for start in range(0, len(paths), window):
+            asked = [(path, call(path)) for path in paths[start : start + window]]
+            for path, answer in asked:
+                for again in (False, True):
+                    try:
+                        yield path, (call(path) if again else answer).get(timeout=within)
+                        break
+                    except (NoNodeError, NotEmptyError) as refused:
+                        yield path, refused
+                        break
+                    except _CONNECTION_ERRORS:
+                        if again:
+                            raise
 
     def _scanned(self, read: Callable[[ZnodeScanner], Iterator[_T]]) -> Iterator[_T] | None:
         """``read(scanner)`` with the scanner :meth:`_scanner_for_walk` gives, handed back
@@ -564,19 +590,58 @@ class ZKSession:
         if parent:
             self.client.ensure_path(parent)
 
-    def delete_tree(self, path: str) -> None:
-        """Delete *path* and everything below it (NONODE anywhere is fine)."""
-        for _ in range(5):
-            for child in self.children_or_empty(path):
-                self.delete_tree(f"{path}/{child}")
-            try:
-                self.client.delete(path)
+    def delete_tree(self, path: str) -> int:
+        """Delete *path* and everything below it, deepest first; how many znodes went.
+
+        A level at a time: the children of a level's znodes are listed together (the
+        walks' scanner, or kazoo's requests pipelined: :meth:`children_many`), then its
+        znodes are deleted with up to :data:`_DELETE_WINDOW` deletes in flight, after
+        everything below them.  Only the levels on the way down are held (one parent's
+        children each: the hierarchical layout bounds them at 10,000), and of the lists a
+        level's listing found, :data:`_KEEP_LISTED` names at the most (the others are
+        listed again when their turn comes).  A znode gone meanwhile is fine (nothing
+        there at all: 0); one that gained a child meanwhile is listed and deleted again,
+        up to :data:`_DELETE_ROUNDS` times, then a :class:`MetadataStoreError`.  A
+        ZooKeeper that goes away is a :class:`ZKUnavailable` saying how many were deleted:
+        nothing above the znode that failed was deleted."""
+        deleted = _Deleted()
+        try:
+            self._delete_level([path], deleted)
+        except (*_CONNECTION_ERRORS, ZKUnavailable) as exc:
+            why = exc if isinstance(exc, ZKUnavailable) else self.unavailable(exc)
+            raise ZKUnavailable(
+                f"{why}; deleting {path}: {deleted.count:,} znodes below it deleted, {path} and the rest still there"
+            ) from None
+        return deleted.count
+
+    def _delete_level(self, paths: list[str], deleted: _Deleted) -> None:
+        """Delete *paths* (one level: siblings, or the top alone) with all below them."""
+        for _ in range(_DELETE_ROUNDS):
+            inner: list[tuple[str, list[str] | None]] = []  # those with children, and the lists kept
+            kept = 0
+            for names, parent in zip(self.children_many(paths), paths):  # the listing's end first: the scanner let go
+                if names:
+                    keep = kept + len(names) <= _KEEP_LISTED
+                    inner.append((parent, names if keep else None))
+                    kept += len(names) if keep else 0
+            for parent, names in inner:
+                if names is None:
+                    names = next(self.children_many([parent])) or []
+                self._delete_level([_below(parent, name) for name in names], deleted)
+            paths = self._delete_each(paths, deleted)
+            if not paths:
                 return
-            except NoNodeError:
-                return
-            except NotEmptyError:
-                continue  # something was added meanwhile; go again
-        raise MetadataStoreError(f"{path} keeps gaining children; could not delete it")
+        raise MetadataStoreError(f"{paths[0]} keeps gaining children; could not delete it")
+
+    def _delete_each(self, paths: list[str], deleted: _Deleted) -> list[str]:
+        """Delete each of *paths* (pipelined); those that gained a child meanwhile."""
+        again: list[str] = []
+        for path, answer in self._pipelined(self.client.delete_async, paths, _DELETE_WINDOW):
+            if isinstance(answer, NotEmptyError):
+                again.append(path)
+            elif not isinstance(answer, NoNodeError):
+                deleted.count += 1
+        return again
 
     def delete_quiet(self, path: str, version: int = -1) -> None:
         try:
@@ -635,6 +700,17 @@ class ZKSession:
 
         self.client.DataWatch(path, changed)
         return stopped.set
+
+
+class _Deleted:
+    """How many znodes one :meth:`ZKSession.delete_tree` deleted so far."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def _below(parent: str, name: str) -> str:
+    return f"{parent.rstrip('/')}/{name}"
 
 
 def _listen(listeners: list[Callable[[], None]], callback: Callable[[], None]) -> Callable[[], None]:
