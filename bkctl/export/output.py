@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bkctl.wire.bookie_disk.layout import fsync_dir
 from bkctl.wire.errors import Conflict
 
 __all__ = [
@@ -306,7 +307,7 @@ class OutputDir:
         tmp.write_text(text)
         os.replace(tmp, self.staging / MANIFEST)
         (self.staging / SUCCESS).write_text("")
-        _fsync_dir(self.staging)
+        self._synced(self.staging, "the previous export is kept")
         if self.path.exists():
             os.rename(self.path, self._old)
             try:
@@ -317,21 +318,18 @@ class OutputDir:
             shutil.rmtree(self._old, ignore_errors=True)
         else:
             os.rename(self.staging, self.path)
-        _fsync_dir(self.parent)
+        self._synced(self.parent, "the new export is in place but may not survive a crash")
+
+    def _synced(self, folder: Path, meanwhile: str) -> None:
+        """fsync *folder* (:func:`~bkctl.wire.bookie_disk.layout.fsync_dir`); a failure is the
+        export's :class:`~.source.ExportError` naming --out, the folder and the system's reason."""
+        try:
+            fsync_dir(folder)
+        except OSError as exc:
+            from .source import ExportError
+
+            raise ExportError(f"--out {self.path}: cannot sync {folder}: {exc.strerror or exc}; {meanwhile}") from None
 
     def discard(self) -> None:
         """Remove the staging directory (nothing if it was committed)."""
         shutil.rmtree(self.staging, ignore_errors=True)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

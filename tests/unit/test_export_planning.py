@@ -3,6 +3,7 @@ entry-range splitting, and the output directory's compose-and-swap."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
@@ -345,6 +346,44 @@ def test_failed_export_leaves_previous_untouched(tmp_path):
         raise RuntimeError("spark died")
     assert {p: (out / p).read_bytes() for p in _files(out)} == before
     assert not target.staging.exists()
+
+
+@pytest.mark.parametrize("failing", [1, 2])
+def test_a_folder_that_cannot_be_synced_is_the_exports_error(tmp_path, monkeypatch, failing):
+    """The staging folder's sync fails (1st): ExportError, the previous export kept as it was and
+    the staging folder gone; the parent's, after the swap (2nd): ExportError, the new export in place."""
+    from bkctl.export.source import ExportError
+
+    out = tmp_path / "export"
+    _export(out)
+    _partition(out, "ledger_id=1")
+    before = {p: (out / p).read_bytes() for p in _files(out)}
+    real, syncs = os.fsync, []
+
+    def fsync(fd):
+        syncs.append(fd)
+        if len(syncs) == failing:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    target = OutputDir(out)
+    with pytest.raises(ExportError) as failed, target.locked():
+        _partition(target.staging, "ledger_id=3", ["new.parquet"])
+        target.compose("replace", [3])
+        target.finish({"partition_by": "ledger_id", "ledgers": {}, "mode": "replace"})
+    assert not target.staging.exists()
+    if failing == 1:
+        assert str(failed.value) == (
+            f"--out {out}: cannot sync {target.staging}: Input/output error; the previous export is kept"
+        )
+        assert {p: (out / p).read_bytes() for p in _files(out)} == before
+    else:
+        assert str(failed.value) == (
+            f"--out {out}: cannot sync {tmp_path}: Input/output error; "
+            "the new export is in place but may not survive a crash"
+        )
+        assert "ledger_id=3/new.parquet" in _files(out)
 
 
 def test_interrupted_swap_is_recovered(tmp_path):
