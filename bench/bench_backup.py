@@ -18,6 +18,18 @@ nothing written) and backed up, alternated: the CPU per MiB of each, the client'
 thread's apart and the bookies' beside it -- what the copy costs on top of reading, without
 Python's start and a command's fixed costs in the figure.
 
+and, in another process (``--no-split`` skips it too), ``bkctl bench``'s add pass and a restore
+of the same bytes, alternated: the CPU per MiB of each side, the client's and the bookies'.
+
+Before each ``bkctl bench`` and ``bkctl restore`` (and each add pass in that process) the bench
+waits until the bookies' write caches are empty (:func:`common.settle_bookies`): a bookie
+flushes its cache at a checkpoint every flushInterval (10 s), at about half a core; left to
+chance, a checkpoint flushing the entries of the commands before lands in the next one --
+in bench write's add pass one turn, in the restore the next -- and that, more than either
+command, is what moved their ratio between runs (1.06x, 0.79x, 0.72x).  Beside each of them
+the bookies' journals are printed: fsyncs, records a fsync (the group commit), and what a
+checkpoint flushed meanwhile (0 MiB but for one of the command's own entries).
+
 Then, with ``--large-entries`` (200,000 by default; 0 skips it), ``bkctl backup`` of that many
 entries in new ledgers (781 MiB of 4 KiB entries): at the default 78 MiB a command's fixed cost
 (its first connections, the plan, the last objects synced) is a good part of its own time, which
@@ -49,7 +61,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import cpu_seconds, load_note  # noqa: E402
+from common import bookie_metrics, cpu_seconds, load_note, settle_bookies, writes_note  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,12 +69,19 @@ MIB = 1 << 20
 
 
 class Cpu:
-    """CPU seconds over one ``bkctl`` run: the process's own, the bookies' and ZooKeeper's."""
+    """CPU seconds over one ``bkctl`` run: the process's own, the bookies' and ZooKeeper's;
+    and what the bookies' journals and write caches did meanwhile (:func:`writes_note`)."""
 
     def __init__(self, info: dict):
         self.bookies = [b["pid"] for b in info["bookies"]]
+        self.http_ports = [b["http_port"] for b in info["bookies"]]
         self.zookeeper = info["zookeeper"]["pid"]
         self.last: dict[str, float] = {}
+        self.writes = ""
+
+    def settle(self) -> str:
+        """The bookies' write caches flushed before a command that adds (:func:`settle_bookies`)."""
+        return f"(write caches flushed first: waited {settle_bookies(*self.http_ports):.1f} s)"
 
     def sample(self) -> tuple[float, float, float]:
         children = os.times()
@@ -81,6 +100,7 @@ CPU: Cpu | None = None
 def bkctl(env: dict, *args: str, timeout: float = 3600) -> tuple[float, dict]:
     """``bkctl --json ARGS``: wall seconds and its JSON document (:data:`CPU` the CPU it took)."""
     before = CPU.sample() if CPU is not None else None
+    metrics = bookie_metrics(*CPU.http_ports) if CPU is not None else None
     t = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "bkctl", "--json", *args],
@@ -94,10 +114,26 @@ def bkctl(env: dict, *args: str, timeout: float = 3600) -> tuple[float, dict]:
     if CPU is not None and before is not None:
         after = CPU.sample()
         CPU.last = dict(zip(("bkctl", "bookies", "zk"), (a - b for a, b in zip(after, before))))
+        if metrics is not None:
+            CPU.writes = writes_note(metrics, bookie_metrics(*CPU.http_ports))
     if done.returncode != 0:
         raise SystemExit(f"bkctl {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return seconds, json.loads(lines[-1]) if lines else {}
+
+
+def connect(uri: str):
+    """A child measurement's ZooKeeper store and bookie client, made as a command makes them
+    (the garbage collector settled first, as the commands that talk to bookies do)."""
+    from bkctl.wire.client.blocking import BlockingBookKeeper
+    from bkctl.wire.fastpath import selected
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+    from bkctl.wire.process.runtime import settle_garbage_collector
+
+    settle_garbage_collector()
+    store = ZKMetadataStore(uri, twins=selected())
+    store.start()
+    return store, BlockingBookKeeper(store)
 
 
 def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: str, *, repeat: int, total: int) -> dict:
@@ -108,17 +144,11 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
 
     from bkctl.backup.storage import open_storage
     from bkctl.backup.take import Selection, batch_entries, take_backup
-    from bkctl.wire.client.blocking import BlockingBookKeeper, run_in_reactor
-    from bkctl.wire.fastpath import selected
-    from bkctl.wire.metadata.zk import ZKMetadataStore
-    from bkctl.wire.process.runtime import settle_garbage_collector
+    from bkctl.wire.client.blocking import run_in_reactor
 
-    settle_garbage_collector()  # as the commands that talk to bookies do
     pids = [int(p) for p in bookie_pids.split(",")]
     ids = [int(i) for i in spec.split(",")]
-    store = ZKMetadataStore(uri, twins=selected())
-    store.start()
-    bk = BlockingBookKeeper(store)
+    store, bk = connect(uri)
 
     def read_one(ledger_id: int) -> int:
         ledger = bk.open(ledger_id)
@@ -159,6 +189,79 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
     }
 
 
+def add_child(
+    uri: str,
+    spec: str,
+    parallel: str,
+    bookie_pids: str,
+    bookie_ports: str,
+    archive: str,
+    *,
+    repeat: int,
+    entries: int,
+    size: int,
+) -> dict:
+    """In this process: ``bkctl bench``'s add pass (one ledger 3/2/2, 256 adds outstanding,
+    ``entries`` of ``size``) and ``restore --remap`` of ``archive`` (the ledgers ``spec``, a new
+    backup of them taken first, nothing copied, so that each restore has a journal of its
+    own), ``repeat`` times alternated, the bookies' write caches flushed before each: CPU
+    seconds of each (the whole process's, its reactor thread's, the bookies'), medians per
+    MiB, and what the bookies' journals did."""
+    import resource
+
+    from bkctl.backup.restore import restore_backup
+    from bkctl.backup.storage import open_storage
+    from bkctl.backup.take import Selection, take_backup
+    from bkctl.ops.bench import drive_adds, handle_window
+    from bkctl.wire.client.blocking import run_in_reactor
+
+    ports = [int(p) for p in bookie_ports.split(",")]
+    pids = [int(p) for p in bookie_pids.split(",")]
+    store, bk = connect(uri)
+    storage = open_storage(archive)
+
+    def write() -> int:
+        lh = bk.create(3, 2, 2, "CRC32C", b"", {"Bookie": b"bench"}, max_inflight=handle_window(256))
+        run_in_reactor(drive_adds, bk.client, lh.handle, entries, os.urandom(size), 256, None, timeout=None)
+        lh.close()
+        store.ledgers.delete(lh.ledger_id)
+        return entries * size
+
+    def restore() -> int:
+        return restore_backup(store, bk, storage, uri, remap=True, parallel=int(parallel))["bytes"]
+
+    def process_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    got: dict[str, list[tuple[float, ...]]] = {"write": [], "restore": []}
+    notes: dict[str, list[str]] = {"write": [], "restore": []}
+    try:
+        take_backup(store, bk, storage, Selection(ledgers=spec), uri, parallel=int(parallel))
+        restore()  # warm: every connection made, every module imported
+        write()
+        for _turn in range(repeat):
+            for what, run_it in (("write", write), ("restore", restore)):
+                if what == "restore":
+                    take_backup(store, bk, storage, Selection(ledgers=spec), uri, parallel=int(parallel))
+                settle_bookies(*ports)
+                metrics = bookie_metrics(*ports)
+                before = (process_cpu(), run_in_reactor(time.thread_time), sum(map(cpu_seconds, pids)))
+                written = run_it()
+                after = (process_cpu(), run_in_reactor(time.thread_time), sum(map(cpu_seconds, pids)))
+                notes[what].append(writes_note(metrics, bookie_metrics(*ports)))
+                got[what].append(tuple((a - b) / (written / MIB) * 1000 for a, b in zip(after, before)))
+    finally:
+        bk.close()
+        store.close()
+    out: dict = {
+        what: {k: statistics.median(r[i] for r in runs) for i, k in enumerate(("bkctl", "reactor", "bookies"))}
+        for what, runs in got.items()
+    }
+    out["notes"] = notes
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, default=20_000)
@@ -184,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("URI", "LEDGERS", "PARALLEL", "BOOKIE_PIDS", "FOLDER"),
         help=argparse.SUPPRESS,
     )
+    ap.add_argument("--add-child", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.add_child:
+        entries = min(args.entries, 50_000)
+        print(json.dumps(add_child(*args.add_child, repeat=args.repeat, entries=entries, size=args.size)))
+        return 0
     if args.split_child:
         print(json.dumps(split_child(*args.split_child, repeat=args.repeat, total=args.entries * args.size)))
         return 0
@@ -265,20 +373,24 @@ def run(args, info: dict, work: Path) -> int:
     reads, writes = [], []
     for turn in range(args.repeat):
         print(f"turn {turn + 1} of {args.repeat}")
+        settled = CPU.settle()
         _s, doc = bkctl(env, "bench", "--size", str(args.size), "--entries", str(min(args.entries, 50_000)))
         writes.append(doc["add"]["mb_per_second"] * 1e6 / MIB)
         reads.append(doc["read"]["mb_per_second"] * 1e6 / MIB)
         print(f"  {'bkctl bench write / read':<32} {writes[-1]:8.1f} / {reads[-1]:.1f} MiB/s  [{load_note()}]")
         print(f"  {'':<32} {CPU.note()} (its adds and reads together)")
+        print(f"  {'':<32} {CPU.writes} {settled}")
         where = f"{archive}-{turn}"  # a new archive each turn: everything copied
         seconds, doc = bkctl(env, "backup", "--to", where, "--ledgers", spec, "--parallel", str(args.parallel), *extra)
         assert doc["copied_bytes"] == total, doc
         measure(f"bkctl backup -> {'S3' if args.s3 else 'local dir'}", seconds, doc["seconds"])
+        settled = CPU.settle()
         seconds, doc = bkctl(
             env, "restore", "--from", where, "--remap", "--force", "--parallel", str(args.parallel), *extra
         )
         assert doc["bytes"] == total, doc
         measure("bkctl restore --remap", seconds, doc["seconds"])
+        print(f"  {'':<32} {CPU.writes} {settled}")
     seconds, doc = bkctl(env, "backup", "verify", f"{archive}-0", *extra)
     assert doc["ok"], doc
     line("bkctl backup verify", seconds)
@@ -310,32 +422,12 @@ def run(args, info: dict, work: Path) -> int:
             f"the second backup's), bookies {per['bookies']:.1f}"
         )
     if not args.no_split:
-        child = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--repeat",
-                str(args.repeat),
-                "--entries",
-                str(args.entries),
-                "--size",
-                str(args.size),
-                "--split-child",
-                uri,
-                spec,
-                str(args.parallel),
-                ",".join(map(str, CPU.bookies)),
-                str(work),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-            stdin=subprocess.DEVNULL,
+        split = child_json(
+            args, "--split-child", uri, spec, str(args.parallel), ",".join(map(str, CPU.bookies)), str(work)
         )
-        if child.returncode != 0:
-            print(f"in-process comparison failed: {child.stderr.strip()[-2000:]}")
+        if isinstance(split, str):
+            print(f"in-process comparison failed: {split}")
         else:
-            split = json.loads(child.stdout.splitlines()[-1])
             print()
             print(f"in one process, imports and connections done (CPU ms per MiB, medians of {args.repeat}):")
             for what in ("read", "backup"):
@@ -348,6 +440,8 @@ def run(args, info: dict, work: Path) -> int:
                 f"  backup / read: bkctl {b['bkctl'] / r['bkctl']:.2f}, with the bookies "
                 f"{(b['bkctl'] + b['bookies']) / (r['bkctl'] + r['bookies']):.2f} (target <= 1.25)  [{load_note()}]"
             )
+    if not args.no_split:
+        add_comparison(args, uri, spec, f"{archive}-0")
     backup = next(v for k, v in medians.items() if k.startswith("bkctl backup"))
     restore = next(v for k, v in medians.items() if k.startswith("bkctl restore"))
     large = large_backup(args, env, archive, extra, write_ledgers) if args.large_entries > 0 else None
@@ -364,6 +458,57 @@ def run(args, info: dict, work: Path) -> int:
         )
     print(f"restore / bench write = {restore / write if write else float('nan'):.2f} (target >= 0.80)")
     return 0
+
+
+def child_json(args, flag: str, *operands: str, env: dict[str, str] | None = None) -> dict | str:
+    """This script run again with ``flag OPERANDS`` (a child measurement, in a process of its
+    own) at this run's ``--repeat``, ``--entries`` and ``--size``: the JSON document it
+    prints last, or the end of its stderr if it failed."""
+    child = subprocess.run(
+        [sys.executable, __file__, "--repeat", str(args.repeat), "--entries", str(args.entries)]
+        + ["--size", str(args.size), flag, *operands],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        stdin=subprocess.DEVNULL,
+        env=dict(os.environ, **(env or {})),
+    )
+    if child.returncode != 0:
+        return child.stderr.strip()[-2000:]
+    return json.loads(child.stdout.splitlines()[-1])
+
+
+def add_comparison(args, uri: str, spec: str, archive: str) -> None:
+    """:func:`add_child` in a process of its own: ``bkctl bench``'s adds and a restore, like
+    with like (the same bytes, the bookies' caches flushed first), CPU per MiB of each side."""
+    assert CPU is not None
+    got = child_json(
+        args,
+        "--add-child",
+        uri,
+        spec,
+        str(args.parallel),
+        ",".join(map(str, CPU.bookies)),
+        ",".join(map(str, CPU.http_ports)),
+        archive,
+    )
+    if isinstance(got, str):
+        print(f"in-process add comparison failed: {got}")
+        return
+    print()
+    print(f"in one process, the bookies' write caches flushed before each (CPU ms per MiB, medians of {args.repeat}):")
+    for what, name in (("write", "bench's adds"), ("restore", "restore")):
+        c = got[what]
+        print(
+            f"  {name:<13} bkctl {c['bkctl']:5.2f} (its reactor thread {c['reactor']:5.2f}), bookies {c['bookies']:5.2f}"
+        )
+        for note in got["notes"][what]:
+            print(f"  {'':<13} {note}")
+    w, r = got["write"], got["restore"]
+    print(
+        f"  restore / bench's adds: bkctl {r['bkctl'] / w['bkctl']:.2f}, bookies {r['bookies'] / w['bookies']:.2f}, "
+        f"both {(r['bkctl'] + r['bookies']) / (w['bkctl'] + w['bookies']):.2f}  [{load_note()}]"
+    )
 
 
 def large_backup(args, env: dict, archive: str, extra: list[str], write_ledgers) -> tuple[float, int]:
