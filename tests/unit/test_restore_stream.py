@@ -110,3 +110,34 @@ def test_remap_draws_the_new_ids_many_at_once(tmp_path, monkeypatch):
     doc = restoring.restore_backup(target, bk, storage, "zk://t", remap=True, journal_path=str(tmp_path / "j"))
     assert drawn == [1000, 500]  # a draw a thousand ledgers, not one a ledger
     assert sorted(bk.created) == sorted(doc["ledger_ids"].values()) and len(set(bk.created)) == 1500
+
+
+def _data_object(tmp_path, sizes: list[int]):
+    """A data object of ledger 7 with entries of ``sizes`` bytes in a local archive, and a
+    record naming it."""
+    import io
+    from types import SimpleNamespace
+
+    from bkctl.wire.backup.archive import DataWriter
+
+    buf = io.BytesIO()
+    w = DataWriter(buf, 7)
+    for i, n in enumerate(sizes):
+        w.add(i, bytes([i % 251]) * n)
+    storage = LocalStorage(str(tmp_path / "archive"))
+    storage.put("data/7", buf.getvalue())
+    record = SimpleNamespace(ledger_id=7, entries=len(sizes), data_object="data/7", index_sha256=w.sha.hexdigest())
+    return storage, record
+
+
+def test_a_ledgers_adds_start_after_a_small_first_chunk_and_chunks_grow(tmp_path):
+    storage, record = _data_object(tmp_path, [3] * 5000)
+    chunks = list(restoring._entries(storage, record))
+    assert [len(c) for c in chunks] == [128, 256, 512, 1024, 2000, 1080]
+    assert [e for c in chunks for e in c] == [bytes([i % 251]) * 3 for i in range(5000)]
+
+
+def test_a_chunk_stays_under_its_bytes_however_few_its_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(restoring, "_CHUNK_BYTES", 10_000)
+    storage, record = _data_object(tmp_path, [4096] * 20)
+    assert [len(c) for c in restoring._entries(storage, record)] == [3, 3, 3, 3, 3, 3, 2]
