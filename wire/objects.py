@@ -22,12 +22,14 @@ objects: Pulsar's offloaded ledgers (:mod:`bkctl.wire.pulsar.offload_store`: rea
 from __future__ import annotations
 
 import errno
+import functools
 import itertools
 import os
 import shutil
+import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -314,6 +316,83 @@ def forget_pages(fd: int) -> None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
+#: bytes a :class:`PageRecycler` lets a file grow by before it sends them to disk, and the
+#: bytes sent one step before dropped: a file being written holds two or three steps of page
+#: cache, not its whole size
+RECYCLE_STEP = 4 << 20
+
+#: ``sync_file_range``'s flags (linux/fs.h)
+_SFR_WAIT_BEFORE, _SFR_WRITE, _SFR_WAIT_AFTER = 1, 2, 4
+
+
+@functools.cache
+def sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """Linux's ``sync_file_range(fd, offset, nbytes, flags)`` (``os`` has none), through ctypes
+    (which lets go of the interpreter's lock for the call), looked up once; None where there is
+    none (another system, a C library without it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return call
+
+
+class PageRecycler:
+    """Recycles the page cache of a file as it is written (:meth:`grown`, told its size): every
+    :data:`RECYCLE_STEP` bytes the newest step is sent to disk (``sync_file_range`` WRITE, not
+    waited for) and the step before it, sent one step earlier, waited for and dropped
+    (``POSIX_FADV_DONTNEED``).  The file's next writes then take pages just freed -- warm --
+    instead of fresh ones: the kernel's copy into fresh page cache cost a backup about as much
+    CPU as reading its entries (``copy_folio_from_iter_atomic``, 20-36% of its samples), and
+    with pages recycled a writer's copy cost a half to a third as much (measured: 400 MiB
+    files, ``perf`` and ``getrusage``).
+
+    Advice and early writeback only: durability is the final ``fsync``'s, as before.  Without
+    ``sync_file_range`` (``sync_range=None``: another system) the steps are advised
+    ``POSIX_FADV_DONTNEED`` alone, which starts their writeback and drops the pages already
+    written back (about half of them).  A file system that refuses either is not asked again."""
+
+    def __init__(self, fd: int, sync_range: Callable[[int, int, int, int], int] | None, step: int | None = None):
+        self.fd, self.sync_range = fd, sync_range
+        self.step = RECYCLE_STEP if step is None else step
+        #: the bytes before ``dropped`` are dropped, those before ``sent`` sent to disk
+        self.dropped = self.sent = 0
+        self.enabled = hasattr(os, "posix_fadvise")
+
+    def grown(self, size: int) -> None:
+        """The file is ``size`` bytes long now (every byte before it written)."""
+        if not self.enabled or size - self.sent < self.step:
+            return
+        fd, sent = self.fd, self.sent
+        try:
+            if self.sync_range is not None:
+                self._sync(sent, size - sent, _SFR_WRITE)
+                if sent > self.dropped:
+                    self._sync(self.dropped, sent - self.dropped, _SFR_WAIT_BEFORE | _SFR_WRITE | _SFR_WAIT_AFTER)
+            else:
+                os.posix_fadvise(fd, sent, size - sent, os.POSIX_FADV_DONTNEED)  # starts the writeback
+            if sent > self.dropped:
+                os.posix_fadvise(fd, self.dropped, sent - self.dropped, os.POSIX_FADV_DONTNEED)
+        except OSError:
+            self.enabled = False
+            return
+        self.dropped, self.sent = sent, size
+
+    def _sync(self, offset: int, length: int, flags: int) -> None:
+        assert self.sync_range is not None
+        if self.sync_range(self.fd, offset, length, flags) != 0:
+            import ctypes
+
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
+
 class DirectoryObjects:
     """A local folder; keys are ``/``-separated paths below it (see the module documentation)."""
 
@@ -393,6 +472,10 @@ class DirectoryObjects:
             if isinstance(exc, OSError):
                 raise self.fail(exc, key) from None
             raise
+
+    def recycler(self, f: IO[bytes]) -> PageRecycler:
+        """The page cache of ``f``, a file :meth:`writing` gave, recycled as it grows."""
+        return PageRecycler(f.fileno(), sync_file_range())
 
     def make_dirs(self, folder: Path) -> None:
         """``folder`` and the folders above it that are missing made, each one's entry synced

@@ -14,7 +14,7 @@ permissions ``ObjectDenied`` (6), a store that does not answer ``ObjectUnreachab
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Protocol
 
 from bkctl.wire.errors import ObjectMissing
@@ -49,6 +49,11 @@ class ArchiveStorage(Protocol):
     def writing(self, name: str) -> contextlib.AbstractContextManager[IO[bytes]]:
         """A file to write object ``name`` into: stored when the block ends without an error,
         whole or not at all."""
+
+    def growing(self, f: IO[bytes]) -> Callable[[int], None] | None:
+        """What to tell the size of a file :meth:`writing` gave as it grows, its writer
+        writing past its buffer (a local folder recycles its page cache:
+        :class:`~bkctl.wire.objects.PageRecycler`); None: nothing to tell."""
 
     def list(self, prefix: str) -> Iterator[str]:
         """The names that start with ``prefix``, sorted."""
@@ -95,6 +100,9 @@ class _ObjectArchive:
     def writing(self, name: str) -> contextlib.AbstractContextManager[IO[bytes]]:
         return self.objects.writing(self.key(name))
 
+    def growing(self, f: IO[bytes]) -> Callable[[int], None] | None:
+        return None  # (an S3 object's file is read again by its upload: its pages kept)
+
     def list(self, prefix: str) -> Iterator[str]:
         base = self.key("")  # the keys' common prefix ("bk/" for s3://bucket/bk)
         names = [o.key[len(base) :] for o in self.objects.list(base + prefix)]
@@ -122,6 +130,9 @@ class LocalStorage(_ObjectArchive):
         if not self.directory.root.is_dir():
             return iter(())
         return super().list(prefix)
+
+    def growing(self, f: IO[bytes]) -> Callable[[int], None] | None:
+        return self.directory.recycler(f).grown
 
     def clean_partial(self) -> int:
         return self.directory.clean_partial() if self.directory.root.is_dir() else 0

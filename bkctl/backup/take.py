@@ -465,7 +465,7 @@ class _Copier:
         data = self.storage.writing(stem + ".data")
         f = data.__enter__()
         try:
-            writer = DataWriter(f, ledger_id)
+            writer = DataWriter(f, ledger_id, self.storage.growing(f))
             if entries:
                 batch = batch_entries(md.length if md.is_closed else 0, entries)
                 for got in handle.read_range(0, last, batch=batch, allow_unconfirmed=not md.is_closed):

@@ -170,9 +170,12 @@ class DataWriter:
     A file with a descriptor is written with ``os.writev`` (``out`` itself not written to,
     nor left holding anything: its buffer is flushed first), any other by ``out.write``."""
 
-    def __init__(self, out: IO[bytes], ledger_id: int):
+    def __init__(self, out: IO[bytes], ledger_id: int, grown: Callable[[int], None] | None = None):
         self.out = out
         self.fd = _descriptor(out)
+        #: told the object's size after each batch written by descriptor (a local archive
+        #: recycles the page cache behind it: :class:`~bkctl.wire.objects.PageRecycler`)
+        self.grown = grown if self.fd is not None else None
         self.sha = hashlib.sha256()
         self.size = 0
         self.entries = 0
@@ -227,6 +230,8 @@ class DataWriter:
         if parts:
             emit(parts)
         self._account(heads, size, expected)
+        if self.grown is not None:
+            self.grown(self.size)
 
     def _account(self, heads: list[bytes], size: int, expected: int) -> None:
         """The entries up to ``expected`` written: their heads hashed, the counts moved on."""
