@@ -242,7 +242,8 @@ class _Root(click.Group):
     "zk_timeout",
     type=click.FloatRange(0.1),
     metavar="SECONDS",
-    help="How long to wait for ZooKeeper to answer the first time (default 10).",
+    help="How long to wait for ZooKeeper to answer the first time (default 10); later, a call "
+    "ZooKeeper leaves unanswered for twice as long fails (exit 5).",
 )
 @click.option(
     "--placement",

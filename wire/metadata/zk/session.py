@@ -227,9 +227,12 @@ class ZKSession:
     def start(self) -> Self:
         if self._zk is not None:
             return self
+        from bkctl.wire.metadata.zk.bounded_waits import BoundedWaitHandler
+
         zk = KazooClient(
             hosts=self.hosts,
             timeout=self.session_timeout,
+            handler=BoundedWaitHandler(self.call_bound),
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
             command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0),
             **kazoo_args(self.security),
@@ -289,6 +292,12 @@ class ZKSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def call_bound(self) -> float:
+        """How long one ZooKeeper call waits for its answer (:mod:`.bounded_waits`): twice the
+        session timeout, past which the session it was made in has expired."""
+        return 2 * max(self.session_timeout, self.timeout)
 
     @property
     def connected(self) -> bool:
@@ -392,6 +401,7 @@ class ZKSession:
             SessionExpiredError: "session expired",
             ConnectionClosedError: "connection closed",
             ConnectionLoss: "connection lost",
+            KazooTimeoutError: f"no answer within {self.call_bound:g}s",
         }.get(type(exc), type(exc).__name__)
         return ZKUnavailable(f"ZooKeeper at {self.hosts} unavailable: {reason}")
 
@@ -468,15 +478,14 @@ class ZKSession:
         """``(path, answer)`` of ``call(path)`` (one of kazoo's ``*_async``) for each path, in
         order, up to ``window`` in flight (kazoo answers them in order on the one session);
         a NoNode or NotEmpty answer is handed back as the exception.  An answer lost with the
-        connection is asked again alone once kazoo is connected again; each wait is bounded by
-        the session timeout (a stopped ZooKeeper is a KazooTimeoutError, not a hang)."""
-        within = max(self.session_timeout, self.timeout)
+        connection is asked again alone once kazoo is connected again; each wait is bounded
+        (:attr:`call_bound`: a stopped ZooKeeper is a KazooTimeoutError, not a hang)."""
         for start in range(0, len(paths), window):
             asked = [(path, call(path)) for path in paths[start : start + window]]
             for path, answer in asked:
                 for again in (False, True):
                     try:
-                        yield path, (call(path) if again else answer).get(timeout=within)
+                        yield path, (call(path) if again else answer).get()
                         break
                     except (NoNodeError, NotEmptyError) as refused:
                         yield path, refused
