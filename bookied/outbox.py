@@ -130,6 +130,20 @@ class Outbox:
             self._chunk.clear()
             self._chunk_bytes = 0
 
+    def send_held(self) -> None:
+        """Send the answers held since :meth:`hold` now, while the rest of the chunk is
+        served: with one ``send`` when the transport has nothing queued (:func:`send_now`;
+        through the transport's buffer, the reactor told to poll the socket writable and
+        then not, it took two ``epoll_ctl`` more a piece), else queued there (a client
+        that does not read pauses us) and handed to the kernel."""
+        out = self._chunk
+        if out:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            self._chunk_bytes = 0
+            if not send_now(self.transport, data, self.fastpaths):
+                self.push()
+
     def send(self, payload: bytes) -> None:
         """Send an answer (a v2 or v3 payload: framed here)."""
         self.send_framed(frame(payload))
@@ -144,8 +158,7 @@ class Outbox:
                 out.append(data)  # every STREAMED_ANSWERS bytes, sent at once
                 self._chunk_bytes += len(data)
                 if self._chunk_bytes >= STREAMED_ANSWERS:
-                    self.write_held()  # a client that does not read pauses us
-                    self.push()
+                    self.send_held()
 
     # -- add answers, by journal group ----------------------------------------------
     def send_add_answers(self, data: bytes) -> None:

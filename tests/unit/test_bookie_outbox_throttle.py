@@ -2,7 +2,11 @@
 group's add answers held per connection) and the Throttle (a connection's side of the in-progress
 limits), with Twisted's StringTransport and plain callables."""
 
-from twisted.internet.testing import StringTransport
+import socket
+
+import pytest
+from twisted.internet import protocol, tcp
+from twisted.internet.testing import MemoryReactor, StringTransport
 
 from bkctl.bookied.in_progress import InProgressLimit, Throttle
 from bkctl.bookied.outbox import STREAMED_ANSWERS, AnswerGroups, Outbox
@@ -102,3 +106,47 @@ def test_a_place_a_request_did_not_use_is_given_back():
     t.settle()  # answered without the bookie
     assert limit.count == 0 and t.gate is None
     assert t.admit(None) and t.gate is None  # a request of no limited kind
+
+
+@pytest.mark.parametrize("fastpaths", [True, False], ids=["fast", "general"])
+def test_a_streamed_piece_of_a_chunk_goes_to_the_kernel_while_the_chunk_is_served(fastpaths):
+    """Over TCP, the answers held past STREAMED_ANSWERS reach the client before the chunk
+    ends: with fast paths on in one send, the reactor never asked to poll the socket."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    ours = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    listener.close()
+    polled = []
+
+    class Reactor(MemoryReactor):
+        def addWriter(self, writer):  # noqa: N802 - Twisted's name
+            polled.append(writer)  # an epoll_ctl on a real reactor
+            super().addWriter(writer)
+
+    reactor = Reactor()
+    transport = tcp.Connection(ours, protocol.Protocol(), reactor)
+    transport.connected = 1
+    peer.settimeout(5)
+    box = Outbox(AnswerGroups(), fastpaths=fastpaths)
+    box.transport = transport
+    try:
+        box.hold()
+        piece = b"x" * (STREAMED_ANSWERS // 2)
+        box.send(piece)
+        box.send(piece)  # past STREAMED_ANSWERS: these two go now
+        box.send(b"tail")  # held until the chunk's end
+        want = frame(piece) * 2
+        got = b""
+        while len(got) < len(want):
+            got += peer.recv(len(want) - len(got))
+        assert got == want
+        assert transport.dataBuffer == b"" and not transport._tempDataBuffer
+        assert transport not in reactor.getWriters()  # pushed (general) or never queued (fast)
+        assert polled == ([] if fastpaths else [transport])
+        box.release()
+        if not fastpaths:
+            transport.doWrite()  # the chunk's end: the reactor sends it
+        assert peer.recv(100) == frame(b"tail")
+    finally:
+        ours.close()
+        peer.close()
