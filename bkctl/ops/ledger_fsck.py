@@ -194,7 +194,7 @@ class FsckRun:
         from bkctl.wire.client.blocking import ensure_reactor, run_in_reactor
         from bkctl.wire.fsck.check import BookieRequests, CheckOptions, asks_bookies, confirm_lost
         from bkctl.wire.fsck.findings import Finding, Kind, Severity
-        from bkctl.wire.metadata.registration_state import Registrations
+        from bkctl.wire.metadata.registration_state import replica_targets
         from bkctl.wire.metadata.store import registered_bookies
 
         ensure_reactor()
@@ -202,8 +202,7 @@ class FsckRun:
         client = self.bk.client
         registration = self.store.registration
         registered = self.registered = frozenset(registered_bookies(registration))
-        # what an ensemble may be pointed at: writable (not read-only: draining), with a cookie
-        targets = Registrations.read(registration).taking_writes.intersection(registration.all_bookies())
+        targets = replica_targets(registration)
         marks = {m.ledger_id: m.replicas for m in self.store.underreplication.marks() if self._wanted(m.ledger_id)}
         # the entries autorecovery found no good copy of (bkctl.wire.autorecovery.lostentries): named
         recorded = {lid: r for lid, r in read_records(self.store).items() if self._wanted(lid)}

@@ -97,14 +97,12 @@ def _mark(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:
 
 def _ensemble(store: MetadataStore, finding: Finding, dry_run: bool) -> FixOutcome:
     from bkctl.wire.client.replica_swap import Swap, SwapOutcome, swap_bookies
-    from bkctl.wire.metadata.registration_state import Registrations
+    from bkctl.wire.metadata.registration_state import replica_targets
 
     md, version = store.ledgers.read(finding.ledger_id)
     if version != finding.version:
         return FixOutcome(Fix.ENSEMBLE, "conflict", f"metadata changed since the check (version {version})")
-    registration = store.registration
-    taking_writes = Registrations.read(registration).taking_writes
-    refused = sorted({m.holder for m in finding.moves} - (taking_writes & set(registration.all_bookies())))
+    refused = sorted({m.holder for m in finding.moves} - replica_targets(store.registration))
     if refused:  # read-only (draining) or decommissioned since the check: never a target
         return FixOutcome(Fix.ENSEMBLE, "conflict", f"{', '.join(refused)} takes no writes now: nothing written")
     segments = dict(md.ensembles)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .store import RegistrationManager
 
-__all__ = ["RegistrationState", "Registrations", "takes_writes"]
+__all__ = ["RegistrationState", "Registrations", "replica_targets", "takes_writes"]
 
 
 class RegistrationState(Enum):
@@ -65,3 +65,10 @@ class Registrations:
     def taking_writes(self) -> frozenset[str]:
         """The bookies new data may go to (:func:`takes_writes`)."""
         return self.writable - self.readonly
+
+
+def replica_targets(registration: RegistrationManager) -> frozenset[str]:
+    """The bookies fsck may point a segment at (a replica's new holder, checked again before a
+    fix writes): taking writes (not read-only: draining or full) and holding a cookie (a bookie
+    decommissioned while still registered has none)."""
+    return Registrations.read(registration).taking_writes.intersection(registration.all_bookies())
