@@ -141,3 +141,35 @@ def test_a_chunk_stays_under_its_bytes_however_few_its_entries(tmp_path, monkeyp
     monkeypatch.setattr(restoring, "_CHUNK_BYTES", 10_000)
     storage, record = _data_object(tmp_path, [4096] * 20)
     assert [len(c) for c in restoring._entries(storage, record)] == [3, 3, 3, 3, 3, 3, 2]
+
+
+def test_a_writer_begins_the_next_ledger_while_the_one_before_drains(tmp_path, monkeypatch):
+    """With one writer, a ledger's last acknowledgements are waited for by a closer: the next
+    ledger is created meanwhile (a writer that waited left the bookies nothing to do), and
+    every ledger is closed and done only once its adds are."""
+    import threading
+
+    storage, ids = _backup(tmp_path, 3)
+    bk = CountingBookKeeper()
+    created_next = threading.Event()
+    closed: list[int] = []
+    create = bk.create
+
+    def counted_create(*args, ledger_id: int, **kw):
+        if bk.created:
+            created_next.set()
+        return create(*args, ledger_id=ledger_id, **kw)
+
+    class DrainingFeed(NoFeed):
+        def __init__(self, ledger, timeout) -> None:
+            self.first = not bk.created[:-1]
+
+        def finish(self) -> None:  # the first ledger's adds drain until the next one is made
+            if self.first:
+                assert created_next.wait(10), "the next ledger was not begun while this one drained"
+
+    monkeypatch.setattr(bk, "create", counted_create)
+    monkeypatch.setattr(bk, "close", lambda: closed.append(bk.created[len(closed)]), raising=False)
+    monkeypatch.setattr(restoring, "ChunkFeed", DrainingFeed)
+    doc = restoring.restore_backup(_target(), bk, storage, "zk://t", parallel=1, journal_path=str(tmp_path / "j"))
+    assert doc["ledgers_written"] == 3 and sorted(bk.created) == sorted(ids) and len(closed) == 3
