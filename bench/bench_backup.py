@@ -145,6 +145,7 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
     from bkctl.backup.storage import open_storage
     from bkctl.backup.take import Selection, batch_entries, take_backup
     from bkctl.wire.client.blocking import run_in_reactor
+    from bkctl.wire.fastpath import selected
 
     pids = [int(p) for p in bookie_pids.split(",")]
     ids = [int(i) for i in spec.split(",")]
@@ -162,7 +163,7 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
 
     def backup(turn: int) -> None:
         storage = open_storage(str(Path(folder) / f"split-{turn}"))
-        take_backup(store, bk, storage, Selection(ledgers=spec), uri, parallel=int(parallel))
+        take_backup(store, bk, storage, Selection(ledgers=spec), uri, parallel=int(parallel), twins=selected())
 
     def process_cpu() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)

@@ -8,7 +8,7 @@ reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
 twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a
 connection's copies of a writer's ADDs in ``wire/client/_addpath.c``, of a
 writer's entries and acknowledgement counter in ``_addentries.c``, the bookie's
-journal and entry log records in ``_records.c``, a burst's frames sent at once by
+journal and entry log records and a backup's data object entries in ``_records.c``, a burst's frames sent at once by
 :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import bkctl.wire.metadata._ledgerpb as ledgerpb_c
     import bkctl.wire.pulsar._avrocols as avrocols_c
     import bkctl.wire.pulsar._packed as packed_c
+    from bkctl.wire.backup.archive import ArchiveParts
     from bkctl.wire.bookie_disk.records import RecordsModule, RecordTwins
     from bkctl.wire.client.add_twins import AddEntriesModule, AddPathModule, ConnectionAdds, WriterAdds
     from bkctl.wire.codecs.codec_twins import CodecTwins, FastcodecModule
@@ -86,7 +87,7 @@ SWITCH = "BKCTL_FASTPATHS"
 #: module is the only one that imports them (tests/repo/test_twin_selection.py)
 FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
-RECORDS_API = 2
+RECORDS_API = 3
 #: what ``_plain``'s ``API`` must be
 PLAIN_API = 4
 #: what ``_ledgerpb``'s ``API`` must be
@@ -196,6 +197,16 @@ class Twins:
         from bkctl.wire.bookie_disk import records
 
         return records.twins_of(c_module("bkctl.wire.codecs._records", RECORDS_API) if self.enabled else None)
+
+    @functools.cached_property
+    def archive_parts(self) -> ArchiveParts:
+        """A backup's data object entries, a batch's heads and payloads at once
+        (:data:`~bkctl.wire.backup.archive.ArchiveParts`): ``_records``'s, which checksums them
+        without the interpreter's lock, or the Python twin.  Looked up on first use: only a
+        backup writes them."""
+        from bkctl.wire.backup import archive
+
+        return archive.parts_twin(c_module("bkctl.wire.codecs._records", RECORDS_API) if self.enabled else None)
 
     @functools.cached_property
     def plain(self) -> PlainTwins:

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from bkctl.wire.backup.archive import (
     CHUNK_LEDGERS,
+    ArchiveParts,
     ChunkRef,
     ChunkWriter,
     DataWriter,
@@ -54,8 +55,10 @@ from bkctl.wire.backup.archive import (
     b64,
     cluster_tag,
     ledger_object,
+    py_archive_parts,
 )
 from bkctl.wire.errors import ArchiveDamaged
+from bkctl.wire.fastpath import GENERAL, Twins
 
 from .catalog import ensure_archive, latest_manifest, manifest_ledgers
 from .storage import ArchiveStorage
@@ -355,8 +358,17 @@ class _Check(NamedTuple):
 class _Copier:
     """Copies ledgers into the archive, each once (a copy already there is kept)."""
 
-    def __init__(self, store, bk, storage: ArchiveStorage, progress: Progress, finisher: _Finisher):
+    def __init__(
+        self,
+        store,
+        bk,
+        storage: ArchiveStorage,
+        progress: Progress,
+        finisher: _Finisher,
+        parts: ArchiveParts = py_archive_parts,
+    ):
         self.store, self.bk, self.storage, self.progress = store, bk, storage, progress
+        self.parts = parts
         self.finisher = finisher
         self.cluster = cluster_tag(store.cluster.instance_id())
 
@@ -465,7 +477,7 @@ class _Copier:
         data = self.storage.writing(stem + ".data")
         f = data.__enter__()
         try:
-            writer = DataWriter(f, ledger_id, self.storage.growing(f))
+            writer = DataWriter(f, ledger_id, self.storage.growing(f), self.parts)
             if entries:
                 batch = batch_entries(md.length if md.is_closed else 0, entries)
                 for got in handle.read_range(0, last, batch=batch, allow_unconfirmed=not md.is_closed):
@@ -657,11 +669,13 @@ def take_backup(
     progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
     chunk_ledgers: int = CHUNK_LEDGERS,
+    twins: Twins = GENERAL,
 ) -> Manifest:
     """Back ``selection`` up into ``storage``; the manifest written (its head: the ledger lines
     are in its chunks, :func:`~.catalog.manifest_ledgers`).  What it holds at once is bounded by
     ``parallel`` and ``chunk_ledgers``, not by the cluster's ledgers: the lines go into chunks
-    as the walk settles them, the previous backup's are read a chunk at a time."""
+    as the walk settles them, the previous backup's are read a chunk at a time.  ``twins``: the
+    implementations in use (:mod:`bkctl.wire.fastpath`; the command's, the general paths else)."""
     progress = progress or Silent()
     started = clock()
     ensure_archive(storage, started)
@@ -671,7 +685,7 @@ def take_backup(
     backup_id = new_backup_id(started)
     parallel = max(1, parallel)
     finisher = _Finisher(parallel)
-    copier = _Copier(store, bk, storage, progress, finisher)
+    copier = _Copier(store, bk, storage, progress, finisher, twins.archive_parts)
     same = previous is not None and previous.selection == selection.to_json()
     lines = _Lines(
         ChunkWriter(backup_id, storage.put, chunk_ledgers),

@@ -124,7 +124,16 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
     storage = _storage(app, to, s3_endpoint)
     selection = Selection(list(topics), list(namespaces), ledger_spec)
     with app.progress(None, "backing up") as bar:
-        manifest = take_backup(app.store, app.bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar)
+        manifest = take_backup(
+            app.store,
+            app.bk,
+            storage,
+            selection,
+            app.metadata_uri,
+            parallel=parallel,
+            progress=bar,
+            twins=app.require_twins(),
+        )
     counts = manifest.note_counts()
     # the notes read back a chunk at a time as they are written, never held as lists
     doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": noted(storage, manifest, "missing")}

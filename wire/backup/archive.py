@@ -34,18 +34,22 @@ cluster in the name: two clusters backed up into one archive each have their own
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from crc32c import crc32c
 
 from ..errors import ArchiveDamaged
 from ..objects import ByteStream
+
+if TYPE_CHECKING:
+    from ..bookie_disk.records import RecordsModule
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -55,6 +59,7 @@ __all__ = [
     "MANIFEST_FORMAT_V2",
     "NOTE_KINDS",
     "MARKER",
+    "ArchiveParts",
     "DataWriter",
     "WRITE_PIECE",
     "LedgerRecord",
@@ -74,6 +79,8 @@ __all__ = [
     "cluster_tag",
     "encode_marker",
     "ledger_object",
+    "parts_twin",
+    "py_archive_parts",
     "read_data",
     "unb64",
 ]
@@ -162,6 +169,40 @@ def _write_all(fd: int, parts: list[bytes]) -> None:
                 rest = rest[os.write(fd, rest) :]
 
 
+#: a batch's entries as a data object holds them: ``(batch, expected)`` -> the head and the
+#: payload of each entry in order from entry id ``expected`` (``[head, payload, head, ...]``, a
+#: head ``[u64 entry id][u32 length][u32 CRC32C]``), stopping before the first out of order,
+#: and the bytes of those payloads (:func:`py_archive_parts`, and ``_records``'s C twin)
+ArchiveParts = Callable[[list[tuple[int, bytes]], int], tuple[list[bytes], int]]
+
+
+def py_archive_parts(batch: list[tuple[int, bytes]], expected: int) -> tuple[list[bytes], int]:
+    """:data:`ArchiveParts` in Python: the reference (tests/unit/test_archive_parts.py)."""
+    parts: list[bytes] = []
+    append = parts.append
+    pack = _ENTRY.pack
+    size = 0
+    for entry_id, payload in batch:
+        if entry_id != expected:
+            break
+        n = len(payload)
+        append(pack(entry_id, n, crc32c(payload)))
+        append(payload)
+        expected += 1
+        size += n
+    return parts, size
+
+
+def parts_twin(c: RecordsModule | None) -> ArchiveParts:
+    """The C twin of the module ``c`` (``_records``, which the twin selector loads and holds to
+    its slot, :class:`~bkctl.wire.bookie_disk.records.RecordsModule`: its checksums made without
+    the interpreter's lock, which the client's thread then has), given the Python twin;
+    :func:`py_archive_parts` for None."""
+    if c is None:
+        return py_archive_parts
+    return functools.partial(c.archive_parts, py_archive_parts)
+
+
 class DataWriter:
     """Writes a data object to a file: :meth:`add` each entry in order.  ``sha`` hashes the
     object's index -- its header and every entry's header, which holds the CRC32C of the
@@ -170,8 +211,16 @@ class DataWriter:
     A file with a descriptor is written with ``os.writev`` (``out`` itself not written to,
     nor left holding anything: its buffer is flushed first), any other by ``out.write``."""
 
-    def __init__(self, out: IO[bytes], ledger_id: int, grown: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        out: IO[bytes],
+        ledger_id: int,
+        grown: Callable[[int], None] | None = None,
+        parts: ArchiveParts = py_archive_parts,
+    ):
         self.out = out
+        #: a batch's heads and payloads (:data:`ArchiveParts`: the twin selector's, ``Twins.archive_parts``)
+        self.parts = parts
         self.fd = _descriptor(out)
         #: told the object's size after each batch written by descriptor (a local archive
         #: recycles the page cache behind it: :class:`~bkctl.wire.objects.PageRecycler`)
@@ -194,42 +243,26 @@ class DataWriter:
             self.out.write(b"".join(parts))
 
     def add_batch(self, batch: list[tuple[int, bytes]]) -> None:
-        """:meth:`add` each ``(entry_id, payload)``.  To a descriptor: ``os.writev`` of
+        """:meth:`add` each ``(entry_id, payload)``: their heads and payloads made at once
+        (``parts``: :data:`ArchiveParts`), then to a descriptor ``os.writev`` of
         :data:`_IOV_MAX` buffers at a time (16 writes of 256 KiB a batch of 4 MiB cost a third
         more CPU, and as many hand-overs of the interpreter's lock to the client's thread).
         Else in writes of about :data:`WRITE_PIECE` bytes: a batch of megabytes joined at once
         took fresh memory each time (the allocator maps so large a block anew, and the kernel
-        zeroes its pages), a piece of this size reuses the allocator's."""
-        parts: list[bytes] = []
-        heads: list[bytes] = []
-        pack = _ENTRY.pack
-        emit = self._emit
-        # a piece: WRITE_PIECE bytes joined, or _IOV_MAX buffers for os.writev
-        vectored = self.fd is not None
+        zeroes its pages), a piece of this size reuses the allocator's.  An entry out of order
+        is ValueError, those before it written."""
+        parts, size = self.parts(batch, self.entries)
+        taken = len(parts) // 2
+        if self.fd is not None:
+            _write_all(self.fd, parts)
+        elif parts:
+            step = 2 * max(1, WRITE_PIECE * taken // max(1, size))  # parts of about WRITE_PIECE bytes
+            for start in range(0, len(parts), step):
+                self.out.write(b"".join(parts[start : start + step]))
         expected = self.entries
-        size = 0
-        piece = 0
-        for entry_id, payload in batch:
-            if entry_id != expected:
-                self._account(heads, size, expected)
-                if parts:
-                    emit(parts)
-                raise ValueError(f"entry {entry_id} out of order (expected {expected})")
-            n = len(payload)
-            head = pack(entry_id, n, crc32c(payload))
-            heads.append(head)
-            parts.append(head)
-            parts.append(payload)
-            expected += 1
-            size += n
-            piece += n
-            if (len(parts) >= _IOV_MAX) if vectored else (piece >= WRITE_PIECE):
-                emit(parts)
-                parts = []
-                piece = 0
-        if parts:
-            emit(parts)
-        self._account(heads, size, expected)
+        self._account(parts[::2], size, expected + taken)
+        if taken < len(batch):
+            raise ValueError(f"entry {batch[taken][0]} out of order (expected {expected + taken})")
         if self.grown is not None:
             self.grown(self.size)
 

@@ -39,4 +39,10 @@ def span_records(
     out: list[Any],
     /,
 ) -> int: ...
+def archive_parts(
+    fallback: Callable[[list[tuple[int, bytes]], int], tuple[list[bytes], int]],
+    batch: list[tuple[int, bytes]],
+    expected: int,
+    /,
+) -> tuple[list[bytes], int]: ...
 def hardware_crc32c(unused: object, /) -> bool: ...
