@@ -172,18 +172,18 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> AutorecoveryReport
 
     snap = read_snapshot(store, now_ms)
     lost = lost_bookies(snap)
-    doc = snap.auditor_doc or {}
+    doc = snap.auditor_doc
     dues = [b.due_in for b in lost if b.due_in is not None and b.due is not None and b.due > now_ms]
     if snap.auditor is None:
         waiting = "no auditor is elected: nothing is audited or marked"
     elif not snap.enabled:
-        held = doc.get("held_back") or 0
+        held = 0 if doc is None else doc.held_back
         waiting = "held back while autorecovery is disabled" + (
             f": {held} ledgers to mark once enabled" if held else ""
         )
     elif dues:
         waiting = f"lostBookieRecoveryDelay: the next lost bookie is due in {min(dues):g} s"
-    elif not doc:
+    elif doc is None:
         waiting = (
             f"not known: the auditor {snap.auditor} keeps no status (Java's?); it marks a lost "
             "bookie's ledgers lostBookieRecoveryDelay after it saw the bookie go"
@@ -193,18 +193,18 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> AutorecoveryReport
     ledgers = [_row(snap, lid) for lid in sorted(set(snap.marks) | set(snap.locks))]
     workers = [
         WorkerRow(
-            worker=d.get("worker") or wid,
-            host=d.get("host"),
-            active=sorted(int(k) for k in (d.get("active") or {})),
-            holds=len(d.get("holds") or {}),
-            updated=d.get("updated"),
+            worker=d.worker or wid,
+            host=d.host,
+            active=sorted(d.active),
+            holds=len(d.holds or {}),
+            updated=d.updated,
         )
         for wid, d in sorted(snap.workers.items())
     ]
     # Java's auditor and workers keep no status: an empty list then says nothing about its workers
     workers_note = (
         None
-        if workers or snap.auditor is None or doc
+        if workers or snap.auditor is None or doc is not None
         else (
             "not known: the auditor keeps no status (Java's?), and Java's workers keep none either -- each Java "
             "bookie with autoRecoveryDaemonEnabled runs one"
@@ -215,7 +215,7 @@ def autorecovery_report(store: MetadataStore, now_ms: int) -> AutorecoveryReport
         lost_bookie_recovery_delay=snap.delay,
         underreplicated=len(snap.marks),
         auditor=snap.auditor,
-        auditor_keeps_status=bool(doc),
+        auditor_keeps_status=doc is not None,
         lost_bookies=lost,
         auditor_waits_for=waiting,
         workers=workers,

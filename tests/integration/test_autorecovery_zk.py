@@ -309,7 +309,7 @@ def test_the_auditors_full_check_streams_and_its_session_outlives_a_slow_check(s
         marks = {m.ledger_id: set(m.replicas) for m in admin.underreplication.marks()}
         want = {lid: ({gone} if lid % 3 == 0 else set()) | ({up} if lid % 5 == 0 else set()) for lid in range(1, n + 1)}
         assert marks == {lid: bookies for lid, bookies in want.items() if bookies}
-        assert auditor.status()["lost"][0]["named_by"] == n // 3
+        assert auditor.status().lost[0].named_by == n // 3
     finally:
         run_in_reactor(auditor.stop)
 

@@ -54,7 +54,7 @@ def test_a_bookie_leaving_is_audited_and_its_ledgers_marked():
     reactor.run()
     assert auditor.stats.audits == audits + 1
     assert [(m.ledger_id, m.replicas) for m in store.underreplication.marks()] == [(1, (A,))]
-    assert read_daemon_status(store)["auditor"]["auditor"] == A
+    assert read_daemon_status(store).auditor.auditor == A
 
 
 def test_a_bookie_turning_readonly_is_not_lost():
@@ -102,7 +102,7 @@ def test_marking_waits_while_autorecovery_is_disabled():
     store.underreplication.disable()
     store.registration.unregister(B)
     reactor.run()
-    assert store.underreplication.count() == 0 and auditor.status()["held_back"] == 2
+    assert store.underreplication.count() == 0 and auditor.status().held_back == 2
     store.underreplication.enable()  # the switch's watch runs the audit held back
     reactor.run()
     assert [m.ledger_id for m in store.underreplication.marks()] == [1, 2]

@@ -14,6 +14,7 @@ from bkctl.ops.prometheus import Rates
 from bkctl.ops.top import TopCluster, TopDisk, TopGc, TopRow, TopSnapshot, TopState, TopZooKeeper, ZooKeeperState
 from bkctl.top_screen import ViewState, render
 from bkctl.wire.autorecovery import repairstate as R
+from bkctl.wire.autorecovery.status import AuditorStatus
 from bkctl.wire.metadata.store import UnderreplicatedMark
 
 NOW = 1_700_000_000_000
@@ -25,11 +26,13 @@ def _snap(**kw):
     return R.Snapshot(**base)
 
 
-def _audited(due_ms: int) -> dict:
-    return {
-        "auditor": "w1:3181",
-        "lost": [{"bookie_id": "n:3181", "named_by": 14, "lost_since": NOW - 600_000, "due": due_ms}],
-    }
+def _audited(due_ms: int) -> AuditorStatus | None:
+    return AuditorStatus.from_json(
+        {
+            "auditor": "w1:3181",
+            "lost": [{"bookie_id": "n:3181", "named_by": 14, "lost_since": NOW - 600_000, "due": due_ms}],
+        }
+    )
 
 
 def test_the_count_follows_the_repair_once_the_ledgers_are_marked():

@@ -156,7 +156,7 @@ def test_the_worker_copies_every_readable_entry_swaps_and_records_the_lost_one()
     assert store.underreplication.get(LID) is None  # not retried for ever
     (run,) = read_records(store)[LID].runs
     assert (run.first, run.last, run.cause) == (5, 5, f"its only copy, on {A}, fails its digest")
-    assert worker.done[-1]["result"] == "replicated" and worker.done[-1]["lost_entries"] == 1
+    assert worker.done[-1].result == "replicated" and worker.done[-1].lost_entries == 1
     # marked again (by hand, or a check that read entry 5): nothing to copy, nothing failed, unmarked
     store.underreplication.release(LID)
     store.underreplication.mark(LID, [C])

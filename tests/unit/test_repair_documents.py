@@ -12,7 +12,6 @@ import pytest
 from bkctl.app import encode_json
 from bkctl.ops.autorecovery import autorecovery_report, query_status, underreplicated
 from bkctl.ops.recovery import daemon_rows, left_rows, repair_states
-from bkctl.wire.autorecovery import status
 from tests.support.fake_store import FakeMetadataStore
 
 NOW = 1_800_000_000_000
@@ -30,16 +29,21 @@ def store(monkeypatch):
     return s
 
 
+def _written(store, name, doc):
+    """A status node as a daemon of an earlier release wrote it."""
+    store.underreplication.publish_daemon_status(name, json.dumps(doc, sort_keys=True).encode("utf-8"))
+
+
 def _old_daemon(store):
     """A worker of before the attempts were kept: its last failure only (no cause)."""
     store.auditor.cast_vote("w1:3181")
     store.underreplication.acquire("w2:3181")  # ledger 1
-    status.publish(
+    _written(
         store,
         "workers/w2:3181",
         {"worker": "w2:3181", "current": 1, "held": [1], "last_failure": {"ledger_id": 1, "reason": "old", "at": 5}},
     )
-    status.publish(
+    _written(
         store,
         "workers/w1:3181",
         {

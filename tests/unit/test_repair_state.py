@@ -13,6 +13,7 @@ from twisted.internet import defer, task
 from bkctl.wire.autorecovery import repairstate as R
 from bkctl.wire.autorecovery import worker as worker_module
 from bkctl.wire.autorecovery.config import AutoRecoveryConfig
+from bkctl.wire.autorecovery.status import AuditorStatus, Hold, WorkerStatus
 from bkctl.wire.autorecovery.worker import ReplicationWorker
 from bkctl.wire.metadata.store import UnderreplicatedMark
 from tests.support.fake_store import FakeMetadataStore
@@ -116,7 +117,7 @@ def test_attempts_accumulate_and_the_hold_ends_when_a_bookie_registers(store, mo
     assert store.underreplication.locks() == {} and w.holds == {}
     mark, version = store.underreplication.acquire(w.lock_holder)
     _done(w.rereplicate(7, version))
-    assert w.holds[7]["until"] == int(clock.seconds() * 1000) + 600_000  # doubled
+    assert w.holds[7].until == int(clock.seconds() * 1000) + 600_000  # doubled
     assert len(w.attempts[7]) == 2
     assert R.ledger_state(_snapshot(store, w, NOW), 7).state == R.LedgerRepairState.HELD_FAILED
 
@@ -153,7 +154,7 @@ def test_an_open_ledger_in_its_grace_period_is_waiting_for_its_writer(store, mon
     clock.advance(5)
     store.registration.register("x:3181")  # another bookie, still missing c: held for what is left
     w._release_on_new_bookies(w._registered())
-    assert w.holds[lid]["until"] == NOW + 30_000 and lid in store.underreplication.locks()
+    assert w.holds[lid].until == NOW + 30_000 and lid in store.underreplication.locks()
 
     async def none_missing(*_args):
         return set()
@@ -167,8 +168,12 @@ def test_an_open_ledger_in_its_grace_period_is_waiting_for_its_writer(store, mon
 
 
 def _snap(**kw):
+    """A Snapshot whose status nodes are given as the JSON documents the daemons write."""
     base = dict(now_ms=NOW, auditor="w1:3181", registered={"a:3181", "b:3181"}, cookies={"a:3181", "b:3181"})
     base.update(kw)
+    if isinstance(base.get("auditor_doc"), dict):
+        base["auditor_doc"] = AuditorStatus.from_json(base["auditor_doc"])
+    base["workers"] = {wid: WorkerStatus.from_json(doc) for wid, doc in base.get("workers", {}).items()}
     return R.Snapshot(**base)
 
 
@@ -252,14 +257,14 @@ def test_a_bookie_marked_at_once_stays_marked_at_the_next_audit(store):
     auditor.running = True
     auditor.delay = 60
     auditor.request_audit()
-    [lost] = auditor.status()["lost"]
-    assert lost["due"] == NOW + 60_000 and lost["named_by"] == 2 and store.underreplication.count() == 0
+    [lost] = auditor.status().lost
+    assert lost.due == NOW + 60_000 and lost.named_by == 2 and store.underreplication.count() == 0
     auditor.request_audit(force=True)  # trigger-audit, or decommission
     assert store.underreplication.count() == 2
     clock.advance(5)
     auditor.request_audit()  # a bookie registers or goes
-    [lost] = auditor.status()["lost"]
-    assert lost["due"] is None and lost["not_waited"] == "audit triggered"
+    [lost] = auditor.status().lost
+    assert lost.due is None and lost.not_waited == "audit triggered"
     for call in clock.getDelayedCalls():
         call.cancel()
 
@@ -355,7 +360,7 @@ def test_an_unexpected_error_on_one_ledger_does_not_stop_the_worker(store, monke
     store.underreplication.mark(5, ["c:3181"])
     w.start()
     assert not w._loop.called  # still looking for work
-    assert w.holds[5]["why"] == "failed" and "connection lost" in w.attempts[5][0]["reason"]
+    assert w.holds[5].why == "failed" and "connection lost" in (w.attempts[5][0].reason or "")
     store.underreplication.mark(6, ["c:3181"])
     clock.advance(1.0)
     assert store.underreplication.get(6) is None and calls == [5, 6]
@@ -392,13 +397,13 @@ def test_status_writes_go_one_at_a_time_and_the_last_one_is_the_current_status(s
     w.active[7] = NOW
     w._publish()  # the ledger is being re-replicated ...
     del w.active[7]
-    w.holds[7] = {"why": "grace", "since": NOW, "until": NOW + 600_000}
+    w.holds[7] = Hold("grace", NOW, NOW + 600_000)
     w._publish()  # ... and now waits for its writer: no second write while the first runs
     w._publish()
     assert len(client.calls) == 1
     client.finish(0)
     assert len(client.calls) == 1  # the two asks made one more write, of the status as it is now
-    assert client.calls[0][2][2]["active"] == {} and "7" in client.calls[0][2][2]["holds"]
+    assert client.calls[0][2][2].active == {} and 7 in client.calls[0][2][2].holds
     client.finish(0)
     assert client.calls == []
     doc = json.loads(store.underreplication.daemon_statuses()[f"{status.WORKERS}/w1:3181"])
@@ -424,4 +429,4 @@ def test_a_failed_attempts_hold_ends_exactly_the_grace_period_after_the_failure(
     store.underreplication.mark(3, ["c:3181"])
     mark, version = store.underreplication.acquire(w.lock_holder)
     assert _done(w.rereplicate(mark.ledger_id, version)) == "failed"
-    assert w.holds[3]["until"] - w.last_failure["at"] == 300_000 == w.holds[3]["until"] - w.holds[3]["since"]
+    assert w.holds[3].until - w.last_failure.at == 300_000 == w.holds[3].until - w.holds[3].since

@@ -54,7 +54,7 @@ from bkctl.wire.metadata.store import StoredValue, registered_bookies
 
 from .checker import bookies_missing_replicas
 from .lostentries import read_records
-from .status import StatusDoc
+from .status import AuditedBookie, AuditorStatus
 
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
@@ -519,29 +519,29 @@ class Auditor:
         if self.stats is not None:
             self.stats.audited(len(marks))
 
-    def status(self) -> StatusDoc:
+    def status(self) -> AuditorStatus:
         """What this auditor waits for, as ``bkctl autorecovery status`` shows it
         (times in ms since the epoch, by this host's clock)."""
         lost = []
         for bookie, since in sorted(self.lost_since.items()):
             due = self._lost_due.get(bookie)
             lost.append(
-                {
-                    "bookie_id": bookie,
-                    "lost_since": int(since * 1000),
-                    "due": None if due is None else int(due * 1000),
-                    "not_waited": self._at_once.get(bookie),
-                    "named_by": self._named_by.get(bookie),
-                }
+                AuditedBookie(
+                    bookie_id=bookie,
+                    lost_since=int(since * 1000),
+                    due=None if due is None else int(due * 1000),
+                    not_waited=self._at_once.get(bookie),
+                    named_by=self._named_by.get(bookie),
+                )
             )
-        return {
-            "auditor": self.auditor_id,
-            "updated": int(self.clock() * 1000),
-            "delay": self.delay,
-            "disabled": self._disabled,
-            "held_back": self._held_back,
-            "lost": lost,
-        }
+        return AuditorStatus(
+            auditor=self.auditor_id,
+            updated=int(self.clock() * 1000),
+            delay=self.delay,
+            disabled=self._disabled,
+            held_back=self._held_back,
+            lost=tuple(lost),
+        )
 
     def _publish(self) -> None:
         from . import status

@@ -53,7 +53,7 @@ from typing import Any
 
 from bkctl.wire.metadata.store import MetadataStore, UnderreplicatedMark, registered_bookies
 
-from .status import StatusDoc
+from .status import AuditedBookie, AuditorStatus, WorkerStatus
 
 __all__ = [
     "Attempt",
@@ -184,9 +184,9 @@ class Snapshot:
     #: the elected auditor's id (Java's or ours)
     auditor: str | None = None
     #: our auditor's status node, only while it is the elected auditor (else None)
-    auditor_doc: StatusDoc | None = None
+    auditor_doc: AuditorStatus | None = None
     #: worker id -> its status node (our running daemons)
-    workers: dict[str, StatusDoc] = field(default_factory=dict)
+    workers: dict[str, WorkerStatus] = field(default_factory=dict)
     #: ledger id -> :class:`~bkctl.wire.metadata.store.UnderreplicatedMark`
     marks: dict[int, UnderreplicatedMark] = field(default_factory=dict)
     #: ledger id -> the lock's content (ours: the worker's bookie id; Java's: its host name)
@@ -206,8 +206,8 @@ def read_snapshot(store: MetadataStore, now_ms: int, *, marks: bool = True) -> S
 
     daemons = read_daemon_status(store)
     auditor = store.auditor.current()
-    doc = daemons["auditor"]
-    if not isinstance(doc, dict) or doc.get("auditor") != auditor:
+    doc = daemons.auditor
+    if doc is not None and doc.auditor != auditor:
         doc = None  # a daemon that is no longer the auditor, or none of ours is
     return Snapshot(
         now_ms=now_ms,
@@ -215,7 +215,7 @@ def read_snapshot(store: MetadataStore, now_ms: int, *, marks: bool = True) -> S
         delay=store.underreplication.lost_bookie_recovery_delay(),
         auditor=auditor,
         auditor_doc=doc,
-        workers=dict(daemons["workers"]),
+        workers=dict(daemons.workers),
         marks={m.ledger_id: m for m in store.underreplication.marks()} if marks else {},
         locks=dict(store.underreplication.locks()),
         lock_ctimes=dict(store.underreplication.lock_ctimes()),
@@ -225,9 +225,8 @@ def read_snapshot(store: MetadataStore, now_ms: int, *, marks: bool = True) -> S
 
 
 # -- lost bookies ---------------------------------------------------------------------
-def _audited(snap: Snapshot) -> dict[str, StatusDoc]:
-    doc = snap.auditor_doc or {}
-    return {d["bookie_id"]: d for d in doc.get("lost", []) if isinstance(d, dict) and "bookie_id" in d}
+def _audited(snap: Snapshot) -> dict[str, AuditedBookie]:
+    return {} if snap.auditor_doc is None else {b.bookie_id: b for b in snap.auditor_doc.lost}
 
 
 def lost_bookies(snap: Snapshot) -> list[LostBookie]:
@@ -240,8 +239,9 @@ def lost_bookies(snap: Snapshot) -> list[LostBookie]:
         candidates |= in_marks - snap.registered
     rows = []
     for bookie in sorted(candidates):
-        d = audited.get(bookie, {})
-        due = d.get("due")
+        d = audited.get(bookie)
+        due = None if d is None else d.due
+        not_waited = None if d is None else d.not_waited
         cookie = bookie in snap.cookies
         if not cookie:
             why = "named by ledgers, no cookie" if bookie in audited else "named by under-replicated ledgers, no cookie"
@@ -249,18 +249,18 @@ def lost_bookies(snap: Snapshot) -> list[LostBookie]:
             why = "has a cookie, not registered; no ledger names it"
         else:
             why = "has a cookie, not registered"
-        marked = bool(d.get("not_waited")) or (due is not None and due <= snap.now_ms)
+        marked = bool(not_waited) or (due is not None and due <= snap.now_ms)
         rows.append(
             LostBookie(
                 bookie_id=bookie,
                 cookie=cookie,
-                named_by=d.get("named_by"),
+                named_by=None if d is None else d.named_by,
                 under_replicated=sum(1 for m in snap.marks.values() if bookie in m.replicas),
                 marked=marked,
-                lost_since=d.get("lost_since"),
+                lost_since=None if d is None else d.lost_since,
                 due=due,
                 due_in=None if due is None else max(0.0, round((due - snap.now_ms) / 1000.0, 1)),
-                not_waited=d.get("not_waited"),
+                not_waited=not_waited,
                 seen_by_auditor=bookie in audited,
                 why=why,
             )
@@ -272,31 +272,28 @@ def lost_bookies(snap: Snapshot) -> list[LostBookie]:
 def _attempts(snap: Snapshot, ledger_id: int) -> tuple[Attempt, ...]:
     out = []
     for worker_id, doc in snap.workers.items():
-        for a in (doc.get("attempts") or {}).get(str(ledger_id), []):
-            if isinstance(a, dict):
-                worker = doc.get("worker") or worker_id
-                out.append(Attempt(worker, a.get("reason"), a.get("cause"), a.get("at"), a.get("retry_at")))
-        failure = doc.get("last_failure")  # a daemon of before the attempts were kept
-        if "attempts" not in doc and isinstance(failure, dict) and failure.get("ledger_id") == ledger_id:
-            worker = doc.get("worker") or worker_id
-            out.append(Attempt(worker, failure.get("reason"), None, failure.get("at"), None, has_cause=False))
+        worker = doc.worker or worker_id
+        for a in (doc.attempts or {}).get(ledger_id, ()):
+            out.append(Attempt(worker, a.reason, a.cause, a.at, a.retry_at))
+        failure = doc.last_failure  # a daemon of before the attempts were kept
+        if doc.attempts is None and failure is not None and failure.ledger_id == ledger_id:
+            out.append(Attempt(worker, failure.reason, None, failure.at, None, has_cause=False))
     return tuple(sorted(out, key=lambda a: a.at or 0))
 
 
-def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | None, StatusDoc | None]:
+def _holder(snap: Snapshot, ledger_id: int, lock: str | None) -> tuple[str | None, WorkerStatus | None]:
     """(worker id, its status node) of our worker holding the ledger's lock."""
-    key = str(ledger_id)
     for worker_id, doc in snap.workers.items():
         if (
-            key in (doc.get("active") or {})
-            or key in (doc.get("holds") or {})
-            or doc.get("current") == ledger_id
-            or ledger_id in (doc.get("held") or [])
+            ledger_id in doc.active
+            or ledger_id in (doc.holds or {})
+            or doc.current == ledger_id
+            or ledger_id in doc.held
         ):
-            return doc.get("worker") or worker_id, doc
+            return doc.worker or worker_id, doc
     for worker_id, doc in snap.workers.items():
-        if lock is not None and lock in (worker_id, doc.get("worker")):
-            return doc.get("worker") or worker_id, doc
+        if lock is not None and lock in (worker_id, doc.worker):
+            return doc.worker or worker_id, doc
     return (lock if _is_bookie_id(lock) else None), None
 
 
@@ -336,16 +333,15 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
 
     if ledger_id in snap.locks:
         worker, doc = _holder(snap, ledger_id, lock)
-        key = str(ledger_id)
-        hold = (doc or {}).get("holds", {}).get(key) if doc else None
         if doc is None:
             return row(LedgerRepairState.LOCKED, worker, since=snap.lock_ctimes.get(ledger_id))
-        if key in (doc.get("active") or {}):
-            return row(LedgerRepairState.REREPLICATING, worker, since=doc["active"][key])
-        if isinstance(hold, dict):
-            state = LedgerRepairState.WAITING_GRACE if hold.get("why") == "grace" else LedgerRepairState.HELD_FAILED
-            return row(state, worker, since=hold.get("since"), until=hold.get("until"))
-        if "holds" not in doc and ledger_id in (doc.get("held") or []) and attempts:
+        if ledger_id in doc.active:
+            return row(LedgerRepairState.REREPLICATING, worker, since=doc.active[ledger_id])
+        hold = (doc.holds or {}).get(ledger_id)
+        if hold is not None:
+            state = LedgerRepairState.WAITING_GRACE if hold.why == "grace" else LedgerRepairState.HELD_FAILED
+            return row(state, worker, since=hold.since, until=hold.until)
+        if doc.holds is None and ledger_id in doc.held and attempts:
             return row(LedgerRepairState.HELD_FAILED, worker)  # a daemon of before holds were kept
         # just taken: its status node says so a moment later
         return row(LedgerRepairState.REREPLICATING, worker, since=snap.lock_ctimes.get(ledger_id))
@@ -354,9 +350,9 @@ def ledger_state(snap: Snapshot, ledger_id: int, bookies: Iterable[str] = ()) ->
         return row(LedgerRepairState.WAITING_WORKER if snap.enabled else LedgerRepairState.HELD_DISABLED, note=note)
     done: LedgerRepair | None = None
     for doc in snap.workers.values():
-        for d in doc.get("done") or []:
-            if isinstance(d, dict) and d.get("ledger_id") == ledger_id:
-                done = row(LedgerRepairState.DONE, doc.get("worker"), since=d.get("at"))
+        for d in doc.done:
+            if d.ledger_id == ledger_id:
+                done = row(LedgerRepairState.DONE, doc.worker, since=d.at)
     if done is not None:
         return done
     lost = _named_lost(snap, bookies)

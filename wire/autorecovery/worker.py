@@ -73,7 +73,7 @@ from bkctl.wire.metadata.store import registered_bookies
 
 from .checker import bookies_missing_replicas, marked_copies_lacking
 from .lostentries import lost_entry_ids, record_lost
-from .status import StatusDoc
+from .status import FailedAttempt, FinishedRepair, Hold, WorkerFailure, WorkerStatus
 
 if TYPE_CHECKING:
     from bkctl.wire.client.bookkeeper import BookKeeperClient
@@ -111,8 +111,8 @@ class ReplicationWorker:
     ):
         #: the daemon's id (its bookie id): in its status node (:mod:`.status`) and its locks
         self.worker_id = worker_id
-        #: the last re-replication that failed: ledger_id, reason, at (ms), lock_kept (s)
-        self.last_failure: StatusDoc | None = None
+        #: the last re-replication that failed
+        self.last_failure: WorkerFailure | None = None
         self.client = client
         self.store = client.store
         self.config = config
@@ -123,12 +123,12 @@ class ReplicationWorker:
         self.running = False
         #: ledgers whose lock this worker keeps for a while (grace periods): their timers
         self.held: dict[int, DelayedCall] = {}
-        #: why each held ledger is held: {"why": "grace" or "failed", "since", "until"} (ms)
-        self.holds: dict[int, StatusDoc] = {}
-        #: ledger id -> its failed attempts here, oldest first: {"reason", "at", "retry_at"} (ms)
-        self.attempts: dict[int, list[StatusDoc]] = {}
-        #: the ledgers finished lately, oldest first: {"ledger_id", "at", "result"}
-        self.done: list[StatusDoc] = []
+        #: why each held ledger is held: "grace" or "failed", since and until when
+        self.holds: dict[int, Hold] = {}
+        #: ledger id -> its failed attempts here, oldest first
+        self.attempts: dict[int, list[FailedAttempt]] = {}
+        #: the ledgers finished lately, oldest first
+        self.done: list[FinishedRepair] = []
         #: held ledger -> the bookies registered when it was held, and its mark's version
         self._registered_at_hold: dict[int, set[str]] = {}
         self._held_version: dict[int, int] = {}
@@ -161,20 +161,20 @@ class ReplicationWorker:
     def _now_ms(self) -> int:
         return int(self.reactor.seconds() * 1000)
 
-    def status(self) -> StatusDoc:
+    def status(self) -> WorkerStatus:
         """This worker as its status node keeps it (:mod:`.repairstate` reads it)."""
-        return {
-            "worker": self.lock_holder,
-            "host": self.hostname,
-            "current": self.current,
-            "active": {str(lid): since for lid, since in sorted(self.active.items())},
-            "held": sorted(self.held),
-            "holds": {str(lid): dict(h) for lid, h in sorted(self.holds.items())},
-            "attempts": {str(lid): list(a) for lid, a in sorted(self.attempts.items())},
-            "done": list(self.done),
-            "last_failure": self.last_failure,
-            "updated": self._now_ms(),
-        }
+        return WorkerStatus(
+            worker=self.lock_holder,
+            host=self.hostname,
+            current=self.current,
+            active=dict(self.active),
+            held=tuple(sorted(self.held)),
+            holds=dict(self.holds),
+            attempts={lid: tuple(a) for lid, a in self.attempts.items()},
+            done=tuple(self.done),
+            last_failure=self.last_failure,
+            updated=self._now_ms(),
+        )
 
     def _publish(self) -> None:
         """Write this worker's status node, one write at a time: writes handed to the
@@ -291,9 +291,7 @@ class ReplicationWorker:
             lost_now = self._lost_now.pop(ledger_id, 0)
         if result not in ("waiting", "failed"):
             self.attempts.pop(ledger_id, None)
-            done: StatusDoc = {"ledger_id": ledger_id, "at": self._now_ms(), "result": result}
-            if lost_now:
-                done["lost_entries"] = lost_now
+            done = FinishedRepair(ledger_id, self._now_ms(), result, lost_now or None)
             self.done = (self.done + [done])[-self.DONE_KEPT :]
         return result
 
@@ -407,7 +405,7 @@ class ReplicationWorker:
         re-replicated, with the failure that ended it)."""
         now = self._now_ms() if since is None else since
         self.held[ledger_id] = self.reactor.callLater(seconds, fn, *args)
-        self.holds[ledger_id] = {"why": why, "since": now, "until": now + int(seconds * 1000)}
+        self.holds[ledger_id] = Hold(why, now, now + int(seconds * 1000))
 
     def _unhold(self, ledger_id: int) -> None:
         call = self.held.pop(ledger_id, None)
@@ -447,7 +445,8 @@ class ReplicationWorker:
             new = registered - before
             if not new:
                 continue
-            why = self.holds.get(ledger_id, {}).get("why")
+            hold = self.holds.get(ledger_id)
+            why = None if hold is None else hold.why
             log.info(
                 "ledger %d: %s registered since it was held (%s): looking at it again now",
                 ledger_id,
@@ -496,11 +495,8 @@ class ReplicationWorker:
             "ledger %d: re-replication failed (%s); keeping its lock %gs before letting go", ledger_id, why, grace
         )
         now = self._now_ms()
-        self.last_failure = {"ledger_id": ledger_id, "reason": why, "at": now, "lock_kept": kept}
-        attempt = {"reason": why[: self.REASON_CHARS], "at": now, "retry_at": now + int(kept * 1000)}
-        if cause is not None:
-            attempt["cause"] = cause
-        self._record_attempt(ledger_id, attempt)
+        self.last_failure = WorkerFailure(ledger_id, why, now, kept)
+        self._record_attempt(ledger_id, FailedAttempt(why[: self.REASON_CHARS], now, now + int(kept * 1000), cause))
         if self.stats is not None:
             self.stats.failures += 1
         if kept:
@@ -517,7 +513,7 @@ class ReplicationWorker:
         except Exception:  # noqa: BLE001 - ZooKeeper trouble: any bookie seen later counts as new
             return set()
 
-    def _record_attempt(self, ledger_id: int, attempt: StatusDoc) -> None:
+    def _record_attempt(self, ledger_id: int, attempt: FailedAttempt) -> None:
         attempts = self.attempts.pop(ledger_id, [])
         self.attempts[ledger_id] = (attempts + [attempt])[-self.ATTEMPTS_PER_LEDGER :]
         while len(self.attempts) > self.LEDGERS_WITH_ATTEMPTS:  # the ledger failed longest ago goes
