@@ -120,6 +120,7 @@ def test_a_partial_or_unreadable_node_is_read_as_far_as_it_goes(raw):
     if not isinstance(doc, dict):
         assert read.auditor is None and read.workers == {}
         return
+    assert (read.auditor is None) == (doc == {})  # an empty node is no status, as before
     worker = read.workers["w1:3181"]
     assert all(isinstance(lid, int) for lid in worker.active) and all(isinstance(lid, int) for lid in worker.held)
     assert worker.worker is None or isinstance(worker.worker, str)

@@ -156,8 +156,9 @@ class AuditorStatus:
 
     @classmethod
     def from_json(cls, doc: object) -> AuditorStatus | None:
-        """None when ``doc`` is not a JSON object."""
-        if not isinstance(doc, dict):
+        """None when ``doc`` is not a JSON object, or an empty one (no status, as the
+        readers of before took it)."""
+        if not isinstance(doc, dict) or not doc:
             return None
         lost = (AuditedBookie.from_json(b) for b in _list(doc.get("lost")))
         return cls(
