@@ -43,8 +43,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from crc32c import crc32c
-
+from ..codecs import checksums
 from ..errors import ArchiveDamaged
 from ..objects import ByteStream
 
@@ -181,6 +180,7 @@ def py_archive_parts(batch: list[tuple[int, bytes]], expected: int) -> tuple[lis
     parts: list[bytes] = []
     append = parts.append
     pack = _ENTRY.pack
+    crc32c = checksums.crc32c_function()  # (the package imported by the first batch: not by the C twin's)
     size = 0
     for entry_id, payload in batch:
         if entry_id != expected:
@@ -276,7 +276,7 @@ class DataWriter:
     def add(self, entry_id: int, payload: bytes) -> None:
         if entry_id != self.entries:
             raise ValueError(f"entry {entry_id} out of order (expected {self.entries})")
-        head = _ENTRY.pack(entry_id, len(payload), crc32c(payload))
+        head = _ENTRY.pack(entry_id, len(payload), checksums.crc32c(payload))
         self._emit([head, payload])  # the payload hashed through its CRC32C, in the head
         self.sha.update(head)
         self.size += len(head) + len(payload)
@@ -321,6 +321,7 @@ def read_data(f: ByteStream, ledger_id: int, expect_sha256: str | None = None) -
     expected = 0
     head_size = _ENTRY.size
     unpack = _ENTRY.unpack_from
+    crc32c = checksums.crc32c_function()
     while True:
         if len(buf) - pos < head_size and not have(head_size):
             if pos == len(buf):
