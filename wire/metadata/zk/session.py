@@ -254,8 +254,11 @@ class ZKSession:
             if failed is not None:
                 raise self.auth_error(failed) from None
             raise ZKUnavailable(f"cannot connect to ZooKeeper at {self.hosts}: {exc}") from None
-        except BaseException:  # Ctrl-C while connecting: stop kazoo's retrying thread too
-            self._shutdown_client(zk)
+        except BaseException:  # Ctrl-C while connecting: stop kazoo's retrying thread too...
+            # ...without waiting for it: stop() joins kazoo's connection thread, which an attempt
+            # at a server that takes the connection and never answers (stopped, hung) holds until
+            # its read times out, 10 s or the session timeout; Ctrl-C ends the command now
+            threading.Thread(target=self._shutdown_client, args=(zk,), name="zkstore-stop", daemon=True).start()
             raise
         self._zk = zk
         self._closing = False
