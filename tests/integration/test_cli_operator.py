@@ -24,6 +24,7 @@ from tests.support.cli import REPO as ROOT
 from tests.support.cli import one_line_error as failed
 from tests.support.cli import run_bkctl as run
 from tests.support.ledgers import ENSEMBLE, make_ledgers
+from tests.support.ports import Silent
 from tests.support.terminal import Terminal, bkctl_env, complete, ended
 
 
@@ -146,21 +147,17 @@ def test_a_reader_that_leaves_early_is_not_an_error(bookie_cluster, metadata_uri
 
 
 def test_ctrl_c_while_zookeeper_connects_exits_130(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nobody listens on: kazoo keeps retrying
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    child = pexpect.spawn(
-        BKCTL[0],
-        [*BKCTL[1:], "-m", f"zk+hierarchical://127.0.0.1:{port}/ledgers", "ledger", "list"],
-        env=bkctl_env(tmp_path),
-        cwd=str(ROOT),
-        timeout=30,
-    )
-    child.expect(pexpect.TIMEOUT, timeout=2)  # connecting
-    child.sendintr()
-    child.expect(pexpect.EOF, timeout=8)  # before the 10 s connection timeout
+    with Silent() as silent:  # a ZooKeeper that never answers: kazoo waits for it
+        child = pexpect.spawn(
+            BKCTL[0],
+            [*BKCTL[1:], "-m", f"zk+hierarchical://{silent.address}/ledgers", "ledger", "list"],
+            env=bkctl_env(tmp_path),
+            cwd=str(ROOT),
+            timeout=30,
+        )
+        silent.wait_for_caller()  # connecting (a Ctrl-C before it would stop Python starting up)
+        child.sendintr()
+        child.expect(pexpect.EOF, timeout=8)  # before the 10 s connection timeout
     assert ended(child).exitstatus == 130, (child.exitstatus, child.before)
     assert b"aborted" in child.before
 

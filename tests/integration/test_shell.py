@@ -22,6 +22,7 @@ from bkctl.wire import fastpath
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import REPO
 from tests.support.ledgers import ENSEMBLE, make_ledgers
+from tests.support.ports import Silent
 from tests.support.terminal import Terminal, bkctl_env, complete, ended
 
 pytestmark = pytest.mark.integration
@@ -120,19 +121,19 @@ def test_ledger_id_completes_and_command_prints_a_table(start_shell, metadata_ur
 
 
 def test_ctrl_c_cancels_a_long_command_and_keeps_the_session(start_shell, metadata_uri, zkstore):
-    from bkctl.sandbox.zookeeper import free_port
-
     make_ledgers(zkstore, [4999])
     term = start_shell(metadata_uri)
     term.line("ledger show 4999")  # the session's ZooKeeper session is open...
     term.expect(r"ledger\s+4999")
-    # ...and a command waits for a ZooKeeper that is not there (up to its 10 s connection timeout)
-    term.line(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list")
-    term.settle(1.0)
-    before = term.mark
-    term.send("\x03")
-    term.expect("bkctl: aborted")
-    term.expect(r"bkctl>")
+    # ...and a command waits for a ZooKeeper that does not answer (up to its 10 s connection
+    # timeout); Ctrl-C once it is connecting, not while the shell may still be taking the line
+    with Silent() as silent:
+        term.line(f"-m zk+hierarchical://{silent.address}/ledgers ledger list")
+        term.wait_until(silent.called, "the command connecting to ZooKeeper")
+        before = term.mark
+        term.send("\x03")
+        term.expect("bkctl: aborted")
+        term.expect(r"bkctl>")
     assert "error" not in term.text[before : term.mark]  # Ctrl-C ended it, not the connection timeout
     term.line("ledger show 4999")  # the session goes on, on the same cluster
     term.expect(r"ledger\s+4999")
@@ -323,23 +324,23 @@ def test_script_mode_all_good_exits_0(tmp_path, metadata_uri):
 def test_script_mode_stops_on_ctrl_c(tmp_path, metadata_uri):
     import signal
 
-    from bkctl.sandbox.zookeeper import free_port
-
     require_shell_command()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bkctl", "shell", "-m", metadata_uri],
-        text=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=bkctl_env(tmp_path),
-    )
-    proc.stdin.write(f"-m zk+hierarchical://127.0.0.1:{free_port()}/ledgers ledger list\nautorecovery status\n")
-    proc.stdin.close()
-    proc.stdin = None  # (communicate() would flush it)
-    time.sleep(2.0)  # waiting for a ZooKeeper that is not there
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    with Silent() as silent:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bkctl", "shell", "-m", metadata_uri],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=bkctl_env(tmp_path),
+        )
+        proc.stdin.write(f"-m zk+hierarchical://{silent.address}/ledgers ledger list\nautorecovery status\n")
+        proc.stdin.close()
+        proc.stdin = None  # (communicate() would flush it)
+        # waiting for a ZooKeeper that does not answer: the script is running its first line
+        silent.wait_for_caller()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "aborted" in err and "autorecovery" not in out
 

@@ -75,3 +75,50 @@ def held(port: int):
         yield
     finally:
         squatter.close()
+
+
+class Silent:
+    """A peer on 127.0.0.1 that takes every connection and never says a word, as a ZooKeeper
+    stopped dead would: a client connecting to it waits for its own timeout.  Unlike a port
+    nobody listens on, it tells the test that a process has got as far as connecting
+    (:meth:`called`), the moment to interrupt it: a signal sent after a fixed sleep instead
+    reaches a process still starting on a loaded machine, before its handlers are in place."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", self.port))
+        self._listener.listen(16)
+        self._callers: list[socket.socket] = []  # held open, unanswered, until close()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def called(self, timeout: float = 0.0) -> bool:
+        """Whether a connection has come (waiting up to ``timeout`` seconds for the first one)."""
+        if self._callers:
+            return True
+        self._listener.settimeout(timeout if timeout > 0 else 0.0)
+        try:
+            caller, _ = self._listener.accept()
+        except (BlockingIOError, TimeoutError):
+            return False
+        self._callers.append(caller)
+        return True
+
+    def wait_for_caller(self, timeout: float = 60.0) -> None:
+        """Return once something has connected; ``timeout`` is a hang guard."""
+        if not self.called(timeout):
+            raise AssertionError(f"nothing connected to {self.address} within {timeout:g} s")
+
+    def close(self) -> None:
+        for caller in self._callers:
+            caller.close()
+        self._listener.close()
+
+    def __enter__(self) -> Silent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

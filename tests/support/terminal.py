@@ -182,6 +182,11 @@ class Terminal:
                 raise AssertionError(f"{what} did not appear ({state}); the terminal shows:\n{show()}")
             self.pump()
 
+    def wait_until(self, predicate, what: str, timeout: float = 60.0):
+        """Pump the terminal until ``predicate()`` is true (something outside it, such as a
+        connection the program makes) and return that; ``timeout`` is a hang guard."""
+        return self._wait(predicate, what, lambda: self.text[self.mark :][-3000:], timeout)
+
     def expect(self, pattern: str, timeout: float = 60.0) -> re.Match:
         """Wait for ``pattern`` in the output that came after the last match."""
         rx = re.compile(pattern)
