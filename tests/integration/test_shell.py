@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pexpect
@@ -225,9 +224,7 @@ def test_long_output_goes_through_the_pager(start_shell, metadata_uri, zkstore, 
     term = start_shell(metadata_uri, env=env, rows=20)
     term.line("ledger list")
     term.expect(r"bkctl>")
-    deadline = time.monotonic() + 10
-    while not (paged.exists() and len(paged.read_text().split()) == 100) and time.monotonic() < deadline:
-        term.settle(0.1)
+    term.wait_until(lambda: paged.exists() and len(paged.read_text().split()) == 100, f"100 lines in {paged}")
     assert paged.read_text().split() == [str(i) for i in range(100)]
     term.line("ledger show 5")  # short: straight to the terminal
     term.expect(r"ledger\s+5\b")
@@ -394,8 +391,13 @@ def test_top_runs_full_screen_from_the_shell_and_q_or_ctrl_c_comes_back(start_sh
         first = clock.search(term.screen.display())
         assert first, term.screen.display()
         first = first.group(1)
-        term.settle(1.5)  # redrawn: its clock moves (a frozen frame in a pager would not)
-        assert clock.search(term.screen.display()).group(1) != first, term.screen.display()
+        # redrawn: its clock moves (a frozen frame in a pager would not)
+        term.wait_until(
+            lambda clock=clock, first=first: (
+                (moved := clock.search(term.screen.display())) is not None and moved.group(1) != first
+            ),
+            f"the view's clock past {first}",
+        )
         term.send(leave)
         term.expect(r"bkctl>")
     term.line("ledger list")

@@ -184,8 +184,9 @@ class Terminal:
 
     def wait_until(self, predicate, what: str, timeout: float = 60.0):
         """Pump the terminal until ``predicate()`` is true (something outside it, such as a
-        connection the program makes) and return that; ``timeout`` is a hang guard."""
-        return self._wait(predicate, what, lambda: self.text[self.mark :][-3000:], timeout)
+        connection the program makes, or a change on the screen) and return that; ``timeout`` is
+        a hang guard."""
+        return self._wait(predicate, what, self.screen.display, timeout)
 
     def expect(self, pattern: str, timeout: float = 60.0) -> re.Match:
         """Wait for ``pattern`` in the output that came after the last match."""
