@@ -73,15 +73,10 @@ def zookeeper(tmp_path_factory):
 @pytest.fixture(scope="session")
 def zk_client(zookeeper):
     """A raw kazoo client on the session server, for looking at znodes directly."""
-    from kazoo.client import KazooClient
+    from tests.support.kazoo_client import kazoo_client
 
-    client = KazooClient(hosts=zookeeper.connect_string, timeout=10)
-    client.start(timeout=20)
-    try:
+    with kazoo_client(zookeeper.connect_string) as client:
         yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture

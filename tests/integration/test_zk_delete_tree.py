@@ -8,13 +8,9 @@ failure, and one line and exit 5 from ``cluster nuke``.  Run with the fast paths
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -22,6 +18,8 @@ from kazoo.client import KazooClient
 from bkctl.wire import fastpath
 from bkctl.wire.metadata.errors import MetadataStoreError, ZKUnavailable
 from bkctl.wire.metadata.zk.session import ZKSession
+from tests.support.cli import bkctl_stopping_zookeeper
+from tests.support.kazoo_client import kazoo_client
 
 
 def _plant(client: KazooClient, top: str, parents: int, leaves: int) -> int:
@@ -38,17 +36,6 @@ def _plant(client: KazooClient, top: str, parents: int, leaves: int) -> int:
     return made
 
 
-@contextlib.contextmanager
-def _client(server) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=server.connect_string, timeout=20)
-    client.start(timeout=20)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
-
-
 def _count(client: KazooClient, path: str) -> int:
     if client.exists(path) is None:
         return 0
@@ -63,18 +50,15 @@ def test_a_tree_of_thousands_of_znodes_is_deleted_whole_and_nothing_beside_it(
     top, beside = zk_namespace, f"{zk_namespace}x"
     total = _plant(zk_client, top, parents=3, leaves=1000)
     zk_client.create(f"{beside}/keep", b"k", makepath=True)
-    other = KazooClient(hosts=zookeeper.connect_string)
-    other.start(timeout=20)
     try:
-        other.create(f"{top}/ledgers/available/b0", b"", ephemeral=True, makepath=True)
-        total += 2
-        assert zk_session.delete_tree(top) == total
-        assert zk_client.exists(top) is None
-        assert zk_client.get(f"{beside}/keep")[0] == b"k"
-        assert zk_session.delete_tree(top) == 0  # gone already
+        with kazoo_client(zookeeper.connect_string) as other:
+            other.create(f"{top}/ledgers/available/b0", b"", ephemeral=True, makepath=True)
+            total += 2
+            assert zk_session.delete_tree(top) == total
+            assert zk_client.exists(top) is None
+            assert zk_client.get(f"{beside}/keep")[0] == b"k"
+            assert zk_session.delete_tree(top) == 0  # gone already
     finally:
-        other.stop()
-        other.close()
         zk_client.delete(beside, recursive=True)
 
 
@@ -137,7 +121,7 @@ def test_a_zookeeper_stopped_mid_delete_is_unavailable_with_how_far_it_got(own_z
     of what was left are all there; a new session deletes the rest."""
     server, _ = own_zookeeper
     top = "/tree"
-    with _client(server) as client:
+    with kazoo_client(server.connect_string, timeout=20) as client:
         total = _plant(client, top, parents=3, leaves=700)
         with ZKSession(server.connect_string, "/", timeout=2, twins=fastpath.selected()) as session:
             kazoo = session.client
@@ -173,44 +157,21 @@ def test_a_zookeeper_stopped_mid_delete_is_unavailable_with_how_far_it_got(own_z
 
 def test_cluster_nuke_says_zookeeper_went_away_in_one_line_and_exits_5(own_zookeeper):
     server, uri = own_zookeeper
-    with _client(server) as client:
+    with kazoo_client(server.connect_string, timeout=20) as client:
         _plant(client, "", parents=1, leaves=2000)  # /ledgers/00/0000/L0000..
-        script = (
-            "import os, signal, sys\n"
+        stop_at_the_700th_delete = (
             "from kazoo.client import KazooClient\n"
-            "from bkctl.cli import main\n"
-            "real = KazooClient.delete_async\n"
-            "zookeeper, sent = int(sys.argv[1]), [0]\n"
+            "real, sent = KazooClient.delete_async, [0]\n"
             "def deleting(self, path, version=-1):\n"
             "    sent[0] += 1\n"
             "    if sent[0] == 700:\n"
-            "        os.kill(zookeeper, signal.SIGSTOP)\n"
+            "        stop_zookeeper()\n"
             "    return real(self, path, version)\n"
-            "KazooClient.delete_async = deleting\n"
-            "sys.argv = ['bkctl'] + sys.argv[2:]\n"
-            "main()\n"
+            "KazooClient.delete_async = deleting"
         )
-        try:
-            stopped = subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    script,
-                    str(server.pid),
-                    "-m",
-                    uri,
-                    "--timeout",
-                    "2",
-                    "cluster",
-                    "nuke",
-                    "--force",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        finally:
-            os.kill(server.pid, signal.SIGCONT)
+        stopped = bkctl_stopping_zookeeper(
+            server.pid, stop_at_the_700th_delete, "-m", uri, "--timeout", "2", "cluster", "nuke", "--force"
+        )
         assert stopped.returncode == 5, stopped.stderr
         assert stopped.stderr.count("\n") == 1, stopped.stderr
         assert "unavailable" in stopped.stderr and "znodes below it deleted" in stopped.stderr

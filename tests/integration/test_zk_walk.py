@@ -21,6 +21,7 @@ from bkctl.wire.metadata.layout import LedgerLayout
 from bkctl.wire.metadata.ledger import LedgerMetadata, serialize_ledger_metadata
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from bkctl.wire.metadata.zk.scan import ZnodeScanner
+from tests.support.cli import bkctl_stopping_zookeeper
 from tests.support.interrupts import die_with_parent
 
 pytestmark = pytest.mark.xdist_group("zk_walk")
@@ -182,42 +183,27 @@ def test_the_cli_says_zookeeper_went_away_in_one_line_and_exits_5(own_zookeeper)
     assert ok.stderr == ""  # a pipe: no progress
     listed = [line.split()[0] for line in ok.stdout.splitlines()[1:-1]]
     assert listed == [str(i) for i in range(5, N + 2, 5)]  # only the ledgers on that bookie
-    script = (
-        "import os, signal, sys\n"
-        "from bkctl.cli import main\n"
+    stop_as_the_walk_begins = (
         "import bkctl.wire.metadata.zk.scan as scan\n"
         "real = scan.ZnodeScanner.get_many\n"
-        "zookeeper = int(sys.argv[1])\n"
         "def stalled(self, paths):\n"
-        "    os.kill(zookeeper, signal.SIGSTOP)\n"
+        "    stop_zookeeper()\n"
         "    yield from real(self, paths)\n"
-        "scan.ZnodeScanner.get_many = stalled\n"
-        "sys.argv = ['bkctl'] + sys.argv[2:]\n"
-        "main()\n"
+        "scan.ZnodeScanner.get_many = stalled"
     )
-    try:
-        stopped = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                script,
-                str(own_zookeeper.pid),
-                "-m",
-                uri,
-                "--timeout",
-                "2",
-                "--json",
-                "ledger",
-                "list",
-                "--state",
-                "open",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        os.kill(own_zookeeper.pid, signal.SIGCONT)
+    stopped = bkctl_stopping_zookeeper(
+        own_zookeeper.pid,
+        stop_as_the_walk_begins,
+        "-m",
+        uri,
+        "--timeout",
+        "2",
+        "--json",
+        "ledger",
+        "list",
+        "--state",
+        "open",
+    )
     assert stopped.returncode == 5, stopped.stderr
     assert stopped.stderr.count("\n") == 1 and "unavailable" in stopped.stderr
     assert "Traceback" not in stopped.stderr

@@ -13,6 +13,7 @@ import io
 import json
 import locale
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -127,6 +128,28 @@ def bkctl_bytes(
 ) -> subprocess.CompletedProcess:
     """:func:`bkctl` with stdin, stdout and stderr as bytes."""
     return run_bkctl(env_for(uri, **(env or {})), *args, stdin=stdin, timeout=timeout, text=False)
+
+
+def bkctl_stopping_zookeeper(zookeeper_pid: int, when: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``bkctl ARGS`` (text) in a fresh process where *when* -- Python run before bkctl's
+    ``main``, with ``stop_zookeeper()`` defined: a method patched to call it at the moment the
+    test chose -- stops ZooKeeper (SIGSTOP) mid-command; ZooKeeper is continued (SIGCONT)
+    however the run ends."""
+    script = (
+        "import os, signal, sys\n"
+        "def stop_zookeeper():\n"
+        f"    os.kill({int(zookeeper_pid)}, signal.SIGSTOP)\n"
+        f"{when}\n"
+        "from bkctl.cli import main\n"
+        "sys.argv = ['bkctl'] + sys.argv[1:]\n"
+        "main()\n"
+    )
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout
+        )
+    finally:
+        os.kill(zookeeper_pid, signal.SIGCONT)
 
 
 def _text(data) -> str:
