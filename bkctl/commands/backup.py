@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from ..completers import complete_topic
 from ..exitcodes import FAILED, PARTIAL, USAGE, CommandError
 from ..render import emit, emit_rows, human_size, plural
 from . import pass_app
+
+if TYPE_CHECKING:
+    from ..backup.inspect import BackupShown, DamagedBackup, ListedBackup, VerifyReport
 
 ARCHIVE_HELP = "The archive: a local directory or s3://bucket/prefix."
 
@@ -97,28 +101,26 @@ def backup(
     elif action == "show":
         from ..backup.inspect import show_backup
 
-        doc = show_backup(storage, backup_id)
-        count = doc["ledgers"]  # the summary's count (the lines follow, read as they are printed)
-        doc["ledgers"] = doc.pop("lines")
+        shown = show_backup(storage, backup_id)
         try:
             if app.json:
-                _stream_json(doc)
+                _stream_json(shown.to_json())
             else:
-                _print_show(app, doc, count)
+                _print_show(app, shown)
         except _damaged() as exc:  # (a chunk changed since show_backup read it)
             raise CommandError(str(exc), FAILED) from None
     else:
         from ..backup.inspect import expected_bytes, verify_archive
 
         with app.progress(expected_bytes(storage, backup_id), "verifying") as bar:
-            doc = verify_archive(storage, backup_id, parallel=parallel, advance=bar.advance)
-        emit(app, doc, lambda: _print_verify(app, doc))
-        if not doc["ok"]:
-            raise CommandError(f"{len(doc['problems'])} problems in {archive}", FAILED)
+            report = verify_archive(storage, backup_id, parallel=parallel, advance=bar.advance)
+        emit(app, report, lambda: _print_verify(app, report))
+        if not report.ok:
+            raise CommandError(f"{len(report.problems)} problems in {archive}", FAILED)
 
 
 def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> None:
-    from ..backup.inspect import noted
+    from ..backup.inspect import noted, unreadable
     from ..backup.take import Selection, take_backup
 
     storage = _storage(app, to, s3_endpoint)
@@ -137,7 +139,7 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
     counts = manifest.note_counts()
     # the notes read back a chunk at a time as they are written, never held as lists
     doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": noted(storage, manifest, "missing")}
-    doc["unreadable"] = noted(storage, manifest, "unreadable")
+    doc["unreadable"] = unreadable(storage, manifest)
     doc["seconds"] = (manifest.finished - manifest.started) / 1000
     doc["deleted"] = {"ledgers": noted(storage, manifest, "deleted"), "topics": manifest.deleted.get("topics", [])}
     if app.json:
@@ -151,10 +153,10 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
         )
     if counts["unreadable"]:
         named: list[str] = []
-        for u in noted(storage, manifest, "unreadable"):
-            app.err_console.print(f"bkctl: ledger {u['ledger_id']} not backed up: {u['error']}", highlight=False)
+        for u in unreadable(storage, manifest):
+            app.err_console.print(f"bkctl: ledger {u.ledger_id} not backed up: {u.error}", highlight=False)
             if len(named) < _NAMED:
-                named.append(str(u["ledger_id"]))
+                named.append(str(u.ledger_id))
         more = counts["unreadable"] - len(named)
         ids = ", ".join(named) + (f" and {more} more: backup show {to} --backup {manifest.id}" if more else "")
         raise CommandError(
@@ -168,17 +170,20 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
 _NAMED = 20
 
 
-def _print_list(app: App, rows: list[dict]) -> None:
+def _print_list(app: App, rows: list[ListedBackup | DamagedBackup]) -> None:
+    from ..backup.inspect import DamagedBackup
+
     if not rows:
         app.console.print("no backups")
-    for r in rows:
-        if r["damaged"]:
-            app.console.print(f"{r['id']}  DAMAGED: {r['damaged']}", highlight=False)
+    for row in rows:
+        if isinstance(row, DamagedBackup):
+            app.console.print(f"{row.id}  DAMAGED: {row.damaged}", highlight=False)
             continue
+        r = row.summary
         app.console.print(
-            f"{r['id']}  {r['finished']}  {r['ledgers']} ledgers  {r['topics']} topics  "
-            f"{human_size(r['bytes'])} ({human_size(r['copied_bytes'])} copied)  from {r['source']}"
-            + (f"  PARTIAL: {plural(r['unreadable_ledgers'], 'ledger')} unreadable" if r["unreadable_ledgers"] else ""),
+            f"{r.id}  {r.finished}  {r.ledgers} ledgers  {r.topics} topics  "
+            f"{human_size(r.bytes)} ({human_size(r.copied_bytes)} copied)  from {r.source}"
+            + (f"  PARTIAL: {plural(r.unreadable_ledgers, 'ledger')} unreadable" if r.unreadable_ledgers else ""),
             highlight=False,
         )
 
@@ -226,43 +231,42 @@ def _ids(ids: Iterable[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _print_show(app: App, doc: dict, count: int) -> None:
+def _print_show(app: App, shown: BackupShown) -> None:
     say = lambda text: app.console.print(text, highlight=False, soft_wrap=True)  # noqa: E731
-    say(f"backup {doc['id']} of {doc['source']} ({doc['instance_id']}), {doc['started']} .. {doc['finished']}")
+    s = shown.summary
+    say(f"backup {s.id} of {s.source} ({s.instance_id}), {s.started} .. {s.finished}")
     say(
-        f"{plural(count, 'ledger')}, {plural(doc['entries'], 'entry', 'entries')}, "
-        f"{human_size(doc['bytes'])}; {doc['copied_ledgers']} copied by this backup ({human_size(doc['copied_bytes'])})"
-        + (f"; after {doc['previous']}" if doc["previous"] else "")
+        f"{plural(s.ledgers, 'ledger')}, {plural(s.entries, 'entry', 'entries')}, "
+        f"{human_size(s.bytes)}; {s.copied_ledgers} copied by this backup ({human_size(s.copied_bytes)})"
+        + (f"; after {s.previous}" if s.previous else "")
     )
-    chosen = [f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in doc["selection"].items() if v]
+    chosen = [f"{k} {', '.join(v) if isinstance(v, list) else v}" for k, v in s.selection.items() if v]
     say(f"selection: {'; '.join(chosen) if chosen else 'the whole cluster'}")
-    for t in doc["topics"]:
-        say(
-            f"  topic {t['managed_ledger']}: ledgers {_ids(t['ledgers']) or '-'}; cursors {', '.join(t['cursors']) or '-'}"
-        )
-    if doc["schemas"]:
-        say(f"schemas: {', '.join(doc['schemas'])}")
-    if count:
-        say(f"ledgers: {_ids(x['ledger_id'] for x in doc['ledgers'])}")
-    if doc["partial"]:
-        say(f"PARTIAL: {plural(doc['unreadable_ledgers'], 'ledger')} could not be read and are not in it:")
-        for u in doc["unreadable"]:
-            say(f"  ledger {u['ledger_id']}: {u['error']}")
-    if doc["missing_ledgers"]:
-        say(f"named by topics or schemas but gone when backed up: ledgers {_ids(list(doc['missing']))}")
-    deleted = doc["deleted"]
-    if doc["deleted_ledgers"] or deleted.get("topics"):
-        gone = [f"ledgers {_ids(list(deleted['ledgers']))}"] if doc["deleted_ledgers"] else []
-        gone += [f"topics {', '.join(deleted['topics'])}"] if deleted.get("topics") else []
-        say(f"deleted since {doc['previous']}: {'; '.join(gone)}")
+    for t in shown.topics:
+        say(f"  topic {t.managed_ledger}: ledgers {_ids(t.ledgers) or '-'}; cursors {', '.join(t.cursors) or '-'}")
+    if shown.schemas:
+        say(f"schemas: {', '.join(shown.schemas)}")
+    if s.ledgers:
+        say(f"ledgers: {_ids(x.ledger_id for x in shown.ledgers)}")
+    if s.partial:
+        say(f"PARTIAL: {plural(s.unreadable_ledgers, 'ledger')} could not be read and are not in it:")
+        for u in shown.unreadable:
+            say(f"  ledger {u.ledger_id}: {u.error}")
+    if s.missing_ledgers:
+        say(f"named by topics or schemas but gone when backed up: ledgers {_ids(list(shown.missing))}")
+    deleted = shown.deleted
+    if s.deleted_ledgers or deleted.topics:
+        gone = [f"ledgers {_ids(list(deleted.ledgers))}"] if s.deleted_ledgers else []
+        gone += [f"topics {', '.join(deleted.topics)}"] if deleted.topics else []
+        say(f"deleted since {s.previous}: {'; '.join(gone)}")
 
 
-def _print_verify(app: App, doc: dict) -> None:
-    for p in doc["problems"]:
+def _print_verify(app: App, report: VerifyReport) -> None:
+    for p in report.problems:
         app.console.print(p)
     app.console.print(
-        f"{doc['backups']} backups, {doc['ledger_copies']} ledger copies, {doc['entries']} entries, "
-        f"{human_size(doc['bytes'])}: " + ("ok" if doc["ok"] else f"{len(doc['problems'])} problems")
+        f"{report.backups} backups, {report.ledger_copies} ledger copies, {report.entries} entries, "
+        f"{human_size(report.bytes)}: " + ("ok" if report.ok else f"{len(report.problems)} problems")
     )
 
 

@@ -61,8 +61,8 @@ def test_verify_checks_the_copies_a_chunk_at_a_time(tmp_path):
 
     storage = _archive(tmp_path, 1200, per_chunk=100)
     storage.lines_read = 0
-    doc = verify_archive(storage, parallel=2)
-    assert doc["ledger_copies"] == 1200 and len(doc["problems"]) == 1200  # every copy checked
+    report = verify_archive(storage, parallel=2)
+    assert report.ledger_copies == 1200 and len(report.problems) == 1200  # every copy checked
     assert storage.lines_read == 1200
     assert storage.most_ahead <= 100 + 2 * 4 + 2  # a chunk and the window under way, not 1200
 
@@ -120,9 +120,10 @@ def test_a_damaged_chunk_of_notes_is_named(tmp_path, capsys, damage):
 
 
 def test_the_notes_are_read_a_chunk_at_a_time_as_they_are_taken(tmp_path):
-    """``backup --json`` and ``show`` write the notes item by item from :func:`noted`: taking the
-    first unreadable ledger reads the first chunk of notes, not the 40 of them."""
-    from bkctl.backup.inspect import noted
+    """``backup --json`` and ``show`` write the notes item by item from :func:`noted` and
+    :func:`unreadable`: taking the first unreadable ledger reads the first chunk of notes, not the
+    40 of them."""
+    from bkctl.backup.inspect import UnreadableLedger, noted, unreadable
 
     notes = [LedgerNote(i, "unreadable", f"why {i}") for i in range(10, 410)]
     storage = _archive(tmp_path, 3, per_chunk=10, notes=notes)
@@ -130,7 +131,7 @@ def test_the_notes_are_read_a_chunk_at_a_time_as_they_are_taken(tmp_path):
     read: list[str] = []
     get = storage.get
     storage.get = lambda name: read.append(name) or get(name)  # type: ignore[method-assign]
-    items = noted(storage, m, "unreadable")
-    assert next(items) == {"ledger_id": 10, "error": "why 10"} and len(read) == 1
-    assert [u["ledger_id"] for u in items] == list(range(11, 410)) and len(read) == 40
+    items = unreadable(storage, m)
+    assert next(items) == UnreadableLedger(10, "why 10") and len(read) == 1
+    assert [u.ledger_id for u in items] == list(range(11, 410)) and len(read) == 40
     assert list(noted(storage, m, "missing")) == []
