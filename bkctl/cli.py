@@ -413,6 +413,23 @@ def _configure_logging(verbose: int) -> None:
     else:
         logging.getLogger().addHandler(logging.NullHandler())
         logging.getLogger("kazoo").setLevel(logging.CRITICAL)
+        # a durability the file system cannot give is said without -v too: a directory whose
+        # fsync answers EINVAL (fsync_dir: an export's, a backup archive's folders), once each
+        layout_log = logging.getLogger("bkctl.wire.bookie_disk.layout")
+        if not any(getattr(h, "warning_lines", False) for h in layout_log.handlers):
+
+            class WarningLines(logging.Handler):
+                """A record as a ``warning: MESSAGE`` line on the stderr of the moment (click's)."""
+
+                warning_lines = True
+
+                def emit(self, record: logging.LogRecord) -> None:
+                    try:
+                        click.echo(f"warning: {record.getMessage()}", err=True)
+                    except Exception:  # noqa: BLE001 - logging's own way: a handler never raises
+                        self.handleError(record)
+
+            layout_log.addHandler(WarningLines(logging.WARNING))
 
 
 def run(args: list[str] | None = None, obj: App | None = None) -> int:

@@ -386,6 +386,33 @@ def test_a_folder_that_cannot_be_synced_is_the_exports_error(tmp_path, monkeypat
         assert "ledger_id=3/new.parquet" in _files(out)
 
 
+def test_an_export_onto_a_file_system_that_cannot_sync_folders_is_made_and_says_so(tmp_path, monkeypatch, caplog):
+    """fsync of a folder answered EINVAL (a mount that cannot sync directories): the export is
+    made all the same, each folder it could not sync named once in a warning (fsync_dir)."""
+    import stat
+
+    out = tmp_path / "export"
+    _export(out)
+    real = os.fsync
+
+    def fsync(fd):
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    caplog.set_level("WARNING")
+    target = OutputDir(out)
+    with target.locked():
+        _partition(target.staging, "ledger_id=3", ["new.parquet"])
+        target.compose("replace", [3])
+        target.finish({"partition_by": "ledger_id", "ledgers": {}, "mode": "replace"})
+    assert "ledger_id=3/new.parquet" in _files(out)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cannot fsync directory")]
+    assert any(f"cannot fsync directory {tmp_path} " in m for m in said), said  # the folder --out is in
+    assert len(said) == len(set(said))  # once each
+
+
 def test_interrupted_swap_is_recovered(tmp_path):
     out = tmp_path / "export"
     _export(out)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -163,3 +167,91 @@ def test_a_journal_mark_file_is_named_lastmark_or_lastmark_dot_a_number():
     assert layout.is_last_mark("lastMark") and layout.is_last_mark("lastMark.2")
     for other in ("lastMark.", "lastMark.x", "lastMarkx", "xlastMark", "lastId", "lastMark.2.tmp"):
         assert not layout.is_last_mark(other), other
+
+
+def _fsync_failing_on_directories(monkeypatch, code: int) -> list[str]:
+    """os.fsync answering ``code`` for a directory (as a file system that cannot sync one does),
+    syncing files as ever; the kinds of what was synced, in order."""
+    real = os.fsync
+    synced: list[str] = []
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            synced.append("dir")
+            raise OSError(code, os.strerror(code))
+        synced.append("file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return synced
+
+
+def test_a_directory_that_cannot_be_synced_is_said_once_and_its_files_still_written(tmp_path, monkeypatch, caplog):
+    synced = _fsync_failing_on_directories(monkeypatch, errno.EINVAL)
+    caplog.set_level(logging.WARNING, logger=layout.__name__)
+    d = str(tmp_path / "einval-mount")
+    layout.write_version_file(d, "cookie\n")  # fsyncs its file, then its folder
+    layout.write_version_file(d, "cookie 2\n")
+    layout.fsync_dir(tmp_path / "einval-mount" / "current")  # the same folder, named as a Path
+    assert layout.read_version_file(d) == "cookie 2\n"
+    assert synced.count("file") == 2 and synced.count("dir") >= 3
+    folder = os.path.join(d, "current")
+    said = [r.getMessage() for r in caplog.records if r.name == layout.__name__]
+    assert [m for m in said if folder + " " in m] == [
+        f"cannot fsync directory {folder} (Invalid argument): its file system does not sync directories; "
+        "the files created or renamed in it are as durable as that file system makes them"
+    ]  # once for the folder however often it is synced
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name == layout.__name__)
+    other = tmp_path / "other"
+    other.mkdir()
+    layout.fsync_dir(other)
+    assert any(str(other) + " " in r.getMessage() for r in caplog.records)  # another folder: said too
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC, errno.EBADF])
+def test_a_directory_sync_that_fails_otherwise_raises(tmp_path, monkeypatch, caplog, code):
+    _fsync_failing_on_directories(monkeypatch, code)
+    with pytest.raises(OSError) as failed:
+        layout.fsync_dir(tmp_path)
+    assert failed.value.errno == code
+    with pytest.raises(OSError):  # and an atomic write through it fails, not half-promised
+        layout.write_version_file(str(tmp_path / "d"), "cookie\n")
+    assert not [r for r in caplog.records if r.name == layout.__name__]
+
+
+def test_einval_from_a_file_sync_still_raises(tmp_path, monkeypatch):
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError) as failed:
+        layout.write_version_file(str(tmp_path / "d"), "cookie\n")
+    assert failed.value.errno == errno.EINVAL
+    assert layout.read_version_file(str(tmp_path / "d")) is None  # nothing half written in its place
+
+
+def test_bkctl_says_a_directory_it_cannot_sync_without_verbose(tmp_path):
+    """bkctl drops library logging without -v, but not this: one ``warning:`` line per folder."""
+    script = (
+        "import errno, os, stat, sys\n"
+        "real = os.fsync\n"
+        "def fsync(fd):\n"
+        "    if stat.S_ISDIR(os.fstat(fd).st_mode):\n"
+        "        raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))\n"
+        "    real(fd)\n"
+        "os.fsync = fsync\n"
+        "from bkctl.cli import run\n"
+        "run(['completion', 'show', 'bash'])\n"
+        "from bkctl.wire.bookie_disk.layout import fsync_dir\n"
+        "fsync_dir(sys.argv[1]); fsync_dir(sys.argv[1])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"warning: cannot fsync directory {tmp_path} (Invalid argument): its file system does not sync "
+        "directories; the files created or renamed in it are as durable as that file system makes them"
+    ]

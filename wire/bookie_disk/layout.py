@@ -30,9 +30,13 @@ fsync it, rename it over the target, fsync the directory.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
+import threading
 from collections.abc import Iterable
+
+_log = logging.getLogger(__name__)
 
 CURRENT_DIR = "current"
 VERSION_FILE = "VERSION"
@@ -72,12 +76,41 @@ def current_dir(d: str) -> str:
 # ---------------------------------------------------------------- atomic files
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a directory so that creations, renames and unlinks in it are durable (a bookie's
-    directories, a backup archive's folders, a restore's journal's folder)."""
+    directories, a backup archive's folders, a restore's journal's folder, an export's).
+
+    A file system that cannot fsync a directory at all (some FUSE, network and virtual file
+    systems) answers EINVAL: that errno, on this directory (opened O_DIRECTORY), is logged once
+    per path (a WARNING) and not raised, as PostgreSQL's ``fsync_fname`` does; the names in such
+    a directory are then as durable as its file system makes them, no more (docs/bookied.md,
+    "Directories that cannot be synced").  Every other failure raises: EIO says the directory's
+    last changes may be lost."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise
+        _cannot_sync_dir(os.path.abspath(path), exc)
     finally:
         os.close(fd)
+
+
+#: the directories whose fsync answered EINVAL, each said once
+_unsyncable_dirs: set[str] = set()
+_unsyncable_lock = threading.Lock()
+
+
+def _cannot_sync_dir(path: str, exc: OSError) -> None:
+    with _unsyncable_lock:
+        if path in _unsyncable_dirs:
+            return
+        _unsyncable_dirs.add(path)
+    _log.warning(
+        "cannot fsync directory %s (%s): its file system does not sync directories; the files "
+        "created or renamed in it are as durable as that file system makes them",
+        path,
+        exc.strerror or exc,
+    )
 
 
 def write_all(fd: int, data: bytes, what: str) -> None:
