@@ -16,7 +16,8 @@ from tests.support.bookieproc import WireClient, start_bookies
 from tests.support.cli import BKCTL, env_for, json_lines, ok, one_line_error
 from tests.support.cli import bkctl as bkctl_text
 from tests.support.cli import bkctl_bytes as bkctl
-from tests.support.ledgers import assert_fully_replicated, make_ledger
+from tests.support.ledgers import assert_fully_replicated, holds_entry, make_ledger
+from tests.support.waiting import wait_for
 
 #: the bookies' GC looks for over-replicated ledgers every second (a day by default)
 QUICK_GC = {"gcWaitTime": 1000, "gcOverreplicatedLedgerWaitTime": 1000}
@@ -72,6 +73,15 @@ def until_a_move(run: subprocess.Popen) -> list[dict]:
         if seen[-1]["event"] == "move":
             break
     return seen
+
+
+def copy_begun(procs, planned: dict) -> bool:
+    """Whether the first entry of a ``planned`` move's first segment is on every target already."""
+    ports = {p.bookie_id: p.port for p in procs}
+    return all(
+        holds_entry(ports[replica["target"]], planned["ledger_id"], planned["segments"][0])
+        for replica in planned["moves"]
+    )
 
 
 def events(text):
@@ -369,8 +379,16 @@ def test_a_ledger_deleted_or_marked_while_its_copy_runs_is_left_and_ctrl_c_leave
             seen.append(json.loads(line))
             if seen[-1]["event"] == "planned" and len([e for e in seen if e["event"] == "planned"]) == 2:
                 break
-        marked, deleted = [e["ledger_id"] for e in seen if e["event"] == "planned"]
-        time.sleep(1.5)  # both copies under way
+        first_two = [e for e in seen if e["event"] == "planned"]
+        marked, deleted = [e["ledger_id"] for e in first_two]
+        # both copies under way: each ledger's first entry is on the bookie it moves to (copied
+        # under its replication lock, so what follows happens during its move)
+        for planned in first_two:
+            wait_for(
+                lambda planned=planned: copy_begun(procs, planned),
+                what=f"ledger {planned['ledger_id']}'s copy to start",
+                interval=0.1,
+            )
         zkstore.underreplication.mark(marked, ["127.0.0.1:9"])
         writer.delete(deleted)
         for line in run.stdout:

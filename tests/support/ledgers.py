@@ -42,6 +42,16 @@ def most_named(zkstore, ledger_ids, procs):
     return max((p for p in procs if p.bookie_id in counts), key=lambda p: counts[p.bookie_id])
 
 
+def holds_entry(port: int, ledger_id: int, entry_id: int) -> bool:
+    """Whether the bookie listening on ``port`` answers a read of the entry (a copy under way
+    has reached it: a move's or a repair's target)."""
+    client = WireClient(port)
+    try:
+        return client.v2(v2.ReadRequest(2, 0, ledger_id, entry_id)).rc == RC.EOK
+    finally:
+        client.close()
+
+
 def make_ledgers(zkstore, ids) -> None:
     """Metadata-only ledgers with the given ids on :data:`ENSEMBLE`."""
     md = LedgerMetadata.new(ENSEMBLE)
