@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.cli import bkctl_bytes as bkctl
 from tests.support.cli import ok
-from tests.support.ledgers import assert_fully_replicated, make_ledger, most_named
+from tests.support.ledgers import assert_fully_replicated, holds_entry, make_ledger, most_named
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -346,7 +346,10 @@ def test_a_worker_killed_mid_copy_leaves_the_ledger_to_another(bookie_cluster, m
     wait_for(
         what="the slow worker to take the ledger", predicate=lambda: lid in zkstore.underreplication.locks(), timeout=60
     )
-    time.sleep(2)  # it copies about 20 kB/s: well inside the copy of ~280 kB
+    # mid copy: the lost copy's first entry is on the bookie that takes it (the one bookie outside
+    # the ensemble); at 20 kB/s the copy of ~280 kB goes on for a while yet
+    spare = next(p for p in procs if p.bookie_id not in md.ensembles[0][1])
+    wait_for(what="the slow worker's copy to begin", predicate=lambda: holds_entry(spare.port, lid, 0), timeout=60)
     slow.kill()
     slow.wait(10)
     assert zkstore.underreplication.get(lid) is not None  # not marked replicated

@@ -16,6 +16,7 @@ import pytest
 from bkctl.wire import fastpath
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from tests.integration.test_backup import NS, Cluster, run
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("backup-faults")]
 
@@ -266,10 +267,12 @@ def test_a_topic_written_during_its_backup_is_backed_up_as_a_consistent_prefix(c
     thread = threading.Thread(target=keep_writing)
     thread.start()
     try:
-        time.sleep(0.2)
+        wait_for(lambda: len(written) > 25, what="the writer to add while the topic is backed up")
         archive = tmp_path / "archive"
         code, docs, err = run(capsys, cluster.uri, "backup", "--to", archive, "--topic", f"persistent://{NS}/{short}")
         assert code == 0, err
+        after = len(written)  # the backup read no more than this; the writer goes on past it
+        wait_for(lambda: len(written) > after + 1, what="the writer to go on after the backup")
     finally:
         stop.set()
         thread.join()

@@ -294,7 +294,12 @@ def test_a_client_that_does_not_read_its_answers_cannot_grow_the_bookie(bookies)
     before = _memory_kb(bookie.proc.pid, "VmRSS")
     greedy = socket.create_connection(("127.0.0.1", bookie.port))
     greedy.sendall(frame(v2.ReadRequest(2, 0, 11, 0).encode()) * 160)  # 160 MiB of answers
-    time.sleep(2.0)  # what the bookie would buffer, it has buffered by now
+    # what the bookie would buffer, it has buffered once it stops reading the connection (paused
+    # on its full transport buffer, and still paused a second later: it says so in its log)
+    wait_for(
+        lambda: "it does not take its answers" in bookie.log_path.read_text(),
+        what=lambda: f"the bookie to stop reading the greedy client; its log:\n{bookie.log_tail()}",
+    )
     grown_mb = (_memory_kb(bookie.proc.pid, "VmHWM") - before) / 1024
     assert grown_mb < 100, f"the bookie grew by {grown_mb:.0f} MB for a client that reads nothing"
     # the client reads after all: every answer arrives, whole.  The first is decoded; the 159
