@@ -281,8 +281,12 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
         t = threading.Thread(target=keep_writing, args=(lh,), daemon=True)
         t.start()
         threads.append(t)
+
+    def each_wrote(more: dict[int, int]):
+        return errors or all(len(written[lid]) >= n for lid, n in more.items())
+
     try:
-        time.sleep(1)
+        wait_for(lambda: each_wrote(dict.fromkeys(written, 20)), what="the live writers' first entries")
         ids = closed + [lh.ledger_id for lh in handles]
         first = by_id[auditor]
         on_first = [lid for lid in ids if auditor in zkstore.ledgers.read(lid)[0].bookies]
@@ -305,7 +309,9 @@ def test_bookieds_repair_the_loss_of_the_auditors_own_bookie(bookie_cluster, met
         assert not errors, errors
         second = next(p for b, p in by_id.items() if b not in (auditor, successor))
         second.kill()
-        time.sleep(1)
+        # the live writers go on past a second lost bookie (an ensemble change where it was in theirs)
+        past = {lid: len(entries) + 20 for lid, entries in written.items()}
+        wait_for(lambda: each_wrote(past), what="the live writers to go on after the second loss", timeout=60)
         stop.set()
         for t in threads:
             t.join(30)

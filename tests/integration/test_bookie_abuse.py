@@ -52,6 +52,17 @@ def bookie(abused):
     assert client.is_alive()
 
 
+def log_size(b: BookieProcess) -> int:
+    return b.log_path.stat().st_size
+
+
+def logged_since(b: BookieProcess, offset: int, text: str) -> bool:
+    """Whether the bookie's log, past ``offset`` bytes, says ``text``."""
+    with open(b.log_path, "rb") as f:
+        f.seek(offset)
+        return text.encode() in f.read()
+
+
 def served(client: ValidClient, more: int = 6) -> None:
     """The valid client goes on: ``more`` operations after this point."""
     target = client.ops + more
@@ -132,19 +143,20 @@ def test_a_client_that_sends_adds_and_never_reads_is_not_read_either(bookie):
     greedy.setblocking(False)
     body = client.dm.package(0, -1, 0, b"g" * 100)
     one = frame(v3.serialize(v3.add_request(1, 9, 0, key, body)))
-    sent = stuck = 0
+    sent = 0
     pending = memoryview(one * 1000)
-    while stuck < 40:  # until the bookie has not taken a byte for 2 s
+    logged, hang_guard = log_size(b), time.monotonic() + 120
+    # until the bookie says it stopped reading this client (or has read far too much)
+    while sent < (256 << 20) and not logged_since(b, logged, "it does not take its answers"):
+        assert time.monotonic() < hang_guard, f"the bookie never said it stopped reading ({sent:,} bytes sent)"
         try:
             n = greedy.send(pending)
-            sent, stuck = sent + n, 0
+            sent += n
             pending = pending[n:] if n < len(pending) else memoryview(one * 1000)
         except BlockingIOError:
-            stuck += 1
             time.sleep(0.05)
     assert sent < (256 << 20), "the bookie read everything a client that does not read sent it"
     served(client)
-    assert "it does not take its answers" in b.log_path.read_text()
     grown_mb = (rss_kb(b.proc.pid, "VmHWM") - before) / 1024
     assert grown_mb < 150, f"the bookie grew by {grown_mb:.0f} MB for a client that reads nothing"
     greedy.close()
@@ -161,19 +173,21 @@ def test_a_flood_of_long_polls_does_not_grow_the_bookie_or_slow_the_client(booki
     polls = b"".join(
         frame(v3.serialize(v3.read_request(n, 31, -1, previous_lac=5, timeout_ms=600_000))) for n in range(1000)
     )
-    pending, stuck, sent = memoryview(polls), 0, 0
-    while stuck < 40 and sent < 200_000:  # until the bookie stops reading, or 200,000 polls
+    pending, sent = memoryview(polls), 0
+    logged, hang_guard = log_size(b), time.monotonic() + 120
+    # until the bookie says it stopped reading with 1,000 polls waiting, or 200,000 polls
+    while sent < 200_000 and not logged_since(b, logged, "for now: 1000 long polls wait"):
+        assert time.monotonic() < hang_guard, f"the bookie never said it stopped reading ({sent:,} polls sent)"
         try:
             n = flood.send(pending)
-            sent, stuck = sent + 1000 * n // len(polls), 0
+            sent += 1000 * n // len(polls)
             pending = pending[n:] if n < len(pending) else memoryview(polls)
         except BlockingIOError:
-            stuck += 1
             time.sleep(0.05)
+    wait_for(lambda: logged_since(b, logged, "for now: 1000 long polls wait"), what="the bookie to stop reading")
     served(client)
     grown_mb = (rss_kb(b.proc.pid, "VmHWM") - before) / 1024
     assert grown_mb < 150, f"the bookie grew by {grown_mb:.0f} MB for a flood of long polls"
-    assert "for now: 1000 long polls wait" in b.log_path.read_text()
     flood.close()
     served(client)
     w.close()

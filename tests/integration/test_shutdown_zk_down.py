@@ -27,6 +27,12 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 
+def _noticed(log: Path) -> bool:
+    """Whether the process logging to ``log`` has seen its ZooKeeper connection drop (kazoo's
+    WARNING, which bookied keeps and ``bkctl -v`` shows): its session is reconnecting."""
+    return "Connection dropped" in log.read_text()
+
+
 def _registered(uri: str, bookie_id: str) -> bool:
     with ZKMetadataStore(uri, timeout=10, twins=fastpath.selected()) as zk:
         return bookie_id in zk.registration.writable_bookies()
@@ -48,7 +54,7 @@ def test_sigterm_ends_bookied_while_zookeeper_is_down(tmp_path, own_zookeeper, a
             )
         )
         zk.stop()
-        time.sleep(1)  # the bookie's session has noticed: kazoo is reconnecting
+        wait_for(lambda: _noticed(bookie.log_path), what="the bookie's session to notice: kazoo reconnecting")
         # an impatient operator sends SIGTERM again and again until the bookie is gone: no second
         # shutdown, no traceback, and none of them kills it (not even one that arrives after the
         # reactor stopped, while the interpreter finishes: exit status 0, not -15)
@@ -83,7 +89,7 @@ def test_sigterm_ends_autorecovery_run_while_zookeeper_is_down(tmp_path, own_zoo
     try:
         wait_for(lambda: "autorecovery started for" in log_path.read_text())
         zk.stop()
-        time.sleep(1)
+        wait_for(lambda: _noticed(log_path), what="the daemon's session to notice: kazoo reconnecting")
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=30)
@@ -113,7 +119,9 @@ def test_sandbox_down_stops_bookies_cleanly_when_zookeeper_died(tmp_path):
         doc = cluster.sandbox_up(d, bookies=2)
         bookies = sandbox_state.load_state(d)["bookies"]
         os.kill(int(doc["zookeeper"]["pid"]), signal.SIGKILL)
-        time.sleep(1)
+        # every bookie knows ZooKeeper is gone (else its unregister waits on a connection it
+        # still believes in, and says something else)
+        wait_for(lambda: all(_noticed(Path(b["log"])) for b in bookies), what="every bookie to notice")
         result = cluster.sandbox_down(d, grace=20)
         assert sorted(s["kind"] for s in result["stopped"]) == ["bookie", "bookie"]
         for b in bookies:
