@@ -177,7 +177,8 @@ class ClusterPlace:
 
 
 class FilePlace:
-    """A local file (``--journal PATH``): a line for the head (the last one counts) and the
+    """A local file (``--journal PATH``): a line for the head (the last one counts: the file's
+    first, then one after the lines saved with a changed head, never ahead of them) and the
     journal's lines, appended and fsynced (its folder too when the file is new); written anew (a
     temporary file fsynced, renamed into place, its folder fsynced) to compact it or to replace an
     older form."""
@@ -229,9 +230,11 @@ class FilePlace:
         line = b'{"head":' + head + b"}"
         with open(self.path, "ab") as f:
             made = f.tell() == 0  # (made now, or left empty: its name may not be on disk yet)
-            if line != self.head:
+            if made:  # a journal's first line is its head
                 f.write(line + b"\n")
             f.writelines(lines)
+            if line != self.head and not made:  # after the lines: a head is never ahead of them
+                f.write(line + b"\n")
             f.flush()
             os.fsync(f.fileno())
         if made:
