@@ -42,6 +42,9 @@ class App:
     bookie_tls: Any = None
     #: True inside ``bkctl shell``: connections stay open between commands.
     interactive: bool = False
+    #: True when the process ends with the one command line it runs (``bkctl``'s main; not a
+    #: program or test calling :func:`bkctl.cli.run`, whose later calls may want anything)
+    one_shot: bool = False
     #: the implementations in use (:mod:`bkctl.wire.fastpath`): the process's record, which the
     #: command line's start (:mod:`bkctl.cli`) gives; the store's walks and decoding use it
     twins: Twins | None = field(default=None, repr=False)
@@ -106,13 +109,23 @@ class App:
 
             settle_garbage_collector()  # what the commands that talk to bookies move dies young
 
+            from bkctl.wire.process.runtime import twisted_without_tls
+
             options = {"tls": self.bookie_tls} if self.bookie_tls else {}
             if self.bookie_tls:
                 check_tls_files(self.bookie_tls)
-            self._bk = BlockingBookKeeper(
-                self.store, protocol=self.protocol, placement=self.placement_policy(), **options
-            )
+            store, placement = self.store, self.placement_policy()
+            with twisted_without_tls(unless=self.may_use_tls):  # the reactor loads here
+                self._bk = BlockingBookKeeper(store, protocol=self.protocol, placement=placement, **options)
         return self._bk
+
+    @property
+    def may_use_tls(self) -> bool:
+        """Whether this process may yet talk TLS to bookies: when it is given bookie TLS, and
+        in the shell (a later line may give it) or a caller's process (a later call may).  A
+        one-shot command without TLS loads Twisted without it (pyOpenSSL, cryptography's
+        X.509, service_identity: ~60 ms of CPU; :func:`~bkctl.wire.process.runtime.twisted_without_tls`)."""
+        return bool(self.bookie_tls) or self.interactive or not self.one_shot
 
     def placement_policy(self):
         """The placement policy ``--placement`` (or the profile's ``placement``)

@@ -351,7 +351,7 @@ def cli(
 
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is None:
-        app = App()
+        app = App(one_shot=bool(_state.get("one_shot")))
         ctx.obj = app
         ctx.call_on_close(app.close)
     if app.twins is None:  # the process's record, for every App a command runs on (the shell's too)
@@ -439,6 +439,7 @@ def run(args: list[str] | None = None, obj: App | None = None) -> int:
 
 
 def main() -> None:
+    _state["one_shot"] = True  # the process ends with this line (see App.one_shot)
     code = run()
     try:
         sys.stdout.flush()

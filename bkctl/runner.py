@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ReaderGone", "run_line", "state"]
 
-#: process-wide: the verbosity in use, whether logging is set up for it, and whether
-#: stdout's reader went away (then the interpreter's last flush must stay quiet)
+#: process-wide: the verbosity in use, whether logging is set up for it, whether
+#: stdout's reader went away (then the interpreter's last flush must stay quiet), and
+#: whether the process runs one command line and ends (``one_shot``: bkctl's main)
 state: dict = {"verbose": 0}
 
 

@@ -228,7 +228,9 @@ def main() -> int:
     settings = read_settings()
     if settings is None:
         return 0
-    from .startup import configure_logging, main_reactor, twisted_without_tls
+    from bkctl.wire.process.runtime import twisted_without_tls
+
+    from .startup import configure_logging, main_reactor
 
     configure_logging(settings["log_level"])
     # before any thread starts, and the imports

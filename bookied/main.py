@@ -16,8 +16,10 @@ import os
 import sys
 from contextlib import contextmanager
 
+from bkctl.wire.process.runtime import twisted_without_tls
+
 from .config import OPTIONS, ConfigError, load_config
-from .startup import configure_logging, main_reactor, twisted_without_tls
+from .startup import configure_logging, main_reactor
 
 log = logging.getLogger("bookied")
 

@@ -13,6 +13,7 @@ import pytest
 
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from tests.support.cli import env_for, run_bkctl
+from tests.support.tlscerts import bookie_tls_settings as tls_settings
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -93,3 +94,35 @@ def test_heavy_names_packages_with_their_modules_only():
         "crc32c",
         "twisted.internet.reactor",
     ]
+
+
+#: what only TLS to the bookies needs: pyOpenSSL and what it loads (a failed ``import
+#: OpenSSL`` is in the profile too, so the modules named are ones it imports after it)
+TLS_ONLY = ("OpenSSL.crypto", "cryptography.x509", "service_identity")
+
+
+def test_a_command_that_talks_to_bookies_loads_tls_only_when_given_tls(
+    bookie_cluster, metadata_uri, tls_certs, tmp_path
+):
+    """Twisted loads pyOpenSSL with its reactor unless the process is told it uses no TLS
+    (:func:`bkctl.wire.process.runtime.twisted_without_tls`); a one-shot command given no
+    bookie TLS does, and still reads, backs up and restores; one given TLS has it."""
+    bookie_cluster(2)
+    env = env_for(metadata_uri)
+    lid = run_bkctl(env, "ledger", "create", "-e", "2", "-w", "2", "-a", "2", text=True).stdout.strip()
+    assert run_bkctl(env, "ledger", "add", lid, "one", "two").returncode == 0
+    archive = tmp_path / "archive"
+    for args in (
+        ("ledger", "read", lid),
+        ("backup", "--to", archive, "--ledgers", lid),
+        ("restore", "--from", archive, "--remap", "--force"),
+    ):
+        modules = imported_by(metadata_uri, tmp_path, *args)
+        assert "twisted.internet.reactor" in modules  # it did talk to the bookies
+        assert [m for m in TLS_ONLY if m in modules] == [], args
+
+    tls_bookie = bookie_cluster(1, **tls_settings(tls_certs))[0]
+    tls = ("--tls-ca", tls_certs / "ca.pem")
+    # GET_BOOKIE_INFO over TLS: exit 5 if it could not start TLS (imported_by wants exit 0)
+    modules = imported_by(metadata_uri, tmp_path, *tls, "bookie", "info", tls_bookie.bookie_id)
+    assert set(TLS_ONLY) <= modules

@@ -1,4 +1,5 @@
-"""wire.process.runtime: the garbage collector settings of bookied and bkctl's client."""
+"""wire.process.runtime: the garbage collector settings of bookied and bkctl's client, and
+Twisted loaded without TLS where a process uses none."""
 
 from __future__ import annotations
 
@@ -22,3 +23,24 @@ def test_settling_freezes_what_was_loaded_and_raises_the_young_threshold():
     doc = json.loads(out)
     assert doc["threshold"] == list(doc["want"]) and doc["want"][0] > 700  # CPython's default is 700
     assert doc["frozen_before"] == 0 and doc["frozen"] > 1000  # everything imported so far
+
+
+TWISTED_PROBE = """
+import json, sys
+from bkctl.wire.process.runtime import twisted_without_tls
+with twisted_without_tls(unless=sys.argv[1] == "tls"):
+    from twisted.internet import reactor, tcp
+has_tls = hasattr(tcp.Connection, "startTLS")
+loaded = "OpenSSL.SSL" in sys.modules
+import OpenSSL  # importable again after the block
+print(json.dumps({"has_tls": has_tls, "loaded": loaded}))
+"""
+
+
+def test_twisted_loads_without_tls_inside_the_block_unless_told_and_openssl_imports_after():
+    def probe(word: str) -> dict:
+        done = subprocess.run([sys.executable, "-c", TWISTED_PROBE, word], capture_output=True, text=True, check=True)
+        return json.loads(done.stdout)
+
+    assert probe("plain") == {"has_tls": False, "loaded": False}
+    assert probe("tls") == {"has_tls": True, "loaded": True}

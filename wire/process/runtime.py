@@ -1,6 +1,7 @@
-"""The garbage collector of a process that moves many entries (bookied and its
-autorecovery process, bkctl's bookie client, ``bkctl autorecovery run``): one
-setting for all of them.
+"""How a process that talks to bookies loads its runtime: the garbage collector of a
+process that moves many entries (bookied and its autorecovery process, bkctl's bookie
+client, ``bkctl autorecovery run``): one setting for all of them; and Twisted loaded
+without TLS where the process uses none (:func:`twisted_without_tls`).
 
 The tens of thousands of objects loaded at start (Twisted, kazoo, protobuf
 descriptors, ...) never become garbage; :func:`gc.freeze` takes them out of
@@ -21,8 +22,11 @@ the bookies); an application embedding the client may too.
 from __future__ import annotations
 
 import gc
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["GC_THRESHOLD", "settle_garbage_collector"]
+__all__ = ["GC_THRESHOLD", "settle_garbage_collector", "twisted_without_tls"]
 
 #: gc.set_threshold() of such a process (CPython's default: 700, 10, 10).
 GC_THRESHOLD = (10_000, 10, 10)
@@ -35,3 +39,30 @@ def settle_garbage_collector(threshold: tuple[int, int, int] = GC_THRESHOLD) -> 
     gc.collect()
     gc.freeze()
     gc.set_threshold(*threshold)
+
+
+@contextmanager
+def twisted_without_tls(unless: bool) -> Iterator[None]:
+    """Twisted loaded as where pyOpenSSL is not installed, for a process that uses no TLS.
+
+    Twisted's TCP transports take their START_TLS support (pyOpenSSL, and with it
+    cryptography's X.509 and service_identity: ~50-65 ms of CPU per start) when the
+    reactor is imported, if ``OpenSSL`` imports; otherwise they are built without
+    it, as Twisted supports.  A bookie without tlsProviderFactoryClass uses TLS
+    nowhere (its server answers START_TLS with EBADREQ before touching the
+    transport, its autorecovery process's client connects in plain text), nor does
+    a one-shot ``bkctl`` command given no bookie TLS; so ``OpenSSL`` is made
+    unimportable while the reactor loads (inside this block), and importable again
+    after.  Once loaded so, the process's connections cannot start TLS: ``unless``
+    (TLS configured, or may be later, as in the shell) loads Twisted as usual, and so
+    does a process that loaded Twisted's TCP or pyOpenSSL already."""
+    if unless or "twisted.internet.tcp" in sys.modules or "OpenSSL" in sys.modules:
+        yield
+        return
+    # import OpenSSL -> ImportError (the import system's documented use of None; typeshed types modules only)
+    sys.modules["OpenSSL"] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if "OpenSSL" in sys.modules and sys.modules["OpenSSL"] is None:
+            del sys.modules["OpenSSL"]
