@@ -229,7 +229,7 @@ def add_child(
         return entries * size
 
     def restore() -> int:
-        return restore_backup(store, bk, storage, uri, remap=True, parallel=int(parallel))["bytes"]
+        return restore_backup(store, bk, storage, uri, remap=True, parallel=int(parallel)).bytes
 
     def process_cpu() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)

@@ -48,7 +48,7 @@ from .narrow import Wanted, narrow
 from .storage import ArchiveStorage
 from .take import Progress, Selection, Silent, submitted
 
-__all__ = ["LISTED_IDS", "restore_backup", "write_remap_table"]
+__all__ = ["LISTED_IDS", "DamagedLedger", "RestoreResult", "restore_backup", "write_remap_table"]
 
 #: entries (or bytes) added to a ledger per call: a chunk read from the archive, then added pipelined
 _CHUNK_ENTRIES, _CHUNK_BYTES = 2000, 8 << 20
@@ -63,6 +63,45 @@ _INFLIGHT = 768
 _ID_BATCH = 1000
 #: the ids given are in the result up to this many (all of them in ``remap_table``)
 LISTED_IDS = 10_000
+
+
+@dataclass(frozen=True)
+class DamagedLedger:
+    """A ledger of the backup not restored: its copy in the archive is damaged (``why``)."""
+
+    ledger_id: int
+    why: str
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What :func:`restore_backup` did; ``--json`` prints its fields
+    (:func:`bkctl.ops.results.to_json`)."""
+
+    backup: str
+    target: str
+    remap: bool
+    selection: Selection
+    #: the backup's ledgers restored (selected), damaged ones included
+    ledgers: int
+    #: written whole by this run (those a stopped run had finished are not written again)
+    ledgers_written: int
+    entries: int
+    bytes: int
+    topics: int
+    schemas: int
+    znodes_written: int
+    missing_in_backup: list[int]
+    unreadable_in_backup: list[int]
+    damaged: list[DamagedLedger]
+    #: old -> new (as strings: JSON's keys), None above :data:`LISTED_IDS` ids
+    ledger_ids: dict[str, int] | None
+    ledger_ids_count: int
+    remap_table: str | None
+    #: where the journal is kept, in words
+    journal: str
+    next_ledger_id_above: int | None
+    seconds: float
 
 
 @dataclass
@@ -282,7 +321,7 @@ def restore_backup(
     selection: Selection | None = None,
     journal_path: str | None = None,
     remap_table: str | None = None,
-) -> dict[str, Any]:
+) -> RestoreResult:
     """Restore backup ``backup_id`` (default: the newest) of ``storage`` into ``store``'s cluster;
     ``progress`` (a context manager, entered once ``confirm`` has said yes) counts the bytes written.
     Nothing is written to ``storage``.  The ids given (old -> new) are in the result's
@@ -406,28 +445,28 @@ def restore_backup(
         journal.save()  # (with no Pulsar values, the ledgers done and the end in one save)
         if remap_table:
             write_remap_table(ids, remap_table)
-        return {
-            "backup": manifest.id,
-            "target": target_uri,
-            "remap": remap,
-            "selection": selection.to_json(),
-            "ledgers": checked.ledgers,
-            "ledgers_written": outcome.ledgers,
-            "entries": outcome.entries,
-            "bytes": outcome.bytes,
-            "topics": len(manifest.topics),
-            "schemas": len(manifest.schemas),
-            "znodes_written": written,
-            "missing_in_backup": manifest.missing,
-            "unreadable_in_backup": [u.ledger_id for u in manifest.unreadable],
-            "damaged": [{"ledger_id": lid, "why": why} for lid, why in sorted(damaged.items())],
-            "ledger_ids": _listed(ids),
-            "ledger_ids_count": len(ids),
-            "remap_table": remap_table,
-            "journal": place.where,
-            "next_ledger_id_above": above,
-            "seconds": round(time.monotonic() - began, 3),
-        }
+        return RestoreResult(
+            backup=manifest.id,
+            target=target_uri,
+            remap=remap,
+            selection=selection,
+            ledgers=checked.ledgers,
+            ledgers_written=outcome.ledgers,
+            entries=outcome.entries,
+            bytes=outcome.bytes,
+            topics=len(manifest.topics),
+            schemas=len(manifest.schemas),
+            znodes_written=written,
+            missing_in_backup=manifest.missing,
+            unreadable_in_backup=[u.ledger_id for u in manifest.unreadable],
+            damaged=[DamagedLedger(lid, why) for lid, why in sorted(damaged.items())],
+            ledger_ids=_listed(ids),
+            ledger_ids_count=len(ids),
+            remap_table=remap_table,
+            journal=place.where,
+            next_ledger_id_above=above,
+            seconds=round(time.monotonic() - began, 3),
+        )
 
 
 def _restore_ledgers(

@@ -371,17 +371,17 @@ def restore(
         app,
         doc,
         lambda: app.console.print(
-            f"restored backup {doc['backup']}: {doc['ledgers']} ledgers ({doc['ledgers_written']} written, "
-            f"{human_size(doc['bytes'])}), {doc['topics']} topics, {doc['schemas']} schemas"
+            f"restored backup {doc.backup}: {doc.ledgers} ledgers ({doc.ledgers_written} written, "
+            f"{human_size(doc.bytes)}), {doc.topics} topics, {doc.schemas} schemas"
             + (" under new ids" if remap else ""),
             highlight=False,
         ),
     )
-    if doc["damaged"]:
-        for d in doc["damaged"]:
-            app.err_console.print(f"bkctl: ledger {d['ledger_id']} not restored: {d['why']}", highlight=False)
+    if doc.damaged:
+        for d in doc.damaged:
+            app.err_console.print(f"bkctl: ledger {d.ledger_id} not restored: {d.why}", highlight=False)
         raise CommandError(
-            f"restored all but {plural(len(doc['damaged']), 'ledger')} damaged in the archive: "
-            + ", ".join(str(d["ledger_id"]) for d in doc["damaged"]),
+            f"restored all but {plural(len(doc.damaged), 'ledger')} damaged in the archive: "
+            + ", ".join(str(d.ledger_id) for d in doc.damaged),
             PARTIAL,
         )

@@ -62,8 +62,8 @@ def test_a_restore_under_new_ids_holds_a_batch_of_them_and_writes_the_table_whol
     bk = CountingBookKeeper()
     table = tmp_path / "ids.json"
     doc = restoring.restore_backup(_target(), bk, storage, "zk://t", remap=True, parallel=2, remap_table=str(table))
-    assert doc["ledgers_written"] == 1500 and most_held[0] <= 64
-    assert doc["ledger_ids"] is None and doc["ledger_ids_count"] == 1500 and doc["remap_table"] == str(table)
+    assert doc.ledgers_written == 1500 and most_held[0] <= 64
+    assert doc.ledger_ids is None and doc.ledger_ids_count == 1500 and doc.remap_table == str(table)
     written = json.loads(table.read_text())
     assert sorted(map(int, written)) == sorted(ids) and sorted(written.values()) == sorted(bk.created)
 
@@ -74,7 +74,7 @@ def test_a_restore_in_its_own_ids_lists_them_below_the_limit(tmp_path, monkeypat
     monkeypatch.setattr(idtable.IdMap, "__iter__", lambda self: pytest.fail("every id walked"))
     bk = CountingBookKeeper()
     doc = restoring.restore_backup(_target(), bk, storage, "zk://t", parallel=2, journal_path=str(tmp_path / "j"))
-    assert doc["ledger_ids"] == {str(i): i for i in ids} and doc["ledger_ids_count"] == 300
+    assert doc.ledger_ids == {str(i): i for i in ids} and doc.ledger_ids_count == 300
     assert sorted(bk.created) == sorted(ids) and most_held[0] <= 64
 
 
@@ -103,7 +103,7 @@ def test_a_restore_into_an_empty_cluster_asks_no_ledger_one_at_a_time(tmp_path, 
     target = _target()
     monkeypatch.setattr(target.ledgers, "exists", lambda lid: pytest.fail(f"ledger {lid} asked alone"))
     doc = restoring.restore_backup(target, CountingBookKeeper(), storage, "zk://t", journal_path=str(tmp_path / "j"))
-    assert doc["ledgers_written"] == 300
+    assert doc.ledgers_written == 300
 
 
 def test_the_ids_taken_in_the_target_are_found_beside_the_backups(tmp_path, monkeypatch):

@@ -72,7 +72,7 @@ def test_a_restore_holds_a_chunk_of_the_backup_not_all_of_it(tmp_path, monkeypat
     doc = restoring.restore_backup(
         _target(), bk, storage, "zk://target", remap=True, parallel=2, journal_path=str(tmp_path / "journal")
     )
-    assert doc["ledgers"] == 1500 and doc["ledgers_written"] == 1500 and len(bk.created) == 1500
+    assert doc.ledgers == 1500 and doc.ledgers_written == 1500 and len(bk.created) == 1500
     assert bk.most_lines <= 2 * 100 + 2 * 4 + 2  # a chunk's lines and the window under way, not 1500
     assert bk.most_records <= 2 * 100 + 2 * 4 + 2
 
@@ -86,9 +86,7 @@ def test_a_ledger_spec_is_checked_against_the_chunks(tmp_path, monkeypatch):
         _target(), bk, storage, "zk://t", remap=True, selection=Selection(ledgers=spec),
         journal_path=str(tmp_path / "j1"),
     )  # fmt: skip
-    assert doc["ledgers"] == 5 and sorted(int(k) for k in doc["ledger_ids"]) == sorted(
-        [ids[3], *ids[120:123], ids[249]]
-    )
+    assert doc.ledgers == 5 and sorted(int(k) for k in doc.ledger_ids) == sorted([ids[3], *ids[120:123], ids[249]])
     for absent, said in ((f"{ids[-1] + 5}", "holds no ledger"), (f"{ids[-1] + 5}-{ids[-1] + 9}", "no ledger in")):
         with pytest.raises(CommandError, match=said) as err:
             restoring.restore_backup(
@@ -109,7 +107,7 @@ def test_remap_draws_the_new_ids_many_at_once(tmp_path, monkeypatch):
     bk = CountingBookKeeper()
     doc = restoring.restore_backup(target, bk, storage, "zk://t", remap=True, journal_path=str(tmp_path / "j"))
     assert drawn == [1000, 500]  # a draw a thousand ledgers, not one a ledger
-    assert sorted(bk.created) == sorted(doc["ledger_ids"].values()) and len(set(bk.created)) == 1500
+    assert sorted(bk.created) == sorted(doc.ledger_ids.values()) and len(set(bk.created)) == 1500
 
 
 def _data_object(tmp_path, sizes: list[int]):
@@ -172,4 +170,4 @@ def test_a_writer_begins_the_next_ledger_while_the_one_before_drains(tmp_path, m
     monkeypatch.setattr(bk, "close", lambda: closed.append(bk.created[len(closed)]), raising=False)
     monkeypatch.setattr(restoring, "ChunkFeed", DrainingFeed)
     doc = restoring.restore_backup(_target(), bk, storage, "zk://t", parallel=1, journal_path=str(tmp_path / "j"))
-    assert doc["ledgers_written"] == 3 and sorted(bk.created) == sorted(ids) and len(closed) == 3
+    assert doc.ledgers_written == 3 and sorted(bk.created) == sorted(ids) and len(closed) == 3
