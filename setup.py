@@ -79,8 +79,8 @@ setup(
         ),
         Extension(
             "bkctl.wire.codecs._plain",
-            ["wire/codecs/_plain.c"],
-            depends=["wire/codecs/_twins.h"],
+            ["wire/codecs/_plain.c", "wire/codecs/_plain_runs.c"],
+            depends=["wire/codecs/_plain.h", "wire/codecs/_twins.h"],
             optional=True,
             extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),

@@ -248,11 +248,12 @@ def _plain_c_seeds() -> list[bytes]:
 @target(declared=(), seeds=_plain_c_seeds)
 def plain_c_twins(data: bytes) -> None:
     """The bookie's C parsers of plain requests (``_plain.c``) against their Python
-    twins: the same value, or both None, for every input; and the C ADD and READ
-    answers (one, and a run's) are the Python ones for the numbers and bytes the input spells
-    (skipped where it is not built)."""
+    twins: the same value, or both None, for every input, alone and in a run with
+    copies of it and a cut one; and the C ADD and READ answers (one, and a run's) are
+    the Python ones for the numbers and bytes the input spells (skipped where it is not
+    built)."""
     from bkctl.wire import fastpath
-    from bkctl.wire.codecs import v2, v3_fast
+    from bkctl.wire.codecs import plain, v2, v3_fast
     from bkctl.wire.codecs.plain import py_add_answer, py_read_answer, py_read_answers
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
@@ -262,12 +263,24 @@ def plain_c_twins(data: bytes) -> None:
     assert _plain.plain_add_request(data) == v3_fast.plain_add_request(data)
     assert _plain.plain_read_request(data) == v3_fast.plain_read_request(data)
     assert _plain.v2_add_request(data) == v2.plain_add_request(data)
+    run = [data, data, data[:-1], data]
+    add, v2_add = v3_fast.plain_add_request(data), v2.plain_add_request(data)
+    if add is not None:
+        args = (run, len(data) % 2, 9, add[1], add[3], add[5], add[6])
+        assert tuple(_plain.add_run(*args)) == tuple(plain.py_add_run(*args))
+    if v2_add is not None:
+        args2 = (run, len(data) % 2, 9, v2_add[1], v2_add[3], v2_add[0])
+        assert tuple(_plain.v2_add_run(*args2)) == tuple(plain.py_v2_add_run(*args2))
     if len(data) >= 25:
         statuses = sorted(pb.StatusCode.values())
         status = statuses[data[0] % len(statuses)]
         txn = int.from_bytes(data[1:9], "big")
         ledger, entry = (int.from_bytes(data[i : i + 8], "big", signed=True) for i in (9, 17))
         assert _plain.add_answer(txn, status, ledger, entry) == py_add_answer(txn, status, ledger, entry)
+        txns, entries = [txn, txn >> 7, 0], [entry, entry >> 9, -1]
+        assert _plain.add_answers(txns, status, ledger, entries) == plain.py_add_answers(txns, status, ledger, entries)
+        rc = int.from_bytes(data[1:5], "big", signed=True)
+        assert _plain.v2_add_answers(rc, ledger, entries) == plain.py_v2_add_answers(rc, ledger, entries)
         head, body = data[25 : 25 + data[0] % 16], data[25 + data[0] % 16 :]
         assert _plain.read_answer(head, ledger, entry, body, txn - (1 << 63)) == py_read_answer(
             head, ledger, entry, body, txn - (1 << 63)

@@ -47,6 +47,10 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
         assert twins.add_answer is (_plain.add_answer if in_use else plain.py_add_answer)
         assert twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer)
         assert twins.read_answers is (_plain.read_answers if in_use else plain.py_read_answers)
+        assert twins.add_run is (_plain.add_run if in_use else plain.py_add_run)
+        assert twins.v2_add_run is (_plain.v2_add_run if in_use else plain.py_v2_add_run)
+        assert twins.add_answers is (_plain.add_answers if in_use else plain.py_add_answers)
+        assert twins.v2_add_answers is (_plain.v2_add_answers if in_use else plain.py_v2_add_answers)
     assert fastpath.selected().plain.c is (_plain if fastpath.selected().enabled else None)
 
 

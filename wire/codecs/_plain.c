@@ -12,105 +12,23 @@
  * The Python twins are the reference: each function here returns exactly
  * what its twin returns for every input (None for anything but the plain
  * layout, which then goes through the general parser), checked by
- * tests/unit/test_plain_c.py and the fuzz target ``plain_c_twins``.  Which
+ * tests/unit/test_plain_c.py and the fuzz target ``plain_c_twins``.  A run of
+ * ADDs taken apart and answered at once: _plain_runs.c.  Which
  * twin the bookie uses is chosen in one place, v3.PLAIN; BKCTL_FASTPATHS=0
  * switches these off with the other fast paths.  Only ``bytes`` are taken
  * (what a frame decoder gives); anything else is a TypeError.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
-
-#include "_twins.h"
+#include "_plain.h"
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
-#define PLAIN_API 4
+#define PLAIN_API 5
 
-/* The bytes of a BKPacketHeader up to its txnId varint: version 3, the
- * operation (ADD_ENTRY 2, READ_ENTRY 1), the txnId tag. */
-static const uint8_t ADD_HEADER_START[5] = {0x08, 0x03, 0x10, 0x02, 0x18};
+/* The bytes of a BKPacketHeader up to its txnId varint of a READ_ENTRY (ADD_ENTRY's: _plain.h). */
 static const uint8_t READ_HEADER_START[5] = {0x08, 0x03, 0x10, 0x01, 0x18};
-/* Request.addRequest (field 101) and Request.readRequest (100), length-delimited. */
-static const uint8_t ADD_FIELD[2] = {0xaa, 0x06};
+/* Request.readRequest (100), length-delimited. */
 static const uint8_t READ_FIELD[2] = {0xa2, 0x06};
-
-#define MASTER_KEY_LENGTH 20
-/* version 2, ADD_ENTRY, in a v2 header's top 16 bits */
-#define V2_ADD_TOP 0x0201
-
-/* The varint at b[*pos] into *out, *pos moved past it; 0 when the Python
- * twin's decode fails or its caller refuses the value: past the end, more than
- * ten bytes, or a value of 2^64 or more (every caller refuses those: ids and
- * txnIds must be uint64, and a length that large never matches the bytes left). */
-static inline int varint(const uint8_t *b, Py_ssize_t n, Py_ssize_t *pos, uint64_t *out)
-{
-    return bk_varint(b, n, pos, out) == 1;
-}
-
-/* The header field of an ADD/READ request: b[0] is its tag, b[1] its
- * one-byte length, b[2..7) ``start``, then the txnId (and, where allowed, a
- * priority).  Returns the position after the header, or -1.  ``priority`` NULL:
- * none allowed. */
-static Py_ssize_t header_at(const uint8_t *b, Py_ssize_t n, const uint8_t start[5], uint64_t *txn,
-                            uint64_t *priority)
-{
-    if (n < 7 || b[0] != 0x0a || memcmp(b + 2, start, 5) != 0 || b[1] >= 0x80)
-        return -1;
-    Py_ssize_t end = 2 + b[1], pos = 7;
-    if (!varint(b, n, &pos, txn))
-        return -1;
-    if (priority != NULL) {
-        *priority = 0;
-        if (pos < end) {
-            if (pos >= n || b[pos] != 0x20)
-                return -1;
-            pos++;
-            if (!varint(b, n, &pos, priority) || *priority >= ((uint64_t)1 << 32))
-                return -1;
-        }
-    }
-    return pos == end ? pos : -1;
-}
-
-/* The operation message at b[pos] (tag ``field``), running to the end of b,
- * starting with ledgerId (1) and entryId (2): the ids, and the position
- * after them; -1 otherwise. */
-static Py_ssize_t ids_at(const uint8_t *b, Py_ssize_t n, Py_ssize_t pos, const uint8_t field[2],
-                         int64_t *ledger_id, int64_t *entry_id)
-{
-    uint64_t size, ledger, entry;
-    if (pos + 2 > n || b[pos] != field[0] || b[pos + 1] != field[1])
-        return -1;
-    pos += 2;
-    if (!varint(b, n, &pos, &size) || size != (uint64_t)(n - pos) || pos >= n || b[pos] != 0x08)
-        return -1;
-    pos++;
-    if (!varint(b, n, &pos, &ledger) || pos >= n || b[pos] != 0x10)
-        return -1;
-    pos++;
-    if (!varint(b, n, &pos, &entry))
-        return -1;
-    *ledger_id = (int64_t)ledger; /* int64 fields: two's complement */
-    *entry_id = (int64_t)entry;
-    return pos;
-}
-
-static int need_bytes(PyObject *arg)
-{
-    if (PyBytes_CheckExact(arg))
-        return 1;
-    PyErr_Format(PyExc_TypeError, "want bytes, not %.100s", Py_TYPE(arg)->tp_name);
-    return 0;
-}
-
-/* obj as an int64 into *out; 0 with an exception set when it is not one. */
-static inline int i64_of(PyObject *obj, long long *out)
-{
-    *out = PyLong_AsLongLong(obj);
-    return !(*out == -1 && PyErr_Occurred());
-}
 
 PyDoc_STRVAR(plain_add_request_doc,
 "plain_add_request(b: bytes) -> (txnId, ledgerId, entryId, masterKey, body, high_priority, recovery) | None\n\n"
@@ -120,34 +38,13 @@ static PyObject *plain_add_request(PyObject *self, PyObject *arg)
 {
     if (!need_bytes(arg))
         return NULL;
-    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg);
-    uint64_t txn, priority, body_len;
-    int64_t ledger_id, entry_id;
-    Py_ssize_t pos = header_at(b, n, ADD_HEADER_START, &txn, &priority);
-    if (pos < 0)
+    const char *b = PyBytes_AS_STRING(arg);
+    add_fields_t a;
+    if (!add_fields((const uint8_t *)b, PyBytes_GET_SIZE(arg), &a))
         Py_RETURN_NONE;
-    pos = ids_at(b, n, pos, ADD_FIELD, &ledger_id, &entry_id);
-    if (pos < 0 || pos + 2 > n || b[pos] != 0x1a)
-        Py_RETURN_NONE;
-    Py_ssize_t key_len = b[pos + 1];
-    Py_ssize_t key_at = pos + 2;
-    if (key_len >= 0x80 || key_at + key_len >= n || b[key_at + key_len] != 0x22)
-        Py_RETURN_NONE;
-    pos = key_at + key_len + 1;
-    if (!varint(b, n, &pos, &body_len) || body_len > (uint64_t)(n - pos))
-        Py_RETURN_NONE;
-    /* the body runs to the end, or is followed by exactly AddRequest.flag (100) = RECOVERY_ADD */
-    Py_ssize_t end = pos + (Py_ssize_t)body_len;
-    int recovery = 0;
-    if (end != n) {
-        if (end + 3 != n || b[end] != 0xa0 || b[end + 1] != 0x06 || b[end + 2] != 0x01)
-            Py_RETURN_NONE;
-        recovery = 1;
-    }
-    return Py_BuildValue("(KLLy#y#OO)", (unsigned long long)txn, (long long)ledger_id, (long long)entry_id,
-                         (const char *)b + key_at, key_len, (const char *)b + pos, end - pos,
-                         priority > 0 ? Py_True : Py_False, recovery ? Py_True : Py_False);
+    return Py_BuildValue("(KLLy#y#OO)", (unsigned long long)a.txn, (long long)a.ledger_id, (long long)a.entry_id,
+                         b + a.key_at, a.key_len, b + a.body_at, a.body_len, a.high_priority ? Py_True : Py_False,
+                         a.recovery ? Py_True : Py_False);
 }
 
 PyDoc_STRVAR(plain_read_request_doc,
@@ -178,18 +75,14 @@ static PyObject *v2_add_request(PyObject *self, PyObject *arg)
 {
     if (!need_bytes(arg))
         return NULL;
-    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
+    const char *b = PyBytes_AS_STRING(arg);
     Py_ssize_t n = PyBytes_GET_SIZE(arg);
-    if (n < 4 + MASTER_KEY_LENGTH + 16 || ((b[0] << 8) | b[1]) != V2_ADD_TOP)
+    int flags;
+    int64_t ledger_id, entry_id;
+    if (!v2_add_fields((const uint8_t *)b, n, &flags, &ledger_id, &entry_id))
         Py_RETURN_NONE;
-    uint64_t ledger = 0, entry = 0;
-    for (int i = 0; i < 8; i++) {
-        ledger = (ledger << 8) | b[4 + MASTER_KEY_LENGTH + i];
-        entry = (entry << 8) | b[4 + MASTER_KEY_LENGTH + 8 + i];
-    }
-    return Py_BuildValue("(iLLy#y#)", (b[2] << 8) | b[3], (long long)(int64_t)ledger, (long long)(int64_t)entry,
-                         (const char *)b + 4, (Py_ssize_t)MASTER_KEY_LENGTH, (const char *)b + 4 + MASTER_KEY_LENGTH,
-                         n - 4 - MASTER_KEY_LENGTH);
+    return Py_BuildValue("(iLLy#y#)", flags, (long long)ledger_id, (long long)entry_id, b + 4,
+                         (Py_ssize_t)MASTER_KEY_LENGTH, b + 4 + MASTER_KEY_LENGTH, n - 4 - MASTER_KEY_LENGTH);
 }
 
 /* A bytes object for a frame of ``payload`` bytes, its 4-byte length written and
@@ -212,14 +105,6 @@ static PyObject *new_frame(size_t payload, uint8_t **o)
     return out;
 }
 
-/* A field's tag byte, then its ``n`` bytes (a varint already encoded): past them. */
-static inline uint8_t *put_tagged(uint8_t *o, uint8_t tag, const uint8_t *v, size_t n)
-{
-    *o++ = tag;
-    memcpy(o, v, n);
-    return o + n;
-}
-
 PyDoc_STRVAR(add_answer_doc,
 "add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes\n\n"
 "frame(AddResponseEncoder().encode(txn_id, status, ledger_id, entry_id)) for a v3\n"
@@ -232,39 +117,15 @@ static PyObject *add_answer(PyObject *self, PyObject *const *args, Py_ssize_t na
     unsigned long long txn = PyLong_AsUnsignedLongLong(args[0]);
     if (txn == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
-    long status = PyLong_AsLong(args[1]);
-    if (status == -1 && PyErr_Occurred())
-        return NULL;
-    if (status < INT32_MIN || status > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "status out of the int32 range");
-        return NULL;
-    }
+    long status;
     long long ledger, entry;
-    if (!i64_of(args[2], &ledger) || !i64_of(args[3], &entry))
+    if (!status_of(args[1], &status) || !i64_of(args[2], &ledger) || !i64_of(args[3], &entry))
         return NULL;
-    /* enums and int64s as protobuf writes them: a negative value sign-extended to 64 bits */
-    uint64_t st = (uint64_t)(int64_t)status;
-    uint8_t status_v[10], ledger_v[10], entry_v[10], txn_v[10];
-    size_t ns = bk_put_varint(status_v, st) - status_v, nl = bk_put_varint(ledger_v, (uint64_t)ledger) - ledger_v,
-           ne = bk_put_varint(entry_v, (uint64_t)entry) - entry_v, nt = bk_put_varint(txn_v, txn) - txn_v;
-    size_t header = 5 + nt, inner = 1 + ns + 1 + nl + 1 + ne; /* both < 0x80: one-byte lengths */
-    size_t payload = 2 + header + 1 + ns + 2 + 1 + inner;
-    uint8_t *o;
-    PyObject *out = new_frame(payload, &o);
-    if (out == NULL)
-        return NULL;
-    *o++ = 0x0a; /* header (1) */
-    *o++ = (uint8_t)header;
-    memcpy(o, ADD_HEADER_START, 5);
-    o += 5;
-    memcpy(o, txn_v, nt);
-    o = put_tagged(o + nt, 0x10, status_v, ns); /* status (2) */
-    *o++ = ADD_FIELD[0]; /* addResponse (101) */
-    *o++ = ADD_FIELD[1];
-    *o++ = (uint8_t)inner;
-    o = put_tagged(o, 0x08, status_v, ns); /* status (1) */
-    o = put_tagged(o, 0x10, ledger_v, nl); /* ledgerId (2) */
-    put_tagged(o, 0x18, entry_v, ne); /* entryId (3) */
+    add_answers_t r;
+    plan_add_answers(&r, status, ledger);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)add_answer_size(&r, txn, (uint64_t)entry));
+    if (out != NULL)
+        put_add_answer((uint8_t *)PyBytes_AS_STRING(out), &r, txn, (uint64_t)entry);
     return out;
 }
 
@@ -484,7 +345,9 @@ static struct PyModuleDef plain_module = {
 PyMODINIT_FUNC PyInit__plain(void)
 {
     PyObject *m = PyModule_Create(&plain_module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API", PLAIN_API) < 0) {
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "API", PLAIN_API) < 0 || bk_plain_add_runs(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

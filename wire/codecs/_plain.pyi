@@ -2,7 +2,9 @@
 answers); its Python twins are :data:`bkctl.wire.codecs.plain.PYTHON`.  ``./dev lint`` checks
 this stub against the built module (mypy's stubtest)."""
 
-from typing import Any, Final
+from typing import Any, Final, final
+
+from _typeshed import structseq
 
 API: Final[int]
 
@@ -14,3 +16,24 @@ def read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes,
 def read_answers(
     run: list[tuple[int, int, int, bytes]], results: list[tuple[int, Any]], start: int, max_lac: int, limit: int, /
 ) -> tuple[bytes, int]: ...
+
+@final
+class AddRun(structseq[Any], tuple[int, list[int] | None, list[int], list[bytes]]):
+    """A run of plain ADDs taken apart (``bkctl.wire.codecs.plain.AddRun``)."""
+
+    __match_args__: Final = ("end", "txn_ids", "entry_ids", "bodies")
+    @property
+    def end(self) -> int: ...
+    @property
+    def txn_ids(self) -> list[int] | None: ...
+    @property
+    def entry_ids(self) -> list[int]: ...
+    @property
+    def bodies(self) -> list[bytes]: ...
+
+def add_run(
+    payloads: list[bytes], i: int, end: int, ledger_id: int, key: bytes, high_priority: bool, recovery: bool, /
+) -> AddRun: ...
+def v2_add_run(payloads: list[bytes], i: int, end: int, ledger_id: int, key: bytes, flags: int, /) -> AddRun: ...
+def add_answers(txn_ids: list[int], status: int, ledger_id: int, entry_ids: list[int], /) -> bytes: ...
+def v2_add_answers(rc: int, ledger_id: int, entry_ids: list[int], /) -> bytes: ...

@@ -11,7 +11,14 @@ answers, in C (``_plain.c``) when that is built and fast paths are on, else in P
 * :data:`read_answer` -- ``(header field, ledgerId, entryId, body, maxLAC)``
   -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3_fast.read_answer`, framed);
 * :data:`read_answers` -- the EOK answers to a run of plain READ_ENTRY requests,
-  one bytes object per up to ``limit`` bytes (:func:`py_read_answers`).
+  one bytes object per up to ``limit`` bytes (:func:`py_read_answers`);
+* :data:`add_run` -- a run of plain v3 ADD_ENTRYs of one ledger, one key and the same
+  flags, taken apart at once (:func:`py_add_run`: an :class:`AddRun`);
+* :data:`v2_add_run` -- the same of version-2 ADDs (:func:`py_v2_add_run`);
+* :data:`add_answers` -- the framed answers to a run of ADD_ENTRYs, as one bytes
+  (:func:`py_add_answers`: :data:`add_answer`'s of each, joined);
+* :data:`v2_add_answers` -- the framed answers to a run of version-2 ADDs, as one
+  bytes (:func:`py_v2_add_answers`).
 
 The Python twins are the reference; the C ones give the same values for every
 input (tests/unit/test_plain_c.py, the fuzz target ``plain_c_twins``).  With
@@ -39,12 +46,105 @@ ReadAnswer = Callable[[bytes, int, int, bytes, int], bytes]
 ReadAnswers = Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int], tuple[bytes, int]]
 
 
+class RunOfAdds(Protocol):
+    """What :data:`add_run` and :data:`v2_add_run` give, the Python twins' :class:`AddRun`
+    or the C twins' struct sequence of the same fields (see :class:`AddRun`)."""
+
+    @property
+    def end(self) -> int: ...
+
+    @property
+    def txn_ids(self) -> list[int] | None: ...
+
+    @property
+    def entry_ids(self) -> list[int]: ...
+
+    @property
+    def bodies(self) -> list[bytes]: ...
+
+
+AddRunParser = Callable[[list[bytes], int, int, int, bytes, bool, bool], RunOfAdds]
+V2AddRunParser = Callable[[list[bytes], int, int, int, bytes, int], RunOfAdds]
+AddAnswers = Callable[[list[int], int, int, list[int]], bytes]
+V2AddAnswers = Callable[[int, int, list[int]], bytes]
+
+
+class AddRun(NamedTuple):
+    """A run of plain ADDs taken apart (:func:`py_add_run`, :func:`py_v2_add_run`):
+    ``end`` the index of the first payload not in the run; the txnIds (None for
+    version-2 ADDs, which have none), entryIds and bodies of those in it, in order."""
+
+    end: int
+    txn_ids: list[int] | None
+    entry_ids: list[int]
+    bodies: list[bytes]
+
+
+def py_add_run(
+    payloads: list[bytes], i: int, end: int, ledger_id: int, key: bytes, high_priority: bool, recovery: bool
+) -> AddRun:
+    """The run of ``payloads[i]``, ``payloads[i + 1]``, ... (before ``end`` and the
+    list's end) that :data:`add_request` takes apart as ADD_ENTRYs of ``ledger_id``
+    with ``key`` and these flags: it ends at the first that it does not take apart or
+    that differs in one of them."""
+    txn_ids: list[int] = []
+    entry_ids: list[int] = []
+    bodies: list[bytes] = []
+    parse = v3_fast.plain_add_request
+    j, end = max(i, 0), min(end, len(payloads))
+    while j < end:
+        got = parse(payloads[j])
+        if got is None:
+            break
+        g_txn, g_ledger, g_entry, g_key, g_body, g_high, g_recovery = got
+        if g_ledger != ledger_id or g_key != key or g_high != high_priority or g_recovery != recovery:
+            break
+        txn_ids.append(g_txn)
+        entry_ids.append(g_entry)
+        bodies.append(g_body)
+        j += 1
+    return AddRun(j, txn_ids, entry_ids, bodies)
+
+
+def py_v2_add_run(payloads: list[bytes], i: int, end: int, ledger_id: int, key: bytes, flags: int) -> AddRun:
+    """:func:`py_add_run` of version-2 ADDs (:data:`v2_add_request`) of ``ledger_id``
+    with ``key`` and ``flags``; ``txn_ids`` None."""
+    entry_ids: list[int] = []
+    bodies: list[bytes] = []
+    parse = v2.plain_add_request
+    j, end = max(i, 0), min(end, len(payloads))
+    while j < end:
+        got = parse(payloads[j])
+        if got is None:
+            break
+        g_flags, g_ledger, g_entry, g_key, g_body = got
+        if g_ledger != ledger_id or g_key != key or g_flags != flags:
+            break
+        entry_ids.append(g_entry)
+        bodies.append(g_body)
+        j += 1
+    return AddRun(j, None, entry_ids, bodies)
+
+
 def py_add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes:
     """The framed answer to an ADD_ENTRY request: ``status`` a v3 StatusCode number."""
     encoder = getattr(_local, "encoder", None)
     if encoder is None:  # AddResponseEncoder refills one message: one per thread
         encoder = _local.encoder = v3_fast.AddResponseEncoder()
     return frame(encoder.encode(txn_id, status, ledger_id, entry_id))
+
+
+def py_add_answers(txn_ids: list[int], status: int, ledger_id: int, entry_ids: list[int]) -> bytes:
+    """The framed answers to the ADD_ENTRYs of ``txn_ids[k]`` and ``entry_ids[k]``
+    (as far as the shorter goes), one after the other: :func:`py_add_answer`'s."""
+    return b"".join([py_add_answer(txn_id, status, ledger_id, e) for txn_id, e in zip(txn_ids, entry_ids)])
+
+
+def py_v2_add_answers(rc: int, ledger_id: int, entry_ids: list[int]) -> bytes:
+    """The framed answers (``rc``) to the version-2 ADDs of ``entry_ids`` of
+    ``ledger_id``, one after the other (``frame(v2.add_response_for(req, rc))`` of each)."""
+    pack, header = v2.FRAMED_ANSWER.pack, v2.ADD_ANSWER_HEADER
+    return b"".join([pack(24, header, rc, ledger_id, e) for e in entry_ids])
 
 
 def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: bytes, max_lac: int) -> bytes:
@@ -89,6 +189,10 @@ class PlainTwins(NamedTuple):
     add_answer: AddAnswer
     read_answer: ReadAnswer
     read_answers: ReadAnswers
+    add_run: AddRunParser
+    v2_add_run: V2AddRunParser
+    add_answers: AddAnswers
+    v2_add_answers: V2AddAnswers
     c: PlainModule | None = None
 
 
@@ -115,6 +219,18 @@ class PlainModule(Protocol):
     @property
     def read_answers(self) -> ReadAnswers: ...
 
+    @property
+    def add_run(self) -> AddRunParser: ...
+
+    @property
+    def v2_add_run(self) -> V2AddRunParser: ...
+
+    @property
+    def add_answers(self) -> AddAnswers: ...
+
+    @property
+    def v2_add_answers(self) -> V2AddAnswers: ...
+
 
 #: The Python twins (the reference).
 PYTHON = PlainTwins(
@@ -124,6 +240,10 @@ PYTHON = PlainTwins(
     py_add_answer,
     py_read_answer,
     py_read_answers,
+    py_add_run,
+    py_v2_add_run,
+    py_add_answers,
+    py_v2_add_answers,
 )
 
 
@@ -133,5 +253,15 @@ def twins_of(c: PlainModule | None) -> PlainTwins:
     if c is None:
         return PYTHON
     return PlainTwins(
-        c.plain_add_request, c.plain_read_request, c.v2_add_request, c.add_answer, c.read_answer, c.read_answers, c
+        c.plain_add_request,
+        c.plain_read_request,
+        c.v2_add_request,
+        c.add_answer,
+        c.read_answer,
+        c.read_answers,
+        c.add_run,
+        c.v2_add_run,
+        c.add_answers,
+        c.v2_add_answers,
+        c,
     )
