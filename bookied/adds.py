@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from bkctl.wire.codecs import v2, v3
-from bkctl.wire.codecs.plain import PlainTwins
+from bkctl.wire.codecs.plain import PlainTwins, RunOfAdds
 from bkctl.wire.codecs.protocol import (
     ADD_FLAG_RECOVERY_ADD,
     RC,
@@ -141,57 +141,34 @@ class Adds:
         ``is_v3``) of one ledger, with one key and the same flags, starting at
         ``payloads[i]`` (taken apart: ``first``) with one :meth:`Bookie.add_entries`:
         one store lock, one journal item, one answer object for the run, where
-        :meth:`add` spends each of them per add.  Returns the index of the first
-        payload not in the run."""
-        txn_ids: list[int] | None
-        entry_ids: list[int]
-        bodies: list[bytes]
+        :meth:`add` spends each of them per add.  The run is taken apart in one call
+        (``plain.add_run`` or ``plain.v2_add_run``, from ``payloads[i]`` on) and answered
+        in one (``plain.add_answers`` or ``plain.v2_add_answers``).  Returns the index
+        of the first payload not in the run."""
         end = min(len(payloads), i + RUN_MAX)
-        j = i + 1
+        run: RunOfAdds
         if is_v3:
             # what plain.add_request takes apart, by name
-            txn_id, ledger_id, entry_id, key, body, high_priority, recovery = first
-            txn_ids, entry_ids, bodies = [txn_id], [entry_id], [body]
-            parse = self.plain.add_request
-            while j < end:
-                got = parse(payloads[j])
-                if got is None:
-                    break
-                g_txn, g_ledger, g_entry, g_key, g_body, g_high, g_recovery = got
-                if g_ledger != ledger_id or g_key != key or g_high != high_priority or g_recovery != recovery:
-                    break
-                txn_ids.append(g_txn)
-                entry_ids.append(g_entry)
-                bodies.append(g_body)
-                j += 1
+            _, ledger_id, _, key, _, high_priority, recovery = first
+            run = self.plain.add_run(payloads, i, end, ledger_id, key, high_priority, recovery)
         else:
             # what plain.v2_add_request takes apart, by name
-            flags, ledger_id, entry_id, key, body = first
-            txn_ids, entry_ids, bodies = None, [entry_id], [body]
+            flags, ledger_id, _, key, _ = first
             high_priority, recovery = bool(flags & _FLAG_HIGH_PRIORITY), bool(flags & _FLAG_RECOVERY_ADD)
-            parse = self.plain.v2_add_request
-            while j < end:
-                got = parse(payloads[j])
-                if got is None:
-                    break
-                g_flags, g_ledger, g_entry, g_key, g_body = got
-                if g_ledger != ledger_id or g_key != key or g_flags != flags:
-                    break
-                entry_ids.append(g_entry)
-                bodies.append(g_body)
-                j += 1
-        if j == i + 1:
+            run = self.plain.v2_add_run(payloads, i, end, ledger_id, key, flags)
+        j = run.end
+        if j <= i + 1:  # a run of one (the twins take payloads[i] apart as ``first`` says)
             (self.v3_plain if is_v3 else self.v2_plain)(*first)
-        else:
-            self.bookie.add_entries(
-                ledger_id,
-                key,
-                entry_ids,
-                bodies,
-                _AddRunReply(self, _now(), txn_ids, ledger_id, entry_ids, recovery),
-                recovery=recovery,
-                high_priority=high_priority,
-            )
+            return i + 1
+        self.bookie.add_entries(
+            ledger_id,
+            key,
+            run.entry_ids,
+            run.bodies,
+            _AddRunReply(self, _now(), run.txn_ids, ledger_id, run.entry_ids, recovery),
+            recovery=recovery,
+            high_priority=high_priority,
+        )
         return j
 
 
@@ -273,13 +250,8 @@ class _AddRunReply:
         outbox = adds.outbox
         if outbox.closed:
             return
-        ledger_id = self.ledger_id
-        if self.txn_ids is None:  # = _AddReply's version-2 answers
-            pack, header = v2.FRAMED_ANSWER.pack, v2.ADD_ANSWER_HEADER  # = frame(v2.add_response_for(req, rc))
-            data = b"".join([pack(24, header, rc, ledger_id, entry_id) for entry_id in self.entry_ids])
-        else:
-            status, answer = v3_status(rc), adds.plain.add_answer
-            data = b"".join(
-                [answer(txn_id, status, ledger_id, entry_id) for txn_id, entry_id in zip(self.txn_ids, self.entry_ids)]
-            )
+        if self.txn_ids is None:  # = _AddReply's version-2 answers, joined
+            data = adds.plain.v2_add_answers(rc, self.ledger_id, self.entry_ids)
+        else:  # = _AddReply's v3 answers, joined
+            data = adds.plain.add_answers(self.txn_ids, v3_status(rc), self.ledger_id, self.entry_ids)
         outbox.send_add_answers(data)
