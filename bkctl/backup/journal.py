@@ -163,10 +163,8 @@ class ClusterPlace:
             tail += line
         if lines:
             changed[chunks - 1] = bytes(tail)
-        for index, data in sorted(changed.items()):  # each chunk before the head that counts it
-            self.store.restores.write_chunk(self.key, index, data)
-        if chunks != self.chunks or head != self.head:
-            self.store.restores.write_head(self.key, head, chunks)
+        if changed or chunks != self.chunks or head != self.head:  # the chunks, then the head that counts them
+            self.store.restores.save(self.key, changed, head, chunks)
         self.chunks, self.tail, self.head = chunks, bytes(tail), head
 
     def rewrite(self, lines: Iterable[bytes], head: bytes) -> None:

@@ -806,6 +806,67 @@ def test_restore_journals_in_chunks_count_what_the_head_counts(sessions, store):
     assert journals.kept() == [] and journals.read_chunks("c1") is None
 
 
+def test_a_restore_journal_saved_at_once_reads_as_written_one_at_a_time(sessions, store):
+    """save: the chunks then the head, as write_chunk and write_head make them, whatever the key
+    held: nothing, a journal read or written (one multi on ZooKeeper), a chunk a stopped restore
+    wrote past the count, an older form, or a journal cleared by another session meanwhile."""
+    from bkctl.wire.metadata.store import RESTORE_CHUNK_BYTES, RestoreJournalChunks
+
+    journals = store.restores
+    assert journals.read_chunks("s1") is None
+    journals.save("s1", {0: b"zero"}, b'{"h":1}', 1)  # nothing under the key
+    journals.save("s1", {0: b"zero+", 1: b"one"}, b'{"h":2}', 2)  # known: set one, create the other
+    other = sessions.open()  # another session (a rerun) reads it
+    assert other.restores.read_chunks("s1") == RestoreJournalChunks(b'{"h":2}', [b"zero+", b"one"])
+    journals.save("s1", {}, b'{"h":3}', 2)  # the head alone
+    assert other.restores.read_chunks("s1") == RestoreJournalChunks(b'{"h":3}', [b"zero+", b"one"])
+    other.restores.write_chunk("s1", 2, b"stale")  # a chunk past the count (a stopped restore's)
+    journals.save("s1", {2: b"two"}, b'{"h":4}', 3)
+    assert other.restores.read_chunks("s1") == RestoreJournalChunks(b'{"h":4}', [b"zero+", b"one", b"two"])
+    other.restores.clear("s1")  # gone meanwhile: saved anew
+    journals.save("s1", {0: b"again"}, b'{"h":5}', 1)
+    assert other.restores.read_chunks("s1") == RestoreJournalChunks(b'{"h":5}', [b"again"])
+    big = bytes(range(256)) * 6000  # an older bkctl's one-document journal, replaced
+    journals.write("old", big)
+    assert journals.read_chunks("old") is None
+    journals.save("old", {0: b"new"}, b"{}", 1)
+    assert other.restores.read("old") is None
+    assert other.restores.read_chunks("old") == RestoreJournalChunks(b"{}", [b"new"])
+    other.restores.clear("s1")
+    other.restores.write_chunk("s1", 0, b"half")  # a stopped restore's first chunk, no head yet
+    assert journals.read_chunks("s1") is None
+    journals.save("s1", {0: b"whole"}, b"{}", 1)
+    assert other.restores.read_chunks("s1") == RestoreJournalChunks(b"{}", [b"whole"])
+    with pytest.raises(ValueError):
+        journals.save("s1", {1: b"x" * (RESTORE_CHUNK_BYTES + 1)}, b"{}", 2)
+    assert other.restores.read_chunks("s1") == RestoreJournalChunks(b"{}", [b"whole"])
+    journals.clear("s1")
+    journals.clear("old")
+    assert journals.kept() == []
+
+
+def test_a_restore_journal_saved_twice_is_one_zookeeper_request_the_second_time(metadata_uri, monkeypatch):
+    """Once the store knows what a key holds, a save is one multi (chunks and head), not a
+    request each and a read of the head."""
+    from kazoo.client import KazooClient
+
+    store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()).start()
+    try:
+        store.restores.save("m", {0: b"a"}, b"{}", 1)
+        calls: list[str] = []
+        call = KazooClient._call
+        monkeypatch.setattr(
+            KazooClient,
+            "_call",
+            lambda zk, request, result: calls.append(type(request).__name__) or call(zk, request, result),
+        )
+        store.restores.save("m", {0: b"ab", 1: b"c"}, b'{"x":1}', 2)
+        assert calls == ["Transaction"]
+        store.restores.clear("m")
+    finally:
+        store.close()
+
+
 def test_a_restore_journal_replacing_an_older_form_leaves_none_of_its_parts(metadata_uri, zk_client):
     store = ZKMetadataStore(metadata_uri, timeout=20, twins=fastpath.selected()).start()
     try:

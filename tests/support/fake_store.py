@@ -1104,6 +1104,11 @@ class FakeRestoreJournals(_Manager):
         self._data.pop(key, None)
         self._heads[key] = (bytes(head), chunks)
 
+    def save(self, key: str, chunks: Mapping[int, bytes], head: bytes, count: int) -> None:
+        for index, data in sorted(chunks.items()):
+            self.write_chunk(key, index, data)
+        self.write_head(key, head, count)
+
     @_call
     def kept(self) -> list[str]:
         return sorted({*self._data, *self._heads, *self._chunks})

@@ -620,6 +620,11 @@ class RestoreJournals(Protocol):
         """Keep the head of journal ``key`` and the number of its chunks that count (the first
         ``chunks``), in place of any head or one-document journal kept under ``key``."""
 
+    def save(self, key: str, chunks: Mapping[int, bytes], head: bytes, count: int) -> None:
+        """Keep ``chunks`` (index -> data) of journal ``key``, then its head counting ``count``:
+        what :meth:`write_chunk` of each then :meth:`write_head` do, in one write where the
+        store can (ZooKeeper: one multi, once the store has read or written the journal)."""
+
     def kept(self) -> list[str]:
         """The keys of the journals kept, sorted."""
 
