@@ -105,17 +105,16 @@ class App:
         ZooKeeper session, created on first use (starts the reactor thread)."""
         if self._bk is None:
             from bkctl.wire.client.blocking import BlockingBookKeeper
-            from bkctl.wire.process.runtime import settle_garbage_collector
-
-            settle_garbage_collector()  # what the commands that talk to bookies move dies young
-
-            from bkctl.wire.process.runtime import twisted_without_tls
+            from bkctl.wire.process.runtime import frozen_when_loaded, settle_garbage_collector, twisted_without_tls
 
             options = {"tls": self.bookie_tls} if self.bookie_tls else {}
             if self.bookie_tls:
                 check_tls_files(self.bookie_tls)
             store, placement = self.store, self.placement_policy()
-            with twisted_without_tls(unless=self.may_use_tls):  # the reactor loads here
+            settle_garbage_collector()  # what the commands that talk to bookies move dies young
+            # the reactor, crochet and the client load here: frozen as they load, and without TLS
+            # when the process uses none
+            with frozen_when_loaded(), twisted_without_tls(unless=self.may_use_tls):
                 self._bk = BlockingBookKeeper(store, protocol=self.protocol, placement=placement, **options)
         return self._bk
 

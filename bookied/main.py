@@ -10,13 +10,11 @@ Every bk_server.conf key has a flag (``journalDirectories`` ->
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
-from contextlib import contextmanager
 
-from bkctl.wire.process.runtime import twisted_without_tls
+from bkctl.wire.process.runtime import frozen_when_loaded, twisted_without_tls
 
 from .config import OPTIONS, ConfigError, load_config
 from .startup import configure_logging, main_reactor
@@ -134,27 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-@contextmanager
-def _frozen_when_loaded():
-    """The bookie's modules loaded without the garbage collector, then frozen.
-
-    What they allocate (some 300,000 objects: Twisted, kazoo, protobuf) lives as
-    long as the process; collected on the way, it is walked again and again for
-    nothing, and at the end by the full collection before the freeze (the
-    service's :func:`~bkctl.wire.process.runtime.settle_garbage_collector`),
-    some 60 ms of CPU per start in all.  Frozen here, that collection walks only
-    what the start allocated after.  The few hundred objects of garbage the
-    imports leave stay with them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level)
@@ -178,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild_index:
         return _rebuild_index(cfg)
 
-    with _frozen_when_loaded():
+    with frozen_when_loaded():
         with twisted_without_tls(unless=bool(cfg.tls_provider_factory_class)):
             reactor = main_reactor()
         from twisted.internet.error import CannotListenError

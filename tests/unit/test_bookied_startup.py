@@ -94,28 +94,6 @@ def test_unit_comments_say_what_protect_system_does():
     assert directives["PrivateTmp"] == "yes" and "journalDirectories=/var/lib/" in comments
 
 
-def test_the_bookies_modules_load_with_the_collector_off_and_are_frozen_after():
-    import gc
-
-    from bkctl.bookied.main import _frozen_when_loaded
-
-    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
-    try:
-        with _frozen_when_loaded():
-            assert not gc.isenabled()
-            loaded = [[] for _ in range(100)]  # what an import would allocate
-        assert gc.isenabled()  # the bookie collects again once loaded
-        assert gc.get_freeze_count() >= frozen + len(loaded)
-        gc.disable()
-        with _frozen_when_loaded():
-            pass
-        assert not gc.isenabled()  # left as found
-    finally:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
-
-
 def _registering_service(tmp_path, monkeypatch, failures: int):
     """A service about to register, whose store loses ZooKeeper ``failures`` times first."""
     from tests.unit.test_service_readonly import make_service

@@ -44,3 +44,25 @@ def test_twisted_loads_without_tls_inside_the_block_unless_told_and_openssl_impo
 
     assert probe("plain") == {"has_tls": False, "loaded": False}
     assert probe("tls") == {"has_tls": True, "loaded": True}
+
+
+def test_what_loads_in_the_block_loads_with_the_collector_off_and_is_frozen_after():
+    import gc
+
+    from bkctl.wire.process.runtime import frozen_when_loaded
+
+    enabled, frozen = gc.isenabled(), gc.get_freeze_count()
+    try:
+        with frozen_when_loaded():
+            assert not gc.isenabled()
+            loaded = [[] for _ in range(100)]  # what an import would allocate
+        assert gc.isenabled()  # collected again once loaded
+        assert gc.get_freeze_count() >= frozen + len(loaded)
+        gc.disable()
+        with frozen_when_loaded():
+            pass
+        assert not gc.isenabled()  # left as found
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
