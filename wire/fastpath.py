@@ -2,7 +2,7 @@
 
 A fast path is a second, quicker implementation of something a general path
 already does (the C twins of the bookie's parsers of plain v2/v3 ADDs and v3 READs
-and of their answers -- with fast paths off their Python twins serve the same runs
+and of their answers, one request or a run of them at a time -- with fast paths off their Python twins serve the same runs
 of pipelined requests --, the client's add-answer shortcut, its v2 batch reads, a window's
 reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
 twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a
@@ -18,7 +18,7 @@ reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that) and th
 imports the C extensions (:func:`c_module`; tests/repo/test_twin_selection.py holds that).
 The C twins give the same bytes and values as the Python functions they stand for
 (``_fastcodec``: tests/unit/test_fastcodec.py, test_client_take_answers.py; ``_records``:
-test_entry_log_records.py, test_journal_entries_c.py; ``_plain``: test_plain_c.py; ``_addpath``:
+test_entry_log_records.py, test_journal_entries_c.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py; ``_addpath``:
 test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metadata_twins.py;
 ``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
 (its ``.pyi``) says its types, and tests/unit/test_c_twins.py fails where one this platform
