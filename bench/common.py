@@ -8,6 +8,9 @@ on ``sys.path`` and they import this module as ``common``.
 Importing it makes SIGTERM end a bench as Ctrl-C does, through its ``finally`` blocks: a
 bench stopped with ``kill`` (a timeout, a CI step ended) stops the sandbox it started --
 ZooKeeper, bookieds, the S3 server -- instead of leaving them running with no parent.
+
+Importing it also byte-compiles the project's sources whose ``__pycache__`` is older than
+they are (:func:`compile_sources`), as ``./dev`` does when it sets up.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from contextlib import contextmanager
 
 __all__ = [
     "bookie_metrics",
+    "compile_sources",
     "cpu_seconds",
     "histogram_quantile",
     "in_sandbox",
@@ -40,6 +44,24 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
 
 if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def compile_sources() -> None:
+    """Byte-compile the project's sources whose compiled form is missing or older than they
+    are.  Where PYTHONDONTWRITEBYTECODE is set, nothing else writes it between two ``./dev``
+    setups, and every ``bkctl`` and bookied a bench starts would compile each source changed
+    since at its start: with six such modules a ``bkctl ledger read`` took 6% more
+    instructions, and a command's or a bookie's start-up figure measured the commits landed
+    since rather than the code."""
+    import compileall
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for folder in ("wire", "bookied", "bkctl", "shell"):
+        compileall.compile_dir(root / folder, quiet=2)
+
+
+compile_sources()
 
 
 def load_note() -> str:
