@@ -253,12 +253,12 @@ def run(args, uri: str, work: Path) -> int:
                         )
                         summary = _export(store, uri, args, work, master, spec, rep)
                         export_cpu.append(meter.used(before, meter.snapshot()))
-                        assert summary["entries"] == n, summary
-                        timings = summary["timings"]
+                        assert summary.entries == n, summary
+                        timings = summary.timings
                         export_times.append(timings["plan"] + timings["write"] + timings["verify"] + timings["commit"])
                         print(
                             f"{f'  export {master}, run {rep + 1}':32} {rate(n, total_bytes, export_times[-1])}  "
-                            f"[{summary['files']} files; write {timings['write']:.2f} s, verify "
+                            f"[{summary.files} files; write {timings['write']:.2f} s, verify "
                             f"{timings['verify']:.2f} s, commit {timings['commit']:.2f} s; {load_note()}; "
                             f"{cpu_note(export_cpu[-1], n)}]"
                         )

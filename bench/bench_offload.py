@@ -401,9 +401,9 @@ def run(args, info: dict, work: Path) -> int:
             t = time.monotonic()
             summary = run_export(store, info["uri"], TopicSource(TopicSpec(topic, scan_first=False)), opts)
             seconds = time.monotonic() - t
-        assert summary["messages"] == messages, summary
+        assert summary.messages == messages, summary
         if topic == TOPIC:
-            session_timings.append(summary["timings"])
+            session_timings.append(summary.timings)
         return seconds
 
     weed = s3["pid"]

@@ -218,18 +218,18 @@ def run(args, uri: str, work: Path) -> int:
         cpu = statistics.median(r[1] for r in runs)
         medians[kind] = secs
         s = runs[0][2]
-        rows = s.get("messages", s["entries"])
+        rows = getattr(s, "messages", s.entries)  # a topic export's rows are messages
         print(
             f"{kind + ' export (' + args.master + ')':34} {len(entries) / secs:>9,.0f} entries/s  "
             f"{args.messages / secs:>10,.0f} messages/s  {nbytes / secs / 2**20:7.2f} MiB/s  "
             f"{cpu / args.messages * 1e6:6.2f} us CPU/message  rows {rows:,}  ({secs:.2f} s median of "
             f"{len(runs)})"
         )
-    plan = statistics.median(r[2]["timings"]["plan"] for r in results["topic"])
-    again = statistics.median(r[2]["timings"].get("write_again", 0.0) for r in results["topic"])
+    plan = statistics.median(r[2].timings["plan"] for r in results["topic"])
+    again = statistics.median(r[2].timings.get("write_again", 0.0) for r in results["topic"])
     print(
         f"topic export's plan: {plan:.2f} s, tasks read again for transactions: {again:.2f} s (medians; "
-        f"the raw export's plan: {statistics.median(r[2]['timings']['plan'] for r in results['raw']):.2f} s)"
+        f"the raw export's plan: {statistics.median(r[2].timings['plan'] for r in results['raw']):.2f} s)"
     )
     print(
         f"topic export entries/s = {medians['raw'] / medians['topic']:.0%} of the raw export's (target >= 80%); "

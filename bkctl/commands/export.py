@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from ..export.source import ExportSource
+    from ..export.summary import ExportSummary
 
 EPILOG = """\b
 Output: Hive-style folders ledger_id=N/ (or date=YYYY-MM-DD/ledger_id=N/ with
@@ -476,22 +477,27 @@ def export(
         app.emit_json(summary)
         return
     if not app.quiet:
-        _say_summary(app, summary, topic)
+        _say_summary(app, summary)
 
 
-def _say_warnings(app: App, summary: dict) -> None:
-    """What a summary says on stderr: a subscription's position older than its broker's, and
-    (without -q) corrupt entries, incomplete chunked messages, values that do not decode."""
-    for warning in summary.get("warnings") or []:  # a subscription's position older than its broker's
+def _say_warnings(app: App, summary: ExportSummary) -> None:
+    """What a topic export's summary says on stderr: a subscription's position older than its
+    broker's, and (without -q) corrupt entries, incomplete chunked messages, values that do not
+    decode (a ledger export's: nothing)."""
+    from ..export.summary import TopicExportSummary
+
+    if not isinstance(summary, TopicExportSummary):
+        return
+    for warning in summary.warnings:  # a subscription's position older than its broker's
         app.err_console.print(f"bkctl: warning: {warning}", highlight=False, soft_wrap=True)
     if not app.quiet:  # corrupt entries and incomplete chunked messages: never silent
-        for p in (summary.get("problems") or [])[:20]:
+        for p in summary.problems[:20]:
             app.err_console.print(
                 f"bkctl: warning: {p['topic']} ledger {p['ledger_id']} entry {p['entry_id']}: {p['reason']}",
                 highlight=False,
                 soft_wrap=True,
             )
-        typed = summary.get("schema") or {}
+        typed = summary.schema
         for f in typed.get("first_decode_errors") or []:  # messages that do not decode by their schema: error rows
             app.err_console.print(
                 f"bkctl: warning: {f['topic']} message {f['message_id']}: does not decode by its schema: {f['reason']}",
@@ -500,44 +506,46 @@ def _say_warnings(app: App, summary: dict) -> None:
             )
         if typed.get("decode_errors", 0) > len(typed.get("first_decode_errors") or []):
             app.err_console.print(
-                f"bkctl: warning: ... and more messages that do not decode (see {summary['manifest']})",
+                f"bkctl: warning: ... and more messages that do not decode (see {summary.manifest})",
                 highlight=False,
                 soft_wrap=True,
             )
-        if len(summary.get("problems") or []) > 20:
+        if len(summary.problems) > 20:
             app.err_console.print(
-                f"bkctl: warning: ... and {len(summary['problems']) - 20} more problems (see {summary['manifest']})",
+                f"bkctl: warning: ... and {len(summary.problems) - 20} more problems (see {summary.manifest})",
                 highlight=False,
                 soft_wrap=True,
             )
 
 
-def _say_summary(app: App, summary: dict, topic: bool) -> None:
+def _say_summary(app: App, summary: ExportSummary) -> None:
     """The lines of an export's summary on stdout."""
-    skipped = summary["skipped"]
-    if topic:
+    from ..export.summary import TopicExportSummary
+
+    skipped = summary.skipped
+    if isinstance(summary, TopicExportSummary):
         app.console.print(
-            f"exported {plural(summary['messages'], 'message')} ({human_size(summary['bytes'])}) from "
-            f"{plural(summary['entries'], 'entry', 'entries')} of {plural(summary['ledgers'], 'ledger')} of "
-            f"{', '.join(summary['topics'])} to {summary['out']} in {summary['seconds']:.1f}s: "
-            f"{plural(summary['files'], 'file')}, master {summary['master']}",
+            f"exported {plural(summary.messages, 'message')} ({human_size(summary.bytes)}) from "
+            f"{plural(summary.entries, 'entry', 'entries')} of {plural(summary.ledgers, 'ledger')} of "
+            f"{', '.join(summary.topics)} to {summary.out} in {summary.seconds:.1f}s: "
+            f"{plural(summary.files, 'file')}, master {summary.master}",
             highlight=False,
         )
-        if summary.get("read_past_lac"):
+        if summary.read_past_lac:
             app.console.print(
-                f"  {plural(summary['read_past_lac'], 'entry', 'entries')} of open ledgers read "
+                f"  {plural(summary.read_past_lac, 'entry', 'entries')} of open ledgers read "
                 "past their last add confirmed (held by an ack quorum of their bookies; see "
                 "read_past_lac in the manifest)",
                 highlight=False,
             )
     else:
         app.console.print(
-            f"exported {plural(summary['entries'], 'entry', 'entries')} ({human_size(summary['bytes'])}) of "
-            f"{plural(summary['ledgers'], 'ledger')} to {summary['out']} in {summary['seconds']:.1f}s: "
-            f"{plural(summary['files'], 'file')}, master {summary['master']}"
+            f"exported {plural(summary.entries, 'entry', 'entries')} ({human_size(summary.bytes)}) of "
+            f"{plural(summary.ledgers, 'ledger')} to {summary.out} in {summary.seconds:.1f}s: "
+            f"{plural(summary.files, 'file')}, master {summary.master}"
         )
-    if topic:
-        push = summary.get("pushdown")
+    if isinstance(summary, TopicExportSummary):
+        push = summary.pushdown
         if push:
             app.console.print(
                 f"  --from/--to: {plural(push['entries_read'], 'entry', 'entries')} read, "
@@ -547,7 +555,7 @@ def _say_summary(app: App, summary: dict, topic: bool) -> None:
                 highlight=False,
                 soft_wrap=True,
             )
-        typed = summary.get("schema") or {}
+        typed = summary.schema
         if typed.get("typed"):
             app.console.print(
                 f"  values typed by schema version {typed['reader_version']} ({typed['type']})"
@@ -561,13 +569,13 @@ def _say_summary(app: App, summary: dict, topic: bool) -> None:
             )
         from ..export.topic_transactions import left_out_text
 
-        line = left_out_text(summary["left_out"], summary["transactions"])
+        line = left_out_text(summary.left_out, summary.transactions)
         if line:
             app.console.print(f"  {line}", highlight=False, soft_wrap=True)
     for s in skipped[:20]:
         app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
     if len(skipped) > 20:
-        app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary['manifest']})")
+        app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary.manifest})")
 
 
 def _export_topics(app: App, store, uri: str, spec, options, topics, namespaces, topics_from, managed_ledgers) -> None:
@@ -616,7 +624,7 @@ def _export_topics(app: App, store, uri: str, spec, options, topics, namespaces,
         app.emit_json(done.to_json())
     elif not app.quiet:
         for summary in done.exports:
-            _say_summary(app, summary, True)
+            _say_summary(app, summary)
         app.console.print(
             f"exported {len(done.exports)} of {plural(len(specs), 'topic')} to {done.out} in {done.seconds:.1f}s, "
             f"one folder each (TENANT/NS/TOPIC), master {done.master}"

@@ -4,6 +4,8 @@
   a Spark job that drives any :class:`~bkctl.export.source.ExportSource`:
   plan on the driver, one task per planned task writing Parquet
   (:mod:`bkctl.export.writing`), check, commit atomically with a manifest;
+* :mod:`bkctl.export.summary`: what an export did, as named types (what
+  ``bkctl export`` prints and ``--json`` writes; the manifest is a file format apart);
 * the two sources: :mod:`bkctl.export.ledger_source` (one row per entry) and
   :mod:`bkctl.export.topic_source` (one row per message; its plan:
   :mod:`bkctl.wire.domain.topic_plan`);

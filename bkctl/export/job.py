@@ -37,6 +37,7 @@ from .executor import DEFAULT_BATCH_SIZE, DEFAULT_READ_TIMEOUT, DEFAULT_READ_WIN
 from .output import MANIFEST, OutputDir
 from .source import ExportError, ExportSource, SourcePlan, TaskReport, Written
 from .spark_session import spark_session, stop_spark
+from .summary import ExportSummary
 
 __all__ = [
     "Export",
@@ -279,9 +280,10 @@ class Export:
             len(plan.plans),
         )
 
-    def complete(self, master: str) -> dict[str, Any]:
+    def complete(self, master: str) -> ExportSummary:
         """Check what was written, bring in the kept partitions, write the manifest and swap
-        the staging directory into place (under the lock); returns the summary."""
+        the staging directory into place (under the lock); returns the summary (its source's:
+        a topic's is a :class:`~bkctl.export.summary.TopicExportSummary`)."""
         source, plan, out, timings = self.source, self.plan, self.out, self.timings
         t = time.monotonic()
         written = source.verify(plan, self.reports, out.staging)
@@ -295,23 +297,22 @@ class Export:
         )
         out.finish(manifest)
         timings["commit"] = time.monotonic() - t
-        summary = {
-            "out": str(out.path),
-            "ledgers": len(plan.plans),
-            source.rows_are: sum(s["rows"] for s in written.stats.values()),
-            "bytes": sum(s["bytes"] for s in written.stats.values()),
-            "files": written.files,
-            "seconds": round(time.monotonic() - self.t0, 3),
-            "master": master,
-            "mode": self.options.mode,
-            "partition_by": source.partition_by,
-            "ledger_ids": [p.ledger_id for p in plan.plans],
-            "skipped": plan.skipped,
-            "manifest": str(out.path / MANIFEST),
-            "timings": {k: round(v, 3) for k, v in timings.items()},
-        }
-        source.summary(plan, self.reports, summary)
-        return summary
+        summary = ExportSummary(
+            out=str(out.path),
+            ledgers=len(plan.plans),
+            entries=sum(s["rows"] for s in written.stats.values()),  # the rows (the source says what they are)
+            bytes=sum(s["bytes"] for s in written.stats.values()),
+            files=written.files,
+            seconds=round(time.monotonic() - self.t0, 3),
+            master=master,
+            mode=self.options.mode,
+            partition_by=source.partition_by,
+            ledger_ids=[p.ledger_id for p in plan.plans],
+            skipped=plan.skipped,
+            manifest=str(out.path / MANIFEST),
+            timings={k: round(v, 3) for k, v in timings.items()},
+        )
+        return source.summary(plan, self.reports, summary)
 
 
 def write_all(
@@ -385,15 +386,15 @@ def _run(
         plans += e.plan.plans
     attempts = task_attempts(sc.master, sc.getConf().get("spark.task.maxFailures")) if tolerant else 0
     task = functools.partial(run_export_task, jobs, attempts)
-    outcome: dict[str, Any] = {}
+    outcome = _JobOutcome()
     what = runs[0][0].options.out if len(runs) == 1 else f"{len(runs)} folders"
 
     def write() -> None:
         try:
             sc.setJobGroup(group, f"bkctl export to {what}", interruptOnCancel=True)
-            outcome["results"] = sc.parallelize(items, len(items)).map(task).collect()
+            outcome.results = sc.parallelize(items, len(items)).map(task).collect()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome["error"] = exc
+            outcome.error = exc
 
     estimate = _progress_estimate(ranges, plans)
     entries_total = sum(r.entries for r in ranges)
@@ -418,8 +419,8 @@ def _run(
         sc.cancelJobGroup(group)
         thread.join(60)
         raise
-    if "error" in outcome:
-        error = outcome["error"]
+    if outcome.error is not None:
+        error = outcome.error
         cause = spark_error_cause(error)
         if tolerant and isinstance(error, Exception):  # (not Ctrl-C)
             for e, _ in runs:
@@ -434,7 +435,7 @@ def _run(
             raise ExportError(f"the Spark job failed: {cause}") from error
         raise error
     reports: dict[Export, list[TaskReport]] = {e: [] for e, _ in runs}
-    for k, result in outcome["results"]:
+    for k, result in outcome.results:
         e = runs[k][0]
         if isinstance(result, TaskFailed):
             e.failure = e.failure or result.cause
@@ -448,6 +449,14 @@ def _run(
             ExportProgress("write", len(ranges), len(ranges), entries_total, entries_total, len(plans), len(plans))
         )
     return {e: r for e, r in reports.items() if e.failure is None}
+
+
+@dataclass
+class _JobOutcome:
+    """What the thread that ran :func:`_run`'s Spark job left: each task's result, or the error."""
+
+    results: list[tuple[int, TaskReport | TaskFailed]] = field(default_factory=list)
+    error: BaseException | None = None
 
 
 def cause_exit_code(cause: str) -> int | None:
@@ -590,9 +599,9 @@ def run_export(
     *,
     progress: ProgressCallback | None = None,
     info: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """Export what ``source`` selects; returns the summary document
-    (``out, ledgers, entries, bytes, files, seconds, master`` and more)."""
+) -> ExportSummary:
+    """Export what ``source`` selects; returns its summary (a topic's:
+    :class:`~bkctl.export.summary.TopicExportSummary`)."""
     say = info or (lambda _msg: None)
     export = Export(source, options, uri)
     with LedgerReader.on_driver(export.settings, store) as reader:

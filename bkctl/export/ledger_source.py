@@ -23,6 +23,7 @@ from bkctl.wire.text import utc_iso
 from .columns import LEDGER_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, TaskReport, Written
+from .summary import ExportSummary
 from .writing import leaf_dir
 
 __all__ = ["LedgerBatchBuilder", "LedgerSelection", "LedgerSource", "read_ledger_range", "written_stats"]
@@ -227,8 +228,8 @@ class LedgerSource:
     def manifest(self, plan: SourcePlan, reports: list[TaskReport], decode: str | None) -> dict[str, Any]:
         return {"columns": manifest_columns(self.columns, decode), "layout": LAYOUTS[self.partition_by]}
 
-    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: dict[str, Any]) -> None:
-        pass
+    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: ExportSummary) -> ExportSummary:
+        return summary  # the rows are the entries
 
     def describe(self) -> dict[str, Any]:
         s = self.selection

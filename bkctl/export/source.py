@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from bkctl.wire.pulsar.columns import Column
 
     from .executor import LedgerReader, ReadSettings
+    from .summary import ExportSummary
 
 __all__ = ["ExportError", "ExportSource", "FileWritten", "SourcePlan", "TaskReport", "Written"]
 
@@ -114,8 +115,9 @@ class ExportSource(Protocol):
         """The source's part of the manifest: ``columns``, ``layout``, what to
         add to this export's record (``export``), and sections of its own."""
 
-    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: dict[str, Any]) -> None:
-        """Add the source's own facts to the export's summary (which counts its rows as :attr:`rows_are`)."""
+    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: ExportSummary) -> ExportSummary:
+        """The export's summary with the source's own facts (``summary`` counts the rows as its
+        ``entries``; a source whose rows are something else says so in its own)."""
 
     def describe(self) -> dict[str, Any]:
         """What was asked for, as the manifest records it."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.domain.topic_plan import TopicRange, TopicSpec, cursor_from_json, plan_topic
@@ -37,6 +37,7 @@ from bkctl.wire.text import utc_iso
 from .columns import TOPIC_COLUMNS, arrow_schema, manifest_columns
 from .executor import LedgerReader, ReadSettings
 from .source import ExportError, SourcePlan, TaskReport, Written
+from .summary import ExportSummary, LeftOut, TopicExportSummary
 
 if TYPE_CHECKING:
     from bkctl.wire.domain.entry_source import EntrySource
@@ -540,17 +541,18 @@ class TopicSource:
         return [p for r in reports for p in r.counts.get("problems", [])]
 
     @staticmethod
-    def left_out(reports: list[TaskReport]) -> dict[str, Any]:
+    def left_out(reports: list[TaskReport]) -> LeftOut:
         """What the tasks left out (or kept as pending), summed: markers by name, aborted, pending."""
-        out: dict[str, Any] = {"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}
+        markers: dict[str, int] = {}
+        counts = {"aborted": 0, "pending": 0, "pending_kept": 0}
         for r in reports:
             for key, value in (r.counts.get("left_out") or {}).items():
                 if key == "markers":
                     for name, n in value.items():
-                        out["markers"][name] = out["markers"].get(name, 0) + n
+                        markers[name] = markers.get(name, 0) + n
                 else:
-                    out[key] += value
-        return out
+                    counts[key] += value
+        return LeftOut(markers, **counts)
 
     @staticmethod
     def pushdown_doc(plan: SourcePlan, reports: list[TaskReport]) -> dict[str, Any] | None:
@@ -580,7 +582,7 @@ class TopicSource:
             "pushdown": self.pushdown_doc(plan, reports),
             "export": {
                 "problems": self.problems(reports),
-                "left_out": self.left_out(reports),
+                "left_out": asdict(self.left_out(reports)),
                 "transactions": dict(plan.details.get("transactions") or {}),
             },
         }
@@ -625,17 +627,26 @@ class TopicSource:
         """The rows' column names."""
         return [c.name for c in self.columns]
 
-    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: dict[str, Any]) -> None:
-        summary["entries"] = sum(r.counts["entries"] for r in reports)
+    def summary(self, plan: SourcePlan, reports: list[TaskReport], summary: ExportSummary) -> TopicExportSummary:
+        """The summary's rows are the messages; its entries, those the tasks read."""
+        import dataclasses
+
         topics = plan.details.get("topics") or {}
-        summary["topics"] = sorted(topics)
-        summary["problems"] = self.problems(reports)
-        summary["read_past_lac"] = sum(p["entries"] for t in topics.values() for p in t.get("read_past_lac", ()))
-        summary["warnings"] = list(plan.details.get("warnings") or [])
-        summary["left_out"] = self.left_out(reports)
-        summary["transactions"] = dict(plan.details.get("transactions") or {})
-        summary["schema"] = self.schema_doc(plan, reports)
-        summary["pushdown"] = self.pushdown_doc(plan, reports)
+        return TopicExportSummary(
+            **{
+                **{f.name: getattr(summary, f.name) for f in dataclasses.fields(ExportSummary)},
+                "entries": sum(r.counts["entries"] for r in reports),
+            },
+            messages=summary.entries,
+            topics=sorted(topics),
+            problems=self.problems(reports),
+            read_past_lac=sum(p["entries"] for t in topics.values() for p in t.get("read_past_lac", ())),
+            warnings=list(plan.details.get("warnings") or []),
+            left_out=self.left_out(reports),
+            transactions=dict(plan.details.get("transactions") or {}),
+            schema=self.schema_doc(plan, reports),
+            pushdown=self.pushdown_doc(plan, reports),
+        )
 
     def describe(self) -> dict[str, Any]:
         s = self.spec

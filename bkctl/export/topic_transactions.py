@@ -17,11 +17,14 @@ task then carries what its range needs (:func:`with_transactions`).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bkctl.wire.pulsar.transactions import TopicTransactions, TransactionScan
 
 from .source import TaskReport
+
+if TYPE_CHECKING:
+    from .summary import LeftOut
 
 __all__ = ["left_out_text", "scan_transactions", "tasks_to_redo", "with_transactions"]
 
@@ -78,7 +81,7 @@ def tasks_to_redo(
     return again, with_transactions(tasks, transactions, pending), transactions
 
 
-def left_out_text(left_out: dict[str, Any], transactions: dict[str, Any]) -> str | None:
+def left_out_text(left_out: LeftOut, transactions: dict[str, Any]) -> str | None:
     """One line saying what a consumer would not have received and the export
     left out (or kept as pending), and why; None when there was nothing."""
 
@@ -86,7 +89,7 @@ def left_out_text(left_out: dict[str, Any], transactions: dict[str, Any]) -> str
         return f"{n} {what}" if n == 1 else f"{n} {what.replace('entry', 'entries').replace('message', 'messages')}"
 
     parts = []
-    markers = left_out.get("markers") or {}
+    markers = left_out.markers
     if markers:
         parts.append(
             count(sum(markers.values()), "marker entry")
@@ -94,17 +97,15 @@ def left_out_text(left_out: dict[str, Any], transactions: dict[str, Any]) -> str
             + ", ".join(f"{n} {name}" for name, n in sorted(markers.items()))
             + ")"
         )
-    if left_out.get("aborted"):
-        parts.append(count(left_out["aborted"], "message") + " of aborted transactions")
+    if left_out.aborted:
+        parts.append(count(left_out.aborted, "message") + " of aborted transactions")
     held = "; ".join(
         f"{topic} from {t['cutoff']}, transaction {', '.join(t['open'])} open"
         for topic, t in sorted(transactions.items())
         if t.get("cutoff")
     )
-    if left_out.get("pending_kept"):
-        parts.append(count(left_out["pending_kept"], "message") + f" exported with pending = true ({held})")
+    if left_out.pending_kept:
+        parts.append(count(left_out.pending_kept, "message") + f" exported with pending = true ({held})")
     elif held:
-        parts.append(
-            count(left_out.get("pending", 0), "message") + f" held back ({held}; --include-pending exports them marked)"
-        )
+        parts.append(count(left_out.pending, "message") + f" held back ({held}; --include-pending exports them marked)")
     return "what a consumer would not receive: " + "; ".join(parts) if parts else None

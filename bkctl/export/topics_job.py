@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from bkctl.wire.domain.topic_plan import TopicSpec
 from .job import Export, ExportOptions, ExportProgress, ProgressCallback, cause_exit_code, write_all
 from .output import local_path
 from .spark_session import spark_session, stop_spark
+from .summary import ExportedTopic, TopicExportSummary
 from .topic_source import TopicSource
 
 __all__ = ["TopicFailure", "TopicsExported", "read_topics_file", "run_topic_exports", "topic_folder"]
@@ -45,13 +46,13 @@ class TopicFailure:
         return {"topic": self.topic, "out": self.out, "error": self.error, "exit_code": self.exit_code}
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopicsExported:
     """What :func:`run_topic_exports` did: each exported topic's summary (``bkctl export --topic``'s,
     with ``topic``), in the order asked, and the topics that failed."""
 
     out: str
-    exports: list[dict[str, Any]]
+    exports: list[ExportedTopic]
     failed: list[TopicFailure]
     seconds: float
     master: str
@@ -70,7 +71,7 @@ class TopicsExported:
             "out": self.out,
             "topics": len(self.exports) + len(self.failed),
             "exported": len(self.exports),
-            "exports": self.exports,
+            "exports": self.exports,  # (each as the CLI's encoder writes a result)
             "failed": [f.to_json() for f in self.failed],
             "exit_code": self.exit_code,
             "seconds": round(self.seconds, 3),
@@ -153,7 +154,7 @@ def run_topic_exports(
                 failed.append(_failure(spec.topic, folder, exc))
                 continue
             planned.append((spec, export))
-    summaries: list[dict[str, Any]] = []
+    summaries: list[ExportedTopic] = []
     master = options.master
     with ExitStack() as stack:
         ready: list[tuple[TopicSpec, Export]] = []
@@ -191,9 +192,13 @@ def run_topic_exports(
                 failed.append(TopicFailure(spec.topic, str(export.out.path), f"a task failed: {export.failure}", code))
                 continue
             try:
-                summaries.append({"topic": spec.topic, **export.complete(master)})
+                done = export.complete(master)
+                assert isinstance(done, TopicExportSummary)  # (a TopicSource's)
+                summaries.append(
+                    ExportedTopic(**{f.name: getattr(done, f.name) for f in fields(done)}, topic=spec.topic)
+                )
             except Exception as exc:  # noqa: BLE001 - what its tasks wrote does not check out: this topic's
                 failed.append(_failure(spec.topic, export.out.path, exc))
-    summaries.sort(key=lambda s: order[s["topic"]])
+    summaries.sort(key=lambda s: order[s.topic])
     failed.sort(key=lambda f: order[f.topic])
     return TopicsExported(str(root), summaries, failed, time.monotonic() - t0, master)

@@ -109,6 +109,7 @@ def test_a_damaged_manifest_is_named_and_hides_none_of_the_others(tmp_path, caps
         ("cccccc", False),
     ]
     assert rows[2]["unreadable_ledgers"] == 1 and rows[2]["partial"]
+    assert set(rows[1]) == {"id", "damaged"} and rows[0]["damaged"] is None  # a damaged line: why, nothing else
     code, out, err = cli(capsys, "backup", "list", storage.url)
     assert code == 0 and "bbbbbb  DAMAGED" in out and out.count("\n") == 3
 

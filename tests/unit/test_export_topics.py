@@ -5,6 +5,7 @@ real ZooKeeper, bookieds and Spark: tests/integration/test_export_topics.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,48 @@ def test_a_tolerant_tasks_last_attempt_returns_its_failure_and_an_earlier_one_ra
     assert run_export_task(jobs, 2, (1, 0, 7)) == (1, TaskFailed(0, "bkctl.wire.errors.NotFound: ledger 7 is gone"))
     # the cause's exit code is the category's, as a single export's failed job gives it
     assert job.cause_exit_code("bkctl.wire.errors.NotFound: ledger 7 is gone") == 3
+
+
+def test_a_topic_summary_is_the_ledger_summary_with_the_topics_keys():
+    """``--json``'s document of an export's summary: a ledger export's counts its rows as
+    entries; a topic export's has messages (its rows) and entries (read) both, and ``topic``
+    only in a run of many."""
+    from bkctl.export.summary import ExportedTopic, ExportSummary, LeftOut, TopicExportSummary
+    from bkctl.ops.results import to_json
+
+    base = ExportSummary(
+        "/o",
+        2,
+        9,
+        100,
+        1,
+        1.5,
+        "local[1]",
+        "replace",
+        "topic",
+        [3, 4],
+        [{"ledger_id": 4, "reason": "why"}],
+        "/o/m",
+        {"plan": 0.1},
+    )
+    doc = to_json(base)
+    assert doc["entries"] == 9 and "messages" not in doc and doc["skipped"] == [{"ledger_id": 4, "reason": "why"}]
+    topic = TopicExportSummary(
+        **{**{k: getattr(base, k) for k in doc}, "entries": 3},
+        messages=9,
+        topics=["persistent://t/n/a"],
+        problems=[],
+        read_past_lac=0,
+        warnings=[],
+        left_out=LeftOut(aborted=2),
+        transactions={},
+        schema={},
+        pushdown=None,
+    )
+    doc = to_json(topic)
+    assert (doc["messages"], doc["entries"], doc["pushdown"]) == (9, 3, None) and "topic" not in doc
+    assert doc["left_out"] == {"markers": {}, "aborted": 2, "pending": 0, "pending_kept": 0}
+    named = ExportedTopic(**{f.name: getattr(topic, f.name) for f in dataclasses.fields(topic)}, topic="t")
+    assert to_json(named) == {**doc, "topic": "t"}
+    done = to_json(TopicsExported("/o", [named], [], 1.0, "m"))
+    assert done["exports"] == [{**doc, "topic": "t"}] and done["exported"] == 1

@@ -330,17 +330,17 @@ def test_tasks_learn_the_outcomes_of_transactions_decided_in_other_tasks(include
         counts.append(c["left_out"])
     assert [r["payload"] for r in rows] == [b"p0", b"t2", b"p1"] + ([b"open", b"p2"] if include_pending else [])
     assert [r["pending"] for r in rows] == [False, False, False] + ([True, True] if include_pending else [])
-    total = {
-        "markers": {"TXN_ABORT": 1, "TXN_COMMIT": 1},
-        "aborted": 1,
-        "pending": 0 if include_pending else 2,
-        "pending_kept": 2 if include_pending else 0,
-    }
     from bkctl.export.source import TaskReport
+    from bkctl.export.summary import LeftOut
     from bkctl.export.topic_source import TopicSource
 
     summed = TopicSource.left_out([TaskReport(i, [], {"left_out": c}) for i, c in enumerate(counts)])
-    assert summed == total
+    assert summed == LeftOut(
+        markers={"TXN_ABORT": 1, "TXN_COMMIT": 1},
+        aborted=1,
+        pending=0 if include_pending else 2,
+        pending_kept=2 if include_pending else 0,
+    )
     line = left_out_text(summed, {TOPIC: txns[TOPIC].to_json()})
     assert line.startswith(
         "what a consumer would not receive: 2 marker entries (1 TXN_ABORT, 1 TXN_COMMIT); "
@@ -351,7 +351,9 @@ def test_tasks_learn_the_outcomes_of_transactions_decided_in_other_tasks(include
 
 
 def test_nothing_left_out_says_nothing():
-    assert left_out_text({"markers": {}, "aborted": 0, "pending": 0, "pending_kept": 0}, {}) is None
+    from bkctl.export.summary import LeftOut
+
+    assert left_out_text(LeftOut(), {}) is None
     assert TopicTransactions().cutoff is None
 
 
