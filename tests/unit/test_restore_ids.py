@@ -131,3 +131,27 @@ def test_the_id_generator_is_moved_past_the_restored_ledgers_many_ids_a_call():
     above = move_id_generator_past(target, 25_000)
     assert above is not None and above > 25_000 and one() == above + 1
     assert len(calls) <= 5  # 25,001 ids in a few calls, not one a call
+
+
+def test_a_restore_of_ledgers_alone_saves_its_journal_twice_ids_first(tmp_path, monkeypatch):
+    """In the cluster, a restore with no Pulsar values saves its journal twice: every id before
+    the first ledger is created, then the ledgers done with the head saying finished (one save,
+    after the last ledger is closed, on the command's critical path)."""
+    from bkctl.backup import journal as journaling
+
+    storage, ids = _backup(tmp_path, 20)
+    monkeypatch.setattr(restoring, "ChunkFeed", NoFeed)
+    monkeypatch.setattr(journaling, "_JOURNAL_EVERY", 3600.0)  # no save while ledgers finish
+    target = _target()
+    bk = CountingBookKeeper()
+    saves: list[tuple[int, int]] = []  # (ledgers created by then, done lines in the save)
+    save = target.restores.save
+
+    def counted(key, chunks, head, count):
+        saves.append((len(bk.created), b"".join(chunks.values()).count(b'["done"')))
+        assert (b'"finished"' in head) == (len(saves) == 2)
+        save(key, chunks, head, count)
+
+    monkeypatch.setattr(target.restores, "save", counted)
+    doc = restoring.restore_backup(target, bk, storage, "zk://t", remap=True, parallel=2)
+    assert doc.ledgers_written == 20 and saves == [(0, 0), (20, 20)]
