@@ -61,7 +61,7 @@ def test_sigterm_ends_bookied_while_zookeeper_is_down(tmp_path, own_zookeeper, a
         code = None
         give_up = time.monotonic() + 30
         while code is None and time.monotonic() < give_up:
-            os.kill(bookie.proc.pid, signal.SIGTERM)
+            bookie.proc.send_signal(signal.SIGTERM)  # not once it has ended (its pid may be reaped)
             try:
                 code = bookie.proc.wait(timeout=0.02)
             except subprocess.TimeoutExpired:

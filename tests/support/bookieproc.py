@@ -161,12 +161,11 @@ class BookieProcess:
         if self.proc is None:
             return None
         children = [(pid, process_cmdline(pid)) for pid in self.children()]
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
+        self.proc.send_signal(sig)  # (not to one that ended: its pid may be reaped already)
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.send_signal(signal.SIGKILL)
             code = self.proc.wait(timeout=10)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)  # started with start_new_session: its pid is the group's

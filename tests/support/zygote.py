@@ -20,6 +20,7 @@ A request whose environment differs from the zygote's in a variable read at impo
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -160,8 +161,11 @@ class ForkedProcess:
         return joined[0], joined[1]
 
     def send_signal(self, sig: int) -> None:
+        """As :meth:`subprocess.Popen.send_signal`: nothing once it has ended, and nothing when
+        the zygote has reaped it while its status is still on the way here."""
         if self.poll() is None:
-            os.kill(self.pid, sig)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
 
     def terminate(self) -> None:
         import signal
