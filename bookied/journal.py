@@ -58,7 +58,6 @@ as is how replay treats damaged files.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import threading
@@ -69,6 +68,7 @@ from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
 
 from .errors import JournalError, JournalFull, JournalNoSpace, JournalUnavailable
+from .journal_file import JournalFile
 
 # the format's names, as the journal's users have always imported them from here
 from .journal_format import (  # noqa: F401
@@ -96,7 +96,6 @@ from .journal_format import (  # noqa: F401
     write_mark_file,
 )
 from .journal_stats import JournalStats
-from .page_cache import SyncedPages
 
 log = logging.getLogger("bookied.journal")
 
@@ -243,11 +242,7 @@ class Journal:
         self.buffered_entries_threshold = max(0, int(buffered_entries_threshold))
         self.sync_data = bool(sync_data)
         self.max_backups = max(0, int(max_backups))
-        self.max_size = max(HEADER_SIZE + 1, int(max_size_mb * 1024 * 1024))
         self.max_queue_bytes = max(1, int(max_queue_bytes))
-        self.preallocate = max(0, int(preallocate_mb * 1024 * 1024))
-        #: the current file's fsynced bytes dropped from the page cache (journalRemovePagesFromCache)
-        self.synced_pages = SyncedPages(self.directory, drop_synced_pages)
         self._dispatch = dispatch or _call_all
         self._inline = inline if self.max_group_wait == 0 else None
         #: a run's records (``twins.records.journal_entries``: the same bytes as encode_entry
@@ -263,14 +258,19 @@ class Journal:
         self.patient_wait = max(self.max_group_wait, max(0.0, patient_wait_ms) / 1000.0)
         self._inline_later = inline_later if self._inline is not None and self.patient_wait > 0 else None
         self._later_scheduled = False
-        self._on_fsync = on_fsync
         self._on_group = on_group
-        #: Called (in the committing thread) after a file was created or preallocated
-        #: further: the bookie checks its disk usage on the write path, not only periodically.
-        self._on_grow = on_grow
-        #: Moving average of the fsync latency, seconds (decides inline commits).
-        self.fsync_average = 0.0
         self.stats = JournalStats()
+        #: the current file (``on_grow``: the bookie checks its disk usage on the write path too)
+        self.file = JournalFile(
+            self.directory,
+            max_size=max(HEADER_SIZE + 1, int(max_size_mb * 1024 * 1024)),
+            preallocate=max(0, int(preallocate_mb * 1024 * 1024)),
+            drop_synced_pages=drop_synced_pages,
+            stats=self.stats,
+            on_grow=on_grow,
+            on_fsync=on_fsync,
+            monotonic=monotonic,
+        )
         #: The OSError that failed the journal, or None.
         self.failed: BaseException | None = None
 
@@ -291,10 +291,6 @@ class Journal:
         # inline commit); the queue is taken under it, so groups stay in order.
         self._commit_lock = threading.Lock()
 
-        self._fd = -1
-        self._file_id = 0
-        self._offset = 0
-        self._prealloc_end = 0
         self._checkpointed = self._load_mark()
         self._durable = self._checkpointed or LogMark(0, 0)
 
@@ -302,7 +298,12 @@ class Journal:
     @property
     def drop_synced_pages(self) -> bool:
         """Whether fsynced bytes leave the page cache (off too once the file system refused)."""
-        return self.synced_pages.enabled
+        return self.file.synced_pages.enabled
+
+    @property
+    def fsync_average(self) -> float:
+        """Moving average of the fsync latency, seconds (decides inline commits)."""
+        return self.file.fsync_average
 
     @property
     def pending_bytes(self) -> int:
@@ -321,7 +322,7 @@ class Journal:
 
     @property
     def current_file_id(self) -> int:
-        return self._file_id
+        return self.file.file_id
 
     def mark(self) -> LogMark:
         """Position just past the last fsynced record (before start: the last checkpoint)."""
@@ -369,14 +370,14 @@ class Journal:
             raise JournalError("journal already started")
         ids = self.file_ids()
         last = max(ids[-1] if ids else 0, self._checkpointed.file_id if self._checkpointed else 0)
-        self._file_id = last
+        self.file.file_id = last
         try:
-            self._open_file(last + 1)
+            self.file.open(last + 1)
         except JournalNoSpace:
             # a full disk does not keep the bookie from starting (read-only): no preallocation
             # (the next mark in it, the files before can go), else the first group with room
             self._open_unpreallocated(last + 1)
-        self._durable = LogMark(self._file_id, self._offset)
+        self._durable = self.file.position
         self._started = True
         self._thread = threading.Thread(target=self._run, name="bookied-journal", daemon=True)
         self._thread.start()
@@ -389,14 +390,13 @@ class Journal:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._fd >= 0:
+        if self.file.fd >= 0:
             if not self.sync_data and self.failed is None:
                 try:  # what journalSyncData=false left in the page cache
-                    os.fdatasync(self._fd)
+                    os.fdatasync(self.file.fd)
                 except OSError as e:
                     log.error("journal %s: fsync at close failed: %s", self.directory, e)
-            os.close(self._fd)
-            self._fd = -1
+            self.file.close()
 
     def __enter__(self):
         return self
@@ -537,7 +537,7 @@ class Journal:
         if not self._commit_lock.acquire(blocking=False):
             return
         try:
-            if self._fd >= 0 or (self._started and not self._closing):  # no file yet: see start
+            if self.file.fd >= 0 or (self._started and not self._closing):  # no file yet: see start
                 self._take_and_commit(self._inline_dispatch)
         finally:
             self._commit_lock.release()
@@ -569,7 +569,7 @@ class Journal:
         """With the checkpoint lock held: delete the files before the mark's (and the current) file
         but the newest ``keep`` (journalMaxBackups: never replayed); returns the bytes freed."""
         assert self._checkpointed is not None
-        limit = min(self._checkpointed.file_id, self._file_id) if self._started else self._checkpointed.file_id
+        limit = min(self._checkpointed.file_id, self.file.file_id) if self._started else self._checkpointed.file_id
         older = [fid for fid in self.file_ids() if fid < limit]
         freed = 0
         for fid in older[: max(0, len(older) - keep)]:
@@ -591,9 +591,9 @@ class Journal:
         never rolled: a current file wholly checkpointed is closed for a new, unpreallocated
         one; then every file before the mark goes, journalMaxBackups's backups too."""
         with self._commit_lock:
-            current = LogMark(self._file_id, self._offset)
+            current = self.file.position
             done = self._checkpointed is not None and current <= self._checkpointed and current.offset > HEADER_SIZE
-            done = done and self._started and not self._closing and self.failed is None and self._fd >= 0
+            done = done and self._started and not self._closing and self.failed is None and self.file.fd >= 0
             done = done and self._open_unpreallocated(current.file_id + 1)
         if done:
             self.checkpoint(LogMark(current.file_id + 1, HEADER_SIZE))  # (the new file's start: nothing past it)
@@ -605,84 +605,15 @@ class Journal:
 
     def _open_unpreallocated(self, file_id: int) -> bool:
         """Open ``file_id`` without preallocating it (no room for that); False: no room at all."""
-        step, self.preallocate = self.preallocate, 0
         try:
-            self._open_file(file_id)
-            self._durable = LogMark(self._file_id, self._offset)
-            return True
+            self.file.open_unpreallocated(file_id)
         except JournalNoSpace as e:
             log.warning("journal %s: %s; the file is created once there is room", self.directory, e)
             return False
-        finally:
-            self.preallocate = step
+        self._durable = self.file.position
+        return True
 
     # ------------------------------------------------------------ writer thread
-    def _open_file(self, file_id: int) -> None:
-        path = os.path.join(self.directory, file_name(file_id))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            layout.write_all(fd, encode_header(file_id), "the journal")
-            self._prealloc_end = HEADER_SIZE
-            if self.preallocate:
-                self._preallocate(fd, HEADER_SIZE, min(self.preallocate, self.max_size) - HEADER_SIZE)
-            os.fsync(fd)
-            layout.fsync_dir(self.directory)
-        except BaseException as e:
-            os.close(fd)
-            if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-                os.unlink(path)  # nothing of it is used: the next try creates it afresh
-                raise e if isinstance(e, JournalNoSpace) else JournalNoSpace("a new journal file", e) from None
-            raise
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd = fd
-        self._file_id = file_id
-        self._offset = HEADER_SIZE
-        self.synced_pages.new_file()
-        self.stats.files_created += 1
-
-    def _preallocate(self, fd: int, offset: int, length: int) -> None:
-        if length <= 0:
-            return
-        try:
-            os.posix_fallocate(fd, offset, length)
-        except OSError as e:
-            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-                self.preallocate = 0  # file system without fallocate: plain appends
-                return
-            if e.errno == errno.ENOSPC:
-                raise JournalNoSpace("the journal's preallocation", e) from None
-            raise
-        self._prealloc_end = max(self._prealloc_end, offset + length)
-        if self._on_grow is not None:
-            self._on_grow()
-
-    def _write_chunk(self, parts: list) -> None:
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        end = self._offset + len(data)
-        if self.preallocate and end > self._prealloc_end:
-            want = max(end, self._prealloc_end + self.preallocate)
-            try:
-                self._preallocate(self._fd, self._prealloc_end, min(want, max(end, self.max_size)) - self._prealloc_end)
-            except JournalNoSpace:
-                # no room for a whole step: the last bytes of the disk go to what is
-                # written now (the fences and recovery adds of a read-only bookie)
-                self._preallocate(self._fd, self._prealloc_end, end - self._prealloc_end)
-        layout.write_all(self._fd, data, "the journal")
-        self._offset = end
-        self.stats.writes += 1
-        self.stats.bytes += len(data)
-
-    def _sync(self, rolling: bool = False) -> None:
-        started = self._monotonic()
-        os.fdatasync(self._fd)
-        took = self._monotonic() - started
-        self.fsync_average += (took - self.fsync_average) * 0.2
-        self.stats.fsyncs += 1
-        if self._on_fsync is not None:
-            self._on_fsync(took)
-        self.synced_pages.after_sync(self._fd, self._offset, rolling)
-
     def _run(self) -> None:
         cond = self._cond
         while True:
@@ -751,34 +682,35 @@ class Journal:
 
     def _commit(self, batch: list, dispatch=None) -> BaseException | None:
         """Write and fsync one group, run its callbacks; return the error that failed it, if any."""
+        jf = self.file
         synced: list = []
         deferred: list = []
         parts: list = []
         size = 0
         records = 0
         try:
-            if self._fd < 0:  # started on a full disk (see start)
-                self._open_file(self._file_id + 1)
+            if jf.fd < 0:  # started on a full disk (see start)
+                jf.open(jf.file_id + 1)
             for data, cb, sync, count in batch:
                 if data is None:
                     synced.append(cb)
                     continue
                 n = len(data)
-                end = self._offset + size
-                if end > HEADER_SIZE and end + n > self.max_size:
+                end = jf.offset + size
+                if end > HEADER_SIZE and end + n > jf.max_size:
                     # roll: what is already in this file is written and fsynced first
                     if parts:
-                        self._write_chunk(parts)
+                        jf.write(parts)
                         parts, size = [], 0
-                    self._sync(rolling=True)
-                    self._durable = LogMark(self._file_id, self._offset)
-                    self._open_file(self._file_id + 1)
+                    jf.sync(rolling=True)
+                    self._durable = jf.position
+                    jf.open(jf.file_id + 1)
                 parts.append(data)
                 size += n
                 records += count
                 (synced if sync else deferred).append(cb)
             if parts:
-                self._write_chunk(parts)
+                jf.write(parts)
         except BaseException as e:  # OSError (ENOSPC, EIO...) or a bug: fail, never hang callers
             if isinstance(e, JournalNoSpace):
                 # nothing was written where the next group goes: only this group fails
@@ -791,18 +723,18 @@ class Journal:
         if not self.sync_data:
             # journalSyncData=false: written to the page cache is enough (fsyncs only at a roll
             # and at close); everything is called back now, in order
-            self._durable = LogMark(self._file_id, self._offset)
+            self._durable = jf.position
             self._count_group(records)
             self._deliver([cb for _d, cb, _s, _n in batch], None, dispatch)
             return None
         self._deliver(deferred, None, dispatch)  # DEFERRED_SYNC: written, not yet fsynced
         try:
-            self._sync()
+            jf.sync()
         except BaseException as e:
             self._fail(e)
             self._deliver(synced, e, dispatch)
             return e
-        self._durable = LogMark(self._file_id, self._offset)
+        self._durable = jf.position
         self._count_group(records)
         self._deliver(synced, None, dispatch)
         return None

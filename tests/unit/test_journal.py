@@ -603,7 +603,7 @@ def test_enospc_fails_callbacks_and_keeps_acked_records(jdir, monkeypatch):
         j.append(EntryRecord(1, i, payload(i)), acks.cb(i))
     acks.wait(50)
     failing = threading.Event()
-    _enospc_on(monkeypatch, lambda: j._fd, failing.is_set)
+    _enospc_on(monkeypatch, lambda: j.file.fd, failing.is_set)
     failing.set()
     accepted = 50
     for i in range(50, 80):
@@ -650,7 +650,7 @@ def test_enospc_on_fsync_and_on_new_file(jdir, monkeypatch):
     assert res[1] == (1, None)  # deferred: acknowledged after the write, before the failed fsync
     assert res[2][0] == 2 and res[2][1].errno == errno.EIO
     assert j.failed is not None
-    assert j.mark().offset < j._offset  # the mark never covers unsynced data
+    assert j.mark().offset < j.file.offset  # the mark never covers unsynced data
     j.close()
     monkeypatch.undo()
     # ENOSPC while preallocating / creating the next file at rollover

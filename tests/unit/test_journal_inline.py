@@ -147,7 +147,9 @@ def test_a_big_group_goes_to_the_writer_thread_and_a_lone_add_comes_back(tmp_pat
     calls = []
     names: list[str] = []
     lock = threading.Lock()
-    j = Journal(str(tmp_path), max_group_wait_ms=0, inline=calls.append, inline_max_records=4, twins=fastpath.selected())
+    j = Journal(
+        str(tmp_path), max_group_wait_ms=0, inline=calls.append, inline_max_records=4, twins=fastpath.selected()
+    )
     j.start()
     done = threading.Event()
 
