@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from bkctl.wire.backup.archive import (
     CHUNK_LEDGERS,
@@ -62,6 +62,9 @@ from bkctl.wire.fastpath import GENERAL, Twins
 
 from .catalog import ensure_archive, latest_manifest, manifest_ledgers
 from .storage import ArchiveStorage
+
+if TYPE_CHECKING:
+    from bkctl.wire.metadata.store import StoredLedgerRead
 
 _T = TypeVar("_T")
 
@@ -95,6 +98,9 @@ class _Plan:
     then: list[int] = field(default_factory=list)
     #: every ledger of the cluster besides (``then`` the named ones): walked as the store lists them
     walk_all: bool = False
+    #: the ledgers' znodes the plan read already (a ledger spec's probe), by id: the walk's
+    #: reads of these (:func:`_reads`), not read a second time
+    read: dict[int, StoredLedgerRead] = field(default_factory=dict)
 
 
 class Progress(Protocol):
@@ -184,7 +190,7 @@ def plan(store, selection: Selection) -> _Plan:
     """The topics, schemas and ledgers ``selection`` names, read from the metadata store.
     A selection of ledgers alone reads no Pulsar metadata (nor imports its modules)."""
     from ..exitcodes import USAGE, CommandError
-    from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec, resolve_spec
+    from ..wire.domain.ledger_plan import SpecError, parse_ledger_spec, resolve_spec_read
 
     out = _Plan()
     cursor_ledgers: list[int] = []
@@ -194,9 +200,10 @@ def plan(store, selection: Selection) -> _Plan:
     other: list[int] = []
     if selection.ledgers:
         try:
-            other = resolve_spec(store, parse_ledger_spec(selection.ledgers))
+            resolved = resolve_spec_read(store, parse_ledger_spec(selection.ledgers))
         except SpecError as exc:
             raise CommandError(str(exc), USAGE) from None
+        other, out.read = resolved.ids, resolved.reads
     out.walk_all = selection.whole_cluster
     out.first = list(dict.fromkeys(cursor_ledgers))
     seen = set(out.first)
@@ -638,6 +645,25 @@ def _then_ids(store, work: _Plan, skip: set[int]) -> Iterator[int]:
         last = lid
 
 
+def _reads(store, ids: Iterable[int], known: dict[int, StoredLedgerRead]) -> Iterator[StoredLedgerRead]:
+    """The znode of each of ``ids``, in order: those in ``known`` (the plan's reads, taken out)
+    as the plan read them, the others read by one pipelined read as the walk goes."""
+    order: deque[StoredLedgerRead | None] = deque()  # None: the store's next answer
+
+    def unknown() -> Iterator[int]:
+        for ledger_id in ids:
+            got = known.pop(ledger_id, None)
+            order.append(got)
+            if got is None:
+                yield ledger_id
+
+    for read in store.ledgers.read_many_stored(unknown()):
+        while (head := order.popleft()) is not None:
+            yield head
+        yield read
+    yield from (read for read in order if read is not None)
+
+
 def _walk(pool: Executor, copier: _Copier, reads: Iterable[Any], previous: _Previous, window: int, progress: Progress):
     """Each ledger of ``reads`` checked or copied, its :class:`_Slot` in order; the bytes to
     copy told to ``progress`` as the metadata says (closed ledgers) as the walk goes."""
@@ -694,17 +720,19 @@ def take_backup(
         _Previous(storage, previous) if same else None,
     )
     first = sorted(set(work.first))
+    # the plan's reads serve the walk only when nothing is copied between them (a ledger
+    # deleted meanwhile is "missing", as the walk's own read finds it; a cursor ledger's
+    # copy can take long): a selection of ledgers alone, the bench's
+    known = work.read if not first else {}
     pending: deque[_Slot] = deque()
     try:
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="backup") as pool:
-            reads = store.ledgers.read_many_stored(
-                first
-            )  # (few: looked for in the archive, not in the previous chunks)
+            reads = store.ledgers.read_many_stored(first)  # (few: looked for in the archive, not the chunks)
             held = list(_walk(pool, copier, reads, _Previous(storage, None), parallel * 16, progress))
             finisher.settle()  # the cursor ledgers' copies stored before any data ledger is read
             finisher.check()
             lines.hold(held)
-            reads = store.ledgers.read_many_stored(_then_ids(store, work, set(first)))
+            reads = _reads(store, _then_ids(store, work, set(first)), known)
             for slot in _walk(pool, copier, reads, _Previous(storage, previous), parallel * 16, progress):
                 pending.append(slot)
                 while pending and pending[0].settled:

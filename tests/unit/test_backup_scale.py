@@ -113,3 +113,54 @@ def test_a_full_backup_keeps_the_znode_the_walk_read_without_reading_it_again(tm
     assert [c for c in store.calls if c[0].endswith("read_bytes")] == []  # no second read a ledger
     for x in lines:  # the record keeps the znode byte for byte
         assert base64.b64decode(x.inline.metadata_b64) == store.ledgers.read_bytes(x.ledger_id)[0]
+
+
+def test_a_backup_of_named_ledgers_reads_each_znode_once(tmp_path):
+    """The plan's probe of a ledger spec is the walk's read (issue 74: the front of a backup
+    read the named ledgers' metadata twice before its first bookie byte)."""
+    from bkctl.backup.take import Selection, take_backup
+
+    store = FakeMetadataStore().start()
+    store.ledgers.parse = parse_ledger_metadata
+    ids = [store.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"").closed(-1, 0))[0] for _ in range(4)]
+    storage = LocalStorage(str(tmp_path))
+    asked: list[int] = []
+    read_many_stored = store.ledgers.read_many_stored
+
+    def counted(ledger_ids):
+        ledger_ids = list(ledger_ids)
+        asked.extend(ledger_ids)
+        return read_many_stored(ledger_ids)
+
+    store.ledgers.read_many_stored = counted
+    store.calls.clear()
+    spec = f"{ids[2]},{ids[0]}-{ids[1]}"
+    done = take_backup(store, CountingBookKeeper(), storage, Selection(ledgers=spec), store.uri)
+    assert [x.ledger_id for x in manifest_ledgers(storage, done)] == ids[:3]
+    assert sorted(asked) == ids[:3]  # each read once: the plan's read is the walk's
+    assert [c for c in store.calls if c[0] in ("ledgers.read_many", "ledgers.read_bytes")] == []
+
+
+def test_the_walk_takes_the_plans_reads_in_order_among_the_stores():
+    from bkctl.backup.take import _reads
+
+    store = FakeMetadataStore().start()
+    store.ledgers.parse = parse_ledger_metadata
+    ids = [store.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"").closed(-1, 0))[0] for _ in range(5)]
+    known = {r.ledger_id: r for r in store.ledgers.read_many_stored([ids[0], ids[2], ids[4]])}
+    asked: list[list[int]] = []
+
+    class Ledgers:
+        @staticmethod
+        def read_many_stored(ledger_ids):
+            asked.append(list(ledger_ids))
+            return store.ledgers.read_many_stored(asked[-1])
+
+    class Store:
+        ledgers = Ledgers
+
+    got = list(_reads(Store, iter(ids), known))
+    assert [r.ledger_id for r in got] == ids and all(r.raw is not None for r in got)
+    assert asked == [[ids[1], ids[3]]]  # only what the plan did not read
+    assert known == {}  # taken out: not held past the walk
+    assert [r.ledger_id for r in _reads(Store, iter(ids[:2]), {})] == ids[:2]

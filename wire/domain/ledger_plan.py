@@ -22,14 +22,14 @@ import datetime as _dt
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from ..errors import NotFound
 from ..text import custom_metadata_text
 from .entry_source import EntrySource
 
 if TYPE_CHECKING:
-    from ..metadata.store import MetadataStore
+    from ..metadata.store import MetadataStore, StoredLedgerRead
 
 __all__ = [
     "DEFAULT_SPLIT_ENTRIES",
@@ -44,7 +44,9 @@ __all__ = [
     "plan_ledgers",
     "plans_from_json",
     "plans_to_json",
+    "ResolvedSpec",
     "resolve_spec",
+    "resolve_spec_read",
     "split_ranges",
     "task_entries",
 ]
@@ -152,20 +154,54 @@ def _check_ledger_id(ledger_id: int) -> None:
         raise SpecError(f"ledger id {ledger_id} is out of range (ids are 63-bit)")
 
 
+class ResolvedSpec(NamedTuple):
+    """The ledgers a spec selects (``ids``, ascending) and the znodes its probe read of them
+    (``reads``, by id: the ids named and those of narrow ranges; none for ``all`` or a wide
+    range, which list the ids without reading them) -- for a caller that reads them next
+    (``bkctl backup``'s walk), so that each is read once."""
+
+    ids: list[int]
+    reads: dict[int, StoredLedgerRead]
+
+
+class _Read(Protocol):
+    @property
+    def ledger_id(self) -> int: ...
+
+    @property
+    def metadata(self) -> object: ...
+
+
+_R = TypeVar("_R", bound=_Read)
+
+
 def resolve_spec(store: MetadataStore, spec: LedgerSpec) -> list[int]:
     """The existing ledger ids the spec selects, ascending.
 
     Raises :class:`NoSuchLedgers` naming every single id that does not exist
     and every range that matches none.
     """
+    ids, _ = _resolve(store, spec, store.ledgers.read_many)
+    return ids
+
+
+def resolve_spec_read(store: MetadataStore, spec: LedgerSpec) -> ResolvedSpec:
+    """:func:`resolve_spec`, with the znodes its probe read as stored (:class:`ResolvedSpec`)."""
+    ids, reads = _resolve(store, spec, store.ledgers.read_many_stored)
+    return ResolvedSpec(ids, reads)
+
+
+def _resolve(
+    store: MetadataStore, spec: LedgerSpec, read_many: Callable[[list[int]], Iterable[_R]]
+) -> tuple[list[int], dict[int, _R]]:
     if spec.all:
-        return sorted(store.ledgers.ids())
+        return sorted(store.ledgers.ids()), {}
     # the ids named and those of narrow ranges looked up in one pipelined read, not a
     # round trip each (a backup of 4,000 named ledgers waited 4,000 of them before its walk)
     span = sum(hi - lo + 1 for lo, hi in spec.ranges)
     probed = [i for lo, hi in spec.ranges for i in range(lo, hi + 1)] if span <= _PROBE_LIMIT else []
     probe = [*spec.ids, *probed]
-    present = {r.ledger_id for r in store.ledgers.read_many(probe) if r.metadata is not None} if probe else set()
+    present = {r.ledger_id: r for r in read_many(probe) if r.metadata is not None} if probe else {}
     found = {i for i in spec.ids if i in present}
     missing = [str(i) for i in spec.ids if i not in present]
     if spec.ranges:
@@ -179,7 +215,7 @@ def resolve_spec(store: MetadataStore, spec: LedgerSpec) -> list[int]:
         found.update(in_ranges)
     if missing:
         raise NoSuchLedgers(missing)
-    return sorted(found)
+    return sorted(found), present
 
 
 # ---------------------------------------------------------------- time filters
