@@ -291,6 +291,9 @@ def test_registration_lists_and_session_end(sessions, store):
     assert not store.registration.is_registered(C)
     assert store.registration.service_info(A) == info
     assert store.registration.service_info(B).rpc_address(B) == ("127.0.0.1", 3182)  # legacy: the id
+    # the same, of many in one go: writable, read-only and not registered
+    many = store.registration.service_infos([A, B, C])
+    assert many == {A: info, B: store.registration.service_info(B), C: None}
 
     store.registration.register(A, info, readonly=True)  # going read-only moves the node
     assert store.registration.writable_bookies() == [] and store.registration.readonly_bookies() == [A, B]

@@ -73,6 +73,8 @@ class FakeConnection:
         self.fenced: set[int] = set()
         self.keys: dict[int, bytes] = {}
         self.explicit_lacs: dict[int, bytes] = {}  # the last WRITE_LAC body of each ledger
+        self.connects = 0  # calls of connect() (a client connecting up front)
+        self.connected = False  # (never: a connection up front is not made here)
         self._written_lacs: dict[int, int] = {}  # the highest LAC a WRITE_LAC carried
         self.reads: list[tuple[int, int, bool]] = []
         self.lacs: list[tuple[int, int, bytes, bytes]] = []  # WRITE_LACs taken
@@ -83,6 +85,9 @@ class FakeConnection:
         self._poll_state: dict[defer.Deferred, tuple[bool, object]] = {}  # d -> (piggyback, expiry timer)
 
     # -- the bookie -----------------------------------------------------------
+
+    def connect(self) -> None:
+        self.connects += 1
 
     def _error(self, rc: int, what: str) -> defer.Deferred:
         return defer.fail(error_for(rc, self.bookie_id, what))

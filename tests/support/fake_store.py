@@ -433,6 +433,10 @@ class FakeRegistrationManager(_Manager):
         except CodecError as exc:
             raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
 
+    @_call
+    def service_infos(self, bookie_ids: list[str]) -> dict[str, BookieServiceInfo | None]:
+        return {bookie_id: self.service_info(bookie_id) for bookie_id in bookie_ids}
+
 
 class FakeCookieManager(_Manager):
     _name = "cookies"

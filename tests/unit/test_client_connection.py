@@ -513,6 +513,20 @@ def test_connect_uses_resolver_and_java_connect_timeout():
     assert default_resolve("[::1]:3181") == ("::1", 3181)
 
 
+def test_connect_dials_before_any_request_once():
+    r = MemoryReactorClock()
+    conn = BookieConnection("bookie-7", r, lambda bid: ("10.1.2.3", 4181), twins=fastpath.selected())
+    conn.connect()
+    assert r.tcpClients[0][:2] == ("10.1.2.3", 4181) and conn.state == "connecting"
+    conn.connect()
+    d = conn.read(1, 1)  # the request waits for the attempt under way: no second one
+    assert len(r.tcpClients) == 1
+    conn.close()
+    failureResultOf(d, E.BookieUnavailable)
+    conn.connect()
+    assert len(r.tcpClients) == 1 and conn.state == "closed"
+
+
 def test_resolver_may_return_a_deferred():
     r = MemoryReactorClock()
     pending = defer.Deferred()

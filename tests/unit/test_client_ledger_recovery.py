@@ -184,6 +184,34 @@ def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
     assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)  # last known address
 
 
+def test_bookies_looked_up_in_one_go_are_connected_to_at_those_addresses_once():
+    """Issue 74: a command about to read looks its bookies up in one read and connects at once;
+    each connection's first attempt takes that address, a later one looks its bookie up again."""
+    from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
+
+    client, store, pool = make_client()
+    store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 4181))
+    store.calls.clear()
+    assert client.look_up(["bookie-a", "10.0.0.8:3181", "bookie-a"]).addresses == {
+        "bookie-a": ("192.0.2.7", 4181),
+        "10.0.0.8:3181": ("10.0.0.8", 3181),
+    }
+    assert len(store.called("registration.service_infos")) == 1
+    store.calls.clear()
+    successResultOf(settled(client.connect_to(["bookie-a", "10.0.0.8:3181", "bookie-a"])))
+    assert len(store.called("registration.service_infos")) == 1  # one read for them all
+    assert pool.conns["bookie-a"].connects == 1 and pool.conns["10.0.0.8:3181"].connects == 1
+    pool.conns["10.0.0.8:3181"].connected = True
+    store.calls.clear()
+    successResultOf(settled(client.connect_to(["10.0.0.8:3181"])))  # connected already: nothing to do
+    assert store.calls == [] and pool.conns["10.0.0.8:3181"].connects == 1
+    store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 5181))  # moved
+    store.calls.clear()
+    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)  # the first attempt's
+    assert store.calls == []
+    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 5181)  # looked up again
+
+
 def test_long_reads_answered_synchronously_do_not_recurse():
     client, store, pool, lh = filled_ledger(n=3000, close=True)
     rh = successResultOf(settled(client.open_ledger(lh.ledger_id)))

@@ -19,6 +19,7 @@ Do not call these methods from the reactor thread itself (crochet refuses).
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -49,6 +50,8 @@ __all__ = [
     "run_in_reactor",
     "DEFAULT_TIMEOUT",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Seconds a blocking call may take before it is cancelled.
 DEFAULT_TIMEOUT = 120.0
@@ -534,6 +537,20 @@ class BlockingBookKeeper:
             check_password=check_password,
         )
         return BlockingLedger(self, handle)
+
+    def connect(self, bookie_ids: Iterable[str]) -> None:
+        """Connect to the bookies not connected yet in the background (``connect_to``: looked up
+        in one go, then connected); returns at once: a command about to read from them has them
+        ready by its first request.  A failure is its first request's to tell."""
+        _ensure_reactor()
+        from twisted.internet import reactor
+
+        reactor.callFromThread(self._connect, list(bookie_ids))
+
+    def _connect(self, bookie_ids: list[str]) -> None:
+        self.client.connect_to(bookie_ids).addErrback(
+            lambda failure: log.info("connecting to %s up front failed: %s", ", ".join(bookie_ids), failure.value)
+        )
 
     def open_closed(self, ledger_id: int, md: LedgerMetadata, version: int) -> BlockingLedger:
         """Open a closed ledger whose metadata the caller has read already

@@ -27,8 +27,8 @@ import os
 import random
 import socket
 import threading
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from twisted.internet import defer, threads
 
@@ -39,7 +39,7 @@ from bkctl.wire.codecs.protocol import DEFAULT_MAX_FRAME_SIZE
 from bkctl.wire.errors import Conflict
 from bkctl.wire.fastpath import Twins
 from bkctl.wire.metadata.ledger import LedgerMetadata
-from bkctl.wire.metadata.serviceinfo import parse_bookie_id_address
+from bkctl.wire.metadata.serviceinfo import BookieServiceInfo, parse_bookie_id_address
 from bkctl.wire.metadata.store import MetadataStore
 
 from .credentials import ledger_credentials
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["AppendLock", "BookKeeperClient"]
+__all__ = ["AppendLock", "BookKeeperClient", "BookieAddresses"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,13 @@ class AppendLock:
 
     def release(self) -> None:
         self._lock.release()
+
+
+class BookieAddresses(NamedTuple):
+    """Bookies' addresses as their registrations give them (:meth:`BookKeeperClient.look_up`),
+    for :meth:`BookKeeperClient.connect`."""
+
+    addresses: dict[str, tuple[str, int]]
 
 
 class BookKeeperClient:
@@ -179,6 +186,8 @@ class BookKeeperClient:
         self._start_lock = threading.Lock()
         self._store_started = False
         self._addresses: dict[str, tuple[str, int]] = {}
+        #: addresses :meth:`connect` was given, each for its connection's next attempt only
+        self._looked_up: dict[str, tuple[str, int]] = {}
         #: bookies whose registration says their bookie-rpc endpoint speaks TLS
         self._tls_bookies: set[str] = set()
         self._uses_tls = pool_options.get("tls") is not None
@@ -233,6 +242,10 @@ class BookKeeperClient:
             cached = self._addresses.get(bookie_id)
             if cached is not None:
                 return cached
+        return self._address(bookie_id, info)
+
+    def _address(self, bookie_id: str, info: BookieServiceInfo | None) -> tuple[str, int]:
+        """The address ``info`` (the bookie's registration, None: none) gives, kept."""
         address = None
         if info is not None:
             endpoint = info.endpoint()
@@ -247,6 +260,39 @@ class BookKeeperClient:
         self._addresses[bookie_id] = address
         return address
 
+    def connect_to(self, bookie_ids: Iterable[str]) -> defer.Deferred[None]:
+        """Connect to those of ``bookie_ids`` not connected (nor connecting) yet: their addresses
+        looked up in one go (:meth:`look_up`, off the reactor thread), then :meth:`connect`.
+        Fires once the attempts are under way; a failure is left to the first request's."""
+        wanted = [b for b in dict.fromkeys(bookie_ids) if not self.pool.get(b).connected]
+        if self.closed or not wanted:
+            return defer.succeed(None)
+        return self.run_blocking(self.look_up, wanted).addCallback(self.connect)
+
+    def look_up(self, bookie_ids: Iterable[str]) -> BookieAddresses:
+        """The addresses of ``bookie_ids`` from their registrations, read in one go (blocking:
+        not in the reactor thread) -- for :meth:`connect`; empty when the store does not
+        answer (each connection then looks its bookie up as it would have)."""
+        self._ensure_store()
+        wanted = sorted(set(bookie_ids))
+        try:
+            infos = self.store.registration.service_infos(wanted)
+        except Exception as exc:  # noqa: BLE001 - the connections look up on their own
+            log.info("cannot look up bookies %s in ZooKeeper (%s)", ", ".join(wanted), exc)
+            return BookieAddresses({})
+        return BookieAddresses({b: self._address(b, infos.get(b)) for b in wanted})
+
+    def connect(self, looked_up: BookieAddresses) -> None:
+        """Connect to each bookie of ``looked_up`` now (in the reactor thread), its first
+        attempt at the address given, not looked up again: the connections a command is about
+        to use set up while it gets ready, not at its first request.  A later attempt (a
+        reconnection) looks its bookie up afresh."""
+        if self.closed:
+            return
+        self._looked_up.update(looked_up.addresses)
+        for bookie_id in looked_up.addresses:
+            self.pool.get(bookie_id).connect()
+
     def explain(self, exc: BaseException) -> BaseException:
         """``exc``, or the same refusal naming its cause: EUA from a bookie whose
         registration advertises TLS, to this plain-text client, is the missing
@@ -258,6 +304,9 @@ class BookKeeperClient:
         return exc
 
     def _resolve(self, bookie_id: str) -> defer.Deferred[tuple[str, int]]:
+        address = self._looked_up.pop(bookie_id, None)  # (:meth:`connect`'s: its first attempt's)
+        if address is not None:
+            return defer.succeed(address)
         return self.run_blocking(self._lookup_address, bookie_id)
 
     def bookie_lists(self) -> defer.Deferred[tuple[list[str], list[str]]]:

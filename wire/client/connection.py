@@ -13,20 +13,18 @@ state of their own are objects the connection holds, and its protocol
 reaches it only through the methods of
 :class:`~.client_protocol.ConnectionOwner`.
 
-* **Lazy connect, reuse.** The first request connects (:class:`~.dialer.Dialer`:
-  resolving the bookie id, TCP, START_TLS). Requests issued while
-  connecting are queued and sent once connected. Later requests reuse the
-  connection.
+* **Lazy connect, reuse.** The first request (or :meth:`~BookieConnection.connect`) connects
+  (:class:`~.dialer.Dialer`: resolving the bookie id, TCP, START_TLS); requests issued meanwhile
+  are queued and sent once connected, later ones reuse the connection.
 * **Matching** (:class:`~.requests.RequestTable`). v3: by ``(txnId,
   operation)`` with a per-connection txnId counter. v2: by ``(ledgerId,
   entryId, opcode)``, first-in first-out for duplicate keys; BATCH_READ by
   its requestId.
 * **Timeouts** (:class:`~.deadlines.Deadlines`, held by the :class:`~.outbox.Outbox`
   with the queue: a request's way from its issue to its completion). On the injected clock
-  (``IReactorTime``): writes (ADD, WRITE_LAC, FORCE_LEDGER) use
-  ``add_timeout``, reads use ``read_timeout`` (a long poll adds its own
-  wait), GET_BOOKIE_INFO uses ``bookie_info_timeout``. The clock starts when
-  the request is issued, so time spent queued or connecting counts. A
+  (``IReactorTime``): writes (ADD, WRITE_LAC, FORCE_LEDGER) use ``add_timeout``, reads use
+  ``read_timeout`` (a long poll adds its own wait), GET_BOOKIE_INFO uses ``bookie_info_timeout``.
+  The clock starts when the request is issued, so time spent queued or connecting counts. A
   response arriving after the timeout is dropped.
 * **Failures.** When the connection goes away every request on it (sent or
   queued) fails with :class:`BookieUnavailable`. The next request after
@@ -34,11 +32,9 @@ reaches it only through the methods of
   (:class:`~.backoff.Backoff`); inside the delay requests fail at once
   instead of piling up. A response that does not decode closes the
   connection and fails everything on it with :class:`MalformedResponse`.
-* **Back-pressure.** At most ``max_outstanding`` requests are on the wire;
-  the next ``max_queued`` wait locally; beyond that requests fail with
-  :class:`TooManyRequests`. Nothing grows without bound.
-* **Cancellation.** Cancelling a request's Deferred forgets the request
-  (a late response is dropped) and frees its slot.
+* **Back-pressure.** At most ``max_outstanding`` requests are on the wire; the next ``max_queued``
+  wait locally; beyond that requests fail with :class:`TooManyRequests`. Nothing grows without bound.
+* **Cancellation.** Cancelling a request's Deferred forgets the request (a late response is dropped) and frees its slot.
 * **Hot paths**. The ledger layer adds and reads
   through :meth:`~BookieConnection.add_run` (the one way an add enters: ADDs encoded
   once for their write set) and :meth:`~BookieConnection.read_with_callback`: a plain callback per
@@ -607,6 +603,11 @@ class BookieConnection:
         if idle and req.state == QUEUED:
             self._dialer.dial()
         return d
+
+    def connect(self) -> None:
+        """Connect now, as a first request would; only from ``idle`` (:attr:`state`)."""
+        if self.state == "idle":
+            self._dialer.dial()
 
     def _link(self) -> BookieClientProtocol | None:
         """The protocol the requests go to now (None: not connected)."""

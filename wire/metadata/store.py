@@ -274,6 +274,10 @@ class RegistrationManager(Protocol):
     def service_info(self, bookie_id: str) -> BookieServiceInfo | None:
         """What the bookie published when it registered; None if it is not registered."""
 
+    def service_infos(self, bookie_ids: list[str]) -> dict[str, BookieServiceInfo | None]:
+        """:meth:`service_info` of each of ``bookie_ids``, read in one go (a client resolving
+        the bookies of the ledgers it is about to read, before its first request)."""
+
     def session_of(self, bookie_id: str) -> int | None:
         """The id of the session that holds the bookie's registration (writable, else
         read-only); None when it is not registered.  A process that restarts a killed

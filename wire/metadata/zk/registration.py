@@ -191,6 +191,27 @@ class ZKRegistrationManager(Manager):
         return None
 
     @zk_call
+    def service_infos(self, bookie_ids: list[str]) -> dict[str, BookieServiceInfo | None]:
+        """:meth:`service_info` of each, the writable nodes in one pipelined read, then the
+        read-only nodes of those without one in another."""
+        for bookie_id in bookie_ids:
+            check_bookie_id(bookie_id)
+        out: dict[str, BookieServiceInfo | None] = dict.fromkeys(bookie_ids)
+        left = list(out)
+        for readonly in (False, True):
+            unread: list[str] = []
+            for bookie_id, got in zip(left, self._session.get_many([self._path(b, readonly) for b in left])):
+                if got is None:
+                    unread.append(bookie_id)
+                    continue
+                try:
+                    out[bookie_id] = BookieServiceInfo.parse(got[0])
+                except CodecError as exc:
+                    raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
+            left = unread
+        return out
+
+    @zk_call
     def session_of(self, bookie_id: str) -> int | None:
         """The ZooKeeper session owning the bookie's ephemeral registration node."""
         check_bookie_id(bookie_id)
