@@ -684,6 +684,21 @@ def _walk(pool: Executor, copier: _Copier, reads: Iterable[Any], previous: _Prev
         yield future.result()
 
 
+def _connect(bk, reads: Iterable[StoredLedgerRead]) -> None:
+    """The bookies of the ledgers the plan read (those with entries to copy), looked up in one go
+    and connected to while the backup gets ready -- not each looked up, then connected, at the
+    first copy's first read."""
+    from bkctl.wire.metadata.ledger import LedgerMetadata
+
+    bookies: set[str] = set()
+    for read in reads:
+        md = read.metadata
+        if isinstance(md, LedgerMetadata) and not (md.is_closed and md.last_entry_id < 0):
+            bookies.update(md.bookies)
+    if bookies:
+        bk.connect(bookies)
+
+
 def take_backup(
     store,
     bk,
@@ -708,11 +723,13 @@ def take_backup(
     storage.clean_partial()
     previous = latest_manifest(storage)
     work = plan(store, selection)
+    same = previous is not None and previous.selection == selection.to_json()
+    if not same:  # (an incremental backup may read no bookie at all: connected at its first copy)
+        _connect(bk, work.read.values())
     backup_id = new_backup_id(started)
     parallel = max(1, parallel)
     finisher = _Finisher(parallel)
     copier = _Copier(store, bk, storage, progress, finisher, twins.archive_parts)
-    same = previous is not None and previous.selection == selection.to_json()
     lines = _Lines(
         ChunkWriter(backup_id, storage.put, chunk_ledgers),
         NoteWriter(backup_id, storage.put, chunk_ledgers),

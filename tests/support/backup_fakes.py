@@ -5,6 +5,7 @@ tests and for those that back up into a real S3 server."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
 from tests.support.fake_store import FakeMetadataStore
@@ -38,6 +39,11 @@ class FakeClient:
         self.read_begun = threading.Event()
         self.opened: list[int] = []
         self.opened_closed: list[tuple[int, int]] = []
+        #: the bookies of each ``connect`` (the backup's, before its first copy)
+        self.connected: list[set[str]] = []
+
+    def connect(self, bookie_ids: Iterable[str]) -> None:
+        self.connected.append(set(bookie_ids))
 
     def reading(self, ledger_id: int) -> None:
         self.started.append(ledger_id)

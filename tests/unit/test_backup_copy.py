@@ -72,3 +72,27 @@ def test_a_record_that_cannot_be_stored_stops_the_backup_and_no_manifest_is_writ
     with pytest.raises(ObjectDenied):
         take_backup(store, bk, storage, Selection(ledgers=",".join(map(str, ids))), "zk://fake", parallel=2)
     assert list(storage.list("backups/")) == []
+
+
+def test_a_first_backup_connects_to_its_ledgers_bookies_before_its_first_copy(tmp_path):
+    """Issue 74: the bookies of the ledgers named are looked up in one go and connected to up
+    front; a backup of the same selection into the archive again (which may copy nothing)
+    connects at its first copy, as before."""
+    from tests.support.backup_fakes import BOOKIES
+
+    store, ids = closed_ledgers(entries=10, size=100, ledgers=3)
+    bk = FakeClient(store, 100)
+    connected_at_first_read: list[int] = []
+    reading = bk.reading
+
+    def first_read(ledger_id: int) -> None:
+        connected_at_first_read.append(len(bk.connected))
+        reading(ledger_id)
+
+    bk.reading = first_read
+    storage = LocalStorage(str(tmp_path / "archive"))
+    selection = Selection(ledgers=",".join(map(str, ids)))
+    take_backup(store, bk, storage, selection, "zk://fake", parallel=1)
+    assert bk.connected == [set(BOOKIES)] and connected_at_first_read[0] == 1
+    take_backup(store, bk, storage, selection, "zk://fake", parallel=1)
+    assert bk.connected == [set(BOOKIES)]  # not again: the second backup copies nothing

@@ -25,6 +25,9 @@ class CountingBookKeeper:
         self.opened.append(ledger_id)
         return self
 
+    def connect(self, bookie_ids) -> None:
+        pass
+
 
 def test_a_closed_ledger_already_copied_opens_no_handle(tmp_path):
     store = FakeMetadataStore().start()
