@@ -442,7 +442,14 @@ class ZKSession:
         connection of its own, which survives a lost connection by reading again what
         was not answered); else through kazoo with up to ``window`` gets in flight,
         where a get that failed otherwise (a connection loss) is retried alone, as
-        :meth:`get` retries."""
+        :meth:`get` retries. A short list, or a stream that ends within
+        ``_SCAN_AT_LEAST`` paths (its head is drawn to see), is read through kazoo:
+        the scanner's connection is a second ZooKeeper session, not worth opening
+        for a few reads."""
+        if not isinstance(paths, (list, tuple)):
+            it = iter(paths)
+            head = list(itertools.islice(it, _SCAN_AT_LEAST))
+            paths = head if len(head) < _SCAN_AT_LEAST else itertools.chain(head, it)
         if not (isinstance(paths, (list, tuple)) and len(paths) < _SCAN_AT_LEAST):
             scanned = self._scanned(lambda scanner: scanner.get_many(paths))
             if scanned is not None:
