@@ -21,8 +21,8 @@ Python's start and a command's fixed costs in the figure.
 and, in another process (``--no-split`` skips it too), ``bkctl bench``'s add pass and a restore
 of the same bytes, alternated: the CPU per MiB of each side, the client's and the bookies'.
 
-Before each ``bkctl bench`` and ``bkctl restore`` (and each add pass in that process) the bench
-waits until the bookies' write caches are empty (:func:`common.settle_bookies`): a bookie
+Before each ``bkctl bench``, ``bkctl backup`` and ``bkctl restore`` (and each add pass in that
+process, and the large backup below, right after its 781 MiB were written) the bench waits until the bookies' write caches are empty (:func:`common.settle_bookies`): a bookie
 flushes its cache at a checkpoint every flushInterval (10 s), at about half a core; left to
 chance, a checkpoint flushing the entries of the commands before lands in the next one --
 in bench write's add pass one turn, in the restore the next -- and that, more than either
@@ -382,9 +382,11 @@ def run(args, info: dict, work: Path) -> int:
         print(f"  {'':<32} {CPU.note()} (its adds and reads together)")
         print(f"  {'':<32} {CPU.writes} {settled}")
         where = f"{archive}-{turn}"  # a new archive each turn: everything copied
+        settled = CPU.settle()  # (bench's adds flushed: a checkpoint's CPU is not the copy's)
         seconds, doc = bkctl(env, "backup", "--to", where, "--ledgers", spec, "--parallel", str(args.parallel), *extra)
         assert doc["copied_bytes"] == total, doc
         measure(f"bkctl backup -> {'S3' if args.s3 else 'local dir'}", seconds, doc["seconds"])
+        print(f"  {'':<32} {settled}")
         settled = CPU.settle()
         seconds, doc = bkctl(
             env, "restore", "--from", where, "--remap", "--force", "--parallel", str(args.parallel), *extra
@@ -523,17 +525,18 @@ def large_backup(args, env: dict, archive: str, extra: list[str], write_ledgers)
     per: list[float] = []
     for turn in range(args.large_repeat):
         where = f"{archive}-large-{turn}"
+        assert CPU is not None
+        settled = CPU.settle()  # the 781 MiB just written flushed first, as before every measured command
         seconds, doc = bkctl(env, "backup", "--to", where, "--ledgers", spec, "--parallel", str(args.parallel), *extra)
         assert doc["copied_bytes"] == total, doc
         mib_s = total / MIB / doc["seconds"]
         own.append(mib_s)
-        assert CPU is not None
         per.append(CPU.last["bkctl"] / (total / MIB) * 1000)
         print(
             f"  {'bkctl backup (large)':<32} {mib_s:8.1f} MiB/s  (own {doc['seconds']:.2f} s; wall {seconds:.2f} s, "
             f"{total / MIB / seconds:.1f} MiB/s)  [{load_note()}]"
         )
-        print(f"  {'':<32} {CPU.note()}")
+        print(f"  {'':<32} {CPU.note()} {settled}")
         if not where.startswith("s3://"):
             shutil.rmtree(where, ignore_errors=True)  # (its bytes are not needed again)
     print(
