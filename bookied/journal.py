@@ -100,14 +100,6 @@ from .journal_stats import JournalStats
 log = logging.getLogger("bookied.journal")
 
 
-#: The most records a group the owner's thread commits itself (``inline``) may hold; a
-#: bigger one goes to the writer thread (see :class:`Journal`). With the Java client's
-#: pipelined adds (1,000 in flight), groups of 150-200 records, and the reactor was
-#: blocked in fsyncs 55-60% of the time; a lone writer's add (a group of one or a few)
-#: still crosses no thread.
-INLINE_MAX_RECORDS = 16
-
-
 # ---------------------------------------------------------------- the journal
 def _call_all(callbacks: list, error: BaseException | None) -> None:
     for cb in callbacks:
@@ -173,14 +165,7 @@ class Journal:
     of waking the writer; ``commit`` writes, fsyncs and calls back through
     ``inline_dispatch`` (default: each callback in turn) in that thread.
     Otherwise -- a commit is already running, or the disk is slow -- the
-    writer thread takes the records, as without ``inline``. So does it a
-    group of more than ``inline_max_records`` records: a stream that big says
-    more is on its way, and the owner's thread, blocked in the fsync, could
-    not read it -- with the writer thread syncing, the owner reads, parses
-    and queues the next group meanwhile, and the disk's time and the
-    requests' no longer add up (pipelined, as Java's journal and force-write
-    threads are). The writer keeps the records while they keep coming; the
-    first append after it found the queue empty is the owner's again. Each add then
+    writer thread takes the records, as without ``inline``. Each add then
     crosses no thread on its way to disk and back, which saves two thread
     wake-ups per group (and their scheduling delays, which dominate the
     latency tail on a busy machine); the cost is that the owner's thread
@@ -225,7 +210,6 @@ class Journal:
         inline: Callable[[Callable[[], None]], None] | None = None,
         inline_dispatch: Callable[[list, BaseException | None], None] | None = None,
         inline_max_fsync_ms: float = 2.0,
-        inline_max_records: int = INLINE_MAX_RECORDS,
         patient_wait_ms: float = 0.0,
         inline_later: Callable[[float, Callable[[], None]], None] | None = None,
         on_fsync: Callable[[float], None] | None = None,
@@ -252,7 +236,6 @@ class Journal:
         self._wait_on = wait_on
         self._inline_dispatch = inline_dispatch or _call_all
         self._inline_max_fsync = max(0.0, inline_max_fsync_ms) / 1000.0
-        self._inline_max_records = max(1, int(inline_max_records))
         self._inline_scheduled = False
         #: how long a group of patient records alone may wait (seconds; never below the group wait)
         self.patient_wait = max(self.max_group_wait, max(0.0, patient_wait_ms) / 1000.0)
@@ -309,12 +292,6 @@ class Journal:
     def pending_bytes(self) -> int:
         """Bytes appended but not yet completed (queued plus being written)."""
         return self._pending_bytes
-
-    @property
-    def writer_idle(self) -> bool:
-        """Whether the writer thread waits for records (the next append is then the
-        ``inline`` owner's to commit, the disk being fast)."""
-        return self._waiting == _IDLE
 
     @property
     def queued_records(self) -> int:  # Java's JOURNAL_QUEUE_SIZE
@@ -520,10 +497,6 @@ class Journal:
         is queued after that one."""
         with self._cond:
             self._inline_scheduled = False
-            if self._queue_records > self._inline_max_records:
-                # a busy stream: the writer thread syncs it while this thread reads on
-                self._cond.notify()
-                return
         self._commit_here()
 
     def _commit_patient(self) -> None:

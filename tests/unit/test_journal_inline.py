@@ -39,7 +39,6 @@ def test_inline_mode_orders_and_acks(tmp_path):
         str(tmp_path),
         max_group_wait_ms=0,
         inline=q.put,
-        inline_max_records=10**6,  # every group the owner's to take (big groups: the test below)
         monotonic=clock.monotonic,
         wait_on=clock.wait_on,
         twins=fastpath.selected(),
@@ -138,45 +137,3 @@ def test_inline_commits_do_not_depend_on_the_fast_path_switch(tmp_path, fastpath
     assert done.is_set()
     j.close()
     assert replayed_ids(str(tmp_path), 1) == [0]
-
-
-def test_a_big_group_goes_to_the_writer_thread_and_a_lone_add_comes_back(tmp_path):
-    """A group of more than ``inline_max_records`` is synced by the writer thread (the owner's
-    scheduled commit only hands it over), what is appended while the writer is busy stays with
-    it, and once it found the queue empty the next lone add is committed by the owner again."""
-    calls = []
-    names: list[str] = []
-    lock = threading.Lock()
-    j = Journal(
-        str(tmp_path), max_group_wait_ms=0, inline=calls.append, inline_max_records=4, twins=fastpath.selected()
-    )
-    j.start()
-    done = threading.Event()
-
-    def ack(err, last=False):
-        assert err is None
-        with lock:
-            names.append(threading.current_thread().name)
-        if last:
-            done.set()
-
-    for i in range(5):  # one more than the owner may commit itself
-        j.append(EntryRecord(1, i, b"x"), lambda e, last=(i == 4): ack(e, last))
-    assert len(calls) == 1  # the first append scheduled the owner's commit, once
-    calls[0]()  # the owner's turn: it hands the group over and returns at once
-    assert done.wait(WAIT)
-    assert set(names) == {"bookied-journal"} and len(names) == 5
-    # the writer found the queue empty and waits again: a lone add is the owner's
-    pause = threading.Event()
-    for _ in range(3000):  # a hang guard: the writer is back in its wait within microseconds
-        if j.writer_idle:
-            break
-        pause.wait(0.01)
-    assert j.writer_idle
-    lone = threading.Event()
-    j.append(EntryRecord(1, 5, b"y"), lambda e: (ack(e), lone.set()))
-    assert len(calls) == 2 and not lone.is_set()
-    calls[1]()
-    assert lone.is_set() and names[-1] == threading.current_thread().name
-    j.close()
-    assert replayed_ids(str(tmp_path), 1) == list(range(6))
