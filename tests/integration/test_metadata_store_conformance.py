@@ -280,6 +280,16 @@ def test_ledger_ids_drawn_many_at_once_are_new_and_ascending(store):
     assert store.ledger_ids.generate_many(1) == [after + 1] and store.ledger_ids.generate_many(0) == []
 
 
+def test_a_registration_that_does_not_parse_names_its_bookie_one_way_or_many(store):
+    """A registration node whose value is not a BookieServiceInfo (a protobuf that does not
+    parse) is the same MetadataStoreError read alone or with others, naming the bookie."""
+    store.registration.register(A, BookieServiceInfo.for_bookie("127.0.0.1", 3181))
+    store.registration.register(B, b"\xff\xff\xff", readonly=True)
+    for read in (lambda: store.registration.service_info(B), lambda: store.registration.service_infos([A, B])):
+        with pytest.raises(MetadataStoreError, match=f"corrupt registration of bookie {B}"):
+            read()
+
+
 def test_registration_lists_and_session_end(sessions, store):
     info = BookieServiceInfo.for_bookie("127.0.0.1", 3181, http_port=8000)
     assert store.registration.writable_bookies() == [] and store.registration.service_info(A) is None

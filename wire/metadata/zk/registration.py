@@ -23,6 +23,15 @@ log = logging.getLogger(__name__)
 __all__ = ["ZKRegistrationManager"]
 
 
+def _parsed_registration(bookie_id: str, data: bytes) -> BookieServiceInfo:
+    """A registration node's value, the one way :meth:`ZKRegistrationManager.service_info` and
+    :meth:`~ZKRegistrationManager.service_infos` read it; a value that does not parse names the bookie."""
+    try:
+        return BookieServiceInfo.parse(data)
+    except CodecError as exc:
+        raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
+
+
 class ZKRegistrationManager(Manager):
     """``available/<id>`` and ``available/readonly/<id>``: registering this process's
     bookies (restored after a session expiry) and listing everyone's."""
@@ -184,10 +193,7 @@ class ZKRegistrationManager(Manager):
                 data, _ = self._session.get(self._path(bookie_id, readonly))
             except NoNodeError:
                 continue
-            try:
-                return BookieServiceInfo.parse(data)
-            except CodecError as exc:
-                raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
+            return _parsed_registration(bookie_id, data)
         return None
 
     @zk_call
@@ -203,11 +209,8 @@ class ZKRegistrationManager(Manager):
             for bookie_id, got in zip(left, self._session.get_many([self._path(b, readonly) for b in left])):
                 if got is None:
                     unread.append(bookie_id)
-                    continue
-                try:
-                    out[bookie_id] = BookieServiceInfo.parse(got[0])
-                except CodecError as exc:
-                    raise MetadataStoreError(f"corrupt registration of bookie {bookie_id}: {exc}") from None
+                else:
+                    out[bookie_id] = _parsed_registration(bookie_id, got[0])
             left = unread
         return out
 
