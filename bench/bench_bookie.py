@@ -36,6 +36,13 @@ reached, the most the ratio bookied/Java can be under this client (bookied's
 ceiling over Java's rate), and the fair figure of the bookies themselves, Java's
 bookie CPU per op over bookied's, with the C paths' state named.
 
+``--compare-env KEY=VALUE`` (repeatable) and ``--compare-python PYTHON``, with ``--java-peer``:
+a second bookied (``bookied-b``) in the Java bookie's place, started with those settings or by another
+checkout's interpreter, the first as without them -- the same Java client alternating
+between the two in one run, so that a bookie-side change is judged against the same client and
+the same load (Java's own noise between rounds is larger than most such changes), e.g.
+``--compare-env BKCTL_FASTPATHS=0`` or ``--compare-python ../other/.venv/bin/python``.
+
 The latency run starts once the bookie has flushed what the throughput runs
 left in its write cache (it is about steady state, not the aftermath of a
 burst), lasts at least 10 s, and its load generator is a separate, lean
@@ -64,6 +71,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
@@ -94,8 +102,11 @@ TARGET_RSS_MB = 300
 LATENCY_RATE = 1000
 
 
-def start_bookie(base: Path, uri: str, extra: dict | None = None) -> tuple[subprocess.Popen, int, int]:
-    """One bookied with its HTTP admin; ``extra`` bk_server.conf settings win over these."""
+def start_bookie(
+    base: Path, uri: str, extra: dict | None = None, python: str = sys.executable, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, int, int]:
+    """One bookied with its HTTP admin, started by ``python`` with ``env`` added to this
+    environment; ``extra`` bk_server.conf settings win over these."""
     from bkctl.sandbox.zookeeper import free_port
 
     port, http = free_port(), free_port()
@@ -119,7 +130,8 @@ def start_bookie(base: Path, uri: str, extra: dict | None = None) -> tuple[subpr
     conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
     log = open(base / "bookied.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bkctl.bookied", "--conf", str(conf), "--log-level", "WARNING"],
+        [python, "-m", "bkctl.bookied", "--conf", str(conf), "--log-level", "WARNING"],
+        env=dict(os.environ, **(env or {})),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -311,14 +323,20 @@ def peak_rss_mb(pid: int) -> float:
 def start_cluster(base: Path):
     """A real ZooKeeper in ``base/zk`` with an initialised cluster: ``(server, metadata URI)``."""
     from bkctl.sandbox.zookeeper import ZooKeeperServer
-    from bkctl.wire.metadata.zk import ZKMetadataStore
 
     zk = ZooKeeperServer(base / "zk", start_timeout=300.0)  # a JVM's start takes minutes on a starved machine
     zk.start()
     uri = f"zk+hierarchical://{zk.connect_string}/ledgers"
+    init_cluster(uri)
+    return zk, uri
+
+
+def init_cluster(uri: str) -> None:
+    """A new cluster's metadata at ``uri`` (a ledgers root of its own in a running ZooKeeper)."""
+    from bkctl.wire.metadata.zk import ZKMetadataStore
+
     with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         store.cluster.init()
-    return zk, uri
 
 
 @contextmanager
@@ -404,27 +422,66 @@ class Segments:
         return ops / segments if segments > 0 else float("nan")
 
 
-def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rounds: int) -> None:
-    """bookied and a Java bookie, each alone in its ledgers root of one ZooKeeper,
-    under the same Java client, E1; see the module's docstring."""
+@dataclass(frozen=True)
+class SecondBookied:
+    """``--compare-python``/``--compare-env``: a second bookied in the Java bookie's place,
+    started by ``python`` (another checkout's interpreter: two builds) with ``env`` added to
+    this environment (a switch: ``BKCTL_FASTPATHS=0``), under its own ledgers root.  Java's
+    noise between rounds is larger than most bookie-side changes; two bookieds under one
+    Java client, alternated in one run, see the same client and the same load."""
+
+    python: str
+    env: dict[str, str]
+
+    @property
+    def label(self) -> str:
+        what = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        if self.python != sys.executable:
+            what.insert(0, self.python)
+        return " ".join(what) or "the same bookied"
+
+
+def side_by_side(
+    peer_dir: str, sizes: list[int], entries: int, warmup: int, rounds: int, other: SecondBookied | None = None
+) -> None:
+    """bookied and a Java bookie (or ``other``, a second bookied), each alone in its ledgers
+    root of one ZooKeeper, under the same Java client, E1; see the module's docstring."""
     from java_peer import CpuSampler, JavaPeer, alternate, entries_for, print_medians
 
     peer = JavaPeer(peer_dir)
-    with cluster_with_bookie("bench-bookie-java-") as (_base, zk, proc, port, _http):
+    second = "java" if other is None else "bookied-b"
+    names = ("ours", "Java") if other is None else ("bookied", second)
+    with cluster_with_bookie("bench-bookie-java-") as (base, zk, proc, port, _http):
+        proc_b = None
         try:
-            java_pid = peer.start_bookies(1, zk.connect_string, "/java-ledgers")[0]
-            roots = {"bookied": "/ledgers", "java": "/java-ledgers"}
-            ports = {"bookied": port, "java": 3181}
+            if other is None:
+                second_root, second_port = "/java-ledgers", 3181
+                second_pid = peer.start_bookies(1, zk.connect_string, second_root)[0]
+                what = f"Java bookie pid {second_pid} on 127.0.0.1:3181 (root /java-ledgers)"
+            else:
+                second_root = "/ledgers-b"
+                uri_b = f"zk+hierarchical://{zk.connect_string}{second_root}"
+                init_cluster(uri_b)
+                proc_b, second_port, _ = start_bookie(base / "bookie-b", uri_b, python=other.python, env=other.env)
+                second_pid = proc_b.pid
+                what = (
+                    f"{second}: bookied pid {second_pid} on 127.0.0.1:{second_port} (root {second_root}; {other.label})"
+                )
+            roots = {"bookied": "/ledgers", second: second_root}
+            ports = {"bookied": port, second: second_port}
             print(
-                f"bookied pid {proc.pid} on 127.0.0.1:{port} (root /ledgers); Java bookie pid {java_pid} on "
-                f"127.0.0.1:3181 (root /java-ledgers); one Java client JVM per run, warmup={warmup}; {load_note()}"
+                f"bookied pid {proc.pid} on 127.0.0.1:{port} (root /ledgers); {what};"
+                f" one Java client JVM per run, warmup={warmup}; {load_note()}"
             )
-            with CpuSampler({"bookied": proc.pid, "java": java_pid}) as sampler, Segments(list(ports.values())) as segs:
+            with (
+                CpuSampler({"bookied": proc.pid, second: second_pid}) as sampler,
+                Segments(list(ports.values())) as segs,
+            ):
                 for size in sizes:
                     n, warm = entries_for(size, entries), entries_for(size, warmup, 0)
                     section(f"E1 {size} B, {n} entries per run (+{warm} warm-up), {rounds} rounds alternated")
-                    got: dict[str, list] = {"bookied": [], "java": []}
-                    for r, side in alternate(["bookied", "java"], rounds):
+                    got: dict[str, list] = {"bookied": [], second: []}
+                    for r, side in alternate(["bookied", second], rounds):
                         res = peer.bench(zk.connect_string, roots[side], (1, 1, 1), n, size, warm, sampler)
                         add_cpu = sampler.per_op_us(side, res.add_window, res.adds)
                         read_cpu = sampler.per_op_us(side, res.read_window, res.reads)
@@ -467,56 +524,65 @@ def side_by_side(peer_dir: str, sizes: list[int], entries: int, warmup: int, rou
                             f" {busiest[1][1]:.1f} us/read",
                             flush=True,
                         )
-                    ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got["java"])
+                    ours, java = print_medians(f"E1 {size} B", size, got["bookied"], got[second], names)
                     print(
-                        f"  bookie CPU per add: ours {ours[2]:.1f} us  Java {java[2]:.1f} us;"
-                        f" per read: ours {ours[3]:.1f} us  Java {java[3]:.1f} us"
+                        f"  bookie CPU per add: {names[0]} {ours[2]:.1f} us  {names[1]} {java[2]:.1f} us;"
+                        f" per read: {names[0]} {ours[3]:.1f} us  {names[1]} {java[3]:.1f} us"
                     )
                     print(
                         f"  the Java client's CPU per add against each: {ours[4]:.1f} us  {java[4]:.1f} us;"
                         f" per read: {ours[5]:.1f} us  {java[5]:.1f} us; without its JIT compilers: per add"
                         f" {ours[6]:.1f} us  {java[6]:.1f} us, per read {ours[7]:.1f} us  {java[7]:.1f} us"
                     )
-                    print_ceilings(ours, java)
+                    print_ceilings(ours, java, names)
                     print(
-                        f"  resident memory (peak so far): bookied {sampler.peak_rss['bookied']:,.0f} MiB  "
-                        f"Java bookie {sampler.peak_rss['java']:,.0f} MiB  ({load_note()})",
+                        f"  resident memory (peak so far): {names[0]} {sampler.peak_rss['bookied']:,.0f} MiB  "
+                        f"{names[1]} {sampler.peak_rss[second]:,.0f} MiB  ({load_note()})",
                         flush=True,
                     )
         finally:
-            peer.stop_bookies()
+            if proc_b is not None:
+                proc_b.terminate()
+                proc_b.wait(30)
+            if other is None:
+                peer.stop_bookies()
 
 
-def print_ceilings(ours: list[float], java: list[float]) -> None:
+def print_ceilings(ours: list[float], java: list[float], names: tuple[str, str] = ("ours", "Java")) -> None:
     """From the medians of :func:`side_by_side` (rates 0-1, bookie CPU per op 2-3, the client's
     without its JIT 6-7, its busiest thread's 8-9): for adds and reads, the rate each side's
     client could reach on this machine against a bookie that cost nothing (see the module),
     how much of it each side reached, the most the ratio can be under this client, and the
-    bookie CPU per op of Java's over ours."""
+    bookie CPU per op of the second side's over the first's (``names``: what each is called)."""
     from java_peer import ceiling
 
     def over(a: float, b: float) -> float:
         return a / b if b else float("nan")
 
+    first, second = names
     cores = len(os.sched_getaffinity(0))
     for op, rate, bookie, client, thread in (("add", 0, 2, 6, 8), ("read", 1, 3, 7, 9)):
-        c = {
-            side: ceiling(cores, figures[client], figures[bookie], figures[thread])
-            for side, figures in (("bookied", ours), ("java", java))
-        }
+        c = [ceiling(cores, figures[client], figures[bookie], figures[thread]) for figures in (ours, java)]
         print(
             f"  {op}s against a free bookie, {cores} cores, the client's CPU per {op} without its JIT:"
-            f" bookied's client <= {c['bookied'].free_bookie:,.0f}/s (by {c['bookied'].bound_by};"
-            f" reached {over(ours[rate], c['bookied'].free_bookie):.0%}), Java's <= {c['java'].free_bookie:,.0f}/s"
-            f" (by {c['java'].bound_by}; reached {over(java[rate], c['java'].free_bookie):.0%})"
+            f" {first}'s client <= {c[0].free_bookie:,.0f}/s (by {c[0].bound_by};"
+            f" reached {over(ours[rate], c[0].free_bookie):.0%}), {second}'s <= {c[1].free_bookie:,.0f}/s"
+            f" (by {c[1].bound_by}; reached {over(java[rate], c[1].free_bookie):.0%})"
         )
         print(
-            f"    the pair (client + bookie) used {over(ours[rate], c['bookied'].pair_bound) * cores:.2f} and"
-            f" {over(java[rate], c['java'].pair_bound) * cores:.2f} of the {cores} cores (CPU-bound it would do"
-            f" <= {c['bookied'].pair_bound:,.0f}/s and {c['java'].pair_bound:,.0f}/s);"
-            f" the most bookied/Java this client allows: {over(c['bookied'].free_bookie, java[rate]):.2f}x;"
-            f" bookie CPU per {op}, Java's / bookied's: {over(java[bookie], ours[bookie]):.2f}x  ({builds_note()})"
+            f"    the pair (client + bookie) used {over(ours[rate], c[0].pair_bound) * cores:.2f} and"
+            f" {over(java[rate], c[1].pair_bound) * cores:.2f} of the {cores} cores (CPU-bound it would do"
+            f" <= {c[0].pair_bound:,.0f}/s and {c[1].pair_bound:,.0f}/s);"
+            f" the most {first}/{second} this client allows: {over(c[0].free_bookie, java[rate]):.2f}x;"
+            f" bookie CPU per {op}, {second}'s / {first}'s: {over(java[bookie], ours[bookie]):.2f}x  ({builds_note()})"
         )
+
+
+def _env_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"want KEY=VALUE, not {text!r}")
+    return key, value
 
 
 def main() -> None:
@@ -527,9 +593,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     add_java_peer_options(parser)
+    compare = parser.add_argument_group(
+        "two bookieds under the Java client (with --java-peer): a second bookied in the Java bookie's place"
+    )
+    compare.add_argument(
+        "--compare-python",
+        metavar="PYTHON",
+        help="the second bookied's interpreter: another checkout's .venv/bin/python (two builds; the first bookied is this one)",
+    )
+    compare.add_argument(
+        "--compare-env",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        type=_env_setting,
+        help="an environment setting of the second bookied only (repeatable; e.g. BKCTL_FASTPATHS=0)",
+    )
     args = parser.parse_args()
+    other = None
+    if args.compare_python or args.compare_env:
+        if not args.java_peer:
+            parser.error("--compare-python/--compare-env need --java-peer (its Java client drives both bookieds)")
+        other = SecondBookied(args.compare_python or sys.executable, dict(args.compare_env))
     if args.java_peer:
-        side_by_side(args.java_peer, args.sizes, args.entries or SIDE_BY_SIDE_ENTRIES, args.warmup, args.rounds)
+        side_by_side(args.java_peer, args.sizes, args.entries or SIDE_BY_SIDE_ENTRIES, args.warmup, args.rounds, other)
         return
     seconds = args.seconds
     latency_seconds = max(seconds, 10.0)  # >= 10,000 adds: a p999 from more than a handful of samples

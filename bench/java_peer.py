@@ -148,20 +148,26 @@ def alternate(sides: list[str], rounds: int) -> list[tuple[int, str]]:
     return order
 
 
-def ratio_line(label: str, ours: float, java: float, unit: str) -> str:
+def ratio_line(label: str, ours: float, java: float, unit: str, names: tuple[str, str] = ("ours", "Java")) -> str:
     ratio = ours / java if java else float("nan")
-    return f"{label}: ours {ours:>10,.0f} {unit}   Java {java:>10,.0f} {unit}   ratio {ratio:.2f}x"
+    return f"{label}: {names[0]} {ours:>10,.0f} {unit}   {names[1]} {java:>10,.0f} {unit}   ratio {ratio:.2f}x"
 
 
-def print_medians(label: str, size: int, ours: list[tuple], java: list[tuple]) -> tuple[list[float], list[float]]:
+def print_medians(
+    label: str, size: int, ours: list[tuple], java: list[tuple], names: tuple[str, str] = ("ours", "Java")
+) -> tuple[list[float], list[float]]:
     """Median of each figure of the runs of both sides (adds/s and reads/s first), printed as ratios
-    (in MiB/s as well for entries of 4 KiB and more); returns both sides' medians."""
+    (in MiB/s as well for entries of 4 KiB and more), each side called by ``names``; returns both
+    sides' medians."""
     med_ours = [median([run[i] for run in ours]) for i in range(len(ours[0]))]
     med_java = [median([run[i] for run in java]) for i in range(len(java[0]))]
     for i, what in ((0, "adds/s "), (1, "reads/s")):
-        print(ratio_line(f"  median {what} {label}", med_ours[i], med_java[i], what.strip()))
+        print(ratio_line(f"  median {what} {label}", med_ours[i], med_java[i], what.strip(), names))
         if size >= 4096:
-            print(f"    = ours {med_ours[i] * size / 2**20:,.1f} MiB/s  Java {med_java[i] * size / 2**20:,.1f} MiB/s")
+            print(
+                f"    = {names[0]} {med_ours[i] * size / 2**20:,.1f} MiB/s"
+                f"  {names[1]} {med_java[i] * size / 2**20:,.1f} MiB/s"
+            )
     return med_ours, med_java
 
 
