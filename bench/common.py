@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 __all__ = [
     "bookie_metrics",
     "compile_sources",
     "cpu_seconds",
+    "disk_write",
     "histogram_quantile",
     "in_sandbox",
     "load_note",
@@ -95,6 +96,42 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def disk_write(folder: str | os.PathLike[str], total: int, files: int, *, block: int = 4 << 20) -> float:
+    """The disk's own durable write throughput under ``folder``, in bytes a second: ``total``
+    bytes written into ``files`` new files there, one after another, in writes of ``block``
+    bytes (of random bytes: nothing a file system could shortcut), each file ``fdatasync``'d
+    before the next is begun -- what a backup's copies make the disk do, with nothing else
+    (no bookie read, no checksum, no thread but this one).  The files are removed afterwards,
+    their removal not timed.  A backup must write every byte it copies and make it durable
+    before its manifest, a read writes nothing: beside a backup, this says what the disk let it
+    do at the same moment (it varies minute to minute on a shared or virtual disk)."""
+    import time
+    from pathlib import Path
+
+    where = Path(folder)
+    where.mkdir(parents=True, exist_ok=True)
+    chunk = memoryview(os.urandom(block))
+    each = [total // files + (1 if i < total % files else 0) for i in range(files)]
+    paths = [where / f"disk-probe-{os.getpid()}-{i}" for i in range(files)]
+    began = time.monotonic()
+    try:
+        for path, size in zip(paths, each):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                left = size
+                while left > 0:
+                    left -= os.write(fd, chunk[: min(block, left)])
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        seconds = time.monotonic() - began
+    finally:
+        for path in paths:
+            with suppress(FileNotFoundError):
+                path.unlink()
+    return total / seconds
 
 
 def pct(values: list[float], q: float) -> float:
