@@ -205,7 +205,7 @@ def run(args, uri: str, work: Path) -> int:
     meter = CpuMeter()
     with ZKMetadataStore(uri, twins=fastpath.selected()) as store:
         spec = parse_ledger_spec(",".join(str(i) for i in ledger_ids))
-        plans, _ = plan_ledgers(store, spec)
+        plans = plan_ledgers(store, spec).plans
         for master in masters:
             slots = _slots(master)
             raw_times: list[float] = []

@@ -188,7 +188,7 @@ class LedgerSource:
 
     def plan(self, store: Any, reader: LedgerReader, split_entries: int) -> SourcePlan:
         s = self.selection
-        plans, skipped = ledger_plan.plan_ledgers(
+        planned = ledger_plan.plan_ledgers(
             store,
             s.spec,
             include_open=s.include_open,
@@ -197,6 +197,9 @@ class LedgerSource:
             lac_of=reader.last_add_confirmed,
             offloaded=lambda ids: offloaded_ledgers(store, reader, ids),
         )
+        plans = planned.plans
+        # a plan's skipped are the manifest's documents (a topic source's name the topic too)
+        skipped = [left.to_json() for left in planned.skipped]
         return SourcePlan(plans, ledger_plan.split_ranges(plans, split_entries), skipped)
 
     def read(self, settings: ReadSettings, task: EntryRange, counts: dict[str, Any]) -> Iterator[Any]:

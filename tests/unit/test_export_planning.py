@@ -14,6 +14,7 @@ from bkctl.wire.domain import ledger_plan
 from bkctl.wire.domain.ledger_plan import (
     EntryRange,
     LedgerPlan,
+    LedgerPlanning,
     LedgerSpec,
     NoSuchLedgers,
     SpecError,
@@ -159,6 +160,11 @@ def test_resolve_spec_wide_range_walks_once():
     assert len(store.called("ledgers.ids")) == 1 and store.called("ledgers.exists") == []
 
 
+def _planned(planning: LedgerPlanning) -> tuple[list[LedgerPlan], list[dict]]:
+    """The plans, and the ledgers left out as the manifest's documents of them."""
+    return planning.plans, [s.to_json() for s in planning.skipped]
+
+
 def test_plan_ledgers_closed_empty_open_and_filters():
     store = store_with(
         {
@@ -170,7 +176,7 @@ def test_plan_ledgers_closed_empty_open_and_filters():
             6: _md(last=9, ctime=1_700_000_000_000),  # old
         }
     )
-    plans, skipped = plan_ledgers(store, parse_ledger_spec("1-6"))
+    plans, skipped = _planned(plan_ledgers(store, parse_ledger_spec("1-6")))
     assert [(p.ledger_id, p.first, p.last, p.entries) for p in plans] == [
         (1, 0, -1, 0),
         (2, 0, 0, 1),
@@ -183,13 +189,15 @@ def test_plan_ledgers_closed_empty_open_and_filters():
     assert "--include-open" in skipped[0]["reason"]
 
     lacs = {4: 41, 5: -1}
-    plans, skipped = plan_ledgers(
-        store, parse_ledger_spec("4,5,6"), include_open=True, lac_of=lacs.__getitem__, since_ms=1_795_000_000_000
+    plans, skipped = _planned(
+        plan_ledgers(
+            store, parse_ledger_spec("4,5,6"), include_open=True, lac_of=lacs.__getitem__, since_ms=1_795_000_000_000
+        )
     )
     assert [(p.ledger_id, p.state, p.last) for p in plans] == [(4, "OPEN", 41), (5, "IN_RECOVERY", -1)]
     assert skipped == [{"ledger_id": 6, "reason": "created before --since"}]
 
-    plans, skipped = plan_ledgers(store, parse_ledger_spec("all"), until_ms=1_795_000_000_000)
+    plans, skipped = _planned(plan_ledgers(store, parse_ledger_spec("all"), until_ms=1_795_000_000_000))
     assert [p.ledger_id for p in plans] == [6]
     assert len(skipped) == 5
 

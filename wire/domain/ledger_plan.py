@@ -36,6 +36,7 @@ __all__ = [
     "SPLIT_BYTES",
     "EntryRange",
     "LedgerPlan",
+    "LedgerPlanning",
     "LedgerSpec",
     "NoSuchLedgers",
     "SpecError",
@@ -45,6 +46,7 @@ __all__ = [
     "plans_from_json",
     "plans_to_json",
     "ResolvedSpec",
+    "SkippedLedger",
     "resolve_spec",
     "resolve_spec_read",
     "split_ranges",
@@ -353,6 +355,28 @@ def plans_from_json(text: str) -> list[LedgerPlan]:
     return [LedgerPlan.from_json(d) for d in docs]
 
 
+@dataclass(frozen=True)
+class SkippedLedger:
+    """A ledger the spec selects that the plan leaves out, and why (``reason``, as the
+    manifest and ``--json`` tell it)."""
+
+    ledger_id: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest's document of it: ``{"ledger_id", "reason"}``."""
+        return {"ledger_id": self.ledger_id, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class LedgerPlanning:
+    """What :func:`plan_ledgers` planned: ``plans`` in ledger id order (empty ledgers included,
+    with ``last = -1``) and the ledgers it left out (``skipped``, in id order)."""
+
+    plans: list[LedgerPlan]
+    skipped: list[SkippedLedger]
+
+
 def plan_ledgers(
     store: MetadataStore,
     spec: LedgerSpec,
@@ -362,14 +386,13 @@ def plan_ledgers(
     until_ms: int | None = None,
     lac_of: Callable[[int], int] | None = None,
     offloaded: Callable[[list[int]], dict[int, tuple[Any, int]]] | None = None,
-) -> tuple[list[LedgerPlan], list[dict[str, Any]]]:
-    """Read the metadata of every ledger the spec selects and plan what to read.
+) -> LedgerPlanning:
+    """Read the metadata of every ledger the spec selects and plan what to read
+    (:class:`LedgerPlanning`).
 
-    Returns ``(plans, skipped)``: ``plans`` in ledger id order (empty ledgers
-    included, with ``last = -1``), ``skipped`` as ``{"ledger_id", "reason"}``
-    for ledgers left out (not closed without ``include_open``; ctime outside
-    ``since_ms <= ctime < until_ms``; deleted meanwhile, when the spec is
-    "all").
+    A ledger is left out (skipped) when it is not closed and ``include_open`` is not given,
+    when its ctime is outside ``since_ms <= ctime < until_ms``, or when it was deleted
+    meanwhile (the spec "all" or a range).
 
     ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
     closed (open it without recovery); it is needed only with ``include_open``.
@@ -391,27 +414,27 @@ def plan_ledgers(
         LedgerPlan(ledger_id, "CLOSED", None, {}, 0, last, None, 0, location)
         for ledger_id, (location, last) in found.items()
     ]
-    skipped: list[dict[str, Any]] = []
+    skipped: list[SkippedLedger] = []
     for ledger_id in ids:
         try:
             md, _version = store.ledgers.read(ledger_id)
         except NoSuchLedger:
             if spec.all or ledger_id not in spec.ids:
-                skipped.append({"ledger_id": ledger_id, "reason": "deleted while planning"})
+                skipped.append(SkippedLedger(ledger_id, "deleted while planning"))
                 continue
             raise NoSuchLedgers([str(ledger_id)]) from None
         ctime = md.ctime
         if since_ms is not None and (ctime is None or ctime < since_ms):
-            skipped.append({"ledger_id": ledger_id, "reason": "created before --since"})
+            skipped.append(SkippedLedger(ledger_id, "created before --since"))
             continue
         if until_ms is not None and (ctime is None or ctime >= until_ms):
-            skipped.append({"ledger_id": ledger_id, "reason": "created at or after --until"})
+            skipped.append(SkippedLedger(ledger_id, "created at or after --until"))
             continue
         state = md.state.name
         if md.is_closed:
             last, length = md.last_entry_id, md.length
         elif not include_open or lac_of is None:  # (include_open has a lac_of: checked above)
-            skipped.append({"ledger_id": ledger_id, "reason": f"{state.lower()} (use --include-open)"})
+            skipped.append(SkippedLedger(ledger_id, f"{state.lower()} (use --include-open)"))
             continue
         else:
             last, length = int(lac_of(ledger_id)), None
@@ -428,7 +451,7 @@ def plan_ledgers(
             )
         )
     plans.sort(key=lambda p: p.ledger_id)
-    return plans, skipped
+    return LedgerPlanning(plans, skipped)
 
 
 def split_ranges(plans: Iterable[LedgerPlan], split_entries: int = DEFAULT_SPLIT_ENTRIES) -> list[EntryRange]:
