@@ -18,21 +18,25 @@ process, in Spark's planning worker and in unit tests alike; ``bkctl export`` (a
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
+import heapq
+import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ..errors import NotFound
 from ..text import custom_metadata_text
 from .entry_source import EntrySource
 
 if TYPE_CHECKING:
-    from ..metadata.store import MetadataStore, StoredLedgerRead
+    from ..metadata.store import LedgerRead, MetadataStore, StoredLedgerRead
 
 __all__ = [
     "DEFAULT_SPLIT_ENTRIES",
+    "READ_BATCH",
     "SPLIT_BYTES",
     "EntryRange",
     "LedgerPlan",
@@ -61,6 +65,9 @@ SPLIT_BYTES = 128 << 20
 #: A range spanning at most this many ids is resolved by probing each id;
 #: wider ones walk the ledger tree once.
 _PROBE_LIMIT = 4096
+#: Ledgers listed (``all``, a wide range) that a plan reads a request of the store (one
+#: pipelined read): the most of their metadata it holds at once, however many there are.
+READ_BATCH = 4096
 
 
 class SpecError(ValueError):
@@ -198,26 +205,45 @@ def _resolve(
 ) -> tuple[list[int], dict[int, _R]]:
     if spec.all:
         return sorted(store.ledgers.ids()), {}
+    probe = _probe(store, spec, read_many)
+    missing = [str(i) for i in spec.ids if i not in probe.present] + probe.empty_ranges(spec)
+    if missing:
+        raise NoSuchLedgers(missing)
+    return sorted({*probe.present, *probe.listed}), probe.present
+
+
+@dataclass
+class _Probe(Generic[_R]):
+    """What a spec's probe found: the znodes of the ids named and of those of narrow ranges, read
+    in one pipelined read (``present``: those there, by id), and the ids of wide ranges, listed
+    once and not read (``listed``, ascending)."""
+
+    present: dict[int, _R]
+    listed: list[int]
+
+    def empty_ranges(self, spec: LedgerSpec) -> list[str]:
+        """The spec's ranges that hold no ledger, as :class:`NoSuchLedgers` names them."""
+        if not spec.ranges:
+            return []
+        hits = sorted([*self.present, *self.listed])
+        empty = []
+        for lo, hi in spec.ranges:
+            at = bisect.bisect_left(hits, lo)
+            if at == len(hits) or hits[at] > hi:
+                empty.append(f"{lo}-{hi} (no ledger in that range)")
+        return empty
+
+
+def _probe(store: MetadataStore, spec: LedgerSpec, read_many: Callable[[list[int]], Iterable[_R]]) -> _Probe[_R]:
     # the ids named and those of narrow ranges looked up in one pipelined read, not a
     # round trip each (a backup of 4,000 named ledgers waited 4,000 of them before its walk)
     span = sum(hi - lo + 1 for lo, hi in spec.ranges)
-    probed = [i for lo, hi in spec.ranges for i in range(lo, hi + 1)] if span <= _PROBE_LIMIT else []
+    narrow = span <= _PROBE_LIMIT
+    probed = [i for lo, hi in spec.ranges for i in range(lo, hi + 1)] if narrow else []
     probe = [*spec.ids, *probed]
     present = {r.ledger_id: r for r in read_many(probe) if r.metadata is not None} if probe else {}
-    found = {i for i in spec.ids if i in present}
-    missing = [str(i) for i in spec.ids if i not in present]
-    if spec.ranges:
-        if span <= _PROBE_LIMIT:
-            in_ranges = [i for i in probed if i in present]
-        else:
-            in_ranges = [i for i in store.ledgers.ids() if any(lo <= i <= hi for lo, hi in spec.ranges)]
-        for lo, hi in spec.ranges:
-            if not any(lo <= i <= hi for i in in_ranges):
-                missing.append(f"{lo}-{hi} (no ledger in that range)")
-        found.update(in_ranges)
-    if missing:
-        raise NoSuchLedgers(missing)
-    return sorted(found), present
+    listed = [] if narrow else [i for i in store.ledgers.ids() if any(lo <= i <= hi for lo, hi in spec.ranges)]
+    return _Probe(present, listed)
 
 
 # ---------------------------------------------------------------- time filters
@@ -391,8 +417,12 @@ def plan_ledgers(
     (:class:`LedgerPlanning`).
 
     A ledger is left out (skipped) when it is not closed and ``include_open`` is not given,
-    when its ctime is outside ``since_ms <= ctime < until_ms``, or when it was deleted
-    meanwhile (the spec "all" or a range).
+    when its ctime is outside ``since_ms <= ctime < until_ms``, or when it was listed (the
+    spec "all" or a wide range) and deleted before its read.
+
+    Each ledger's znode is read once, pipelined: the ids named and those of narrow ranges in
+    the probe that finds them (:func:`resolve_spec`'s), those listed (``all``, wide ranges)
+    :data:`READ_BATCH` a read as the plan goes, so that it holds no more than the plans.
 
     ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
     closed (open it without recovery); it is needed only with ``include_open``.
@@ -400,29 +430,32 @@ def plan_ledgers(
     managed ledger offloaded to tiered storage: ``{id: (location, last entry id)}``; they are
     planned to be read from there (their ctime unknown: ``--since``/``--until`` leave them out).
     """
-    from ..metadata.errors import NoSuchLedger
+    from ..metadata.errors import MetadataStoreError
 
     if include_open and lac_of is None:
         raise ValueError("include_open needs lac_of")
+    probe: _Probe[LedgerRead] = _Probe({}, []) if spec.all else _probe(store, spec, store.ledgers.read_many)
+    gone = [i for i in spec.ids if i not in probe.present]
     found: dict[int, tuple[Any, int]] = {}
-    gone = [] if spec.all else [i for i in spec.ids if not store.ledgers.exists(i)]
     if gone and offloaded is not None and since_ms is None and until_ms is None:
         found = offloaded(gone)
-        spec = replace(spec, ids=tuple(i for i in spec.ids if i not in found))
-    ids = resolve_spec(store, spec) if spec.all or spec.ids or spec.ranges else []
+    missing = [str(i) for i in gone if i not in found] + probe.empty_ranges(spec)
+    if missing:
+        raise NoSuchLedgers(missing)
     plans: list[LedgerPlan] = [
         LedgerPlan(ledger_id, "CLOSED", None, {}, 0, last, None, 0, location)
         for ledger_id, (location, last) in found.items()
     ]
     skipped: list[SkippedLedger] = []
-    for ledger_id in ids:
-        try:
-            md, _version = store.ledgers.read(ledger_id)
-        except NoSuchLedger:
-            if spec.all or ledger_id not in spec.ids:
-                skipped.append(SkippedLedger(ledger_id, "deleted while planning"))
-                continue
-            raise NoSuchLedgers([str(ledger_id)]) from None
+    listed = store.ledgers.ids() if spec.all else probe.listed
+    probed = sorted(probe.present.values(), key=_ledger_id)
+    for read in heapq.merge(probed, _read_batched(store, listed), key=_ledger_id):
+        ledger_id, md = read.ledger_id, read.metadata
+        if md is None:  # listed, and gone by its read (a probed ledger is read by its probe)
+            skipped.append(SkippedLedger(ledger_id, "deleted while planning"))
+            continue
+        if isinstance(md, MetadataStoreError):  # what reading it alone raises
+            raise md
         ctime = md.ctime
         if since_ms is not None and (ctime is None or ctime < since_ms):
             skipped.append(SkippedLedger(ledger_id, "created before --since"))
@@ -452,6 +485,19 @@ def plan_ledgers(
         )
     plans.sort(key=lambda p: p.ledger_id)
     return LedgerPlanning(plans, skipped)
+
+
+def _ledger_id(read: LedgerRead) -> int:
+    return read.ledger_id
+
+
+def _read_batched(store: MetadataStore, ids: Iterable[int]) -> Iterator[LedgerRead]:
+    """The metadata of each of ``ids``, in order: :data:`READ_BATCH` ledgers a pipelined read,
+    each batch read whole before it is planned (no read held open while ``lac_of`` asks a
+    bookie), so that a plan of every ledger holds no more than a batch of their metadata."""
+    it = iter(ids)
+    while batch := list(itertools.islice(it, READ_BATCH)):
+        yield from list(store.ledgers.read_many(batch))
 
 
 def split_ranges(plans: Iterable[LedgerPlan], split_entries: int = DEFAULT_SPLIT_ENTRIES) -> list[EntryRange]:
