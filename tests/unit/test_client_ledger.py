@@ -109,7 +109,7 @@ def test_metadata_calls_run_on_the_thread_pool_and_answer_later():
     assert not d.called and store.calls == []  # handed to the pool, nothing ran inline
     [reactor] = REACTORS
     reactor.thread_pool.run_next()  # the bookie lists, read "on another thread"...
-    assert store.called("registration.writable_bookies") and not store.called("ledgers.create")
+    assert store.called("registration.watch_writable_bookies") and not store.called("ledgers.create")
     assert len(reactor.from_threads) == 1 and not d.called  # ...answer through callFromThread
     settle()
     assert store.ledgers.read(successResultOf(settled(d)).ledger_id)[1] == 0

@@ -42,6 +42,7 @@ from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo, parse_bookie_id_address
 from bkctl.wire.metadata.store import MetadataStore
 
+from .bookie_watcher import AvailableBookies, BookieWatcher
 from .credentials import ledger_credentials
 from .errors import (
     ClientClosed,
@@ -191,6 +192,8 @@ class BookKeeperClient:
         #: bookies whose registration says their bookie-rpc endpoint speaks TLS
         self._tls_bookies: set[str] = set()
         self._uses_tls = pool_options.get("tls") is not None
+        #: the bookies to place on, kept by watches set at the first use (no I/O here)
+        self._bookies = BookieWatcher(self.store, self.run_blocking)
         self.closed = False
         if pool is None:
             from .pool import BookiePool
@@ -309,19 +312,12 @@ class BookKeeperClient:
             return defer.succeed(address)
         return self.run_blocking(self._lookup_address, bookie_id)
 
-    def bookie_lists(self) -> defer.Deferred[tuple[list[str], list[str]]]:
-        """Fires with ``(writable, readonly)`` bookie ids, the placement's rack
-        source re-read on the way (what every choice of bookies starts from)."""
-
-        def fetch() -> tuple[list[str], list[str]]:
-            writable = self.store.registration.writable_bookies()
-            readonly = self.store.registration.readonly_bookies()
-            refresh = getattr(self.placement, "refresh", None)
-            if refresh is not None:
-                refresh(list(writable) + list(readonly))
-            return writable, readonly
-
-        return self.run_blocking(fetch)
+    def bookie_lists(self) -> defer.Deferred[AvailableBookies]:
+        """Fires with the writable and read-only bookie ids (:class:`AvailableBookies`):
+        what every choice of bookies starts from.  Read and watched at the first call,
+        then answered without a round trip until a notification changes them; the
+        placement's rack source is refreshed with them (:mod:`.bookie_watcher`)."""
+        return self._bookies.lists(self.placement)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -616,6 +612,7 @@ class BookKeeperClient:
         if self.closed:
             return defer.succeed(None)
         self.closed = True
+        self._bookies.close()
         d = self.pool.close()
         if self._owns_store:
 
