@@ -288,7 +288,7 @@ def rereplicate_stream(
     """
     from bkctl.wire.client.blocking import run_in_reactor
     from bkctl.wire.client.replica_swap import default_holder
-    from bkctl.wire.client.rereplication import CachedBookieLists, rereplicate_ledgers
+    from bkctl.wire.client.rereplication import rereplicate_ledgers
 
     bookies = check_bookie_ids(bookies)
     if target is not None:
@@ -315,7 +315,6 @@ def rereplicate_stream(
         from bkctl.wire.client.throttle import RateLimiter
 
         throttle = RateLimiter(rate, reactor, cork=bk.client.pool.cork)
-    lists = CachedBookieLists(bk.client)
     yield []  # the checks are done
     for chunk in _chunks(store.ledgers.read_many(ids), CHUNK):
         yield run_in_reactor(
@@ -331,7 +330,6 @@ def rereplicate_stream(
             window=window,
             on_entry=on_entry,
             throttle=throttle,
-            bookie_lists=lists,
             lock_as=None if dry_run else default_holder(),
             on_lost=None if dry_run else _recorder(store, default_holder()),
             timeout=None,

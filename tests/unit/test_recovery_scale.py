@@ -1,5 +1,5 @@
 """Re-replication over many ledgers: planned from what the walk read (no metadata read
-again, the bookie lists read once), each failure with its cause and one short reason,
+again, the bookie lists read once: the client's, kept by watches), each failure with its cause and one short reason,
 the ledgers left grouped by cause, and the progress line (ledgers and bytes left, the
 rate, the ETA) on a fake clock -- and off on a pipe."""
 
@@ -13,6 +13,7 @@ from bkctl.ops.recovery import cause_label, describe_left, left_rows
 from bkctl.wire import fastpath
 from bkctl.wire.client import replication_causes as R
 from bkctl.wire.client import rereplication
+from bkctl.wire.client.bookie_watcher import BookieWatcher
 from bkctl.wire.client.ledger_report import LedgerReport
 from bkctl.wire.codecs.digest import DigestManager, DigestType
 from bkctl.wire.domain.replica_size import packed_entry_bytes
@@ -27,22 +28,33 @@ A, B, C, D = (f"10.0.0.{i}:3181" for i in range(1, 5))
 
 
 class Client:
-    """What re-replication uses of a client, counting how often it asks for the bookies."""
+    """What re-replication uses of a client: its bookie lists the client's own
+    (:class:`BookieWatcher` over the fake store, where the bookies are registered)."""
 
     def __init__(self, writable=(A, B, C, D)):
         self.pool = FakePool(auto=True)
         self.store = FakeMetadataStore().start()
         self.placement = None
-        self.writable = list(writable)
-        self.lists_asked = 0
         self.twins = fastpath.selected()
+        self.bookies = BookieWatcher(self.store, self.run_blocking)
+        self.writable = writable
+
+    @property
+    def writable(self):
+        return self.store.registration.writable_bookies()
+
+    @writable.setter
+    def writable(self, bookies):
+        for bookie in set(self.writable) - set(bookies):
+            self.store.registration.unregister(bookie)
+        for bookie in bookies:
+            self.store.registration.register(bookie)
 
     def run_blocking(self, fn, *args, **kw):
         return defer.maybeDeferred(fn, *args, **kw)
 
     def bookie_lists(self):
-        self.lists_asked += 1
-        return defer.succeed((list(self.writable), []))
+        return self.bookies.lists(self.placement)
 
 
 def closed(ensemble=(A, B, C), last=9, length=1000):
@@ -76,9 +88,14 @@ def test_a_plan_from_the_walk_reads_no_metadata_and_the_bookies_once():
     reads = [LedgerRead(lid, closed(), 0) for lid in range(1, 301)]
     reads.append(LedgerRead(400, None, -1))  # deleted between the walk and now
     reads.append(LedgerRead(401, MetadataStoreError("ledger 401 has corrupt metadata: truncated"), -1))
+    client.store.calls.clear()
     results = run(client, reads, dry_run=True, parallel=8)
     assert client.store.called("ledgers.read") == []
-    assert client.lists_asked == 1
+    assert [name for name, _ in client.store.calls] == [
+        "auditor.on_session_lost",
+        "registration.watch_writable_bookies",
+        "registration.watch_readonly_bookies",
+    ]
     by_status = {}
     for r in results:
         by_status.setdefault(r.status, []).append(r.ledger_id)

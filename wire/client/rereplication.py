@@ -67,7 +67,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAUSES",
-    "CachedBookieLists",
     "FragmentReport",
     "LedgerReport",
     "UnreadableEntry",
@@ -477,26 +476,6 @@ def _fragment_doc(fragment: Fragment, replacements: dict[str, str] | None) -> Fr
     )
 
 
-class CachedBookieLists:
-    """``client.bookie_lists()`` read again at most every ``max_age`` seconds: a run over
-    many ledgers asks for every one of them (one ZooKeeper read each, else)."""
-
-    def __init__(self, client: BookKeeperClient, max_age: float = 5.0, clock: Callable[[], float] | None = None):
-        import time
-
-        self.client = client
-        self.max_age = max_age
-        self.clock = clock or time.monotonic
-        self._value: tuple[list[str], list[str]] | None = None
-        self._at = 0.0
-
-    async def __call__(self) -> tuple[list[str], list[str]]:
-        if self._value is None or self.clock() - self._at >= self.max_age:
-            value = await self.client.bookie_lists()
-            self._value, self._at = value, self.clock()
-        return self._value
-
-
 async def rereplicate_ledger(
     client: BookKeeperClient,
     ledger_id: int,
@@ -513,7 +492,6 @@ async def rereplicate_ledger(
     throttle: Callable[..., Any] | None = None,
     metadata: LedgerMetadata | None = None,
     version: int | None = None,
-    bookie_lists: Callable[[], Any] | None = None,
     on_unreadable: Callable[[UnreadableEntry], Any] | None = None,
 ) -> LedgerReport:
     """Re-replicate everything the ``lost`` bookies held of one ledger.
@@ -526,8 +504,8 @@ async def rereplicate_ledger(
     changed and the plan is returned (replacements as they would be chosen
     now).  ``metadata``: the ledger's metadata as a walk just read it (not
     read again; with its ``version``, the first metadata update tries it
-    without reading either); ``bookie_lists``: where the writable and read-only bookies
-    come from (:class:`CachedBookieLists`; default ``client.bookie_lists``).
+    without reading either).  The writable and read-only bookies are the client's
+    (:meth:`BookKeeperClient.bookie_lists`: kept by watches, no round trip a ledger).
 
     ``refill`` names lost bookies that are in fact up and writable and only
     lack copies (a bookie killed while entries were on their way to it, back
@@ -577,7 +555,7 @@ async def rereplicate_ledger(
         password_bytes, digest_type = ledger_credentials(ledger_id, md, password)
         digest = DigestManager(ledger_id, digest_type, password_bytes)
         key = master_key(password_bytes)
-        writable, readonly = await (bookie_lists or client.bookie_lists)()
+        writable, readonly = await client.bookie_lists()
         for fragment in fragments_to_rereplicate(ledger_id, md, lost):
             replacements = _replacements(
                 fragment,
@@ -642,8 +620,7 @@ async def rereplicate_ledgers(
     ``on_ledger(result)`` after each.  A ledger is its id, or a
     :class:`~bkctl.wire.metadata.store.LedgerRead` as a walk read it (its metadata
     is not read again; one deleted meanwhile is ``deleted``, metadata that does not
-    decode ``failed``).  The bookie lists are read once for a while
-    (:class:`CachedBookieLists`), not once a ledger.  ``lock_as``: each ledger under its
+    decode ``failed``).  ``lock_as``: each ledger under its
     replication lock, taken as that holder (``recover``, ``decommission``; a worker holds its
     ledger's already).  ``on_lost(ledger_id, entries)`` (blocking, run in a thread): a ledger
     goes on past its entries with no good copy (:class:`UnreadableEntry`), as a replication
@@ -655,7 +632,6 @@ async def rereplicate_ledgers(
     lock_as = options.pop("lock_as", None)
     lock_as = None if options.get("dry_run") else lock_as
     on_lost = options.pop("on_lost", None)
-    options.setdefault("bookie_lists", CachedBookieLists(client))
     results: list[LedgerReport] = []
 
     def done(result: LedgerReport) -> LedgerReport:
