@@ -15,8 +15,8 @@ objects: Pulsar's offloaded ledgers (:mod:`bkctl.wire.pulsar.offload_store`: rea
   attempts per request (botocore's standard retry mode), then :class:`ObjectUnreachable`.
 * **Writes** are whole or nothing, and durable once :meth:`~ObjectStore.put` returns: a local
   file is written under a temporary name beside it (``<key>.part-<pid>-<n>``), fsynced, renamed
-  and its folder fsynced (a folder made for it is fsynced in its parent first); an S3 object
-  appears, stored, when its upload is answered.
+  and its folder fsynced (a folder made for it is fsynced in its parent before the rename, not
+  before the writing); an S3 object appears, stored, when its upload is answered.
 """
 
 from __future__ import annotations
@@ -400,6 +400,11 @@ class DirectoryObjects:
         self.root = Path(root)
         self.name = str(self.root)
         self._making = threading.Lock()
+        #: folders :meth:`make_dirs` made whose entry is not yet synced in their parent (the
+        #: writer that made one syncs it before its object is renamed into place)
+        self._unsynced: set[Path] = set()
+        #: held while those entries are synced: a writer into such a folder waits for its sync
+        self._syncing = threading.Lock()
 
     def path(self, key: str) -> Path:
         """The file of ``key`` (a key that would leave the folder is refused)."""
@@ -456,12 +461,13 @@ class DirectoryObjects:
         path = self.path(key)
         part = path.with_name(f"{path.name}{PART_MARK}{os.getpid()}-{next(_parts)}")
         try:
-            self.make_dirs(path.parent)
+            self.make_dirs(path.parent, sync=False)  # (synced below, by whoever writes in it first)
             with open(part, "wb") as f:
                 yield f
                 f.flush()
                 os.fsync(f.fileno())
                 forget_pages(f.fileno())
+            self.sync_made(path.parent)
             os.replace(part, path)
             fsync_dir(path.parent)
         except BaseException as exc:
@@ -477,19 +483,43 @@ class DirectoryObjects:
         """The page cache of ``f``, a file :meth:`writing` gave, recycled as it grows."""
         return PageRecycler(f.fileno(), sync_file_range())
 
-    def make_dirs(self, folder: Path) -> None:
+    def make_dirs(self, folder: Path, *, sync: bool = True) -> None:
         """``folder`` and the folders above it that are missing made, each one's entry synced
         in its parent before this returns (a file synced in a folder whose own entry a crash
-        loses is lost with it).  Under a lock: a folder another thread is still making is
-        waited for, its entry synced when this sees it."""
+        loses is lost with it) -- or, ``sync=False``, left for :meth:`sync_made` to sync
+        before anything in them is said stored: :meth:`writing` makes its folder so, and a
+        backup's copy, which makes a folder for each ledger, begins reading at once while the
+        folder's sync waits for the end of the object, in the thread that stores it.  Under a
+        lock: a folder another thread is still making is waited for."""
         with self._making:
             missing: list[Path] = []
-            while not folder.is_dir():
-                missing.append(folder)
-                folder = folder.parent
+            above = folder
+            while not above.is_dir():
+                missing.append(above)
+                above = above.parent
             for new in reversed(missing):
                 new.mkdir(exist_ok=True)
-                fsync_dir(new.parent)
+                self._unsynced.add(new)
+        if sync:
+            self.sync_made(folder)
+
+    def sync_made(self, folder: Path) -> None:
+        """The entries of ``folder`` and of the folders above it that :meth:`make_dirs` made
+        and did not sync yet, synced in their parents, outermost first.  A writer into a folder
+        another writer made waits here while that one syncs it (an entry is forgotten only
+        once synced); one with nothing left to sync, the common case, takes no turn."""
+        with self._making:
+            if not any(f in self._unsynced for f in (folder, *folder.parents)):
+                return
+        with self._syncing:
+            with self._making:
+                pending = sorted(
+                    (f for f in (folder, *folder.parents) if f in self._unsynced), key=lambda f: len(f.parts)
+                )
+            for made in pending:
+                fsync_dir(made.parent)
+                with self._making:
+                    self._unsynced.discard(made)
 
     def put(self, key: str, data: bytes) -> None:
         with self.writing(key) as f:

@@ -5,7 +5,7 @@ prefix (:class:`S3Storage`, through boto3 and its standard credential chain).
 
 Every object is written whole or not at all, and durable once stored: a local file goes to a
 temporary name and is renamed into place (after an fsync; its folder fsynced after, a folder
-made for it fsynced in its parent first), an S3 object appears when its upload is answered.  A backup
+made for it fsynced in its parent before the rename), an S3 object appears when its upload is answered.  A backup
 killed midway leaves no half object under a real name.  Errors are the object store's, one
 line each: an object that is not there ``ObjectMissing`` (exit 3), refused credentials or
 permissions ``ObjectDenied`` (6), a store that does not answer ``ObjectUnreachable`` (5).

@@ -182,3 +182,29 @@ def test_a_backup_leaves_its_data_objects_out_of_the_page_cache(tmp_path, monkey
     for path in data:
         synced = max(n for n, e in enumerate(events) if e == ("fsync", path))
         assert ("dropped", path) in events[synced:], f"{path} left in the page cache"
+
+
+def test_a_folder_made_for_an_object_is_synced_before_its_rename_not_before_its_writing(tmp_path, monkeypatch):
+    """A local archive's writer makes the folder of its object and writes at once (a backup's
+    copy reads a new ledger's entries meanwhile); the folder's entry is synced in its parent
+    before the object is renamed into place -- and a second writer into that folder, done
+    first, syncs it before its own rename."""
+    from bkctl.wire.objects import DirectoryObjects
+
+    objects = DirectoryObjects(tmp_path / "archive")
+    log = DiskLog(tmp_path).install(monkeypatch)
+    with objects.writing("ledgers/7/copy.data") as f:
+        f.write(b"entries")
+        made = [op.path for op in log.ops if op.op == "mkdir"]
+        assert made == [tmp_path / "archive", tmp_path / "archive" / "ledgers", tmp_path / "archive" / "ledgers" / "7"]
+        assert not [op for op in log.ops if op.op == "fsync"]  # nothing synced while it is written
+        objects.put("ledgers/7/copy.json", b"{}")  # another writer, into the same new folder
+        replay = log.replay()
+        for op in log.ops:
+            replay.apply(op)
+        assert replay.durable(tmp_path / "archive" / "ledgers" / "7" / "copy.json")
+    replay = log.replay()
+    for op in log.ops:
+        replay.apply(op)
+    assert replay.durable(tmp_path / "archive" / "ledgers" / "7" / "copy.data") and replay.problems == []
+    assert objects.get("ledgers/7/copy.data") == b"entries"
