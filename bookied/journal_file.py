@@ -13,6 +13,7 @@ from bkctl.wire.bookie_disk import layout
 from .errors import JournalNoSpace
 from .journal_format import HEADER_SIZE, LogMark, encode_header, file_name
 from .journal_stats import JournalStats
+from .journal_zeros import ZeroAhead
 from .page_cache import SyncedPages
 
 __all__ = ["JournalFile"]
@@ -23,7 +24,10 @@ class JournalFile:
     fsynced with its directory, preallocated ``preallocate`` bytes at a time
     (posix_fallocate; off for good on a file system without it), written with
     plain appends, fdatasynced with what the sync made durable dropped from the
-    page cache (:class:`SyncedPages`). ``on_grow()`` after a file was created or
+    page cache (:class:`SyncedPages`). ``zero_ahead`` (bytes, 0: off): zeros are
+    written and made durable that far ahead of the writes, inside the preallocated
+    space, by a thread of their own (:class:`ZeroAhead`), so that the fsyncs
+    commit no metadata. ``on_grow()`` after a file was created or
     preallocated further (the bookie checks its disk on the write path);
     ``on_fsync(seconds)`` after each fsync. Used by one committer at a time."""
 
@@ -35,6 +39,7 @@ class JournalFile:
         preallocate: int,
         drop_synced_pages: bool,
         stats: JournalStats,
+        zero_ahead: int = 0,
         on_grow: Callable[[], None] | None = None,
         on_fsync: Callable[[float], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
@@ -55,6 +60,9 @@ class JournalFile:
         self.file_id = 0
         self.offset = 0
         self._prealloc_end = 0
+        self._synced_offset = 0
+        #: the zeroer (None: off)
+        self.zeros = ZeroAhead(directory, zero_ahead) if zero_ahead > 0 else None
 
     @property
     def position(self) -> LogMark:
@@ -83,8 +91,11 @@ class JournalFile:
         self.fd = fd
         self.file_id = file_id
         self.offset = HEADER_SIZE
+        self._synced_offset = HEADER_SIZE
         self.synced_pages.new_file()
         self.stats.files_created += 1
+        if self.zeros is not None:
+            self.zeros.follow(path, HEADER_SIZE, self._prealloc_end)
 
     def open_unpreallocated(self, file_id: int) -> None:
         """:meth:`open` without preallocating (no room for that); JournalNoSpace: no room at all."""
@@ -107,6 +118,8 @@ class JournalFile:
                 raise JournalNoSpace("the journal's preallocation", e) from None
             raise
         self._prealloc_end = max(self._prealloc_end, offset + length)
+        if self.zeros is not None and fd == self.fd:
+            self.zeros.allocated(self._prealloc_end)
         if self._on_grow is not None:
             self._on_grow()
 
@@ -122,8 +135,13 @@ class JournalFile:
                 # no room for a whole step: the last bytes of the disk go to what is
                 # written now (the fences and recovery adds of a read-only bookie)
                 self._preallocate(self.fd, self._prealloc_end, end - self._prealloc_end)
+        zeros = self.zeros
+        if zeros is not None:
+            zeros.before_write(end)
         layout.write_all(self.fd, data, "the journal")
         self.offset = end
+        if zeros is not None:
+            zeros.after_write(end)
         self.stats.writes += 1
         self.stats.bytes += len(data)
 
@@ -136,9 +154,14 @@ class JournalFile:
         self.stats.fsyncs += 1
         if self._on_fsync is not None:
             self._on_fsync(took)
+        if self.zeros is not None:
+            self.zeros.synced(self.offset - self._synced_offset)
+        self._synced_offset = self.offset
         self.synced_pages.after_sync(self.fd, self.offset, rolling)
 
     def close(self) -> None:
+        if self.zeros is not None:
+            self.zeros.stop()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

@@ -28,7 +28,10 @@ then records, back to back (all integers big-endian)::
                 explicit LAC: LAC body bytes
 
 Files are preallocated with ``posix_fallocate`` (``preallocate_mb`` at a
-time), so the tail of a file is normally zeros; a zero ``len`` ends it. A file
+time), and zeros are written into that space ahead of the records
+(``zero_ahead_mb``, :mod:`bkctl.bookied.journal_zeros`), so the tail of a file
+is normally zeros, read from fallocated blocks or written ones alike; a zero
+``len`` ends it (a crash while zeros were written leaves zeros too). A file
 rolls to the next id once adding a group would take it past ``max_size_mb``
 (a group is split at record boundaries; a single record larger than the limit
 gets a file to itself). The checkpoint mark is ``D/current/bookied.lastmark``:

@@ -183,7 +183,6 @@ class BookieService:
         outcome = identity.check_and_stamp(zk, cookie, allow_expansion=cfg.allow_storage_expansion)
         log.info("bookie %s: cookie %s (instance %s)", self.bookie_id, outcome, instance_id)
 
-        dispatch = self._journal_dispatch
         group_wait = 0 if cfg.journal_flush_when_queue_empty else cfg.journal_max_group_wait_msec
         # With journalFlushWhenQueueEmpty the reactor commits the adds it read in one
         # iteration itself when the disk is fast (see Journal's ``inline``).
@@ -198,8 +197,9 @@ class BookieService:
                 max_backups=cfg.journal_max_backups,
                 max_size_mb=cfg.journal_max_size_mb,
                 preallocate_mb=cfg.journal_pre_alloc_size_mb,
+                zero_ahead_mb=cfg.journal_zero_ahead_mb,
                 drop_synced_pages=cfg.journal_remove_pages_from_cache,
-                dispatch=dispatch,
+                dispatch=self._journal_dispatch,
                 inline=self._at_end_of_iteration,
                 inline_dispatch=self._journal_inline_dispatch,
                 patient_wait_ms=cfg.journal_recovery_add_group_wait_msec,

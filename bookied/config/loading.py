@@ -84,6 +84,7 @@ class BookieConfig:
     journal_max_size_mb: int
     journal_max_backups: int
     journal_pre_alloc_size_mb: int
+    journal_zero_ahead_mb: int
     journal_remove_pages_from_cache: bool
     ledger_directories: tuple[str, ...]
     index_directories: tuple[str, ...]

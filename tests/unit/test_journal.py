@@ -723,7 +723,7 @@ def test_custom_dispatch_gets_whole_groups(jdir):
 
 # ------------------------------------------------------------------ kill -9
 CHILD = r"""
-import os, sys, hashlib, time
+import os, sys, hashlib, json, time
 sys.path.insert(0, sys.argv[1])
 from bkctl.bookied.errors import JournalFull
 from bkctl.bookied.journal import Journal, EntryRecord
@@ -736,8 +736,10 @@ def payload(i):
     seed = hashlib.sha256(b"%d" % i).digest()
     return (seed * (size // 32 + 1))[:size]
 
-j = Journal(d, max_group_wait_ms=wait_ms, max_size_mb=0.06, preallocate_mb=0.03,
-            max_queue_bytes=256 * 1024, twins=fastpath.selected())
+# sys.argv[5], if given: JSON of Journal settings over these
+settings = {"max_size_mb": 0.06, "preallocate_mb": 0.03, "max_queue_bytes": 256 * 1024}
+settings.update(json.loads(sys.argv[5]) if len(sys.argv) > 5 else {})
+j = Journal(d, max_group_wait_ms=wait_ms, twins=fastpath.selected(), **settings)
 for _ in j.replay():
     pass
 j.start()

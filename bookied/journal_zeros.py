@@ -1,0 +1,211 @@
+"""Zeros written ahead of the journal's writer, so that its fdatasyncs commit no metadata.
+
+A journal file is preallocated with ``posix_fallocate`` (:mod:`.journal_file`), which on ext4
+(and XFS) leaves *unwritten* extents: every fdatasync of records written into them also commits
+the extents' conversion to written, a metadata transaction.  Into blocks already written with
+zeros and made durable once, an fdatasync only writes the data.  Measured on ext4 (a write, then
+fdatasync, 400 times): 0.16-0.18 ms into fallocated blocks, 0.11 ms into written zeros at 18 KB
+a write; 0.25 against 0.13 ms at 120 KB.  Java's JournalChannel writes one small zero buffer at
+the end of each preallocation step and pays the conversion on every fsync.
+
+:class:`ZeroAhead` is a thread per journal that writes zeros (buffered ``pwrite``, then its own
+fdatasync, :data:`ZERO_CHUNK` at a time) into the current file's preallocated space, at most
+``ahead`` bytes past the writer, and publishes how far the zeros are durable (``durable``).  The
+writer never waits for it: what it writes where no zeros are yet goes to the fallocated blocks as
+before.  The one thing the two share is ``floor``, the lowest offset the zeroer may still write
+at: a write that ends past it pushes it (under the lock the zeroer holds while a
+:data:`ZERO_PIECE` of zeros goes into the page cache, so a writer that outran the zeroer waits for
+at most that copy), and zeros never land on a record.
+
+The format does not change: zeros are what the preallocated tail already read as, and replay
+stops at the first zero length (:mod:`.journal_format`); a crash mid-zeroing leaves zeros, torn or
+not.  Zeros are only written inside what the writer preallocated (never past the file's size, so
+the zeroer never grows the file nor reports to the disk check), only while records are written
+(the zeros follow the writer, so they cost the disk as many bytes again as the journal writes),
+and not while the writer's groups are large: from :data:`ZERO_MAX_GROUP` bytes per fsync the
+conversion is a small part of the fsync and the doubled bandwidth is what counts.  The zeros'
+pages stay in the page cache, where the writer's partial-page writes find them (written zeros no
+longer in the page cache would have to be read back first).
+
+Errors never reach the journal: ENOSPC stops the zeroing of the current file (the writer's own
+path reports a full disk, as before), any other error stops it for good, with a warning.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+
+log = logging.getLogger("bookied.journal")
+
+__all__ = ["ZERO_CHUNK", "ZERO_MAX_GROUP", "ZERO_PIECE", "ZeroAhead"]
+
+#: Zeros made durable with one fdatasync: a metadata commit per chunk instead of per group.
+ZERO_CHUNK = 1024 * 1024
+#: Zeros copied into the page cache under the lock (what a writer that outran the zeroer may wait for).
+ZERO_PIECE = 128 * 1024
+#: Average bytes per fsync from which the journal is bandwidth-bound and zeroing stops.
+ZERO_MAX_GROUP = 1024 * 1024
+#: Less than this to zero is left for later (a chunk's fsync for a few pages is not worth it).
+ZERO_MIN = 64 * 1024
+
+_ZEROS = memoryview(bytes(ZERO_PIECE))
+_NEVER = 1 << 62
+
+
+class ZeroAhead:
+    """Zeros ahead of the writer of one journal (see the module doc), ``ahead`` bytes at most.
+
+    The writer calls :meth:`follow` when it opened a file (its header and first preallocation
+    durable), :meth:`before_write` / :meth:`after_write` around each write, :meth:`allocated`
+    when it preallocated further, :meth:`synced` after each fdatasync and :meth:`stop` when the
+    journal closes (the thread is gone when it returns)."""
+
+    def __init__(self, directory: str, ahead: int):
+        self.directory = directory
+        self.ahead = max(ZERO_MIN, int(ahead))
+        #: the lowest offset of the current file the zeroer may still write at
+        self.floor = 0
+        #: zeros are durable from the last record written up to here (in the current file)
+        self.durable = 0
+        #: where the writer's next write must end for the zeroer to have work (0: now)
+        self.wake_at = _NEVER
+        #: bytes per fdatasync, a moving average
+        self.group_bytes = 0.0
+        #: zero bytes written (all files)
+        self.zeroed = 0
+        self._lock = threading.Lock()  # floor, the file, and each ZERO_PIECE's pwrite
+        self._wake = threading.Event()
+        self._path = ""
+        self._generation = 0  # which file (one more per follow)
+        self._written = 0  # the writer's position in the current file
+        self._allocated = 0  # the current file's preallocated end
+        self._stopping = False
+        self._failed = False
+        self._thread: threading.Thread | None = None
+
+    # ---------------------------------------------------------------- the writer's side
+    def follow(self, path: str, position: int, allocated: int) -> None:
+        """The writer's file is now ``path``, written up to ``position``, preallocated up to ``allocated``."""
+        with self._lock:
+            self._path = path
+            self._generation += 1
+            self._written = position
+            self._allocated = allocated
+            self.floor = position
+            self.durable = position
+        if self._thread is None and not self._failed:
+            self._thread = threading.Thread(target=self._run, name="bookied-journal-zeros", daemon=True)
+            self._thread.start()
+        self._wake.set()
+
+    def before_write(self, end: int) -> None:
+        """The writer is about to write up to ``end``: the zeroer writes nothing below it from now on."""
+        if end > self.floor:
+            with self._lock:
+                if end > self.floor:
+                    self.floor = end
+
+    def after_write(self, end: int) -> None:
+        self._written = end
+        if end >= self.wake_at:
+            self.wake_at = _NEVER
+            self._wake.set()
+
+    def allocated(self, end: int) -> None:
+        self._allocated = end
+        self.wake_at = _NEVER
+        self._wake.set()
+
+    def synced(self, group_bytes: int) -> None:
+        self.group_bytes += (group_bytes - self.group_bytes) * 0.2
+
+    def stop(self) -> None:
+        """Stop the zeroer and wait for its thread (an fsync of zeros at most)."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # ---------------------------------------------------------------- the zeroer's thread
+    def _run(self) -> None:
+        fd = -1
+        generation = 0
+        stopped = 0  # the generation whose zeroing stopped (ENOSPC)
+        try:
+            while not self._stopping:
+                self._wake.wait()
+                self._wake.clear()
+                while not self._stopping:
+                    with self._lock:
+                        path, current = self._path, self._generation
+                    if current != generation:
+                        if fd >= 0:
+                            os.close(fd)
+                            fd = -1
+                        generation = current
+                        try:
+                            fd = os.open(path, os.O_WRONLY)
+                        except OSError as e:
+                            stopped = self._stop_file(e, path)
+                    if stopped == generation or fd < 0:
+                        break
+                    try:
+                        if not self._zero_chunk(fd, generation):
+                            break
+                    except OSError as e:
+                        stopped = self._stop_file(e, path)
+                        break
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _stop_file(self, error: OSError, path: str) -> int:
+        """An error while zeroing ``path``: stop for this file (ENOSPC) or for good; returns the generation."""
+        if error.errno == errno.ENOSPC:
+            log.info("journal %s: no room to write zeros ahead in %s; stopped for this file", self.directory, path)
+        else:
+            log.warning("journal %s: writing zeros ahead in %s failed (%s); stopped", self.directory, path, error)
+            self._failed = True
+            self._stopping = True
+        with self._lock:
+            return self._generation
+
+    def _zero_chunk(self, fd: int, generation: int) -> bool:
+        """Write and fdatasync up to a chunk of zeros past the floor; False: nothing to do now
+        (``wake_at`` then says when the writer should wake the zeroer again)."""
+        start = end = 0
+        while end - start < ZERO_CHUNK and not self._stopping:
+            with self._lock:
+                if generation != self._generation:
+                    break
+                written = self._written
+                limit = min(self._allocated, written + self.ahead)
+                if self.group_bytes >= ZERO_MAX_GROUP:
+                    limit = 0  # bandwidth-bound: look again once another ``ahead`` is written
+                    self.wake_at = written + self.ahead
+                elif not start and limit - self.floor < ZERO_MIN:
+                    # work again once the writer is half-way through the zeros, or preallocated more
+                    self.wake_at = self.floor - self.ahead // 2 if self.floor + ZERO_MIN <= self._allocated else _NEVER
+                if not start:
+                    start = end = self.floor
+                    if limit - start < ZERO_MIN:
+                        return False
+                elif end != self.floor:  # the writer went past what this chunk zeroed
+                    break
+                n = min(ZERO_PIECE, limit - end, start + ZERO_CHUNK - end)
+                if n <= 0:
+                    break
+                os.pwrite(fd, _ZEROS[:n], end)
+                end += n
+                self.floor = end
+        if end > start:
+            os.fdatasync(fd)
+            self.zeroed += end - start
+            with self._lock:
+                if generation == self._generation:
+                    self.durable = max(self.durable, end)
+        return end > start

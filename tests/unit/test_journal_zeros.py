@@ -1,0 +1,212 @@
+"""bookied.journal_zeros: zeros written and fsynced ahead of the journal's records, so that its
+fsyncs commit no metadata -- and never on a record, whatever the writer does meanwhile."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+
+import pytest
+
+from bkctl.bookied.errors import JournalNoSpace
+from bkctl.bookied.journal import EntryRecord, Journal
+from bkctl.bookied.journal_zeros import ZERO_MIN
+from bkctl.wire import fastpath
+from tests.support import crash, smallfs
+from tests.support.waiting import wait_for
+from tests.unit import test_journal
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+WAIT = 10.0
+MB = 1024 * 1024
+
+
+def payload(i: int, size: int) -> bytes:
+    seed = hashlib.sha256(b"%d" % i).digest()
+    return (seed * (size // 32 + 1))[:size]
+
+
+def zeroing_journal(jdir: str, **kw) -> Journal:
+    settings = {"max_group_wait_ms": 0, "preallocate_mb": 2, "zero_ahead_mb": 1, **kw}
+    return Journal(jdir, twins=fastpath.selected(), **settings)
+
+
+def add_all(j: Journal, records: list) -> list:
+    """Append ``records`` and return their callbacks' errors, in order, once all have come."""
+    done = threading.Semaphore(0)
+    errors: list = []
+
+    def cb(err):
+        errors.append(err)
+        done.release()
+
+    for rec in records:
+        j.append(rec, cb)
+    for _ in records:
+        assert done.acquire(timeout=WAIT)
+    return errors
+
+
+def zeroer_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "bookied-journal-zeros"]
+
+
+def replay_all(jdir: str) -> list:
+    return list(Journal(jdir, twins=fastpath.selected()).replay())
+
+
+def current_path(j: Journal) -> str:
+    return os.path.join(j.directory, f"{j.current_file_id:016x}.bjn")
+
+
+@pytest.fixture
+def jdir(tmp_path):
+    return str(tmp_path / "journal")
+
+
+def test_replay_stops_at_the_last_record_inside_durable_zeros(jdir, caplog):
+    j = zeroing_journal(jdir)
+    j.start()
+    zeros = j.file.zeros
+    assert zeros is not None
+    records = [EntryRecord(3, i, payload(i, 1000)) for i in range(300)]
+    assert add_all(j, records) == [None] * 300
+    end = j.file.offset
+    wait_for(lambda: zeros.durable >= end + ZERO_MIN, timeout=WAIT, what="zeros ahead of the records")
+    durable = zeros.durable
+    path = current_path(j)
+    j.close()
+    assert zeroer_threads() == []
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) >= durable and data[end:durable] == bytes(durable - end)
+    with caplog.at_level(logging.WARNING):
+        assert replay_all(jdir) == records
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert os.path.getsize(path) == len(data)  # a clean end: nothing truncated
+
+
+def test_a_writer_that_outruns_the_zeroer_loses_nothing(jdir, monkeypatch):
+    real = os.pwrite
+
+    def slow_pwrite(fd, data, offset):  # only the zeroer writes with pwrite
+        time.sleep(0.002)
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", slow_pwrite)
+    j = zeroing_journal(jdir, max_size_mb=3)
+    j.start()
+    rng = random.Random(7)
+    records = [EntryRecord(1, i, payload(i, rng.choice([100, 5000, 70000, 300000]))) for i in range(120)]
+    for n in range(0, len(records), 10):  # groups of up to 10, big and small, through two rolls
+        assert add_all(j, records[n : n + 10]) == [None] * len(records[n : n + 10])
+    assert j.file.zeros is not None and j.file.zeros.zeroed > 0  # it did write zeros meanwhile
+    j.close()
+    assert replay_all(jdir) == records  # any zero written on a record would fail its checksum
+
+
+def test_rolled_files_start_zeroed_too(jdir):
+    j = zeroing_journal(jdir, max_size_mb=1.5, preallocate_mb=1)
+    j.start()
+    zeros = j.file.zeros
+    assert zeros is not None
+    first = j.current_file_id
+    records = [EntryRecord(2, i, payload(i, 40000)) for i in range(50)]  # 2 MB: one roll
+    assert add_all(j, records) == [None] * 50
+    assert j.current_file_id == first + 1
+    start = j.file.offset
+    wait_for(lambda: zeros.durable >= start + ZERO_MIN, timeout=WAIT, what="zeros in the rolled file")
+    j.close()
+    assert replay_all(jdir) == records
+
+
+def test_no_room_for_zeros_stops_them_for_that_file_only(jdir, monkeypatch, caplog):
+    def no_space(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", no_space)
+    j = zeroing_journal(jdir, max_size_mb=1.5, preallocate_mb=1)
+    zeros = j.file.zeros
+    assert zeros is not None
+    with caplog.at_level(logging.INFO, logger="bookied.journal"):
+        j.start()
+        first = [EntryRecord(1, i, payload(i, 30000)) for i in range(20)]
+        assert add_all(j, first) == [None] * 20
+        wait_for(lambda: "no room to write zeros" in caplog.text, timeout=WAIT, what="the zeroer giving up")
+    assert j.failed is None and zeros.zeroed == 0 and zeroer_threads()
+    monkeypatch.undo()
+    second = [EntryRecord(1, 20 + i, payload(i, 30000)) for i in range(40)]  # into the next file
+    assert add_all(j, second) == [None] * 40
+    wait_for(lambda: zeros.zeroed > 0, timeout=WAIT, what="zeros in the next file")
+    j.close()
+    assert zeroer_threads() == []
+    assert replay_all(jdir) == first + second
+
+
+def test_an_error_while_zeroing_stops_the_zeroer_not_the_journal(jdir, monkeypatch, caplog):
+    def broken(fd, data, offset):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "pwrite", broken)
+    j = zeroing_journal(jdir)
+    records = [EntryRecord(1, i, payload(i, 20000)) for i in range(30)]
+    with caplog.at_level(logging.WARNING, logger="bookied.journal"):
+        j.start()
+        assert add_all(j, records) == [None] * 30
+        wait_for(lambda: not zeroer_threads(), timeout=WAIT, what="the zeroer thread's end")
+    assert "writing zeros ahead" in caplog.text and j.failed is None
+    monkeypatch.undo()
+    assert add_all(j, [EntryRecord(1, 30, b"after")]) == [None]
+    j.close()
+    assert replay_all(jdir) == [*records, EntryRecord(1, 30, b"after")]
+
+
+def test_zeroing_is_off_without_sync_data_and_by_default(jdir):
+    assert zeroing_journal(jdir, sync_data=False).file.zeros is None
+    assert Journal(jdir, twins=fastpath.selected()).file.zeros is None
+
+
+def test_kill_minus_9_while_zeroing_loses_no_acknowledged_record(jdir):
+    rng = random.Random(int(os.environ.get("JOURNAL_CRASH_SEED", "4321")))
+    # files of 3 MB, preallocated 0.5 MB at a time, zeros 0.25 MB ahead (test_journal's child)
+    settings = json.dumps({"max_size_mb": 3, "preallocate_mb": 0.5, "zero_ahead_mb": 0.25, "max_queue_bytes": MB})
+    acked: list[int] = []
+    for rounds in range(5):
+        args = [REPO, jdir, str(rounds * 10_000_000), "0", settings]
+        lines = crash.run_and_kill(test_journal.CHILD, args, rng, 0.05, 0.5, wait=WAIT)
+        acked += [int(x) for x in lines]
+        found = {r.entry_id: r for r in replay_all(jdir)}
+        missing = [i for i in acked if i not in found]
+        assert not missing, f"round {rounds + 1}: {len(missing)} acknowledged records lost, e.g. {missing[:5]}"
+    assert len(acked) > 100
+    assert all(found[i].data == test_journal.child_payload(i) for i in acked)
+
+
+def test_a_full_disk_is_reported_by_the_writer_as_without_zeros(tmp_path):
+    """On a real full filesystem (a small tmpfs): zeros only go into what the writer
+    preallocated, so the writer meets ENOSPC where it did, its groups fail with
+    JournalNoSpace and the journal goes on once there is room."""
+    fs = tmp_path / "fs"
+    smallfs.mount_or_explain(fs, 8)
+    try:
+        j = zeroing_journal(str(fs / "journal"), preallocate_mb=1)
+        j.start()
+        filler = smallfs.fill(fs, "filler", 1536 * 1024)
+        errors = add_all(j, [EntryRecord(1, i, payload(i, 60000)) for i in range(60)])  # 3.6 MB
+        assert any(isinstance(e, JournalNoSpace) for e in errors) and j.failed is None
+        assert zeroer_threads() and j.file.zeros is not None and j.file.zeros.zeroed > 0
+        assert os.path.getsize(current_path(j)) <= j.file.offset + MB  # no zeros past the preallocated space
+        os.unlink(filler)
+        assert add_all(j, [EntryRecord(1, 100, b"room again")]) == [None]
+        j.close()
+        assert zeroer_threads() == []
+        acked = [EntryRecord(1, i, payload(i, 60000)) for i, e in enumerate(errors) if e is None]
+        assert replay_all(str(fs / "journal")) == [*acked, EntryRecord(1, 100, b"room again")]
+    finally:
+        smallfs.unmount(fs)
