@@ -368,18 +368,17 @@ class EntryStore:
         (records lying close together in one entry log with one ``pread``); each
         record is checked on its own, so a bad one fails only its entry.
         """
-        out: list = [None] * len(entry_ids)
         flushed = []
         with self._lock:
             active, flushing = self.write_cache.halves_of(ledger_id)
+            out: list = list(map(active.get, entry_ids)) if active is not None else [None] * len(entry_ids)
+            if None not in out:  # a tail read: all in the active half, looked up with no loop in Python
+                return out
             for i, entry_id in enumerate(entry_ids):
-                data = active.get(entry_id) if active is not None else None
-                if data is None and flushing is not None:
-                    data = flushing.get(entry_id)
-                if data is not None:
-                    out[i] = data
-                elif entry_id >= 0:
-                    flushed.append(i)
+                if out[i] is None:
+                    out[i] = flushing.get(entry_id) if flushing is not None else None
+                    if out[i] is None and entry_id >= 0:
+                        flushed.append(i)
         if not flushed or ledger_id not in self._ledgers:
             return out
         for _attempt in range(3):
