@@ -8,8 +8,8 @@ that of the client's per-entry codecs (CRC32C digests, plain v3 READ and ADD
 requests and READ answers, its answer loop); ``bkctl.wire.codecs._records`` the
 bookie's journal and entry log records (CRC32C of both: ``wire/codecs/_crc32c.h``);
 ``bkctl.wire.codecs._plain`` the bookie's parser of
-plain ADD/READ requests and its ADD answer, and of a run of ADDs and its answers in
-``_plain_runs.c`` (what its two files share: ``_plain.h``; what the codecs share, their
+plain ADD/READ requests and its ADD and READ answers, and of a run of ADDs and its answers
+or a run of READs in ``_plain_runs.c`` (what its two files share: ``_plain.h``; what the codecs share, their
 argument checks and varints: ``wire/codecs/_twins.h``); ``bkctl.wire.metadata._ledgerpb``
 the decoding and checking of ledger metadata (a walk over every ledger);
 ``bkctl.wire.client._addpath`` a connection's copies of a writer's ADDs (built, registered and

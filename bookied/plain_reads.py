@@ -97,37 +97,40 @@ class PlainReads:
 
     def v3_run(self, payloads: list, i: int, first: tuple) -> int:
         """Serve the run of plain v3 READ_ENTRYs of one ledger starting at
-        ``payloads[i]`` (taken apart: ``first``) with one
-        :meth:`Bookie.read_entries`, answering each as :class:`ReadReply` would, in
+        ``payloads[i]`` (taken apart: ``first``; ``plain.read_run`` takes the run apart)
+        with one :meth:`Bookie.read_bodies`, answering each as :class:`ReadReply` would, in
         order, the EOK ones :data:`STREAMED_ANSWERS` bytes at a time
         (``plain.read_answers``); stops answering once the connection is closed or
         paused (the rest is served again later). Returns the index of the first
         payload not answered."""
         ledger_id = first[0]
-        run = _run_of(payloads, i, first, self.plain.read_request)
+        plain = self.plain
+        run = plain.read_run(payloads, i, i + RUN_MAX, ledger_id)
         started = _now()
         bookie, outbox = self.bookie, self.outbox
-        results = bookie.read_entries(ledger_id, [r[1] for r in run])
+        bodies = bookie.read_bodies(ledger_id, run.entry_ids)
         outcomes: dict[int, int] = {}
         lac = None
         answered = 0
-        n = len(run)
-        read_answers = self.plain.read_answers
+        n = len(bodies)
+        read_answers = plain.read_answers
         try:
             while answered < n:
-                rc, body = results[answered]
-                if rc == RC.EOK:
+                body = bodies[answered]
+                if isinstance(body, int):  # a failed read: its rc
+                    outcomes[body] = outcomes.get(body, 0) + 1
+                    k = answered
+                    answered += 1
+                    self.answer_v3(payloads[i + k], run.header_lens[k], ledger_id, run.entry_ids[k], body, None)
+                else:
                     if lac is None:  # nothing changes the LAC while the run is answered
                         lac = bookie.lac(ledger_id)
-                    data, nxt = read_answers(run, results, answered, lac, STREAMED_ANSWERS)
-                    outcomes[rc] = outcomes.get(rc, 0) + nxt - answered
+                    data, nxt = read_answers(payloads, run, bodies, answered, lac, STREAMED_ANSWERS)
+                    if nxt == answered:
+                        raise TypeError(f"an entry read must be bytes, not {type(body).__name__}")
+                    outcomes[RC.EOK] = outcomes.get(RC.EOK, 0) + nxt - answered
                     answered = nxt
                     outbox.send_framed(data)
-                else:
-                    _lid, entry_id, header_len, payload = run[answered]
-                    answered += 1
-                    outcomes[rc] = outcomes.get(rc, 0) + 1
-                    self.answer_v3(payload, header_len, ledger_id, entry_id, rc, body)
                 if outbox.closed or outbox.paused:
                     break
         finally:
@@ -152,15 +155,16 @@ class PlainReads:
         outcomes: dict[int, int] = {}
         answered = 0
         outbox = self.outbox
-        pack, header = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER
+        pack, header, eok = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER, RC.EOK
         try:
-            for entry_id, (rc, body) in zip(entry_ids, self.bookie.read_entries(ledger_id, entry_ids)):
+            for entry_id, body in zip(entry_ids, self.bookie.read_bodies(ledger_id, entry_ids)):
                 answered += 1
-                outcomes[rc] = outcomes.get(rc, 0) + 1
-                if rc == RC.EOK:
-                    outbox.send_framed(pack(24 + len(body), header, rc, ledger_id, entry_id) + body)
+                if isinstance(body, int):  # a failed read: its rc
+                    outcomes[body] = outcomes.get(body, 0) + 1
+                    outbox.send_framed(pack(24, header, body, ledger_id, entry_id))
                 else:
-                    outbox.send_framed(pack(24, header, rc, ledger_id, entry_id))
+                    outcomes[eok] = outcomes.get(eok, 0) + 1
+                    outbox.send_framed(pack(24 + len(body), header, eok, ledger_id, entry_id) + body)
                 if outbox.closed or outbox.paused:
                     break
         finally:

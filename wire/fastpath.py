@@ -18,7 +18,8 @@ reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that) and th
 imports the C extensions (:func:`c_module`; tests/repo/test_twin_selection.py holds that).
 The C twins give the same bytes and values as the Python functions they stand for
 (``_fastcodec``: tests/unit/test_fastcodec.py, test_client_take_answers.py; ``_records``:
-test_entry_log_records.py, test_journal_entries_c.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py; ``_addpath``:
+test_entry_log_records.py, test_journal_entries_c.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py,
+test_plain_read_runs_c.py; ``_addpath``:
 test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metadata_twins.py;
 ``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
 (its ``.pyi``) says its types, and tests/unit/test_c_twins.py fails where one this platform
@@ -89,7 +90,7 @@ FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
 RECORDS_API = 3
 #: what ``_plain``'s ``API`` must be
-PLAIN_API = 5
+PLAIN_API = 6
 #: what ``_ledgerpb``'s ``API`` must be
 LEDGERPB_API = 3
 #: what ``_avrocols``'s ``API`` must be

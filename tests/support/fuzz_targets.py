@@ -255,6 +255,7 @@ def plain_c_twins(data: bytes) -> None:
     from bkctl.wire import fastpath
     from bkctl.wire.codecs import plain, v2, v3_fast
     from bkctl.wire.codecs.plain import py_add_answer, py_read_answer, py_read_answers
+    from bkctl.wire.codecs.protocol import RC
     from bkctl.wire.proto import bookkeeper_pb2 as pb
 
     _plain = fastpath.build(True).plain.c
@@ -285,10 +286,16 @@ def plain_c_twins(data: bytes) -> None:
         assert _plain.read_answer(head, ledger, entry, body, txn - (1 << 63)) == py_read_answer(
             head, ledger, entry, body, txn - (1 << 63)
         )
-        # a run of reads of that ledger, every fourth one failed, answered up to a limit the input gives
-        run = [(ledger, entry ^ k, len(head), head + body[:k]) for k in range(len(body) % 9)]
-        results = [(0 if k % 4 else 2, body[k:]) for k in range(len(run))]
-        args = (run, results, data[1] % 3, txn - (1 << 63), 1 + data[2] * 4)
+    read = v3_fast.plain_read_request(data)
+    if read is not None:
+        # a run of copies of the read (one cut short ends it), every fourth one failed, answered
+        # up to a limit the input gives
+        reads = [data] * (1 + len(data) % 5) + [data[:-1], data]
+        run_args = (reads, len(data) % 2, 9, read[0])
+        read_run = _plain.read_run(*run_args)
+        assert tuple(read_run) == tuple(plain.py_read_run(*run_args))
+        bodies = [data[k:] if k % 4 else RC.ENOENTRY for k in range(len(read_run.entry_ids))]
+        args = (reads, read_run, bodies, data[1] % 3, data[2] - 128, 1 + data[3] * 4)
         assert _plain.read_answers(*args) == py_read_answers(*args)
 
 

@@ -67,8 +67,8 @@ def _both_ways(env, chunk: bytes, runs: list, rcs: list) -> list:
     C twins and the Python ones the store is asked for ``runs``, one call each; one by one,
     never in runs."""
     answers, counts, batches = [], [], []
-    read_entries = env.bookie.read_entries
-    env.bookie.read_entries = lambda ledger, entries: batches.append(list(entries)) or read_entries(ledger, entries)
+    read_bodies = env.bookie.read_bodies
+    env.bookie.read_bodies = lambda ledger, entries: batches.append(list(entries)) or read_bodies(ledger, entries)
     for fastpaths, one_by_one in ((True, False), (False, False), (True, True)):
         env.factory.twins = fastpath.build(fastpaths)
         env.factory.metrics = Metrics()

@@ -919,7 +919,7 @@ def test_a_long_chunk_of_reads_streams_its_answers_while_the_rest_is_served(env)
 
         return asked
 
-    env.bookie.read_entries = noting(env.bookie.read_entries)  # the fast path's runs
+    env.bookie.read_bodies = noting(env.bookie.read_bodies)  # the fast path's runs
     env.bookie.read_entry = noting(env.bookie.read_entry)  # the general path, one by one
     reads = [v3.read_request(200 + e, 1, e) for e in range(8)] + [v3.read_request(300 + e, 2, e) for e in range(8)]
     proto.dataReceived(b"".join(frame(v3.serialize(r)) for r in reads))

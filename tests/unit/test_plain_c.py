@@ -1,6 +1,6 @@
 """The bookie's C twins (``bkctl.wire.codecs._plain``) against their Python twins
 (:func:`v3_fast.plain_add_request`, :func:`v3_fast.plain_read_request`,
-:func:`v2.plain_add_request`, :func:`plain.py_add_answer`, :func:`plain.py_read_answers`): the same value, or
+:func:`v2.plain_add_request`, :func:`plain.py_add_answer`, :func:`plain.py_read_answer`): the same value, or
 both None, for every input -- captured Java frames, built requests over the
 whole range of ids, bytes near a request, junk -- and the choice between them
 (:mod:`bkctl.wire.codecs.plain`) follows ``BKCTL_FASTPATHS``.
@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from bkctl.wire import fastpath
 from bkctl.wire.codecs import plain, v2, v3, v3_fast
-from bkctl.wire.codecs.protocol import RC
 from bkctl.wire.proto import bookkeeper_pb2 as pb
 from tests.support import c_twins
 from tests.support.golden import frames
@@ -47,6 +46,7 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
         assert twins.add_answer is (_plain.add_answer if in_use else plain.py_add_answer)
         assert twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer)
         assert twins.read_answers is (_plain.read_answers if in_use else plain.py_read_answers)
+        assert twins.read_run is (_plain.read_run if in_use else plain.py_read_run)
         assert twins.add_run is (_plain.add_run if in_use else plain.py_add_run)
         assert twins.v2_add_run is (_plain.v2_add_run if in_use else plain.py_v2_add_run)
         assert twins.add_answers is (_plain.add_answers if in_use else plain.py_add_answers)
@@ -212,56 +212,6 @@ def test_read_answer(txn, ledger, entry, body, lac):
         entry,
         body,
         lac,
-    )
-
-
-def _read_run(txns, ledger, entries):
-    """The plain_read_request() tuples of READ_ENTRY requests with these txnIds and entry ids."""
-    return [v3_fast.plain_read_request(v3.serialize(v3.read_request(t, ledger, e))) for t, e in zip(txns, entries)]
-
-
-read_results = st.lists(
-    st.one_of(
-        st.tuples(st.just(0), st.binary(max_size=200)),
-        st.tuples(st.sampled_from([RC.ENOENTRY, RC.ENOLEDGER, -101]), st.none()),
-    ),
-    min_size=1,
-    max_size=40,
-)
-
-
-@needs_c
-@settings(max_examples=300)
-@given(read_results, u64, st.integers(-1, 45), i64, st.integers(1, 3000), i64)
-def test_read_answers(results, txn0, start, lac, limit, ledger):
-    run = _read_run(range(txn0 >> 8, (txn0 >> 8) + len(results)), ledger, range(len(results)))
-    want = plain.py_read_answers(run, results, start, lac, limit)
-    assert _plain.read_answers(run, results, start, lac, limit) == want
-    data, nxt = want
-    # what is answered: the reads from start on while EOK and under limit, each as read_answer builds it
-    i, expect = max(start, 0), []
-    while i < len(run) and results[i][0] == 0 and sum(map(len, expect)) < limit:
-        expect.append(plain.py_read_answer(run[i][3][: run[i][2]], ledger, i, results[i][1], lac))
-        i += 1
-    assert (data, nxt) == (b"".join(expect), i)
-
-
-@needs_c
-def test_read_answers_take_only_plain_read_tuples_and_read_results():
-    run = _read_run([1, 2], 5, [0, 1])
-    with pytest.raises(TypeError):
-        _plain.read_answers(tuple(run), [(0, b"x")] * 2, 0, 1, 100)
-    with pytest.raises(TypeError):
-        _plain.read_answers(run, [(0, bytearray(b"x"))] * 2, 0, 1, 100)
-    with pytest.raises(TypeError):
-        _plain.read_answers(run, [(0.0, b"x")] * 2, 0, 1, 100)
-    with pytest.raises(TypeError):
-        _plain.read_answers([run[0][:3]], [(0, b"x")], 0, 1, 100)
-    with pytest.raises(ValueError):
-        _plain.read_answers([run[0][:2] + (99, run[0][3])], [(0, b"x")], 0, 1, 100)
-    # a failed read is not looked at as bytes: it ends the answers
-    assert _plain.read_answers(run, [(0, b"x"), (RC.ENOENTRY, None)], 0, 1, 1 << 20) == plain.py_read_answers(
-        run, [(0, b"x"), (RC.ENOENTRY, None)], 0, 1, 1 << 20
     )
 
 

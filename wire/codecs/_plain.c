@@ -13,7 +13,8 @@
  * what its twin returns for every input (None for anything but the plain
  * layout, which then goes through the general parser), checked by
  * tests/unit/test_plain_c.py and the fuzz target ``plain_c_twins``.  A run of
- * ADDs taken apart and answered at once: _plain_runs.c.  Which
+ * ADDs taken apart and answered at once, or of READs taken apart: _plain_runs.c (a run of
+ * READs is answered by read_answers, here).  Which
  * twin the bookie uses is chosen in one place, v3.PLAIN; BKCTL_FASTPATHS=0
  * switches these off with the other fast paths.  Only ``bytes`` are taken
  * (what a frame decoder gives); anything else is a TypeError.
@@ -23,12 +24,7 @@
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
-#define PLAIN_API 5
-
-/* The bytes of a BKPacketHeader up to its txnId varint of a READ_ENTRY (ADD_ENTRY's: _plain.h). */
-static const uint8_t READ_HEADER_START[5] = {0x08, 0x03, 0x10, 0x01, 0x18};
-/* Request.readRequest (100), length-delimited. */
-static const uint8_t READ_FIELD[2] = {0xa2, 0x06};
+#define PLAIN_API 6
 
 PyDoc_STRVAR(plain_add_request_doc,
 "plain_add_request(b: bytes) -> (txnId, ledgerId, entryId, masterKey, body, high_priority, recovery) | None\n\n"
@@ -55,14 +51,10 @@ static PyObject *plain_read_request(PyObject *self, PyObject *arg)
 {
     if (!need_bytes(arg))
         return NULL;
-    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg);
-    uint64_t txn;
     int64_t ledger_id, entry_id;
-    Py_ssize_t header_end = header_at(b, n, READ_HEADER_START, &txn, NULL);
-    if (header_end < 0)
-        Py_RETURN_NONE;
-    if (ids_at(b, n, header_end, READ_FIELD, &ledger_id, &entry_id) != n)
+    Py_ssize_t header_end;
+    if (!read_fields((const uint8_t *)PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg), &ledger_id, &entry_id,
+                     &header_end))
         Py_RETURN_NONE;
     return Py_BuildValue("(LLnO)", (long long)ledger_id, (long long)entry_id, header_end, arg);
 }
@@ -207,45 +199,65 @@ static PyObject *read_answer(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out;
 }
 
-/* The (rc, body) of results[i] into *rc and *body (borrowed); 0 with an exception set
- * when it is not a 2-tuple of an int and (for rc 0) bytes. */
-static int read_result(PyObject *results, Py_ssize_t i, long *rc, PyObject **body)
+/* A run of plain reads as read_answers takes it: the payload list, read_run()'s fields (any
+ * tuple of them: plain.ReadRun too) and the bodies read for it. */
+typedef struct {
+    PyObject *payloads, *entry_ids, *header_lens, *bodies;
+    Py_ssize_t first;
+    long long ledger;
+} read_run_view_t;
+
+/* 0 with a TypeError when the arguments are not those. */
+static int view_of(PyObject *payloads, PyObject *run, PyObject *bodies, read_run_view_t *v)
 {
-    PyObject *r = PyList_GET_ITEM(results, i);
-    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyLong_Check(PyTuple_GET_ITEM(r, 0))) {
-        PyErr_SetString(PyExc_TypeError, "a read result must be an (rc, body) tuple");
+    if (!PyList_Check(payloads) || !PyList_Check(bodies) || !PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 5 ||
+        !PyLong_Check(PyTuple_GET_ITEM(run, 0)) || !PyLong_Check(PyTuple_GET_ITEM(run, 2)) ||
+        !PyList_Check(PyTuple_GET_ITEM(run, 3)) || !PyList_Check(PyTuple_GET_ITEM(run, 4))) {
+        PyErr_SetString(PyExc_TypeError, "read_answers() wants the payload list, a read_run() and a list of bodies");
         return 0;
     }
-    *rc = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
-    if (*rc == -1 && PyErr_Occurred())
+    v->payloads = payloads;
+    v->bodies = bodies;
+    v->entry_ids = PyTuple_GET_ITEM(run, 3);
+    v->header_lens = PyTuple_GET_ITEM(run, 4);
+    v->first = PyLong_AsSsize_t(PyTuple_GET_ITEM(run, 0));
+    if (v->first == -1 && PyErr_Occurred())
         return 0;
-    *body = PyTuple_GET_ITEM(r, 1);
-    return *rc != 0 || need_bytes(*body);
+    return i64_of(PyTuple_GET_ITEM(run, 2), &v->ledger);
 }
 
-/* The (header field, ledger, entry) of run[i], a plain_read_request() tuple, into ``a``'s
- * inputs; 0 with an exception set when it is not one. */
-static int read_of(PyObject *run, Py_ssize_t i, const uint8_t **head, size_t *nh, long long *ledger,
-                   long long *entry)
+/* The k-th read of the run (its entryId, its header field in its payload) and bodies[k] into
+ * the arguments: 1; 0 when bodies[k] is no bytes (a failed read: the answers stop there); -1
+ * with an exception set when the run does not hold what read_run() gives for it. */
+static int answer_of(const read_run_view_t *v, Py_ssize_t k, const uint8_t **head, size_t *nh, long long *entry,
+                     PyObject **body)
 {
-    PyObject *r = PyList_GET_ITEM(run, i);
-    /* ints only (no __index__ runs Python code between read_answers' two passes) */
-    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 4 || !PyLong_Check(PyTuple_GET_ITEM(r, 0)) ||
-        !PyLong_Check(PyTuple_GET_ITEM(r, 1)) || !PyLong_Check(PyTuple_GET_ITEM(r, 2)) ||
-        !need_bytes(PyTuple_GET_ITEM(r, 3))) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "a read must be a plain_read_request() tuple");
+    *body = PyList_GET_ITEM(v->bodies, k);
+    if (!PyBytes_CheckExact(*body))
         return 0;
+    Py_ssize_t at = v->first + k;
+    if (k >= PyList_GET_SIZE(v->entry_ids) || k >= PyList_GET_SIZE(v->header_lens) || at < 0 ||
+        at >= PyList_GET_SIZE(v->payloads)) {
+        PyErr_SetString(PyExc_IndexError, "read_answers(): more bodies than reads");
+        return -1;
     }
-    PyObject *payload = PyTuple_GET_ITEM(r, 3);
-    if (!i64_of(PyTuple_GET_ITEM(r, 0), ledger) || !i64_of(PyTuple_GET_ITEM(r, 1), entry))
-        return 0;
-    Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(r, 2));
+    PyObject *payload = PyList_GET_ITEM(v->payloads, at), *e = PyList_GET_ITEM(v->entry_ids, k),
+             *h = PyList_GET_ITEM(v->header_lens, k);
+    /* ints only (no __index__ runs Python code between read_answers' two passes) */
+    if (!need_bytes(payload))
+        return -1;
+    if (!PyLong_Check(e) || !PyLong_Check(h)) {
+        PyErr_SetString(PyExc_TypeError, "a read run's entryIds and header lengths must be ints");
+        return -1;
+    }
+    if (!i64_of(e, entry))
+        return -1;
+    Py_ssize_t n = PyLong_AsSsize_t(h);
     if (n == -1 && PyErr_Occurred())
-        return 0;
+        return -1;
     if (n < 0 || n > PyBytes_GET_SIZE(payload)) {
         PyErr_SetString(PyExc_ValueError, "a read's header length is outside its bytes");
-        return 0;
+        return -1;
     }
     *head = (const uint8_t *)PyBytes_AS_STRING(payload);
     *nh = (size_t)n;
@@ -253,33 +265,29 @@ static int read_of(PyObject *run, Py_ssize_t i, const uint8_t **head, size_t *nh
 }
 
 PyDoc_STRVAR(read_answers_doc,
-"read_answers(run, results, start, max_lac, limit) -> (bytes, next)\n\n"
-"plain.py_read_answers, in C: the framed EOK answers, one after the other, to\n"
-"run[start], run[start + 1], ... (plain_read_request() tuples) whose results[i]\n"
-"(rc, body) is EOK, until one is not or their bytes reach ``limit``; ``next``\n"
-"is the index of the first read not answered.");
+"read_answers(payloads, run, bodies, start, max_lac, limit) -> (bytes, next)\n\n"
+"plain.py_read_answers, in C: the framed EOK answers, one after the other, to the reads\n"
+"start, start + 1, ... of ``run`` (read_run(payloads, ...)) whose bodies[k] is bytes (an\n"
+"entry read: anything else is a failed read), until one is not or their bytes reach\n"
+"``limit``; ``next`` is the index of the first read not answered.");
 
 static PyObject *read_answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!bk_nargs("read_answers()", nargs, 5))
+    if (!bk_nargs("read_answers()", nargs, 6))
         return NULL;
-    PyObject *run = args[0], *results = args[1];
-    if (!PyList_Check(run) || !PyList_Check(results)) {
-        PyErr_SetString(PyExc_TypeError, "read_answers() wants two lists");
+    read_run_view_t v;
+    if (!view_of(args[0], args[1], args[2], &v))
         return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    Py_ssize_t start = PyLong_AsSsize_t(args[3]);
     if (start == -1 && PyErr_Occurred())
         return NULL;
     long long lac;
-    if (!i64_of(args[3], &lac))
+    if (!i64_of(args[4], &lac))
         return NULL;
-    Py_ssize_t limit = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t limit = PyLong_AsSsize_t(args[5]);
     if (limit == -1 && PyErr_Occurred())
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(run);
-    if (PyList_GET_SIZE(results) < n)
-        n = PyList_GET_SIZE(results);
+    Py_ssize_t n = PyList_GET_SIZE(v.bodies);
     if (start < 0)
         start = 0;
     /* first the size of what is answered, then the answers into one bytes object */
@@ -288,17 +296,15 @@ static PyObject *read_answers(PyObject *self, PyObject *const *args, Py_ssize_t 
     read_answer_t a;
     const uint8_t *head;
     size_t nh;
-    long long ledger, entry;
-    long rc;
+    long long entry;
     PyObject *body;
     while (next < n && (Py_ssize_t)total < limit) {
-        if (!read_result(results, next, &rc, &body))
+        int got = answer_of(&v, next, &head, &nh, &entry, &body);
+        if (got < 0)
             return NULL;
-        if (rc != 0)
+        if (got == 0)
             break;
-        if (!read_of(run, next, &head, &nh, &ledger, &entry))
-            return NULL;
-        total += plan_read_answer(&a, head, nh, ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
+        total += plan_read_answer(&a, head, nh, v.ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
                                   (size_t)PyBytes_GET_SIZE(body), lac);
         if (total > (size_t)PY_SSIZE_T_MAX / 2) {
             PyErr_SetString(PyExc_OverflowError, "answers too large");
@@ -310,14 +316,15 @@ static PyObject *read_answers(PyObject *self, PyObject *const *args, Py_ssize_t 
     if (out == NULL)
         return NULL;
     uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out), *end = o + total;
-    for (Py_ssize_t i = start; i < next; i++) {
+    for (Py_ssize_t k = start; k < next; k++) {
         /* as checked above: no Python code ran in between to change the lists */
-        read_result(results, i, &rc, &body);
-        read_of(run, i, &head, &nh, &ledger, &entry);
-        size_t size = plan_read_answer(&a, head, nh, ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
-                                       (size_t)PyBytes_GET_SIZE(body), lac);
-        if (size > (size_t)(end - o)) {
+        size_t size = 0;
+        if (answer_of(&v, k, &head, &nh, &entry, &body) == 1)
+            size = plan_read_answer(&a, head, nh, v.ledger, entry, (const uint8_t *)PyBytes_AS_STRING(body),
+                                    (size_t)PyBytes_GET_SIZE(body), lac);
+        if (size == 0 || size > (size_t)(end - o)) {
             Py_DECREF(out);
+            PyErr_Clear();
             PyErr_SetString(PyExc_RuntimeError, "read_answers(): the reads changed while answered");
             return NULL;
         }

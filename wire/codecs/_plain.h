@@ -1,6 +1,6 @@
 /*
  * What bkctl.wire.codecs._plain's two files share (_plain.c: a request's parsers and its
- * answers; _plain_runs.c: a run of ADDs taken apart and answered at once): the plain requests'
+ * answers; _plain_runs.c: a run of ADDs or READs taken apart at once): the plain requests'
  * layouts, their fields taken apart, and an ADD_ENTRY answer's layout.
  */
 #ifndef BKCTL_PLAIN_H
@@ -17,6 +17,10 @@
 static const uint8_t ADD_HEADER_START[5] = {0x08, 0x03, 0x10, 0x02, 0x18};
 /* Request.addRequest (field 101), length-delimited; Response.addResponse the same. */
 static const uint8_t ADD_FIELD[2] = {0xaa, 0x06};
+/* The bytes of a BKPacketHeader up to its txnId varint of a READ_ENTRY. */
+static const uint8_t READ_HEADER_START[5] = {0x08, 0x03, 0x10, 0x01, 0x18};
+/* Request.readRequest (100), length-delimited; Response.readResponse the same. */
+static const uint8_t READ_FIELD[2] = {0xa2, 0x06};
 
 #define MASTER_KEY_LENGTH 20
 /* version 2, ADD_ENTRY, in a v2 header's top 16 bits */
@@ -77,6 +81,19 @@ static inline Py_ssize_t ids_at(const uint8_t *b, Py_ssize_t n, Py_ssize_t pos, 
     *ledger_id = (int64_t)ledger; /* int64 fields: two's complement */
     *entry_id = (int64_t)entry;
     return pos;
+}
+
+/* b[0..n) as plain_read_request takes it apart: 1 with its ids and the length of its header
+ * field (at most 129: a one-byte length), or 0 for None. */
+static inline int read_fields(const uint8_t *b, Py_ssize_t n, int64_t *ledger_id, int64_t *entry_id,
+                              Py_ssize_t *header_len)
+{
+    uint64_t txn;
+    Py_ssize_t header_end = header_at(b, n, READ_HEADER_START, &txn, NULL);
+    if (header_end < 0 || ids_at(b, n, header_end, READ_FIELD, ledger_id, entry_id) != n)
+        return 0;
+    *header_len = header_end;
+    return 1;
 }
 
 static inline int need_bytes(PyObject *arg)

@@ -1,22 +1,28 @@
 /*
  * bkctl.wire.codecs._plain's runs of ADDs: a bookie connection's consecutive plain ADDs of one
  * ledger, one key and the same flags (bookied.adds.Adds.run) taken apart in one call, and their
- * answers built in one, where a Python loop called the one-request twins of _plain.c per add.
+ * answers built in one, where a Python loop called the one-request twins of _plain.c per add;
+ * and a run of plain v3 READs of one ledger taken apart in one call (read_run: how far it goes,
+ * its entryIds and header lengths; bookied.plain_reads.PlainReads.v3_run), which
+ * _plain.c's read_answers answers.
  *
  * The Python twins (bkctl.wire.codecs.plain.py_add_run, py_v2_add_run, py_add_answers,
- * py_v2_add_answers) are the reference: each function here returns what its twin returns
- * (tests/unit/test_plain_add_runs_c.py, the fuzz target ``plain_c_twins``).  A run is read
+ * py_v2_add_answers, py_read_run) are the reference: each function here returns what its twin
+ * returns (tests/unit/test_plain_add_runs_c.py, test_plain_read_runs_c.py, the fuzz target
+ * ``plain_c_twins``).  A run is read
  * twice: first how far it goes (nothing made, so no Python code runs), then its values into
  * lists of that size.
  */
 #define PY_SSIZE_T_CLEAN
 #include "_plain.h"
 
-/* The arguments a run of adds shares (add_run, v2_add_run): the payload list, where the run may
- * start and end in it, the ledger and the key; 0 with an exception set when they are not those.
- * A ledger beyond int64 matches no request (*ledger_ok 0), as in the Python twins. */
-static int run_args(PyObject *const *args, PyObject **payloads, Py_ssize_t *start, Py_ssize_t *end,
-                    long long *ledger, int *ledger_ok, PyObject **key)
+/* The arguments every run shares (add_run, v2_add_run, read_run): the payload list, where the run
+ * may start and end in it, and the ledger; 0 with an exception set when they are not those.  A
+ * ledger beyond int64 matches no request (*ledger_ok 0), as in the Python twins.  The caller cuts
+ * ``end`` to the list once no more of its arguments are converted (an __index__ or __bool__ may
+ * change the list). */
+static int range_args(PyObject *const *args, PyObject **payloads, Py_ssize_t *start, Py_ssize_t *end,
+                      long long *ledger, int *ledger_ok)
 {
     *payloads = args[0];
     if (!PyList_Check(*payloads)) {
@@ -34,12 +40,19 @@ static int run_args(PyObject *const *args, PyObject **payloads, Py_ssize_t *star
     if (*ledger == -1 && PyErr_Occurred())
         return 0;
     *ledger_ok = !overflow;
-    *key = args[4];
-    if (!need_bytes(*key))
-        return 0;
     if (*start < 0)
         *start = 0;
     return 1;
+}
+
+/* The arguments a run of adds shares (add_run, v2_add_run): range_args' and the key. */
+static int run_args(PyObject *const *args, PyObject **payloads, Py_ssize_t *start, Py_ssize_t *end,
+                    long long *ledger, int *ledger_ok, PyObject **key)
+{
+    if (!range_args(args, payloads, start, end, ledger, ledger_ok))
+        return 0;
+    *key = args[4];
+    return need_bytes(*key);
 }
 
 /* The PyStructSequence add_run and v2_add_run return (plain.AddRun's fields). */
@@ -358,11 +371,106 @@ static PyObject *v2_add_answers(PyObject *self, PyObject *const *args, Py_ssize_
     return out;
 }
 
+/* The PyStructSequence read_run returns (plain.ReadRun's fields). */
+static PyTypeObject *ReadRunType;
+
+static PyStructSequence_Field read_run_fields[] = {
+    {"first", "the index of the run's first payload"},
+    {"end", "the index of the first payload not in the run"},
+    {"ledger_id", "the ledger they read"},
+    {"entry_ids", "the entryIds of the reads in it"},
+    {"header_lens", "the lengths of their header fields (plain_read_request's third field)"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc read_run_desc = {
+    "bkctl.wire.codecs._plain.ReadRun",
+    "A run of plain READ_ENTRYs of one ledger taken apart (read_run): bkctl.wire.codecs.plain.ReadRun.",
+    read_run_fields,
+    5,
+};
+
+PyDoc_STRVAR(read_run_doc,
+"read_run(payloads, i, end, ledger_id) -> ReadRun\n\n"
+"plain.py_read_run, in C: the run of payloads[i], payloads[i + 1], ... (before end and\n"
+"the list's end) that plain_read_request takes apart as READ_ENTRYs of ledger_id, up to\n"
+"the first that it does not or that reads another ledger: (first, end, ledger_id,\n"
+"entry_ids, header_lens).  A payload that is not bytes is a TypeError.");
+
+static PyObject *read_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("read_run()", nargs, 4))
+        return NULL;
+    PyObject *payloads;
+    Py_ssize_t start, end;
+    long long ledger;
+    int ledger_ok;
+    if (!range_args(args, &payloads, &start, &end, &ledger, &ledger_ok))
+        return NULL;
+    if (end > PyList_GET_SIZE(payloads))
+        end = PyList_GET_SIZE(payloads);
+    /* first how far the run goes (no object made, so no Python code runs), then its values;
+     * a ledger beyond int64 matches no request, as in the Python twin */
+    int64_t ledger_id, entry_id;
+    Py_ssize_t header_len, j = start;
+    for (; ledger_ok && j < end; j++) {
+        PyObject *item = PyList_GET_ITEM(payloads, j);
+        if (!need_bytes(item))
+            return NULL;
+        if (!read_fields((const uint8_t *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), &ledger_id, &entry_id,
+                         &header_len) ||
+            ledger_id != ledger)
+            break;
+    }
+    Py_ssize_t n = j > start ? j - start : 0;
+    PyObject *run = NULL, *entry_ids = PyList_New(n), *header_lens = PyList_New(n);
+    if (entry_ids == NULL || header_lens == NULL)
+        goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item;
+        const char *b = still_there(payloads, start + k, &item);
+        if (b == NULL)
+            goto fail;
+        if (!read_fields((const uint8_t *)b, PyBytes_GET_SIZE(item), &ledger_id, &entry_id, &header_len)) {
+            PyErr_SetString(PyExc_RuntimeError, "a run's payloads changed while taken apart");
+            goto fail;
+        }
+        PyObject *entry = PyLong_FromLongLong(entry_id);
+        if (entry == NULL)
+            goto fail;
+        PyList_SET_ITEM(entry_ids, k, entry);
+        PyObject *len = PyLong_FromSsize_t(header_len);
+        if (len == NULL)
+            goto fail;
+        PyList_SET_ITEM(header_lens, k, len);
+    }
+    run = PyStructSequence_New(ReadRunType);
+    PyObject *first = run == NULL ? NULL : PyLong_FromSsize_t(start);
+    PyObject *last = first == NULL ? NULL : PyLong_FromSsize_t(start + n);
+    if (last == NULL) {
+        Py_XDECREF(first);
+        goto fail;
+    }
+    PyObject *lid = Py_NewRef(args[3]); /* as given: an int (checked above), maybe past int64 */
+    PyStructSequence_SET_ITEM(run, 0, first);
+    PyStructSequence_SET_ITEM(run, 1, last);
+    PyStructSequence_SET_ITEM(run, 2, lid);
+    PyStructSequence_SET_ITEM(run, 3, entry_ids);
+    PyStructSequence_SET_ITEM(run, 4, header_lens);
+    return run;
+fail:
+    Py_XDECREF(run);
+    Py_XDECREF(entry_ids);
+    Py_XDECREF(header_lens);
+    return NULL;
+}
+
 static PyMethodDef run_methods[] = {
     {"add_run", (PyCFunction)(void (*)(void))add_run, METH_FASTCALL, add_run_doc},
     {"v2_add_run", (PyCFunction)(void (*)(void))v2_add_run, METH_FASTCALL, v2_add_run_doc},
     {"add_answers", (PyCFunction)(void (*)(void))add_answers, METH_FASTCALL, add_answers_doc},
     {"v2_add_answers", (PyCFunction)(void (*)(void))v2_add_answers, METH_FASTCALL, v2_add_answers_doc},
+    {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL, read_run_doc},
     {NULL},
 };
 
@@ -370,7 +478,10 @@ int bk_plain_add_runs(PyObject *m)
 {
     if (AddRunType == NULL)
         AddRunType = PyStructSequence_NewType(&add_run_desc);
-    if (AddRunType == NULL || PyModule_AddFunctions(m, run_methods) < 0)
+    if (ReadRunType == NULL)
+        ReadRunType = PyStructSequence_NewType(&read_run_desc);
+    if (AddRunType == NULL || ReadRunType == NULL || PyModule_AddFunctions(m, run_methods) < 0 ||
+        PyModule_AddObjectRef(m, "AddRun", (PyObject *)AddRunType) < 0)
         return -1;
-    return PyModule_AddObjectRef(m, "AddRun", (PyObject *)AddRunType);
+    return PyModule_AddObjectRef(m, "ReadRun", (PyObject *)ReadRunType);
 }

@@ -10,8 +10,10 @@ answers, in C (``_plain.c``) when that is built and fast paths are on, else in P
   answer to an ADD_ENTRY request (:class:`.v3_fast.AddResponseEncoder`, framed);
 * :data:`read_answer` -- ``(header field, ledgerId, entryId, body, maxLAC)``
   -> the framed EOK answer to a plain READ_ENTRY request (:func:`.v3_fast.read_answer`, framed);
-* :data:`read_answers` -- the EOK answers to a run of plain READ_ENTRY requests,
-  one bytes object per up to ``limit`` bytes (:func:`py_read_answers`);
+* :data:`read_run` -- a run of plain v3 READ_ENTRYs of one ledger taken apart at once
+  (:func:`py_read_run`: a :class:`ReadRun`);
+* :data:`read_answers` -- the EOK answers to a :data:`read_run`'s reads, given the
+  bodies read, one bytes object per up to ``limit`` bytes (:func:`py_read_answers`);
 * :data:`add_run` -- a run of plain v3 ADD_ENTRYs of one ledger, one key and the same
   flags, taken apart at once (:func:`py_add_run`: an :class:`AddRun`);
 * :data:`v2_add_run` -- the same of version-2 ADDs (:func:`py_v2_add_run`);
@@ -43,7 +45,33 @@ _local = threading.local()
 ParseRequest = Callable[[bytes], Any]
 AddAnswer = Callable[[int, int, int, int], bytes]
 ReadAnswer = Callable[[bytes, int, int, bytes, int], bytes]
-ReadAnswers = Callable[[list[tuple[int, int, int, bytes]], list[tuple[int, Any]], int, int, int], tuple[bytes, int]]
+
+
+class RunOfReads(Protocol):
+    """What :data:`read_run` gives, the Python twin's :class:`ReadRun` or the C twin's
+    struct sequence of the same fields (see :class:`ReadRun`)."""
+
+    @property
+    def first(self) -> int: ...
+
+    @property
+    def end(self) -> int: ...
+
+    @property
+    def ledger_id(self) -> int: ...
+
+    @property
+    def entry_ids(self) -> list[int]: ...
+
+    @property
+    def header_lens(self) -> list[int]: ...
+
+
+ReadRunParser = Callable[[list[bytes], int, int, int], RunOfReads]
+#: a read's outcome as the bookie gives it for a run (``Bookie.read_bodies``): the entry's
+#: bytes, or (an int) the rc it failed with
+ReadOutcome = bytes | int
+ReadAnswers = Callable[[list[bytes], RunOfReads, list[ReadOutcome], int, int, int], tuple[bytes, int]]
 
 
 class RunOfAdds(Protocol):
@@ -126,6 +154,37 @@ def py_v2_add_run(payloads: list[bytes], i: int, end: int, ledger_id: int, key: 
     return AddRun(j, None, entry_ids, bodies)
 
 
+class ReadRun(NamedTuple):
+    """A run of plain v3 READ_ENTRYs of one ledger taken apart (:func:`py_read_run`):
+    ``payloads[first:end]`` read ``ledger_id``'s entries ``entry_ids``, in order; the length of
+    each one's header field (:data:`read_request`'s third field), whose bytes its answer repeats."""
+
+    first: int
+    end: int
+    ledger_id: int
+    entry_ids: list[int]
+    header_lens: list[int]
+
+
+def py_read_run(payloads: list[bytes], i: int, end: int, ledger_id: int) -> ReadRun:
+    """The run of ``payloads[i]``, ``payloads[i + 1]``, ... (before ``end`` and the list's
+    end) that :data:`read_request` takes apart as READ_ENTRYs of ``ledger_id``: it ends at
+    the first that it does not take apart or that reads another ledger."""
+    entry_ids: list[int] = []
+    header_lens: list[int] = []
+    parse = v3_fast.plain_read_request
+    first = j = max(i, 0)
+    end = min(end, len(payloads))
+    while j < end:
+        got = parse(payloads[j])
+        if got is None or got[0] != ledger_id:
+            break
+        entry_ids.append(got[1])
+        header_lens.append(got[2])
+        j += 1
+    return ReadRun(first, j, ledger_id, entry_ids, header_lens)
+
+
 def py_add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes:
     """The framed answer to an ADD_ENTRY request: ``status`` a v3 StatusCode number."""
     encoder = getattr(_local, "encoder", None)
@@ -153,30 +212,30 @@ def py_read_answer(header_field: bytes, ledger_id: int, entry_id: int, body: byt
 
 
 def py_read_answers(
-    run: list[tuple[int, int, int, bytes]], results: list[tuple[int, Any]], start: int, max_lac: int, limit: int
+    payloads: list[bytes], run: RunOfReads, bodies: list[ReadOutcome], start: int, max_lac: int, limit: int
 ) -> tuple[bytes, int]:
-    """The framed EOK answers, one after the other, to ``run[start]``,
-    ``run[start + 1]``, ... (:data:`read_request` tuples) whose ``results[i]``
-    ``(rc, body)`` is EOK (0), until one is not or their bytes reach ``limit``:
-    ``(answers, next)``, ``next`` the index of the first read not answered.
-    One call answers what one write sends, without a call per read."""
+    """The framed EOK answers, one after the other, to the reads ``start``, ``start + 1``,
+    ... of ``run`` (a :data:`read_run` of ``payloads``) whose ``bodies[k]`` is bytes (the
+    entry read; anything else, a failed read's rc, is not answered here), until one is not
+    or their bytes reach ``limit``: ``(answers, next)``, ``next`` the index in the run of
+    the first read not answered.  One call answers what one write sends, without a call
+    per read."""
     out = []
     size = 0
-    i = max(start, 0)
-    n = min(len(run), len(results))
-    answers, ledger = None, None  # py_read_answer's encoder, made once per ledger of the run
-    while i < n and size < limit:
-        rc, body = results[i]
-        if rc != 0:
+    k = max(start, 0)
+    first, entry_ids, header_lens = run.first, run.entry_ids, run.header_lens
+    answers = v3_fast.ReadAnswers(run.ledger_id, max_lac)
+    n = len(bodies)
+    while k < n and size < limit:
+        body = bodies[k]
+        if body.__class__ is not bytes:
             break
-        ledger_id, entry_id, header_len, payload = run[i]
-        if answers is None or ledger_id != ledger:
-            answers, ledger = v3_fast.ReadAnswers(ledger_id, max_lac), ledger_id
-        answer = answers.framed(payload[:header_len], entry_id, body)
+        payload = payloads[first + k]
+        answer = answers.framed(payload[: header_lens[k]], entry_ids[k], body)
         out.append(answer)
         size += len(answer)
-        i += 1
-    return b"".join(out), i
+        k += 1
+    return b"".join(out), k
 
 
 class PlainTwins(NamedTuple):
@@ -189,6 +248,7 @@ class PlainTwins(NamedTuple):
     add_answer: AddAnswer
     read_answer: ReadAnswer
     read_answers: ReadAnswers
+    read_run: ReadRunParser
     add_run: AddRunParser
     v2_add_run: V2AddRunParser
     add_answers: AddAnswers
@@ -220,6 +280,9 @@ class PlainModule(Protocol):
     def read_answers(self) -> ReadAnswers: ...
 
     @property
+    def read_run(self) -> ReadRunParser: ...
+
+    @property
     def add_run(self) -> AddRunParser: ...
 
     @property
@@ -240,6 +303,7 @@ PYTHON = PlainTwins(
     py_add_answer,
     py_read_answer,
     py_read_answers,
+    py_read_run,
     py_add_run,
     py_v2_add_run,
     py_add_answers,
@@ -259,6 +323,7 @@ def twins_of(c: PlainModule | None) -> PlainTwins:
         c.add_answer,
         c.read_answer,
         c.read_answers,
+        c.read_run,
         c.add_run,
         c.v2_add_run,
         c.add_answers,
