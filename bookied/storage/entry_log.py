@@ -284,11 +284,14 @@ class EntryLogger:
             log_id, start, length, _i = rows[k]
             end = k + 1
             stop = start + length
+            most = start + READ_SPAN_MAX
             while end < n:
                 nlog, noff, nlen, _ = rows[end]
-                if nlog != log_id or noff - stop > READ_GAP_MAX or noff + nlen - start > READ_SPAN_MAX:
+                nstop = noff + nlen
+                if nlog != log_id or noff - stop > READ_GAP_MAX or nstop > most:
                     break
-                stop = max(stop, noff + nlen)
+                if nstop > stop:
+                    stop = nstop
                 end += 1
             try:
                 span = self.pread(log_id, stop - start, start)

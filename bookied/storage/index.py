@@ -361,18 +361,18 @@ class EntryLocationIndex:
 
     def get_many(self, keys: list[bytes]) -> list:
         """:meth:`get` of each key, in one read transaction."""
+        out: list = [None] * len(keys)
         pack = LOC.pack
-        return [None if loc is None else pack(*loc) for loc in self.locate(map(KEY.unpack, keys))]
+        for log, off, length, k in self.locate((*KEY.unpack(key), k) for k, key in enumerate(keys)):
+            out[k] = pack(log, off, length)
+        return out
 
-    def locations(self, ledger_id: int, entry_ids: list[int]) -> list[tuple[int, int, int] | None]:
-        """``(log id, offset, length)`` of each of the ledger's entries, None for one without a
-        row, in one read transaction."""
-        return self.locate([(ledger_id, eid) for eid in entry_ids])
-
-    def locate(self, ids: Iterable[tuple[int, int]]) -> list[tuple[int, int, int] | None]:
-        """``(log id, offset, length)`` of each ``(ledger id, entry id)``, None for one without a
-        row, in one read transaction (entries of one run find it once)."""
-        out: list[tuple[int, int, int] | None] = []
+    def locate(self, ids: Iterable[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+        """``(log id, offset, length, tag)`` of each ``(ledger id, entry id, tag)`` that has a
+        row (the others left out), in order, in one read transaction (entries of one run find
+        it once): the rows :meth:`~.entry_log.EntryLogger.read_records` takes, tagged with
+        where each entry's bytes go."""
+        out: list[tuple[int, int, int, int]] = []
         append = out.append
         span = _SPAN.unpack_from
         txn = self.env.begin(db=self.runs)
@@ -380,17 +380,16 @@ class EntryLocationIndex:
             cur = txn.cursor()
             run_lid = first = n = log = -1
             value = b""
-            for lid, eid in ids:
+            for lid, eid, tag in ids:
                 j = eid - first
                 if lid != run_lid or not 0 <= j < n:
                     found = run_covering(cur, lid, eid)
                     if found is None:
-                        append(None)
                         continue
                     run_lid, (first, value) = lid, found
                     n, log, j = run_size(value), U64.unpack_from(value)[0], eid - first
                 off, end = span(value, 8 + 4 * j)
-                append((log, off, end - off))
+                append((log, off, end - off, tag))
         finally:
             txn.abort()
         return out

@@ -82,6 +82,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 from bkctl.wire.bookie_disk import layout
@@ -363,31 +364,31 @@ class EntryStore:
         """:meth:`get_entry` of each of ``entry_ids`` (one ledger), in their order: per entry its
         bytes, None if absent, or the EntryCorrupted (OSError) :meth:`get_entry` would raise.
 
-        Cached entries come from the write cache; the others are looked up in one
-        index transaction and read by :meth:`~.entry_log.EntryLogger.read_records`
-        (records lying close together in one entry log with one ``pread``); each
-        record is checked on its own, so a bad one fails only its entry.
-        """
-        flushed = []
+        Cached entries come from the write cache, the others looked up in one index
+        transaction and read by :meth:`~.entry_log.EntryLogger.read_records` (records lying
+        close together in one entry log with one ``pread``), each record checked on its own,
+        so a bad one fails only its entry."""
         with self._lock:
             active, flushing = self.write_cache.halves_of(ledger_id)
             out: list = list(map(active.get, entry_ids)) if active is not None else [None] * len(entry_ids)
             if None not in out:  # a tail read: all in the active half, looked up with no loop in Python
                 return out
-            for i, entry_id in enumerate(entry_ids):
-                if out[i] is None:
-                    out[i] = flushing.get(entry_id) if flushing is not None else None
-                    if out[i] is None and entry_id >= 0:
-                        flushed.append(i)
+            if active is None and flushing is None and min(entry_ids) >= 0:
+                flushed: Sequence[int] = range(len(out))  # none cached: all from the index, no loop either
+            else:
+                flushed = missing = []
+                for i, entry_id in enumerate(entry_ids):
+                    if out[i] is None:
+                        out[i] = flushing.get(entry_id) if flushing is not None else None
+                        if out[i] is None and entry_id >= 0:
+                            missing.append(i)
         if not flushed or ledger_id not in self._ledgers:
             return out
         for _attempt in range(3):
-            locs = self.index.locations(ledger_id, [entry_ids[i] for i in flushed])
-            rows = [loc + (i,) for i, loc in zip(flushed, locs) if loc is not None]
+            rows = self.index.locate(zip(repeat(ledger_id), map(entry_ids.__getitem__, flushed), flushed))
             if not rows:
                 return out
-            rows.sort()
-            # entries whose log went away under us: looked up again
+            rows.sort()  # (those whose log went away under us are looked up again)
             flushed = self.entry_log.read_records(rows, ledger_id, entry_ids, out)
             if not flushed:
                 return out
