@@ -144,7 +144,10 @@ class App:
                 name = "rack"
             if name is None:
                 source = RackSource(store=self.store)
-                source.refresh()
+                try:
+                    source.refresh()
+                finally:
+                    source.close()  # (a look, once: the policy's own source keeps the watch)
                 registered = self.store.registration.writable_bookies() + self.store.registration.readonly_bookies()
                 name = "rack" if source.names_any(registered) else "random"
             return build_placement(

@@ -755,6 +755,28 @@ def test_the_rack_map_is_compared_and_set(request, sessions):
     assert racks.read() == (moved, 1)
 
 
+def test_the_rack_map_watch_tells_each_map_written_and_keeps_the_last_good_one(request, sessions):
+    if sessions.kind == "zk":
+        request.getfixturevalue("rack_map")  # ZooKeeper-wide: this test's alone meanwhile
+    store = sessions.open()
+    heard, stopped = Heard(), Heard()
+    unwatch = store.racks.watch(heard)
+    store.racks.watch(stopped)()  # told once, at once, then stopped
+    assert heard.calls == [{}] and stopped.calls == [{}]  # none yet: an empty map, at once
+    doc = {"default": {A: {"rack": "/r1"}}}
+    store.racks.write(doc, None)
+    heard.settles_on(doc, "the map written")
+    moved = {"default": {A: {"rack": "/r2"}, B: {"rack": "/r1"}}}
+    store.racks.write(moved, 0)
+    heard.settles_on(moved, "the map moved")
+    unwatch()
+    store.racks.write(doc, 1)
+    assert store.racks.read() == (doc, 2)
+    late = Heard()
+    store.racks.watch(late)
+    assert late.calls == [doc] and heard.last == moved and stopped.calls == [{}]
+
+
 def test_the_saved_rebalance_is_kept_whole_replaced_and_cleared(sessions, store):
     assert store.rebalance.read() is None
     store.rebalance.clear()  # nothing kept: nothing to do

@@ -59,7 +59,7 @@ from bkctl.wire.metadata.errors import (
 )
 from bkctl.wire.metadata.layout import LedgerLayout
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata, serialize_ledger_metadata
-from bkctl.wire.metadata.racks import RACK_MAP_PATH, parse_rack_map, serialize_rack_map
+from bkctl.wire.metadata.racks import RACK_MAP_PATH, RackMapError, parse_rack_map, serialize_rack_map
 from bkctl.wire.metadata.serviceinfo import BookieServiceInfo
 from bkctl.wire.metadata.store import (
     RESTORE_CHUNK_BYTES,
@@ -113,10 +113,12 @@ class _Listeners:
         self._look = look
         self._watchers: list[list] = []  # [listener, last value seen]
 
-    def add(self, listener: Callable[[Any], None]) -> Callable[[], None]:
+    def add(self, listener: Callable[[Any], None], *, tell: bool = True) -> Callable[[], None]:
+        """Watch; ``tell``: the listener is told the value now (else at its first change)."""
         entry = [listener, self._look()]
         self._watchers.append(entry)
-        _tell(listener, entry[1])
+        if tell:
+            _tell(listener, entry[1])
 
         def stop() -> None:
             if entry in self._watchers:
@@ -980,12 +982,34 @@ class FakeRackMap(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._node: tuple[bytes, int] | None = None  # (value, version)
+        self._doc: RackMapDoc = {}  # the last map that parsed, what watchers are told
+        self._watch = _Listeners(lambda: self._doc)
 
     @_call
     def read(self) -> tuple[RackMapDoc, int | None]:
         if self._node is None:
             return {}, None
         return parse_rack_map(self._node[0]), self._node[1]
+
+    @_call
+    def watch(self, listener: Callable[[RackMapDoc], None]) -> Callable[[], None]:
+        try:
+            parse_rack_map(self._node[0] if self._node is not None else None)
+        except RackMapError:  # as ZooKeeper's: a map that does not parse is not told
+            return self._watch.add(listener, tell=False)
+        return self._watch.add(listener)
+
+    def put_bytes(self, data: bytes) -> None:
+        """(Tests.)  Store ``data`` as the rack map, as a hand edit would, parsed or not."""
+        self._node = (data, 0 if self._node is None else self._node[1] + 1)
+        self._changed()
+
+    def _changed(self) -> None:
+        try:
+            self._doc = parse_rack_map(self._node[0] if self._node is not None else None)
+        except RackMapError:
+            return  # as ZooKeeper's: logged there, the watchers keep the last good map
+        self._watch.changed()
 
     @_call
     def write(self, doc: Mapping[str, Mapping[str, Mapping[str, Any]]], version: int | None) -> int:
@@ -999,6 +1023,7 @@ class FakeRackMap(_Manager):
                 -1 if node is None else node[1],
             )
         self._node = (serialize_rack_map(doc), 0 if node is None else node[1] + 1)
+        self._changed()
         return self._node[1]
 
 

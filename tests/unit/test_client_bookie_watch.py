@@ -8,6 +8,7 @@ from __future__ import annotations
 from bkctl.wire.client.errors import ClientClosed, NotEnoughBookies
 from bkctl.wire.client.placement import RandomPlacement
 from bkctl.wire.metadata.ledger import LedgerMetadata
+from bkctl.wire.metadata.racks import build_placement
 from tests.support.deferreds import failureResultOf, successResultOf
 from tests.support.ledger_client import (
     B,
@@ -134,3 +135,18 @@ def test_racks_are_refreshed_with_the_lists_not_at_every_create():
     create(client)
     assert other.refreshed == [B[:6]] and len(placement.refreshed) == 2
     assert calls(store, *LIST_READS) == []
+
+
+def test_a_rack_aware_client_watches_the_rack_map_once_and_follows_its_edits():
+    client, store, _ = make_client(bookies=B[:4])
+    racks = {b: {"rack": f"/r{i % 2}"} for i, b in enumerate(B[:4])}
+    store.racks.write({"default": racks}, None)
+    client.placement = build_placement("rack", store=store, enforce=True)
+    store.calls.clear()
+    for _ in range(10):
+        ensemble = create(client, 2, 2, 2).metadata.last_ensemble
+        assert {client.placement.rack(b) for b in ensemble} == {"/r0", "/r1"}
+    assert calls(store, "racks.watch", "racks.read") == ["racks.watch"]
+    store.racks.write({"default": {**racks, B[1]: {"rack": "/r0"}, B[3]: {"rack": "/r0"}}}, 0)  # one rack left
+    failureResultOf(settled(client.create_ledger(2, 2, 2)), NotEnoughBookies)  # enforced: no second rack
+    assert calls(store, "racks.watch", "racks.read") == ["racks.watch"]

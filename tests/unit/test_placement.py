@@ -226,3 +226,38 @@ def test_a_failing_script_leaves_bookies_in_the_default_rack(tmp_path):
     src = RackSource(script=ScriptRacks(os.path.join(str(tmp_path), "missing")))
     src.refresh(["a:1"])
     assert RackAwarePlacement(src).rack("a:1") == DEFAULT_RACK
+
+
+def test_a_rack_source_watches_the_rack_map_and_reads_it_no_more():
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    store.racks.write({"default": {"a:1": {"rack": "/r1"}}}, None)
+    src = RackSource(store=store)
+    store.calls.clear()
+    for _ in range(5):
+        src.refresh(["a:1", "b:1"])
+    assert [name for name, _ in store.calls] == ["racks.watch"]  # once; no read at every refresh
+    assert src("a:1") == "/r1" and src("b:1") is None
+    store.racks.write({"default": {"a:1": {"rack": "/r2"}, "b:1": {"rack": "/r1"}}}, 0)
+    assert src("a:1") == "/r2" and src("b:1") == "/r1"  # told, not read at a refresh
+    store.racks.put_bytes(b"not json")  # a bad edit: the last good map stays
+    assert src("a:1") == "/r2"
+    src.close()
+    store.racks.write({"default": {"a:1": {"rack": "/r3"}}}, 2)
+    assert src("a:1") == "/r2"  # not watching any more
+
+
+def test_a_rack_map_that_does_not_parse_fails_the_refresh_until_one_does():
+    from tests.support.fake_store import FakeMetadataStore
+
+    store = FakeMetadataStore().start()
+    store.racks.put_bytes(b"[]")
+    src = RackSource(store=store)
+    with pytest.raises(RackMapError):
+        src.refresh()
+    with pytest.raises(RackMapError):
+        src.refresh()
+    store.racks.put_bytes(b'{"default": {"a:1": {"rack": "/r1"}}}')
+    src.refresh()
+    assert src("a:1") == "/r1"

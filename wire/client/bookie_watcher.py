@@ -14,12 +14,11 @@ is seen by the first choice made after ZooKeeper told the client.
   next call reads them again and watches anew.  (Java's watch task re-reads after an
   expiry on its own; reading on demand keeps a client that no longer places ledgers
   from reading at all.)
-* The placement's rack source (``placement.refresh``: Pulsar's rack map, a topology
-  script for hosts not known yet) is re-read with the lists: when they are first read,
-  when a notification changed them, and when the client's placement is another object
-  than the one last refreshed -- not at every choice.  A rack map edited while no bookie
-  comes or goes is seen at the next change or session loss (the rack map has no watch
-  in the store yet).
+* The placement's rack source (``placement.refresh``: a topology script for hosts not
+  known yet; the rack map znode, which the source watches on its own from its first
+  refresh: :class:`~bkctl.wire.metadata.racks.RackSource`) is refreshed with the lists:
+  when they are first read, when a notification changed them, and when the client's
+  placement is another object than the one last refreshed -- not at every choice.
 * :meth:`BookieWatcher.close` unwatches (the client's close).
 
 Notifications come from the store's thread (kazoo's on ZooKeeper): they only swap the

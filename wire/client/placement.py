@@ -88,7 +88,8 @@ class RandomPlacement:
         self._rng = rng if rng is not None else random.SystemRandom()
 
     def refresh(self, bookies: Iterable[str] = ()) -> None:
-        """Re-read the rack source (blocking; run it off the reactor).  Nothing to read here."""
+        """Bring the rack source up to date for ``bookies`` (blocking; run it off the reactor):
+        the client calls it when its bookie lists are read or change.  Nothing to read here."""
 
     @staticmethod
     def _candidates(
@@ -224,8 +225,8 @@ class RackAwarePlacement(RandomPlacement):
     """Ensembles spread over racks (see the module's text).
 
     ``rack_of(bookie_id)`` gives a bookie's rack path (``None``: the default
-    rack); ``refresh`` (optional, blocking) re-reads the rack source before
-    each choice.  ``min_racks_per_write_quorum`` and ``enforce`` are Java's
+    rack); ``refresh`` (optional, blocking) brings the rack source up to date
+    when the client's bookie lists are read or change.  ``min_racks_per_write_quorum`` and ``enforce`` are Java's
     ``minNumRacksPerWriteQuorum`` (default 2) and
     ``enforceMinNumRacksPerWriteQuorum``.
     """

@@ -25,7 +25,7 @@ import json
 import logging
 import subprocess
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -187,9 +187,12 @@ class RackSource:
     """Racks of bookies from a static map, the rack map znode and/or a script.
 
     ``static``: ``{bookie or host: rack}``; ``store``: a started
-    :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` whose rack map znode
-    :meth:`refresh` re-reads; ``script``: a :class:`ScriptRacks`.  The first
-    source naming a bookie wins: static, then znode, then script.
+    :class:`~bkctl.wire.metadata.zk.ZKMetadataStore` whose rack map znode is watched
+    from the first :meth:`refresh` on (Pulsar's rack-aware mapping watches it too): an
+    edit is seen once ZooKeeper tells it, and a refresh reads nothing from the store
+    after the first; :meth:`close` stops watching.  ``script``: a :class:`ScriptRacks`,
+    run by :meth:`refresh` for the hosts of ``bookies`` no other source names.  The
+    first source naming a bookie wins: static, then znode, then script.
     :meth:`refresh` blocks (ZooKeeper, the script): run it off the reactor.
     """
 
@@ -205,15 +208,31 @@ class RackSource:
         self.script = script
         self._znode: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._setting_up = threading.Lock()
+        self._unwatch: Callable[[], None] | None = None
+        self._told = False  # whether the watch told a map that parsed
 
     def refresh(self, bookies: Iterable[str] = ()) -> None:
         if self.store is not None:
-            doc, _version = self.store.racks.read()
-            znode = racks_by_bookie(doc)
-            with self._lock:
-                self._znode = znode
+            with self._setting_up:  # (the watch tells the map at once, under self._lock)
+                if self._unwatch is None:
+                    self._unwatch = self.store.racks.watch(self._rack_map)
+            if not self._told:  # none parsed yet: the map's own error, as a read gives it
+                self._rack_map(self.store.racks.read()[0])
         if self.script is not None:
             self.script.resolve(host_of(b) for b in bookies if self._known(b) is None)
+
+    def _rack_map(self, doc: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+        """(From the store's thread, or a refresh.)  The rack map now."""
+        znode = racks_by_bookie(doc)
+        with self._lock:
+            self._znode, self._told = znode, True
+
+    def close(self) -> None:
+        """Stop watching the rack map (idempotent)."""
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
 
     def _known(self, bookie: str) -> str | None:
         for mapping in (self.static, self._znode):

@@ -547,6 +547,11 @@ class RackMap(Protocol):
         """Create (``version=None``) or compare-and-set the rack map: its new version
         (VersionConflict, holding the current map, when it changed meanwhile)."""
 
+    def watch(self, listener: Callable[[RackMapDoc], None]) -> Unwatch:
+        """Call ``listener(rack map)`` now and whenever it changes (``{}``: there is none)
+        until the returned function is called.  A map that does not parse is logged and
+        not told: the listener keeps the last good one (:meth:`read` raises on it)."""
+
 
 @runtime_checkable
 class SavedRebalance(Protocol):
