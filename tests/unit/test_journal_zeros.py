@@ -37,8 +37,9 @@ def zeroing_journal(jdir: str, **kw) -> Journal:
     return Journal(jdir, twins=fastpath.selected(), **settings)
 
 
-def add_all(j: Journal, records: list) -> list:
-    """Append ``records`` and return their callbacks' errors, in order, once all have come."""
+def add_all(j: Journal, records: list, group_bytes: int = 64 * 1024) -> list:
+    """Append ``records`` and return their callbacks' errors, in order, once all have come;
+    a batch of about ``group_bytes`` at a time (zeros stop while groups are large)."""
     done = threading.Semaphore(0)
     errors: list = []
 
@@ -46,9 +47,16 @@ def add_all(j: Journal, records: list) -> list:
         errors.append(err)
         done.release()
 
+    pending = queued = 0
     for rec in records:
         j.append(rec, cb)
-    for _ in records:
+        pending += 1
+        queued += len(rec.data)
+        if queued >= group_bytes:
+            for _ in range(pending):
+                assert done.acquire(timeout=WAIT)
+            pending = queued = 0
+    for _ in range(pending):
         assert done.acquire(timeout=WAIT)
     return errors
 
@@ -124,6 +132,25 @@ def test_rolled_files_start_zeroed_too(jdir):
     wait_for(lambda: zeros.durable >= start + ZERO_MIN, timeout=WAIT, what="zeros in the rolled file")
     j.close()
     assert replay_all(jdir) == records
+
+
+def test_no_zeros_while_groups_are_large_and_again_once_they_are_small(jdir):
+    j = zeroing_journal(jdir, preallocate_mb=16)
+    j.start()
+    zeros = j.file.zeros
+    assert zeros is not None
+    big = [EntryRecord(1, i, payload(i, 256 * 1024)) for i in range(40)]
+    for rec in big:  # a group each: 10 MB in groups of 256 KiB
+        assert add_all(j, [rec]) == [None]
+    assert zeros.zeroed <= 3 * MB  # what it wrote before the groups' average passed ZERO_MAX_GROUP
+    start = zeros.zeroed
+    small = [EntryRecord(1, 40 + i, payload(i, 100)) for i in range(12000)]  # 1.6 MB in small groups
+    for n in range(0, len(small), 20):
+        assert add_all(j, small[n : n + 20]) == [None] * 20
+    wait_for(lambda: zeros.durable > j.file.offset, timeout=WAIT, what="zeros ahead again")
+    assert zeros.zeroed > start
+    j.close()
+    assert replay_all(jdir) == big + small
 
 
 def test_no_room_for_zeros_stops_them_for_that_file_only(jdir, monkeypatch, caplog):

@@ -154,7 +154,7 @@ OPTIONS: tuple[Option, ...] = (
         "preallocated space and fsyncs them, so that the group commits' fsyncs write data only, "
         "without the metadata of preallocated blocks written for the first time (on ext4 about "
         "0.6x the fsync latency of small groups); the zeros follow the writes, so they double "
-        "the journal's disk writes, and stop while the groups average 1 MB or more (bookied "
+        "the journal's disk writes, and stop while the groups average 128 KB or more (bookied "
         "only; 0 = off, as it is with journalSyncData=false).",
         "journal",
         unit="MB",
