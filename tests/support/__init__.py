@@ -7,7 +7,8 @@ never from each other.
 * :mod:`.terminal` -- a real pseudo-terminal with a small VT100 screen (``bkctl shell``, completions).
 * :mod:`.ledgers` -- ledgers written through the client or as metadata only; the check that a
   repaired ledger is whole on every bookie of its write sets.
-* :mod:`.waiting` -- ``wait_for``: poll for what a real process does, with a generous deadline.
+* :mod:`.waiting` -- ``wait_for``: poll for what a real process does, with a generous deadline;
+  ``stop_process``: SIGSTOP that returns once the process is stopped.
 * :mod:`.clocks` -- a manual clock for code that takes a monotonic source and a sleeper.
 * :mod:`.http` -- bookied's HTTP endpoints without a network.
 * :mod:`.golden` -- the vectors captured from a real Java BookKeeper (``tests/vectors/``).

@@ -133,12 +133,13 @@ def bkctl_bytes(
 def bkctl_stopping_zookeeper(zookeeper_pid: int, when: str, *args, timeout: float = 120) -> subprocess.CompletedProcess:
     """``bkctl ARGS`` (text) in a fresh process where *when* -- Python run before bkctl's
     ``main``, with ``stop_zookeeper()`` defined: a method patched to call it at the moment the
-    test chose -- stops ZooKeeper (SIGSTOP) mid-command; ZooKeeper is continued (SIGCONT)
-    however the run ends."""
+    test chose -- stops ZooKeeper (SIGSTOP, returning once it is stopped) mid-command;
+    ZooKeeper is continued (SIGCONT) however the run ends."""
     script = (
         "import os, signal, sys\n"
+        "from tests.support.waiting import stop_process\n"
         "def stop_zookeeper():\n"
-        f"    os.kill({int(zookeeper_pid)}, signal.SIGSTOP)\n"
+        f"    stop_process({int(zookeeper_pid)})\n"
         f"{when}\n"
         "from bkctl.cli import main\n"
         "sys.argv = ['bkctl'] + sys.argv[1:]\n"
@@ -146,7 +147,11 @@ def bkctl_stopping_zookeeper(zookeeper_pid: int, when: str, *args, timeout: floa
     )
     try:
         return subprocess.run(
-            [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=timeout
+            [sys.executable, "-c", script, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=REPO,  # where -c finds tests.support
         )
     finally:
         os.kill(zookeeper_pid, signal.SIGCONT)
