@@ -19,6 +19,7 @@ import pytest
 from bkctl.wire import fastpath
 from bkctl.wire.metadata.errors import ZKUnavailable
 from bkctl.wire.metadata.zk import ZKMetadataStore
+from tests.support.waiting import stop_process
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +50,7 @@ def test_a_call_to_a_stopped_zookeeper_fails_as_unavailable(own_zookeeper, when)
         assert store.registration.writable_bookies() == []
         dropped = threading.Event()
         store.on_disconnect(dropped.set)
-        os.kill(server.pid, signal.SIGSTOP)
+        stop_process(server.pid)  # stopped before the call is sent, not only signalled
         try:
             if when == "after the drop":
                 assert dropped.wait(30), "kazoo never noticed its pings go unanswered"

@@ -20,6 +20,7 @@ from bkctl.wire.metadata.errors import MetadataStoreError, ZKUnavailable
 from bkctl.wire.metadata.zk.session import ZKSession
 from tests.support.cli import bkctl_stopping_zookeeper
 from tests.support.kazoo_client import kazoo_client
+from tests.support.waiting import stop_process
 
 
 def _plant(client: KazooClient, top: str, parents: int, leaves: int) -> int:
@@ -130,7 +131,7 @@ def test_a_zookeeper_stopped_mid_delete_is_unavailable_with_how_far_it_got(own_z
 
             def deleting(path: str, version: int = -1):
                 if next(sent) == 1000:
-                    os.kill(server.pid, signal.SIGSTOP)
+                    stop_process(server.pid)  # stopped before the 1,000th is sent
                 return real(path, version)
 
             monkeypatch.setattr(kazoo, "delete_async", deleting)
