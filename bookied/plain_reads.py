@@ -46,22 +46,6 @@ class ReadReply:
         reads.answer_v3(self.payload, self.header_len, self.ledger_id, self.entry_id, rc, body)
 
 
-def _run_of(payloads: list, i: int, first: tuple, parse) -> list:
-    """``first`` (``payloads[i]`` taken apart by ``parse``) and the requests after it
-    that ``parse`` takes, of the same ledger, at most :data:`RUN_MAX` in all."""
-    ledger_id = first[0]
-    run = [first]
-    end = min(len(payloads), i + RUN_MAX)
-    j = i + 1
-    while j < end:
-        got = parse(payloads[j])
-        if got is None or got[0] != ledger_id:
-            break
-        run.append(got)
-        j += 1
-    return run
-
-
 class PlainReads:
     """One connection's plain reads: ``bookie`` serves them (the connection's: counted
     under the reads' in-progress limit if it has one), ``plain`` takes them apart and
@@ -121,7 +105,8 @@ class PlainReads:
                     outcomes[body] = outcomes.get(body, 0) + 1
                     k = answered
                     answered += 1
-                    self.answer_v3(payloads[i + k], run.header_lens[k], ledger_id, run.entry_ids[k], body, None)
+                    # (no header length: only an EOK answer repeats the header's bytes)
+                    self.answer_v3(payloads[i + k], 0, ledger_id, run.entry_ids[k], body, None)
                 else:
                     if lac is None:  # nothing changes the LAC while the run is answered
                         lac = bookie.lac(ledger_id)
@@ -146,25 +131,33 @@ class PlainReads:
         self.outbox.send_framed(v2.batch_read_answer(rc, ledger_id, start, request_id, entries))
 
     def v2_run(self, payloads: list, i: int, first: tuple) -> int:
-        """:meth:`v3_run` for version-2 READ_ENTRYs (``v2.plain_read_request``: a
-        Pulsar broker reads over v2), each answered as the general path's
-        ``v2.ReadResponse`` of version 2."""
+        """:meth:`v3_run` for version-2 READ_ENTRYs (``plain.v2_read_run``: a Pulsar broker
+        reads over v2), each answered as the general path's ``v2.ReadResponse`` of version 2
+        (the EOK ones by ``plain.v2_read_answers``)."""
         ledger_id = first[0]
-        entry_ids = [r[1] for r in _run_of(payloads, i, first, v2.plain_read_request)]
+        plain = self.plain
+        run = plain.v2_read_run(payloads, i, i + RUN_MAX, ledger_id)
         started = _now()
+        bodies = self.bookie.read_bodies(ledger_id, run.entry_ids)
         outcomes: dict[int, int] = {}
         answered = 0
-        outbox = self.outbox
-        pack, header, eok = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER, RC.EOK
+        n = len(bodies)
+        outbox, read_answers = self.outbox, plain.v2_read_answers
         try:
-            for entry_id, body in zip(entry_ids, self.bookie.read_bodies(ledger_id, entry_ids)):
-                answered += 1
+            while answered < n:
+                body = bodies[answered]
                 if isinstance(body, int):  # a failed read: its rc
                     outcomes[body] = outcomes.get(body, 0) + 1
-                    outbox.send_framed(pack(24, header, body, ledger_id, entry_id))
+                    entry_id = run.entry_ids[answered]
+                    answered += 1
+                    outbox.send_framed(v2.FRAMED_ANSWER.pack(24, v2.READ_ANSWER_HEADER, body, ledger_id, entry_id))
                 else:
-                    outcomes[eok] = outcomes.get(eok, 0) + 1
-                    outbox.send_framed(pack(24 + len(body), header, eok, ledger_id, entry_id) + body)
+                    data, nxt = read_answers(run, bodies, answered, STREAMED_ANSWERS)
+                    if nxt == answered:
+                        raise TypeError(f"an entry read must be bytes, not {type(body).__name__}")
+                    outcomes[RC.EOK] = outcomes.get(RC.EOK, 0) + nxt - answered
+                    answered = nxt
+                    outbox.send_framed(data)
                 if outbox.closed or outbox.paused:
                     break
         finally:

@@ -297,6 +297,15 @@ def plain_c_twins(data: bytes) -> None:
         bodies = [data[k:] if k % 4 else RC.ENOENTRY for k in range(len(read_run.entry_ids))]
         args = (reads, read_run, bodies, data[1] % 3, data[2] - 128, 1 + data[3] * 4)
         assert _plain.read_answers(*args) == py_read_answers(*args)
+    v2_read = v2.plain_read_request(data)
+    if v2_read is not None:  # the same of version-2 READs
+        reads = [data] * (1 + data[19] % 5) + [data[:-1], data]
+        run_args = (reads, data[19] % 2, 9, v2_read[0])
+        v2_run = _plain.v2_read_run(*run_args)
+        assert tuple(v2_run) == tuple(plain.py_v2_read_run(*run_args))
+        bodies = [data[k:] if k % 4 else RC.ENOENTRY for k in range(len(v2_run.entry_ids))]
+        v2_args = (v2_run, bodies, data[1] % 3, 1 + data[3] * 4)
+        assert _plain.v2_read_answers(*v2_args) == plain.py_v2_read_answers(*v2_args)
 
 
 @target(seeds=lambda: _frames("response", "v3"))

@@ -47,6 +47,8 @@ def test_the_c_twins_are_in_use_exactly_when_fast_paths_are_on():
         assert twins.read_answer is (_plain.read_answer if in_use else plain.py_read_answer)
         assert twins.read_answers is (_plain.read_answers if in_use else plain.py_read_answers)
         assert twins.read_run is (_plain.read_run if in_use else plain.py_read_run)
+        assert twins.v2_read_run is (_plain.v2_read_run if in_use else plain.py_v2_read_run)
+        assert twins.v2_read_answers is (_plain.v2_read_answers if in_use else plain.py_v2_read_answers)
         assert twins.add_run is (_plain.add_run if in_use else plain.py_add_run)
         assert twins.v2_add_run is (_plain.v2_add_run if in_use else plain.py_v2_add_run)
         assert twins.add_answers is (_plain.add_answers if in_use else plain.py_add_answers)

@@ -1,5 +1,6 @@
-"""The bookie's runs of plain v3 READs taken apart and answered at once, C twins
-(``bkctl.wire.codecs._plain``: ``read_run``, ``read_answers``) against their Python twins
+"""The bookie's runs of plain v3 and v2 READs taken apart and answered at once, C twins
+(``bkctl.wire.codecs._plain``: ``read_run``, ``read_answers``, ``v2_read_run``,
+``v2_read_answers``) against their Python twins
 (:mod:`bkctl.wire.codecs.plain`), byte for byte: random runs of reads of one ledger, broken at a
 random point by another ledger, a read that is not plain (fencing, a long poll, high priority),
 an ADD, junk or a request cut short, over the whole range of ids; their answers for bodies read
@@ -17,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bkctl.wire.codecs import plain, v3
+from bkctl.wire.codecs import plain, v2, v3
+from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 from tests.unit.test_plain_add_runs_c import _plain, i64, needs_c, u64
 
@@ -154,6 +156,74 @@ def test_read_answers_take_only_a_run_of_those_payloads():
         assert got == plain.py_read_answers(payloads, run, bodies, 0, 1, 1 << 20) and got[1] == 1
 
 
+def v2_read(ledger: int, entry: int, flags: int = 0, version: int = 2) -> bytes:
+    return v2.ReadRequest(version, flags, ledger, entry).encode()
+
+
+@st.composite
+def v2_read_runs(draw):
+    """What :func:`read_runs` gives, for version-2 READs (no header field: ``reads`` the entry ids)."""
+    ledger = draw(i64)
+    entries = [draw(i64) for _ in range(draw(st.integers(1, 30)))]
+    payloads = [v2_read(ledger, e, draw(st.sampled_from([0, 2, 4]))) for e in entries]
+    reads: list = list(entries)
+    at, why = draw(st.integers(0, len(entries))), draw(st.sampled_from(["none", "ledger", "fence", "version", "cut"]))
+    e = draw(i64)
+    broken = {
+        "none": None,
+        "ledger": v2_read(ledger ^ 1, e),
+        "fence": v2.ReadRequest(2, 1, ledger, e, b"k" * 20).encode(),
+        "version": v2_read(ledger, e, version=3),
+        "cut": v2_read(ledger, e)[: draw(st.integers(0, 19))],
+    }[why]
+    if broken is not None:
+        payloads.insert(at, broken)
+        reads.insert(at, None)
+    i = draw(st.integers(-2, len(payloads)))
+    end = draw(st.integers(-1, len(payloads) + 3))
+    return payloads, i, end, ledger, reads
+
+
+@needs_c
+@settings(max_examples=500)
+@given(v2_read_runs(), st.data(), st.integers(1, 3000))
+def test_v2_read_runs_and_their_answers(case, data, limit):
+    payloads, i, end, ledger, reads = case
+    want = plain.py_v2_read_run(payloads, i, end, ledger)
+    got = _plain.v2_read_run(payloads, i, end, ledger)
+    assert tuple(got) == tuple(want) and got.header_lens is None
+    stop, taken = expected_run(reads, i, end)
+    assert (want.first, want.end, want.ledger_id, want.entry_ids) == (max(i, 0), stop, ledger, taken)
+    bodies = data.draw(st.lists(outcomes, max_size=len(taken)))
+    start = data.draw(st.integers(-1, len(taken) + 2))
+    answers = plain.py_v2_read_answers(want, bodies, start, limit)
+    assert _plain.v2_read_answers(got, bodies, start, limit) == answers
+    # each as the general path answers it: frame(v2.ReadResponse(2, EOK, ledger, entry, body).encode())
+    k, expect = max(start, 0), []
+    while k < len(bodies) and isinstance(bodies[k], bytes) and sum(map(len, expect)) < limit:
+        expect.append(frame(v2.ReadResponse(2, RC.EOK, ledger, taken[k], bodies[k]).encode()))
+        k += 1
+    assert answers == (b"".join(expect), k)
+
+
+@needs_c
+def test_v2_read_answers_take_only_a_run_and_bodies():
+    run = _plain.v2_read_run([v2_read(5, 0), v2_read(5, 1)], 0, 2, 5)
+    with pytest.raises(TypeError):
+        _plain.v2_read_answers(list(run), [b"x"], 0, 100)
+    with pytest.raises(TypeError):
+        _plain.v2_read_answers(plain.ReadRun(0, 2, 5, [0, 1.0], None), [b"x", b"y"], 0, 100)
+    with pytest.raises(IndexError):
+        _plain.v2_read_answers(run, [b"x", b"y", b"z"], 0, 1 << 20)
+    with pytest.raises(TypeError):
+        _plain.v2_read_run([v2_read(5, 0), bytearray(20)], 0, 2, 5)
+    with pytest.raises(TypeError):  # a version-2 run has no header fields for a v3 answer
+        _plain.read_answers([v2_read(5, 0)], run, [b"x"], 0, 1, 100)
+    with pytest.raises(TypeError):
+        plain.py_read_answers([v2_read(5, 0)], run, [b"x"], 0, 1, 100)
+    assert _plain.v2_read_answers(run, [b"x", RC.ENOENTRY], 0, 1 << 20)[1] == 1
+
+
 @needs_c
 def test_a_run_taken_apart_and_answered_keeps_no_reference():
     """What read_run and read_answers make is let go of (a leak here is one per read served)."""
@@ -162,9 +232,12 @@ def test_a_run_taken_apart_and_answered_keeps_no_reference():
     rounds = range(2000)
     refs = [sys.getrefcount(o) for o in (*payloads, bodies[0])]
     before = sys.gettotalrefcount() if hasattr(sys, "gettotalrefcount") else None
+    v2s = [v2_read(3, e) for e in range(50)]
     for _ in rounds:
         run = _plain.read_run(payloads, 0, 50, 3)
         _plain.read_answers(payloads, run, bodies, 0, 5, 1 << 20)
+        run = _plain.v2_read_run(v2s, 0, 50, 3)
+        _plain.v2_read_answers(run, bodies, 0, 1 << 20)
     del run
     assert [sys.getrefcount(o) for o in (*payloads, bodies[0])] == refs
     if before is not None:

@@ -2,12 +2,12 @@
  * bkctl.wire.codecs._plain's runs of ADDs: a bookie connection's consecutive plain ADDs of one
  * ledger, one key and the same flags (bookied.adds.Adds.run) taken apart in one call, and their
  * answers built in one, where a Python loop called the one-request twins of _plain.c per add;
- * and a run of plain v3 READs of one ledger taken apart in one call (read_run: how far it goes,
- * its entryIds and header lengths; bookied.plain_reads.PlainReads.v3_run), which
- * _plain.c's read_answers answers.
+ * and a run of plain READs of one ledger taken apart in one call (read_run, v2_read_run: how far
+ * it goes, its entryIds and header lengths; bookied.plain_reads.PlainReads.v3_run, v2_run),
+ * which _plain.c's read_answers (v3) or v2_read_answers here answers.
  *
  * The Python twins (bkctl.wire.codecs.plain.py_add_run, py_v2_add_run, py_add_answers,
- * py_v2_add_answers, py_read_run) are the reference: each function here returns what its twin
+ * py_v2_add_answers, py_read_run, py_v2_read_run, py_v2_read_answers) are the reference: each function here returns what its twin
  * returns (tests/unit/test_plain_add_runs_c.py, test_plain_read_runs_c.py, the fuzz target
  * ``plain_c_twins``).  A run is read
  * twice: first how far it goes (nothing made, so no Python code runs), then its values into
@@ -379,7 +379,7 @@ static PyStructSequence_Field read_run_fields[] = {
     {"end", "the index of the first payload not in the run"},
     {"ledger_id", "the ledger they read"},
     {"entry_ids", "the entryIds of the reads in it"},
-    {"header_lens", "the lengths of their header fields (plain_read_request's third field)"},
+    {"header_lens", "the lengths of their header fields (plain_read_request's third field; None for version 2)"},
     {NULL, NULL},
 };
 
@@ -390,6 +390,29 @@ static PyStructSequence_Desc read_run_desc = {
     5,
 };
 
+/* A ReadRun of (first, end, ledger, entry_ids, header_lens), taking the two lists (header_lens
+ * may be Py_None, a borrowed one); NULL (an exception set, the lists released) when it cannot be made. */
+static PyObject *new_read_run(Py_ssize_t first, Py_ssize_t end, PyObject *ledger, PyObject *entry_ids,
+                              PyObject *header_lens)
+{
+    PyObject *run = PyStructSequence_New(ReadRunType), *at = run == NULL ? NULL : PyLong_FromSsize_t(first),
+             *stop = at == NULL ? NULL : PyLong_FromSsize_t(end);
+    if (stop == NULL) {
+        Py_XDECREF(at);
+        Py_XDECREF(run);
+        Py_DECREF(entry_ids);
+        if (header_lens != Py_None)
+            Py_DECREF(header_lens);
+        return NULL;
+    }
+    PyStructSequence_SET_ITEM(run, 0, at);
+    PyStructSequence_SET_ITEM(run, 1, stop);
+    PyStructSequence_SET_ITEM(run, 2, Py_NewRef(ledger));
+    PyStructSequence_SET_ITEM(run, 3, entry_ids);
+    PyStructSequence_SET_ITEM(run, 4, header_lens == Py_None ? Py_NewRef(Py_None) : header_lens);
+    return run;
+}
+
 PyDoc_STRVAR(read_run_doc,
 "read_run(payloads, i, end, ledger_id) -> ReadRun\n\n"
 "plain.py_read_run, in C: the run of payloads[i], payloads[i + 1], ... (before end and\n"
@@ -397,10 +420,31 @@ PyDoc_STRVAR(read_run_doc,
 "the first that it does not or that reads another ledger: (first, end, ledger_id,\n"
 "entry_ids, header_lens).  A payload that is not bytes is a TypeError.");
 
-static PyObject *read_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* A version-2 READ's fields as v2.plain_read_request takes them apart: version 2, READ_ENTRY
+ * in its header's top 16 bits, no DO_FENCING flag, then the two ids, nothing more. */
+#define V2_READ_TOP 0x0202
+#define V2_READ_SIZE 20
+#define V2_DO_FENCING 0x0001
+
+/* b[0..n) as the plain READ parser of ``version`` (3: plain_read_request, 2:
+ * v2.plain_read_request) takes it apart: 1 with its ids and its header field's length (0 for
+ * version 2), or 0 for None. */
+static inline int plain_read_fields(int version, const uint8_t *b, Py_ssize_t n, int64_t *ledger_id,
+                                    int64_t *entry_id, Py_ssize_t *header_len)
 {
-    if (!bk_nargs("read_run()", nargs, 4))
-        return NULL;
+    if (version == 3)
+        return read_fields(b, n, ledger_id, entry_id, header_len);
+    if (n != V2_READ_SIZE || ((b[0] << 8) | b[1]) != V2_READ_TOP || (b[3] & V2_DO_FENCING))
+        return 0;
+    *ledger_id = (int64_t)get_be64(b + 4);
+    *entry_id = (int64_t)get_be64(b + 12);
+    *header_len = 0;
+    return 1;
+}
+
+/* read_run (version 3) and v2_read_run (version 2, no header lengths: None). */
+static PyObject *read_run_of(PyObject *const *args, int version)
+{
     PyObject *payloads;
     Py_ssize_t start, end;
     long long ledger;
@@ -410,59 +454,141 @@ static PyObject *read_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
     if (end > PyList_GET_SIZE(payloads))
         end = PyList_GET_SIZE(payloads);
     /* first how far the run goes (no object made, so no Python code runs), then its values;
-     * a ledger beyond int64 matches no request, as in the Python twin */
+     * a ledger beyond int64 matches no request, as in the Python twins */
     int64_t ledger_id, entry_id;
     Py_ssize_t header_len, j = start;
     for (; ledger_ok && j < end; j++) {
         PyObject *item = PyList_GET_ITEM(payloads, j);
         if (!need_bytes(item))
             return NULL;
-        if (!read_fields((const uint8_t *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), &ledger_id, &entry_id,
-                         &header_len) ||
+        if (!plain_read_fields(version, (const uint8_t *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item),
+                               &ledger_id, &entry_id, &header_len) ||
             ledger_id != ledger)
             break;
     }
     Py_ssize_t n = j > start ? j - start : 0;
-    PyObject *run = NULL, *entry_ids = PyList_New(n), *header_lens = PyList_New(n);
+    PyObject *entry_ids = PyList_New(n), *header_lens = version == 3 ? PyList_New(n) : Py_None;
     if (entry_ids == NULL || header_lens == NULL)
         goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item;
+        PyObject *item, *entry, *len;
         const char *b = still_there(payloads, start + k, &item);
         if (b == NULL)
             goto fail;
-        if (!read_fields((const uint8_t *)b, PyBytes_GET_SIZE(item), &ledger_id, &entry_id, &header_len)) {
+        if (!plain_read_fields(version, (const uint8_t *)b, PyBytes_GET_SIZE(item), &ledger_id, &entry_id,
+                               &header_len)) {
             PyErr_SetString(PyExc_RuntimeError, "a run's payloads changed while taken apart");
             goto fail;
         }
-        PyObject *entry = PyLong_FromLongLong(entry_id);
-        if (entry == NULL)
+        if ((entry = PyLong_FromLongLong(entry_id)) == NULL)
             goto fail;
         PyList_SET_ITEM(entry_ids, k, entry);
-        PyObject *len = PyLong_FromSsize_t(header_len);
-        if (len == NULL)
-            goto fail;
-        PyList_SET_ITEM(header_lens, k, len);
+        if (version == 3) {
+            if ((len = PyLong_FromSsize_t(header_len)) == NULL)
+                goto fail;
+            PyList_SET_ITEM(header_lens, k, len);
+        }
     }
-    run = PyStructSequence_New(ReadRunType);
-    PyObject *first = run == NULL ? NULL : PyLong_FromSsize_t(start);
-    PyObject *last = first == NULL ? NULL : PyLong_FromSsize_t(start + n);
-    if (last == NULL) {
-        Py_XDECREF(first);
-        goto fail;
-    }
-    PyObject *lid = Py_NewRef(args[3]); /* as given: an int (checked above), maybe past int64 */
-    PyStructSequence_SET_ITEM(run, 0, first);
-    PyStructSequence_SET_ITEM(run, 1, last);
-    PyStructSequence_SET_ITEM(run, 2, lid);
-    PyStructSequence_SET_ITEM(run, 3, entry_ids);
-    PyStructSequence_SET_ITEM(run, 4, header_lens);
-    return run;
+    return new_read_run(start, start + n, args[3], entry_ids, header_lens);
 fail:
-    Py_XDECREF(run);
     Py_XDECREF(entry_ids);
-    Py_XDECREF(header_lens);
+    if (header_lens != Py_None)
+        Py_XDECREF(header_lens);
     return NULL;
+}
+
+static PyObject *read_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bk_nargs("read_run()", nargs, 4) ? read_run_of(args, 3) : NULL;
+}
+
+PyDoc_STRVAR(v2_read_run_doc,
+"v2_read_run(payloads, i, end, ledger_id) -> ReadRun\n\n"
+"plain.py_v2_read_run, in C: read_run of version-2 READ_ENTRYs (v2.plain_read_request)\n"
+"of ledger_id; header_lens None.");
+
+static PyObject *v2_read_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return bk_nargs("v2_read_run()", nargs, 4) ? read_run_of(args, 2) : NULL;
+}
+
+/* A version-2 READ's answer header: version 2, READ_ENTRY (v2.READ_ANSWER_HEADER). */
+#define V2_READ_ANSWER_HEADER 0x02020000u
+
+PyDoc_STRVAR(v2_read_answers_doc,
+"v2_read_answers(run, bodies, start, limit) -> (bytes, next)\n\n"
+"plain.py_v2_read_answers, in C: the framed EOK answers, one after the other, to the\n"
+"reads start, start + 1, ... of ``run`` (a v2_read_run()) whose bodies[k] is bytes,\n"
+"until one is not or their bytes reach ``limit``; ``next`` is the index of the first\n"
+"read not answered.");
+
+static PyObject *v2_read_answers(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("v2_read_answers()", nargs, 4))
+        return NULL;
+    PyObject *run = args[0], *bodies = args[1];
+    if (!PyList_Check(bodies) || !PyTuple_Check(run) || PyTuple_GET_SIZE(run) != 5 ||
+        !PyList_Check(PyTuple_GET_ITEM(run, 3))) {
+        PyErr_SetString(PyExc_TypeError, "v2_read_answers() wants a v2_read_run() and a list of bodies");
+        return NULL;
+    }
+    PyObject *entry_ids = PyTuple_GET_ITEM(run, 3);
+    long long ledger;
+    if (!i64_of(PyTuple_GET_ITEM(run, 2), &ledger))
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[2]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (start < 0)
+        start = 0;
+    /* first the size of what is answered (the entryIds checked: ints, no __index__ run), then
+     * the answers into one bytes object */
+    Py_ssize_t n = PyList_GET_SIZE(bodies), next = start;
+    size_t total = 0;
+    for (; next < n && (Py_ssize_t)total < limit; next++) {
+        PyObject *body = PyList_GET_ITEM(bodies, next);
+        if (!PyBytes_CheckExact(body))
+            break;
+        long long entry;
+        if (next >= PyList_GET_SIZE(entry_ids)) {
+            PyErr_SetString(PyExc_IndexError, "v2_read_answers(): more bodies than reads");
+            return NULL;
+        }
+        if (!PyLong_Check(PyList_GET_ITEM(entry_ids, next))) {
+            PyErr_SetString(PyExc_TypeError, "a read run's entryIds must be ints");
+            return NULL;
+        }
+        if (!i64_of(PyList_GET_ITEM(entry_ids, next), &entry))
+            return NULL;
+        if (PyBytes_GET_SIZE(body) > INT32_MAX - 24) {
+            PyErr_SetString(PyExc_OverflowError, "answer too large for a frame");
+            return NULL;
+        }
+        total += 28 + (size_t)PyBytes_GET_SIZE(body);
+        if (total > (size_t)PY_SSIZE_T_MAX / 2) {
+            PyErr_SetString(PyExc_OverflowError, "answers too large");
+            return NULL;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (out == NULL)
+        return NULL;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t k = start; k < next; k++) { /* as checked above: nothing ran in between */
+        PyObject *body = PyList_GET_ITEM(bodies, k);
+        Py_ssize_t size = PyBytes_GET_SIZE(body);
+        put_be32(o, (uint32_t)(24 + size)); /* frame length | header | rc EOK | ledgerId | entryId | body */
+        put_be32(o + 4, V2_READ_ANSWER_HEADER);
+        put_be32(o + 8, 0);
+        put_be64(o + 12, (uint64_t)ledger);
+        put_be64(o + 20, (uint64_t)PyLong_AsLongLong(PyList_GET_ITEM(entry_ids, k)));
+        memcpy(o + 28, PyBytes_AS_STRING(body), (size_t)size);
+        o += 28 + size;
+    }
+    return Py_BuildValue("(Nn)", out, next);
 }
 
 static PyMethodDef run_methods[] = {
@@ -471,6 +597,8 @@ static PyMethodDef run_methods[] = {
     {"add_answers", (PyCFunction)(void (*)(void))add_answers, METH_FASTCALL, add_answers_doc},
     {"v2_add_answers", (PyCFunction)(void (*)(void))v2_add_answers, METH_FASTCALL, v2_add_answers_doc},
     {"read_run", (PyCFunction)(void (*)(void))read_run, METH_FASTCALL, read_run_doc},
+    {"v2_read_run", (PyCFunction)(void (*)(void))v2_read_run, METH_FASTCALL, v2_read_run_doc},
+    {"v2_read_answers", (PyCFunction)(void (*)(void))v2_read_answers, METH_FASTCALL, v2_read_answers_doc},
     {NULL},
 };
 

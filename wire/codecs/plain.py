@@ -14,6 +14,8 @@ answers, in C (``_plain.c``) when that is built and fast paths are on, else in P
   (:func:`py_read_run`: a :class:`ReadRun`);
 * :data:`read_answers` -- the EOK answers to a :data:`read_run`'s reads, given the
   bodies read, one bytes object per up to ``limit`` bytes (:func:`py_read_answers`);
+* :data:`v2_read_run` -- the same of version-2 READ_ENTRYs (:func:`py_v2_read_run`);
+* :data:`v2_read_answers` -- their EOK answers (:func:`py_v2_read_answers`);
 * :data:`add_run` -- a run of plain v3 ADD_ENTRYs of one ledger, one key and the same
   flags, taken apart at once (:func:`py_add_run`: an :class:`AddRun`);
 * :data:`v2_add_run` -- the same of version-2 ADDs (:func:`py_v2_add_run`);
@@ -64,7 +66,7 @@ class RunOfReads(Protocol):
     def entry_ids(self) -> list[int]: ...
 
     @property
-    def header_lens(self) -> list[int]: ...
+    def header_lens(self) -> list[int] | None: ...
 
 
 ReadRunParser = Callable[[list[bytes], int, int, int], RunOfReads]
@@ -72,6 +74,7 @@ ReadRunParser = Callable[[list[bytes], int, int, int], RunOfReads]
 #: bytes, or (an int) the rc it failed with
 ReadOutcome = bytes | int
 ReadAnswers = Callable[[list[bytes], RunOfReads, list[ReadOutcome], int, int, int], tuple[bytes, int]]
+V2ReadAnswers = Callable[[RunOfReads, list[ReadOutcome], int, int], tuple[bytes, int]]
 
 
 class RunOfAdds(Protocol):
@@ -157,32 +160,43 @@ def py_v2_add_run(payloads: list[bytes], i: int, end: int, ledger_id: int, key: 
 class ReadRun(NamedTuple):
     """A run of plain v3 READ_ENTRYs of one ledger taken apart (:func:`py_read_run`):
     ``payloads[first:end]`` read ``ledger_id``'s entries ``entry_ids``, in order; the length of
-    each one's header field (:data:`read_request`'s third field), whose bytes its answer repeats."""
+    each one's header field (:data:`read_request`'s third field), whose bytes its answer repeats
+    (None for version-2 READs, :func:`py_v2_read_run`, which have none)."""
 
     first: int
     end: int
     ledger_id: int
     entry_ids: list[int]
-    header_lens: list[int]
+    header_lens: list[int] | None
 
 
 def py_read_run(payloads: list[bytes], i: int, end: int, ledger_id: int) -> ReadRun:
     """The run of ``payloads[i]``, ``payloads[i + 1]``, ... (before ``end`` and the list's
     end) that :data:`read_request` takes apart as READ_ENTRYs of ``ledger_id``: it ends at
     the first that it does not take apart or that reads another ledger."""
-    entry_ids: list[int] = []
-    header_lens: list[int] = []
-    parse = v3_fast.plain_read_request
+    first, taken = _reads_of(payloads, i, end, ledger_id, v3_fast.plain_read_request)
+    return ReadRun(first, first + len(taken), ledger_id, [t[1] for t in taken], [t[2] for t in taken])
+
+
+def py_v2_read_run(payloads: list[bytes], i: int, end: int, ledger_id: int) -> ReadRun:
+    """:func:`py_read_run` of version-2 READ_ENTRYs (:func:`.v2.plain_read_request`) of
+    ``ledger_id``; ``header_lens`` None."""
+    first, taken = _reads_of(payloads, i, end, ledger_id, v2.plain_read_request)
+    return ReadRun(first, first + len(taken), ledger_id, [t[1] for t in taken], None)
+
+
+def _reads_of(payloads: list[bytes], i: int, end: int, ledger_id: int, parse: ParseRequest) -> tuple[int, list[Any]]:
+    """Where a run of reads starts, and what ``parse`` gives for each of its payloads."""
+    taken: list[Any] = []
     first = j = max(i, 0)
     end = min(end, len(payloads))
     while j < end:
         got = parse(payloads[j])
         if got is None or got[0] != ledger_id:
             break
-        entry_ids.append(got[1])
-        header_lens.append(got[2])
+        taken.append(got)
         j += 1
-    return ReadRun(first, j, ledger_id, entry_ids, header_lens)
+    return first, taken
 
 
 def py_add_answer(txn_id: int, status: int, ledger_id: int, entry_id: int) -> bytes:
@@ -224,6 +238,8 @@ def py_read_answers(
     size = 0
     k = max(start, 0)
     first, entry_ids, header_lens = run.first, run.entry_ids, run.header_lens
+    if header_lens is None:
+        raise TypeError("read_answers() wants a read_run(): a version-2 run has no header fields")
     answers = v3_fast.ReadAnswers(run.ledger_id, max_lac)
     n = len(bodies)
     while k < n and size < limit:
@@ -232,6 +248,27 @@ def py_read_answers(
             break
         payload = payloads[first + k]
         answer = answers.framed(payload[: header_lens[k]], entry_ids[k], body)
+        out.append(answer)
+        size += len(answer)
+        k += 1
+    return b"".join(out), k
+
+
+def py_v2_read_answers(run: RunOfReads, bodies: list[ReadOutcome], start: int, limit: int) -> tuple[bytes, int]:
+    """:func:`py_read_answers` of a :data:`v2_read_run`: the framed EOK answers to its reads
+    ``start``, ``start + 1``, ... whose ``bodies[k]`` is bytes, each as the general path's
+    version-2 ReadResponse, until one is not or their bytes reach ``limit``."""
+    pack, header = v2.FRAMED_ANSWER.pack, v2.READ_ANSWER_HEADER
+    out = []
+    size = 0
+    k = max(start, 0)
+    ledger_id, entry_ids = run.ledger_id, run.entry_ids
+    n = len(bodies)
+    while k < n and size < limit:
+        body = bodies[k]
+        if body.__class__ is not bytes:
+            break
+        answer = pack(24 + len(body), header, 0, ledger_id, entry_ids[k]) + body
         out.append(answer)
         size += len(answer)
         k += 1
@@ -249,6 +286,8 @@ class PlainTwins(NamedTuple):
     read_answer: ReadAnswer
     read_answers: ReadAnswers
     read_run: ReadRunParser
+    v2_read_run: ReadRunParser
+    v2_read_answers: V2ReadAnswers
     add_run: AddRunParser
     v2_add_run: V2AddRunParser
     add_answers: AddAnswers
@@ -283,6 +322,12 @@ class PlainModule(Protocol):
     def read_run(self) -> ReadRunParser: ...
 
     @property
+    def v2_read_run(self) -> ReadRunParser: ...
+
+    @property
+    def v2_read_answers(self) -> V2ReadAnswers: ...
+
+    @property
     def add_run(self) -> AddRunParser: ...
 
     @property
@@ -304,6 +349,8 @@ PYTHON = PlainTwins(
     py_read_answer,
     py_read_answers,
     py_read_run,
+    py_v2_read_run,
+    py_v2_read_answers,
     py_add_run,
     py_v2_add_run,
     py_add_answers,
@@ -324,6 +371,8 @@ def twins_of(c: PlainModule | None) -> PlainTwins:
         c.read_answer,
         c.read_answers,
         c.read_run,
+        c.v2_read_run,
+        c.v2_read_answers,
         c.add_run,
         c.v2_add_run,
         c.add_answers,
