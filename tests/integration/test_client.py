@@ -33,7 +33,7 @@ from bkctl.wire.metadata.errors import NoSuchLedger
 from bkctl.wire.metadata.ledger import LedgerState
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.bookieproc import WireClient
-from tests.support.waiting import wait_for
+from tests.support.waiting import stop_process, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -297,7 +297,7 @@ def test_a_stalled_bookie_with_qa_below_qw_slows_the_writer_down_but_is_not_repl
     total = 5 * bound
     stalled = procs[lh.metadata.last_ensemble[2]]
     outcome = {}
-    os.kill(stalled.proc.pid, signal.SIGSTOP)
+    stop_process(stalled.proc.pid)  # every thread stopped: none answers an add of the run below
     try:
         writer = threading.Thread(target=lambda: outcome.update(last=lh.add_many(payload(i) for i in range(1, total))))
         writer.start()

@@ -19,7 +19,7 @@ from bkctl.sandbox.zookeeper import pid_alive
 from bkctl.wire import fastpath
 from bkctl.wire.metadata.zk import ZKMetadataStore
 from tests.support.ledgers import make_ledgers
-from tests.support.waiting import wait_for
+from tests.support.waiting import stop_process, wait_for
 
 
 def config(uri: str) -> str:
@@ -69,7 +69,7 @@ def test_a_child_killed_between_passes_is_replaced_and_one_killed_during_a_pass_
     assert listing.garbage([1, 2]) == [2] and listing.started == 2
     # during a pass: the child held still before it reads the request, then killed
     pid = listing.pid
-    os.kill(pid, signal.SIGSTOP)
+    stop_process(pid)
     outcome: list[BaseException | list[int]] = []
     t = threading.Thread(target=lambda: outcome.append(_call(listing.garbage, [1, 2])))
     t.start()
@@ -82,7 +82,7 @@ def test_a_child_killed_between_passes_is_replaced_and_one_killed_during_a_pass_
 def test_stopping_ends_a_listing_under_way(listing):
     assert listing.garbage([]) == []
     pid = listing.pid
-    os.kill(pid, signal.SIGSTOP)
+    stop_process(pid)
     outcome: list[BaseException | list[int]] = []
     t = threading.Thread(target=lambda: outcome.append(_call(listing.garbage, [1, 2])))
     t.start()
