@@ -28,8 +28,8 @@ then records, back to back (all integers big-endian)::
                 explicit LAC: LAC body bytes
 
 Files are preallocated with ``posix_fallocate`` (``preallocate_mb`` at a
-time), and zeros are written into that space ahead of the records
-(``zero_ahead_mb``, :mod:`bkctl.bookied.journal_zeros`), so the tail of a file
+time), and with ``zero_ahead_mb`` zeros are written into that space ahead of
+the records (:mod:`bkctl.bookied.journal_zeros`), so the tail of a file
 is normally zeros, read from fallocated blocks or written ones alike; a zero
 ``len`` ends it (a crash while zeros were written leaves zeros too). A file
 rolls to the next id once adding a group would take it past ``max_size_mb``
