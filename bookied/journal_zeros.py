@@ -8,14 +8,23 @@ fdatasync, 400 times): 0.16-0.18 ms into fallocated blocks, 0.11 ms into written
 a write; 0.25 against 0.13 ms at 120 KB.  Java's JournalChannel writes one small zero buffer at
 the end of each preallocation step and pays the conversion on every fsync.
 
-:class:`ZeroAhead` is a thread per journal that writes zeros (buffered ``pwrite``, then its own
-fdatasync, :data:`ZERO_CHUNK` at a time) into the current file's preallocated space, at most
-``ahead`` bytes past the writer, and publishes how far the zeros are durable (``durable``).  The
-writer never waits for it: what it writes where no zeros are yet goes to the fallocated blocks as
-before.  The one thing the two share is ``floor``, the lowest offset the zeroer may still write
-at: a write that ends past it pushes it (under the lock the zeroer holds while a
-:data:`ZERO_PIECE` of zeros goes into the page cache, so a writer that outran the zeroer waits for
-at most that copy), and zeros never land on a record.
+:class:`ZeroAhead` is a thread per journal that writes zeros (``O_DIRECT``, :data:`ZERO_CHUNK` at
+a time, then its own fdatasync for the extents' conversion) into the current file's preallocated
+space, from half of ``ahead`` to ``ahead`` bytes past the writer, and publishes how far the zeros
+are durable (``durable``).  O_DIRECT, because the writer's fdatasync writes back every dirty page
+of the file and waits for every page being written back: buffered zeros made it write or wait for
+them.  The distance, because the zeroer's thread needs the GIL, which a busy bookie's reactor
+holds: a zeroer that falls behind starts again half-way ahead, leaving the writer the stretch
+between as it was (fallocated), never zeros right where the writer is about to write.  After its
+fdatasync the zeroer asks for the zeros' pages to be read in (``POSIX_FADV_WILLNEED``): a
+partial-page write into a written block no longer in the page cache would read it first.  On a
+file system that refuses O_DIRECT the zeros are buffered writes.
+
+The writer never waits for the zeroer: what it writes where no zeros are yet goes to the
+fallocated blocks as before.  The one thing the two share is ``floor``, the lowest offset the
+zeroer may still write at: a write that ends past it pushes it (under the lock the zeroer holds
+while it writes a chunk, which with the distance the writer does not reach), and zeros never
+land on a record.
 
 The format does not change: zeros are what the preallocated tail already read as, and replay
 stops at the first zero length (:mod:`.journal_format`); a crash mid-zeroing leaves zeros, torn or
@@ -27,17 +36,13 @@ group grows with the bytes written during the fsync before it, so the group size
 disk's bandwidth is what counts: measured on that ext4 disk (paired runs of a journal alone, 8
 records a group, zeros on against off), records/s went x1.37 at 32 KiB a group, x1.10 at 128 KiB,
 x0.78 at 256 KiB and x0.54 at 512 KiB (about 300 MB/s of journal writes, doubled).  Hence no zeros
-from :data:`ZERO_MAX_GROUP` bytes per fsync (a moving average).  The zeros'
-pages stay in the page cache, where the writer's partial-page writes find them (written zeros no
-longer in the page cache would have to be read back first).
+from :data:`ZERO_MAX_GROUP` bytes per fsync (a moving average).
 
-In bookied it is off by default (journalZeroAheadMB=0).  Paired runs of two bookieds under one
-Java client (100-byte adds, about 150 a group; load 4-12 on 2 CPUs) measured the adds slower with
-zeros in 2 of 3 runs (medians x1.09, x0.65, and x0.54 with the zeros written O_DIRECT), the fsyncs
-too: the zeroer's thread needs the GIL for each piece, the reactor holds it, so at ~20 MB/s of
-journal writes the zeroer falls behind and zeros right where the writer is about to write (the
-writer's fdatasync then writes them back, conversion included, or waits for the pages).  A
-zeroer that keeps its distance, or one outside the GIL, is what would make it pay there.
+In bookied (journalZeroAheadMB, 4 MB): paired runs of two bookieds under one Java client
+(100-byte adds, about 90 a group, load 1-3 on 2 CPUs, 6 and 8 rounds) gave the side with zeros
+median adds/s x1.17 and x1.07, fsync mean 0.63 against 0.70 ms and 0.54 against 0.70 ms, bookie
+CPU 2.2 against 2.6 and 1.8 against 2.2 us an add.  Buffered zeros without the distance had
+measured x1.09 and x0.65 (load 6-12), O_DIRECT ones without it x0.54 (load 4-6).
 
 Errors never reach the journal: ENOSPC stops the zeroing of the current file (the writer's own
 path reports a full disk, as before), any other error stops it for good, with a warning.
@@ -47,6 +52,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import threading
 
@@ -56,10 +62,12 @@ __all__ = ["ZERO_CHUNK", "ZERO_MAX_GROUP", "ZERO_PIECE", "ZeroAhead"]
 
 #: Zeros made durable with one fdatasync: a metadata commit per chunk instead of per group.
 ZERO_CHUNK = 1024 * 1024
-#: Zeros copied into the page cache under the lock (what a writer that outran the zeroer may wait for).
-ZERO_PIECE = 128 * 1024
+#: Zeros written with one pwrite, under the lock (buffered: one copy into the page cache).
+ZERO_PIECE = 1024 * 1024
 #: Average bytes per fsync from which the journal is bandwidth-bound and zeroing stops.
 ZERO_MAX_GROUP = 128 * 1024
+#: O_DIRECT's alignment (offsets and lengths): a page, a multiple of any disk's logical block.
+ALIGN = mmap.PAGESIZE
 #: Less than this to zero is left for later (a chunk's fsync for a few pages is not worth it).
 ZERO_MIN = 64 * 1024
 
@@ -77,7 +85,7 @@ class ZeroAhead:
 
     def __init__(self, directory: str, ahead: int):
         self.directory = directory
-        self.ahead = max(ZERO_MIN, int(ahead))
+        self.ahead = max(2 * ZERO_MIN, int(ahead))
         #: the lowest offset of the current file the zeroer may still write at
         self.floor = 0
         #: zeros are durable from the last record written up to here (in the current file)
@@ -97,6 +105,8 @@ class ZeroAhead:
         self._stopping = False
         self._failed = False
         self._thread: threading.Thread | None = None
+        self._direct = False  # the zeroer's file is open with O_DIRECT
+        self._buffer: mmap.mmap | None = None  # page-aligned zeros for O_DIRECT
 
     # ---------------------------------------------------------------- the writer's side
     def follow(self, path: str, position: int, allocated: int) -> None:
@@ -160,7 +170,7 @@ class ZeroAhead:
                             fd = -1
                         generation = current
                         try:
-                            fd = os.open(path, os.O_WRONLY)
+                            fd = self._open(path)
                         except OSError as e:
                             stopped = self._stop_file(e, path)
                     if stopped == generation or fd < 0:
@@ -174,6 +184,28 @@ class ZeroAhead:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+    def _open(self, path: str) -> int:
+        """``path`` for writing zeros: with O_DIRECT, so that no zero waits in the page cache for
+        the writer's fdatasync to write it back (that fdatasync writes back the whole file, and waits
+        for whatever of it is being written back); buffered where the file system refuses O_DIRECT."""
+        direct = getattr(os, "O_DIRECT", 0)
+        try:
+            fd = os.open(path, os.O_WRONLY | direct)
+        except OSError as e:
+            if e.errno != errno.EINVAL or not direct:
+                raise
+            direct = 0
+            fd = os.open(path, os.O_WRONLY)
+        self._direct = bool(direct)
+        return fd
+
+    def _zeros(self) -> memoryview:
+        if not self._direct:
+            return _ZEROS
+        if self._buffer is None:
+            self._buffer = mmap.mmap(-1, ZERO_PIECE)  # anonymous: zeros, page-aligned
+        return memoryview(self._buffer)
 
     def _stop_file(self, error: OSError, path: str) -> int:
         """An error while zeroing ``path``: stop for this file (ENOSPC) or for good; returns the generation."""
@@ -196,26 +228,35 @@ class ZeroAhead:
                     break
                 written = self._written
                 limit = min(self._allocated, written + self.ahead)
-                if self.group_bytes >= ZERO_MAX_GROUP:
-                    limit = 0  # bandwidth-bound: look again once another ``ahead`` is written
-                    self.wake_at = written + self.ahead
-                elif not start and limit - self.floor < ZERO_MIN:
-                    # work again once the writer is half-way through the zeros, or preallocated more
-                    self.wake_at = self.floor - self.ahead // 2 if self.floor + ZERO_MIN <= self._allocated else _NEVER
                 if not start:
-                    start = end = self.floor
-                    if limit - start < ZERO_MIN:
+                    # never closer to the writer than half the way ahead: a zeroer that fell behind
+                    # leaves the writer the stretch between (fallocated, as without zeros)
+                    start = max(self.floor, written + self.ahead // 2)
+                    if self._direct:
+                        start = -(-start // ALIGN) * ALIGN
+                    if self.group_bytes >= ZERO_MAX_GROUP:
+                        # bandwidth-bound: look again once another ``ahead`` is written
+                        self.wake_at = written + self.ahead
                         return False
+                    if limit - start < ZERO_MIN:
+                        # work again once the writer is half-way through the zeros, or preallocated more
+                        self.wake_at = self.floor - self.ahead // 2 if start + ZERO_MIN <= self._allocated else _NEVER
+                        return False
+                    end = self.floor = start
                 elif end != self.floor:  # the writer went past what this chunk zeroed
                     break
                 n = min(ZERO_PIECE, limit - end, start + ZERO_CHUNK - end)
+                if self._direct:
+                    n -= n % ALIGN
                 if n <= 0:
                     break
-                os.pwrite(fd, _ZEROS[:n], end)
+                os.pwrite(fd, self._zeros()[:n], end)
                 end += n
                 self.floor = end
         if end > start:
-            os.fdatasync(fd)
+            os.fdatasync(fd)  # the extents' conversion (O_DIRECT wrote the data itself)
+            if self._direct:  # the writer's partial-page writes find them, not a read
+                os.posix_fadvise(fd, start, end - start, os.POSIX_FADV_WILLNEED)
             self.zeroed += end - start
             with self._lock:
                 if generation == self._generation:

@@ -149,14 +149,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "journalZeroAheadMB",
         "int",
-        0,
+        4,
         "How far ahead of the records a thread of the journal's own writes zeros into the "
         "preallocated space and fsyncs them, so that the group commits' fsyncs write data only, "
         "without the metadata of preallocated blocks written for the first time (on ext4 about "
         "0.6x the fsync latency of small groups, for a journal alone); the zeros follow the writes, "
         "so they double the journal's disk writes, and stop while the groups average 128 KB or "
-        "more; off by default, since in a busy bookie the zeroer's thread falls behind the writer "
-        "and adds were slower with it (bookied only; 0 = off, as it is with journalSyncData=false).",
+        "more; they are read back into the page cache ahead of the writer (bookied only; 0 = off, "
+        "as it is with journalSyncData=false).",
         "journal",
         unit="MB",
         min=0,
