@@ -39,10 +39,12 @@ x0.78 at 256 KiB and x0.54 at 512 KiB (about 300 MB/s of journal writes, doubled
 from :data:`ZERO_MAX_GROUP` bytes per fsync (a moving average).
 
 In bookied (journalZeroAheadMB, 4 MB): paired runs of two bookieds under one Java client
-(100-byte adds, about 90 a group, load 1-3 on 2 CPUs, 6 and 8 rounds) gave the side with zeros
-median adds/s x1.17 and x1.07, fsync mean 0.63 against 0.70 ms and 0.54 against 0.70 ms, bookie
-CPU 2.2 against 2.6 and 1.8 against 2.2 us an add.  Buffered zeros without the distance had
-measured x1.09 and x0.65 (load 6-12), O_DIRECT ones without it x0.54 (load 4-6).
+(100-byte adds, about 90 a group, load 1-3 on 2 CPUs, 6, 8 and 8 rounds) gave the side with zeros
+median adds/s x1.17, x1.07 and x0.91 (ahead in 12 of 22 pairs: within the rounds' noise), fsync
+mean 0.63/0.70, 0.54/0.70 and 0.71/0.69 ms, bookie CPU 2.2/2.6, 1.8/2.2 and 2.2/2.2 us an add.
+Buffered zeros without the distance had measured x1.09 and x0.65 (load 6-12), O_DIRECT ones
+without it x0.54 (load 4-6).  The default is on for the journal alone's gain and no measured
+loss; journalZeroAheadMB=0 turns it off.
 
 Errors never reach the journal: ENOSPC stops the zeroing of the current file (the writer's own
 path reports a full disk, as before), any other error stops it for good, with a warning.
