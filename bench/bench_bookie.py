@@ -36,12 +36,14 @@ reached, the most the ratio bookied/Java can be under this client (bookied's
 ceiling over Java's rate), and the fair figure of the bookies themselves, Java's
 bookie CPU per op over bookied's, with the C paths' state named.
 
-``--compare-env KEY=VALUE`` (repeatable) and ``--compare-python PYTHON``, with ``--java-peer``:
-a second bookied (``bookied-b``) in the Java bookie's place, started with those settings or by another
+``--compare-env KEY=VALUE``, ``--compare-conf KEY=VALUE`` (each repeatable) and ``--compare-python
+PYTHON``, with ``--java-peer``: a second bookied (``bookied-b``) in the Java bookie's place, started
+with that environment, those bk_server.conf settings or by another
 checkout's interpreter, the first as without them -- the same Java client alternating
 between the two in one run, so that a bookie-side change is judged against the same client and
 the same load (Java's own noise between rounds is larger than most such changes), e.g.
-``--compare-env BKCTL_FASTPATHS=0`` or ``--compare-python ../other/.venv/bin/python``.
+``--compare-env BKCTL_FASTPATHS=0``, ``--compare-conf journalZeroAheadMB=0`` or ``--compare-python
+../other/.venv/bin/python``.
 
 The latency run starts once the bookie has flushed what the throughput runs
 left in its write cache (it is about steady state, not the aftermath of a
@@ -432,10 +434,13 @@ class SecondBookied:
 
     python: str
     env: dict[str, str]
+    #: bk_server.conf settings of the second bookied only (``--compare-conf``)
+    conf: dict[str, str]
 
     @property
     def label(self) -> str:
         what = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        what += [f"conf {k}={v}" for k, v in sorted(self.conf.items())]
         if self.python != sys.executable:
             what.insert(0, self.python)
         return " ".join(what) or "the same bookied"
@@ -462,7 +467,9 @@ def side_by_side(
                 second_root = "/ledgers-b"
                 uri_b = f"zk+hierarchical://{zk.connect_string}{second_root}"
                 init_cluster(uri_b)
-                proc_b, second_port, _ = start_bookie(base / "bookie-b", uri_b, python=other.python, env=other.env)
+                proc_b, second_port, _ = start_bookie(
+                    base / "bookie-b", uri_b, other.conf, python=other.python, env=other.env
+                )
                 second_pid = proc_b.pid
                 what = (
                     f"{second}: bookied pid {second_pid} on 127.0.0.1:{second_port} (root {second_root}; {other.label})"
@@ -609,12 +616,20 @@ def main() -> None:
         type=_env_setting,
         help="an environment setting of the second bookied only (repeatable; e.g. BKCTL_FASTPATHS=0)",
     )
+    compare.add_argument(
+        "--compare-conf",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        type=_env_setting,
+        help="a bk_server.conf setting of the second bookied only (repeatable; e.g. journalZeroAheadMB=0)",
+    )
     args = parser.parse_args()
     other = None
-    if args.compare_python or args.compare_env:
+    if args.compare_python or args.compare_env or args.compare_conf:
         if not args.java_peer:
-            parser.error("--compare-python/--compare-env need --java-peer (its Java client drives both bookieds)")
-        other = SecondBookied(args.compare_python or sys.executable, dict(args.compare_env))
+            parser.error("--compare-* need --java-peer (its Java client drives both bookieds)")
+        other = SecondBookied(args.compare_python or sys.executable, dict(args.compare_env), dict(args.compare_conf))
     if args.java_peer:
         side_by_side(args.java_peer, args.sizes, args.entries or SIDE_BY_SIDE_ENTRIES, args.warmup, args.rounds, other)
         return
