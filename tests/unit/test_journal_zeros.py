@@ -16,7 +16,7 @@ import pytest
 
 from bkctl.bookied.errors import JournalNoSpace
 from bkctl.bookied.journal import EntryRecord, Journal
-from bkctl.bookied.journal_zeros import ZERO_MIN
+from bkctl.bookied.journal_zeros import ZERO_MIN, ZeroAhead
 from bkctl.wire import fastpath
 from tests.support import crash, smallfs
 from tests.support.waiting import wait_for
@@ -151,6 +151,40 @@ def test_no_zeros_while_groups_are_large_and_again_once_they_are_small(jdir):
     assert zeros.zeroed > start
     j.close()
     assert replay_all(jdir) == big + small
+
+
+def test_the_zeroer_keeps_half_its_distance_from_the_writer(jdir, monkeypatch):
+    """Zeros start no closer than half of zero_ahead past the writer's end: a zeroer that fell
+    behind leaves the stretch between to the writer (fallocated, as without zeros) rather than
+    zero where the writer is about to write, which its next fdatasync would write back."""
+    ahead = 1 * MB  # zeroing_journal's zero_ahead_mb
+    told = [0]  # the writer's end, as last told to the zeroer
+    seen: list[tuple[int, int]] = []  # (where a pwrite of zeros went, the writer's end then)
+    real_after, real_pwrite = ZeroAhead.after_write, os.pwrite
+
+    def after_write(self, end):
+        real_after(self, end)
+        told[0] = end
+
+    def pwrite(fd, data, offset):  # only the zeroer writes with pwrite
+        seen.append((offset, told[0]))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(ZeroAhead, "after_write", after_write)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    j = zeroing_journal(jdir, preallocate_mb=8, max_size_mb=64)
+    j.start()
+    zeros = j.file.zeros
+    assert zeros is not None
+    records = [EntryRecord(1, i, payload(i, 1000)) for i in range(6000)]  # 6 MB in groups of 16
+    for n in range(0, len(records), 16):
+        assert add_all(j, records[n : n + 16]) == [None] * 16
+    j.close()
+    assert len(seen) >= 3  # zeros were written all along
+    # (a quarter, not a half: the writer may have moved on by a group or two between the zeroer's
+    # look at its end and the pwrite; without the distance, zeros start at the writer's end)
+    assert all(offset >= end + ahead // 4 for offset, end in seen), seen
+    assert replay_all(jdir) == records
 
 
 def test_no_room_for_zeros_stops_them_for_that_file_only(jdir, monkeypatch, caplog):
