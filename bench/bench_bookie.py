@@ -585,7 +585,7 @@ def print_ceilings(ours: list[float], java: list[float], names: tuple[str, str] 
         )
 
 
-def _env_setting(text: str) -> tuple[str, str]:
+def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"want KEY=VALUE, not {text!r}")
@@ -613,7 +613,7 @@ def main() -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        type=_env_setting,
+        type=_key_value,
         help="an environment setting of the second bookied only (repeatable; e.g. BKCTL_FASTPATHS=0)",
     )
     compare.add_argument(
@@ -621,7 +621,7 @@ def main() -> None:
         metavar="KEY=VALUE",
         action="append",
         default=[],
-        type=_env_setting,
+        type=_key_value,
         help="a bk_server.conf setting of the second bookied only (repeatable; e.g. journalZeroAheadMB=0)",
     )
     args = parser.parse_args()

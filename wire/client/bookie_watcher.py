@@ -76,9 +76,8 @@ class BookieWatcher:
         ``placement``'s racks refreshed for them), else after reading and watching them
         off the reactor thread."""
         with self._lock:
-            writable, readonly = self._writable, self._readonly
-            known = writable is not None and readonly is not None and self._racks_of is placement
-        if known and writable is not None and readonly is not None:
+            writable, readonly, fresh = self._writable, self._readonly, self._racks_of is placement
+        if fresh and writable is not None and readonly is not None:
             return defer.succeed(AvailableBookies(list(writable), list(readonly)))
         return self._run_blocking(self._read, placement)
 
