@@ -637,8 +637,8 @@ def test_session_expiry_takes_the_votes_tells_the_listeners_and_keeps_registrati
     store.registration.register(A)
     vote = store.auditor.cast_vote(A)
     lost, gone, unwatched = Heard(), Heard(), Heard()
-    store.auditor.on_session_lost(lambda: lost("lost"))
-    store.auditor.on_session_lost(lambda: unwatched("lost"))()
+    store.on_session_lost(lambda: lost("lost"))
+    store.on_session_lost(lambda: unwatched("lost"))()
     assert store.auditor.watch_vote_gone(vote, lambda: gone("vote gone"))
     sessions.expire(store)
     lost.settles_on("lost", "the session-lost listener")
@@ -646,6 +646,22 @@ def test_session_expiry_takes_the_votes_tells_the_listeners_and_keeps_registrati
     wait_for(lambda: store.connected and store.auditor.votes() == [], timeout=30, what="a new session")
     wait_for(lambda: store.registration.writable_bookies() == [A], timeout=30, what="the registration to be restored")
     assert unwatched.calls == [] and lost.calls == ["lost"]
+
+
+def test_the_session_lost_listener_hears_each_end_until_unwatched(sessions):
+    store = sessions.unstarted()  # a listener may be set before the session starts
+    lost, unwatched = Heard(), Heard()
+    unwatch = store.on_session_lost(lambda: lost("closed"))
+    stop = store.on_session_lost(lambda: unwatched("closed"))
+    store.start()
+    if sessions.kind == "zk":
+        sessions.opened.append(store)  # closed at the end whatever happens
+    stop()
+    stop()  # stopped already: nothing to do
+    store.close()
+    lost.settles_on("closed", "the listener to hear the close")
+    unwatch()
+    assert lost.calls == ["closed"] and unwatched.calls == []  # none heard after its unwatch
 
 
 def test_append_lock_one_holder_at_a_time_gone_with_the_session(sessions, store):

@@ -109,9 +109,13 @@ def _tell(listener: Callable, *args) -> None:
 class _Listeners:
     """Persistent watchers of one thing, told only when what they see changed."""
 
-    def __init__(self, look: Callable[[], Any]):
+    def __init__(self, store: FakeMetadataStore, look: Callable[[], Any]):
         self._look = look
         self._watchers: list[list] = []  # [listener, last value seen]
+        store._watch_sets.append(self)
+
+    def __len__(self) -> int:
+        return len(self._watchers)
 
     def add(self, listener: Callable[[Any], None], *, tell: bool = True) -> Callable[[], None]:
         """Watch; ``tell``: the listener is told the value now (else at its first change)."""
@@ -357,9 +361,9 @@ class FakeRegistrationManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
-        self._writable_watch = _Listeners(self._writable)
-        self._readonly_watch = _Listeners(self._readonly)
-        self._cookie_watch = _Listeners(lambda: sorted(self._store.cookies._nodes))
+        self._writable_watch = _Listeners(store, self._writable)
+        self._readonly_watch = _Listeners(store, self._readonly)
+        self._cookie_watch = _Listeners(store, lambda: sorted(self._store.cookies._nodes))
 
     def _writable(self) -> list[str]:
         return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
@@ -503,8 +507,8 @@ class FakeUnderreplicationManager(_Manager):
         self.store_ctime = store_ctime
         self._enabled = True
         self._delay: tuple[bytes, int] | None = None  # the node: (value, version)
-        self._delay_watch = _Listeners(self._delay_node)
-        self._enabled_watch = _Listeners(lambda: self._enabled)
+        self._delay_watch = _Listeners(store, self._delay_node)
+        self._enabled_watch = _Listeners(store, lambda: self._enabled)
         self._statuses: dict[str, bytes] = {}  # our daemons' (ephemeral) status nodes
         self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
         self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
@@ -671,7 +675,6 @@ class FakeAuditorElection(_Manager):
         self._sequence = 0
         self.published: str | None = None  # who the auditor said it is
         self._vote_watches: dict[str, list[Callable[[], None]]] = {}  # one-shot
-        self._lost_listeners: list[Callable[[], None]] = []
 
     def _fire_vote_watches(self, names: Iterable[str] | None = None) -> None:
         for name in list(self._vote_watches) if names is None else list(names):
@@ -683,8 +686,6 @@ class FakeAuditorElection(_Manager):
         self._votes.clear()
         self._fire_vote_watches(gone)
         self._fire_vote_watches()  # kazoo tells every watch when the session goes
-        for callback in list(self._lost_listeners):
-            _tell(callback)
 
     @_call
     def cast_vote(self, bookie_id: str) -> str:
@@ -717,15 +718,9 @@ class FakeAuditorElection(_Manager):
         self._vote_watches.setdefault(name, []).append(callback)
         return True
 
-    @_call
-    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
-        self._lost_listeners.append(callback)
-
-        def stop() -> None:
-            if callback in self._lost_listeners:
-                self._lost_listeners.remove(callback)
-
-        return stop
+    def vote_watches(self) -> int:
+        """(Tests.)  Vote watches set and not yet fired."""
+        return sum(len(callbacks) for callbacks in self._vote_watches.values())
 
 
 class FakePulsarMetadata(_Manager):
@@ -983,7 +978,7 @@ class FakeRackMap(_Manager):
         super().__init__(store)
         self._node: tuple[bytes, int] | None = None  # (value, version)
         self._doc: RackMapDoc = {}  # the last map that parsed, what watchers are told
-        self._watch = _Listeners(lambda: self._doc)
+        self._watch = _Listeners(store, lambda: self._doc)
 
     @_call
     def read(self) -> tuple[RackMapDoc, int | None]:
@@ -1200,6 +1195,8 @@ class FakeMetadataStore:
         self._in_hook = False
         self._append_locks: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
         self._append_changed = threading.Condition()
+        self._lost_listeners: list[Callable[[], None]] = []
+        self._watch_sets: list[_Listeners] = []  # every manager's persistent watches
         self.cluster = FakeClusterManager(self)
         self.racks = FakeRackMap(self)
         self.ledgers = FakeLedgerManager(self)
@@ -1234,6 +1231,19 @@ class FakeMetadataStore:
         self.underreplication._end_session()
         self.auditor._end_session()
         self.rebalance._end_session()
+        for callback in list(self._lost_listeners):
+            _tell(callback)
+
+    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        # as ZooKeeper's: no session needed to listen, and listening never fails
+        self.calls.append(("on_session_lost", (callback,)))
+        self._lost_listeners.append(callback)
+
+        def stop() -> None:
+            if callback in self._lost_listeners:
+                self._lost_listeners.remove(callback)
+
+        return stop
 
     def __enter__(self) -> FakeMetadataStore:
         return self.start()
@@ -1269,6 +1279,13 @@ class FakeMetadataStore:
 
     def reconnect(self) -> None:
         self._lost = False
+
+    def live_watches(self) -> int:
+        """(Tests.)  The watches set and not yet stopped: the persistent ones (bookie lists,
+        cookies, the recovery delay and switch, the rack map), vote watches not yet fired and
+        session-lost listeners; what a component that stops its watches leaves at 0."""
+        persistent = sum(len(watches) for watches in self._watch_sets)
+        return persistent + self.auditor.vote_watches() + len(self._lost_listeners)
 
     def called(self, name: str) -> list[tuple]:
         """The arguments of every call of ``name`` so far."""

@@ -48,7 +48,7 @@ def test_the_protocol_names_every_manager_the_callers_use():
     hints = {name: typing.get_type_hints(fget)["return"] for name, fget in members.items()}
     assert hints.pop("connected") is bool and hints == MANAGERS
     assert "root" in S.MetadataStore.__annotations__
-    assert methods(S.MetadataStore) == ["close", "start"]
+    assert methods(S.MetadataStore) == ["close", "on_session_lost", "start"]
 
 
 @pytest.mark.parametrize("store", stores(), ids=["zk", "fake"])

@@ -92,7 +92,7 @@ def test_a_plan_from_the_walk_reads_no_metadata_and_the_bookies_once():
     results = run(client, reads, dry_run=True, parallel=8)
     assert client.store.called("ledgers.read") == []
     assert [name for name, _ in client.store.calls] == [
-        "auditor.on_session_lost",
+        "on_session_lost",
         "registration.watch_writable_bookies",
         "registration.watch_readonly_bookies",
     ]

@@ -65,7 +65,7 @@ class AuditorElection:
         """Vote; fires once the first look at the votes is done (the vote is cast,
         or the attempt failed and will be retried)."""
         self._running = True
-        self._unwatch_session = self.store.auditor.on_session_lost(self._session_state)
+        self._unwatch_session = self.store.on_session_lost(self._session_state)
         return self._check() or defer.succeed(None)
 
     def stop(self) -> defer.Deferred[None]:

@@ -106,7 +106,7 @@ class BookieWatcher:
         """(In a thread, setting up.)  Watch both lists: each watch tells its list at once."""
         registration = self._store.registration
         if self._stop_lost is None:
-            self._stop_lost = self._store.auditor.on_session_lost(self._session_lost)
+            self._stop_lost = self._store.on_session_lost(self._session_lost)
         with self._lock:
             generation = self._generation
         stops: list[Unwatch] = []

@@ -442,11 +442,8 @@ class AuditorElection(Protocol):
 
     def watch_vote_gone(self, name: str, callback: Callable[[], None]) -> bool:
         """Call ``callback()`` once, when vote ``name`` goes or the connection drops (either
-        way: look at the votes again); False, and no call, when it is already gone."""
-
-    def on_session_lost(self, callback: Callable[[], None]) -> Unwatch:
-        """Call ``callback()`` whenever the store's session ends (expired or closed: its votes
-        went with it) until the returned function is called."""
+        way: look at the votes again); False, and no call, when it is already gone.  That the
+        session ended (the votes went with it): :meth:`MetadataStore.on_session_lost`."""
 
 
 @runtime_checkable
@@ -724,6 +721,11 @@ class MetadataStore(Protocol):
 
     def start(self) -> MetadataStore:
         """Open the session (idempotent); returns the store."""
+
+    def on_session_lost(self, callback: Callable[[], None]) -> Unwatch:
+        """Call ``callback()`` whenever the store's session ends, expired or closed (its
+        ephemeral nodes -- registrations, votes, locks -- went with it), until the returned
+        function is called; a listener may be set before :meth:`start`."""
 
     def close(self) -> None:
         """End the session: its registrations, votes and locks go with it."""

@@ -71,11 +71,6 @@ class ZKAuditorElection(Manager):
         self._session.delete_quiet(f"{self._election}/{name}")
 
     @zk_call
-    def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """``callback()`` from kazoo's thread whenever the session ends (KazooState.LOST)."""
-        return self._session.on_session_lost(callback)
-
-    @zk_call
     def publish(self, bookie_id: str) -> None:
         """Write the elected auditor into ``B/auditorelection`` (informational, as Java does)."""
         self._zk.set(self._election, UR.serialize_auditor_vote(bookie_id), version=-1)
