@@ -54,6 +54,8 @@ class App:
     _store: Any = field(default=None, repr=False)
     _cluster_checked: bool = field(default=False, repr=False)
     _bk: Any = field(default=None, repr=False)
+    #: the placement policy :meth:`placement_policy` built for the current setting and store
+    _placement: Any = field(default=None, repr=False)
     _console: Any = field(default=None, repr=False)
     _err_console: Any = field(default=None, repr=False)
 
@@ -133,7 +135,14 @@ class App:
         rack-aware policy), else random.
         The profile's ``rack_map_file``, ``network_topology_script``,
         ``min_racks_per_write_quorum``, ``enforce_min_racks_per_write_quorum``
-        and ``min_regions`` tune it."""
+        and ``min_regions`` tune it.  One policy while the setting and the store
+        hold (the session's client and its commands share it, and its one watch
+        of the rack map); :meth:`use_placement` and :meth:`close` close it."""
+        if self._placement is None:
+            self._placement = self._build_placement()
+        return self._placement
+
+    def _build_placement(self):
         from bkctl.wire.metadata.racks import RackMapError, RackSource, build_placement
         from bkctl.wire.text import parse_bool
 
@@ -165,10 +174,14 @@ class App:
             raise CommandError(f"placement: {e}", USAGE) from None
 
     def use_placement(self, name: str) -> None:
-        """``--placement``; a session's open client switches policy at once."""
+        """``--placement``; a session's open client switches policy at once, and the
+        policy it leaves stops watching the rack map."""
         self.placement = name
+        old, self._placement = self._placement, None
         if self._bk is not None:
             self._bk.client.placement = self.placement_policy()
+        if old is not None:
+            old.close()
 
     def use_bookie_tls(self, tls) -> None:
         """TLS settings for the bookie connections; a change drops the open ones."""
@@ -213,6 +226,9 @@ class App:
                 bk.close()
             except Exception:  # noqa: BLE001
                 pass
+        placement, self._placement = self._placement, None
+        if placement is not None:
+            placement.close()  # (its rack map watch; the store it watches may outlive this App's use)
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -91,6 +91,9 @@ class RandomPlacement:
         """Bring the rack source up to date for ``bookies`` (blocking; run it off the reactor):
         the client calls it when its bookie lists are read or change.  Nothing to read here."""
 
+    def close(self) -> None:
+        """Let go of what the rack source watches (idempotent); nothing here."""
+
     @staticmethod
     def _candidates(
         writable: Iterable[str], readonly: Collection[str], exclude: Collection[str]
@@ -226,7 +229,8 @@ class RackAwarePlacement(RandomPlacement):
 
     ``rack_of(bookie_id)`` gives a bookie's rack path (``None``: the default
     rack); ``refresh`` (optional, blocking) brings the rack source up to date
-    when the client's bookie lists are read or change.  ``min_racks_per_write_quorum`` and ``enforce`` are Java's
+    when the client's bookie lists are read or change; ``close`` (optional)
+    stops what the rack source watches (:meth:`close`).  ``min_racks_per_write_quorum`` and ``enforce`` are Java's
     ``minNumRacksPerWriteQuorum`` (default 2) and
     ``enforceMinNumRacksPerWriteQuorum``.
     """
@@ -242,6 +246,7 @@ class RackAwarePlacement(RandomPlacement):
         min_racks_per_write_quorum: int = 2,
         enforce: bool = False,
         refresh: Callable[[Iterable[str]], None] | None = None,
+        close: Callable[[], None] | None = None,
         rng: random.Random | None = None,
     ):
         super().__init__(rng)
@@ -249,12 +254,17 @@ class RackAwarePlacement(RandomPlacement):
             rack_of = rack_of.get
         self._rack_of = rack_of
         self._refresh = refresh
+        self._close = close
         self.min_racks = max(1, int(min_racks_per_write_quorum))
         self.enforce = bool(enforce)
 
     def refresh(self, bookies: Iterable[str] = ()) -> None:
         if self._refresh is not None:
             self._refresh(bookies)
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
 
     # -- locations ---------------------------------------------------------------
     def rack(self, bookie: str) -> str:

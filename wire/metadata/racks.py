@@ -282,7 +282,8 @@ def build_placement(
     min_regions: int = 2,
 ) -> RandomPlacement:
     """A placement policy by name (``random``, ``rack``, ``region``) whose racks
-    come from ``rack_file``, the rack map znode of ``store`` and ``script``."""
+    come from ``rack_file``, the rack map znode of ``store`` and ``script``; its
+    ``close()`` stops the rack map's watch (set at its first refresh)."""
     from ..client.placement import POLICIES, RackAwarePlacement, RandomPlacement, RegionAwarePlacement
 
     if name not in POLICIES:
@@ -298,8 +299,11 @@ def build_placement(
         return RegionAwarePlacement(
             source,
             refresh=source.refresh,
+            close=source.close,
             min_racks_per_write_quorum=min_racks,
             enforce=enforce,
             min_regions=min_regions,
         )
-    return RackAwarePlacement(source, refresh=source.refresh, min_racks_per_write_quorum=min_racks, enforce=enforce)
+    return RackAwarePlacement(
+        source, refresh=source.refresh, close=source.close, min_racks_per_write_quorum=min_racks, enforce=enforce
+    )
