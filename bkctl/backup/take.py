@@ -479,18 +479,19 @@ class _Copier:
             self._finish(slot, ManifestLedger(ledger_id, record_name, record.entries, record.payload_bytes, False))
             self.progress.advance(record.payload_bytes)
             return
-        if handle is None:  # the metadata read (by the walk) is the handle's: not read again
-            handle = self.bk.open_closed(ledger_id, md, version)
+        batch = batch_entries(md.length if md.is_closed else 0, entries)
+        if handle is None:  # the walk's metadata read is the handle's; opened as its reads begin
+            batches = self.bk.read_closed(ledger_id, md, version, 0, last, batch)
+        else:
+            batches = handle.read_range(0, last, batch=batch, allow_unconfirmed=True)
         data = self.storage.writing(stem + ".data")
         f = data.__enter__()
         try:
             writer = DataWriter(f, ledger_id, self.storage.growing(f), self.parts)
-            if entries:
-                batch = batch_entries(md.length if md.is_closed else 0, entries)
-                for got in handle.read_range(0, last, batch=batch, allow_unconfirmed=not md.is_closed):
-                    before = writer.payload_bytes
-                    writer.add_batch(got)
-                    self.progress.advance(writer.payload_bytes - before)
+            for got in batches:
+                before = writer.payload_bytes
+                writer.add_batch(got)
+                self.progress.advance(writer.payload_bytes - before)
             if writer.entries != entries:
                 raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
         except BaseException as exc:

@@ -122,6 +122,24 @@ def test_lifecycle_create_add_read_close_reopen_delete(bookie_cluster, clients, 
         bk.delete(lh.ledger_id)
 
 
+def test_read_closed_opens_and_reads_in_one_go_and_a_read_left_midway_is_stopped(bookie_cluster, clients):
+    bookie_cluster(3)
+    bk = clients()
+    with bk.create(3, 2, 2, password=b"pw") as lh:
+        lh.add_many(payload(i) for i in range(300))
+    md, version = bk.metadata(lh.ledger_id)
+    batches = list(bk.read_closed(lh.ledger_id, md, version, 0, 299, 128))
+    assert [len(b) for b in batches] == [128, 128, 44]
+    assert [e for b in batches for e in b] == [(i, payload(i)) for i in range(300)]
+    assert list(bk.read_closed(lh.ledger_id, md, version, 290, 299, 4))[-1] == [(i, payload(i)) for i in (298, 299)]
+    with pytest.raises(EntryNotConfirmed):  # past its last entry: the first batch asked for says so
+        next(bk.read_closed(lh.ledger_id, md, version, 0, 300, 128))
+    left = bk.read_closed(lh.ledger_id, md, version, 0, 299, 10)
+    assert next(left) == [(i, payload(i)) for i in range(10)]
+    left.close()  # the reads it had ahead forgotten: the client reads on as before
+    assert bk.open(lh.ledger_id).read(0, 299) == [(i, payload(i)) for i in range(300)]
+
+
 def _write_then_vanish(ledger_box: list, acked: list, total: int, die_after: int):
     """A writer that pipelines ``total`` adds and closes its client (connections,
     ZooKeeper session) as soon as entry ``die_after`` is acknowledged, without

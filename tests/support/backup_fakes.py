@@ -29,7 +29,8 @@ class FakeLedger:
 
 
 class FakeClient:
-    """``bk.open(id)`` (its metadata read) or ``bk.open_closed(id, md, version)`` (the caller's):
+    """``bk.open(id)`` (its metadata read) or ``bk.open_closed(id, md, version)`` and
+    ``bk.read_closed(id, md, version, ...)`` (the caller's):
     a ledger whose entries are made up; ``reading(id)`` as each read begins."""
 
     def __init__(self, store: FakeMetadataStore, size: int):
@@ -59,6 +60,10 @@ class FakeClient:
         assert md.is_closed
         self.opened_closed.append((ledger_id, version))
         return FakeLedger(self, ledger_id, md, self.size)
+
+    def read_closed(self, ledger_id: int, md: LedgerMetadata, version: int, first: int, last: int, batch: int):
+        """``open_closed`` and its ``read_range`` in one, as the blocking client's."""
+        return self.open_closed(ledger_id, md, version).read_range(first, last, batch)
 
 
 def closed_ledgers(

@@ -138,6 +138,29 @@ def test_handoff_ends_with_none_and_passes_a_failure_on():
     assert spans.asked == [(0, 9), (10, 19), (20, 29), (30, 39)]  # nothing asked after the failure
 
 
+def test_handoff_begun_makes_its_reader_and_a_failure_to_make_it_is_the_first_take():
+    spans = Spans()
+    handoff = _BatchHandoff(None, lambda f: f())
+    handoff.pump()  # no reader yet: nothing asked, nothing failed
+    handoff.begin(lambda: RangeReader(spans, 0, 19, batch=10, ahead=1))
+    assert spans.asked == [(0, 9), (10, 19)]  # made and pumped in the one call
+    spans.answer((0, 9))
+    spans.answer((10, 19))
+    assert len(handoff.take(1)) == 10 and not handoff.ended
+    assert len(handoff.take(1)) == 10 and not handoff.ended
+    assert handoff.take(1) is None and handoff.ended  # the end taken: nothing left to stop
+
+    def gone() -> RangeReader:
+        raise ValueError("ledger 7 is not closed")
+
+    handoff = _BatchHandoff(None, lambda f: f())
+    handoff.begin(gone)
+    with pytest.raises(ValueError, match="not closed"):
+        handoff.take(1)
+    assert handoff.ended and handoff.stopped
+    handoff.stop()  # (stopping one with no reader is harmless)
+
+
 def test_handoff_of_batches_already_read_does_not_recurse():
     """Thousands of one-entry batches answered at once: taken one by one, each
     taking resuming the reactor side, with no recursion per batch."""
