@@ -573,7 +573,7 @@ def _say_summary(app: App, summary: ExportSummary) -> None:
         if line:
             app.console.print(f"  {line}", highlight=False, soft_wrap=True)
     for s in skipped[:20]:
-        app.console.print(f"  skipped ledger {s['ledger_id']}: {s['reason']}")
+        app.console.print(f"  skipped ledger {s.ledger_id}: {s.reason}")
     if len(skipped) > 20:
         app.console.print(f"  ... and {len(skipped) - 20} more skipped (see {summary.manifest})")
 

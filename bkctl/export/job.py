@@ -569,7 +569,7 @@ def _manifest(
         "ledgers": [p.ledger_id for p in plan.plans],
         source.rows_are: sum(s["rows"] for s in stats.values()),
         "bytes": sum(s["bytes"] for s in stats.values()),
-        "skipped": plan.skipped,
+        "skipped": [left.to_json() for left in plan.skipped],
         **part.pop("export", {}),
     }
     history = list((previous or {}).get("exports") or []) if options.mode != "overwrite" else []

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bkctl.wire.domain import ledger_plan
-from bkctl.wire.domain.ledger_plan import EntryRange, LedgerSpec
+from bkctl.wire.domain.ledger_plan import EntryRange, LedgerSpec, OffloadedCopy
 from bkctl.wire.text import utc_iso
 
 from .columns import LEDGER_COLUMNS, arrow_schema, manifest_columns
@@ -89,22 +89,22 @@ class LedgerBatchBuilder:
         )
 
 
-def offloaded_ledgers(store: Any, reader: LedgerReader, ids: list[int]) -> dict[int, tuple[Any, int]]:
+def offloaded_ledgers(store: Any, reader: LedgerReader, ids: list[int]) -> dict[int, OffloadedCopy]:
     """Of ``ids`` (ledgers BookKeeper no longer has), those a Pulsar managed ledger (under the
-    default root) offloaded completely to a store this reader speaks: ``{id: (location, last
-    entry id)}``, each copy's index read now."""
+    default root) offloaded completely to a store this reader speaks, by id; each copy's index
+    read now (its last entry id)."""
     from bkctl.wire.domain.topic_state import topic_reader as topics_reader
     from bkctl.wire.pulsar.offload_store import location_of
 
     wanted = set(ids)
-    found: dict[int, tuple[Any, int]] = {}
+    found: dict[int, OffloadedCopy] = {}
     topics = topics_reader(store)
     for ml in topics.read_all(topics.topics(), cursors=False):
         for li in ml.info.ledgerInfo:
             if li.ledgerId in wanted:
                 location = location_of(li, ml.name)
                 if location is not None and location.complete and (location.is_s3 or location.is_filesystem):
-                    found[li.ledgerId] = (location, reader.offloaded_last_entry(location))
+                    found[li.ledgerId] = OffloadedCopy(location, reader.offloaded_last_entry(location))
     return found
 
 
@@ -198,9 +198,7 @@ class LedgerSource:
             offloaded=lambda ids: offloaded_ledgers(store, reader, ids),
         )
         plans = planned.plans
-        # a plan's skipped are the manifest's documents (a topic source's name the topic too)
-        skipped = [left.to_json() for left in planned.skipped]
-        return SourcePlan(plans, ledger_plan.split_ranges(plans, split_entries), skipped)
+        return SourcePlan(plans, ledger_plan.split_ranges(plans, split_entries), planned.skipped)
 
     def read(self, settings: ReadSettings, task: EntryRange, counts: dict[str, Any]) -> Iterator[Any]:
         counts.update(ledger_id=task.ledger_id, first=task.first, last=task.last, entries=task.entries)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from bkctl.wire.domain.ledger_plan import LedgerPlan
+    from bkctl.wire.domain.ledger_plan import LedgerPlan, SkippedLedger
     from bkctl.wire.pulsar.columns import Column
 
     from .executor import LedgerReader, ReadSettings
@@ -37,7 +37,7 @@ class SourcePlan:
 
     plans: list[LedgerPlan]
     tasks: list[Any]
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[SkippedLedger] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
 

@@ -6,14 +6,18 @@ keys sorted).
 
 Not the manifest: ``_manifest.json`` is a file format, written and read as its document by
 :mod:`~bkctl.export.job` and :mod:`~bkctl.export.output`.  The parts of a topic's summary that
-are the manifest's sections as well -- ``skipped``, ``problems``, ``schema``, ``pushdown``,
-``transactions`` -- are those sections' documents, as the manifest has them.
+are the manifest's sections as well -- ``problems``, ``schema``, ``pushdown``, ``transactions``
+-- are those sections' documents, as the manifest has them; ``skipped`` holds the plan's
+:class:`~bkctl.wire.domain.ledger_plan.SkippedLedger`, written as the manifest's documents of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bkctl.wire.domain.ledger_plan import SkippedLedger
 
 __all__ = ["ExportSummary", "ExportedTopic", "LeftOut", "TopicExportSummary"]
 
@@ -44,9 +48,9 @@ class ExportSummary:
     mode: str  #: replace, append or overwrite
     partition_by: str
     ledger_ids: list[int]
-    #: the ledgers not read, and why: the plan's documents of them, as the manifest records them
-    #: (``ledger_id``, ``reason``; a topic's ``topic`` too)
-    skipped: list[dict[str, Any]]
+    #: the ledgers not read, and why, as the plan left them out (their documents are the
+    #: manifest's: ``ledger_id``, ``reason``; a topic's ``topic`` too)
+    skipped: list[SkippedLedger]
     manifest: str  #: the path of ``_manifest.json``
     #: each step's seconds, by the step's name (plan, spark_start, write, write_again, verify, commit)
     timings: dict[str, float]

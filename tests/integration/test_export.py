@@ -471,6 +471,9 @@ def test_open_ledgers_skipped_unless_included(cluster, capsys, tmp_path, tasks_h
     assert doc["entries"] == 0 and doc["files"] == 0 and doc["ledgers"] == 0
     assert [s["ledger_id"] for s in doc["skipped"]] == [ids["open"]] and "--include-open" in doc["skipped"][0]["reason"]
     assert (out / "_SUCCESS").exists() and not [p for p in out.iterdir() if p.is_dir()]
+    # the manifest's document of a skipped ledger is --json's, with these keys alone
+    skipped = json.loads((out / "_manifest.json").read_text())["exports"][-1]["skipped"]
+    assert skipped == doc["skipped"] and list(skipped[0]) == ["ledger_id", "reason"]
 
     code, doc, err = bkctl(
         capsys, cluster.uri, "export", "-o", str(out), "-l", f"{ids['open']},{ids['one']}", "--master", "local[1]",

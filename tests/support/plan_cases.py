@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bkctl.wire.domain.ledger_plan import LedgerPlanning, parse_ledger_spec, plan_ledgers
+from bkctl.wire.domain.ledger_plan import LedgerPlanning, OffloadedCopy, parse_ledger_spec, plan_ledgers
 from bkctl.wire.metadata.ledger import LedgerMetadata
 from bkctl.wire.metadata.store import MetadataStore
 
@@ -54,9 +54,9 @@ def population() -> dict[int, LedgerMetadata]:
     return ledgers
 
 
-def offloaded(ids: list[int]) -> dict[int, tuple[Any, int]]:
+def offloaded(ids: list[int]) -> dict[int, OffloadedCopy]:
     """The plan's ``offloaded``: ledger 600 is in tiered storage, its last entry 41."""
-    return {OFFLOADED: (OFFLOAD_LOCATION, 41)} if OFFLOADED in ids else {}
+    return {OFFLOADED: OffloadedCopy(OFFLOAD_LOCATION, 41)} if OFFLOADED in ids else {}
 
 
 def _bulk() -> list[PlanRow]:

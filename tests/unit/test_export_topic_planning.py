@@ -173,7 +173,7 @@ def test_a_deleted_ledger_stops_the_plan_unless_skipped_and_an_offloaded_one_is_
     assert isinstance(info.value, NotFound)  # exit 3 at the CLI
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/orders", skip_missing=True), 100, lacs())
     assert [p.ledger_id for p in plan.plans] == [10, 11, 12]
-    assert [(s["ledger_id"], s["reason"]) for s in plan.skipped] == [
+    assert [(s.ledger_id, s.reason) for s in plan.skipped] == [
         (13, "listed by the managed ledger but deleted"),
         (14, "offloaded to tiered storage and deleted from BookKeeper"),
     ]
@@ -183,7 +183,7 @@ def test_unacked_only_leaves_out_what_the_cursor_acknowledged_and_hands_the_curs
     spec = TopicSpec(f"persistent://{NS}/orders", subscription="billing", unacked_only=True)
     plan = plan_topic(store, spec, 100, lacs())
     assert [p.ledger_id for p in plan.plans] == [11, 12]
-    assert plan.skipped == [
+    assert [s.to_json() for s in plan.skipped] == [
         {"ledger_id": 10, "topic": f"persistent://{NS}/orders", "reason": "wholly acknowledged by billing"}
     ]
     assert json.loads(plan.tasks[0].cursor)["mark_delete"] == [10, 9]
@@ -351,7 +351,7 @@ def test_a_long_managed_ledger_is_planned_from_batched_reads_not_one_read_per_le
     plan = plan_topic(store, TopicSpec(f"persistent://{NS}/long", skip_missing=True), 100, lacs())
     assert batches == [READ_BATCH, READ_BATCH, 5] and singles == []
     assert [p.ledger_id for p in plan.plans] == [i for i in ids if i != 1500]
-    assert [s["ledger_id"] for s in plan.skipped] == [1500]
+    assert [s.ledger_id for s in plan.skipped] == [1500]
 
 
 def test_topic_show_reads_a_long_managed_ledgers_metadata_in_batches_too(store, monkeypatch):

@@ -6,6 +6,7 @@ real ZooKeeper, bookieds and Spark: tests/integration/test_export_topics.py)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -119,8 +120,10 @@ def test_a_topic_summary_is_the_ledger_summary_with_the_topics_keys():
     """``--json``'s document of an export's summary: a ledger export's counts its rows as
     entries; a topic export's has messages (its rows) and entries (read) both, and ``topic``
     only in a run of many."""
+    from bkctl.app import encode_json
     from bkctl.export.summary import ExportedTopic, ExportSummary, LeftOut, TopicExportSummary
     from bkctl.ops.results import to_json
+    from bkctl.wire.domain.ledger_plan import SkippedLedger
 
     base = ExportSummary(
         "/o",
@@ -133,14 +136,16 @@ def test_a_topic_summary_is_the_ledger_summary_with_the_topics_keys():
         "replace",
         "topic",
         [3, 4],
-        [{"ledger_id": 4, "reason": "why"}],
+        [SkippedLedger(4, "why")],
         "/o/m",
         {"plan": 0.1},
     )
     doc = to_json(base)
     assert doc["entries"] == 9 and "messages" not in doc and doc["skipped"] == [{"ledger_id": 4, "reason": "why"}]
+    assert json.loads(encode_json(base)) == doc  # what --json prints: the same keys
+    gone = SkippedLedger(5, "listed by the managed ledger but deleted", "persistent://t/n/a")
     topic = TopicExportSummary(
-        **{**{k: getattr(base, k) for k in doc}, "entries": 3},
+        **{**{k: getattr(base, k) for k in doc}, "entries": 3, "skipped": [gone]},
         messages=9,
         topics=["persistent://t/n/a"],
         problems=[],
@@ -153,6 +158,11 @@ def test_a_topic_summary_is_the_ledger_summary_with_the_topics_keys():
     )
     doc = to_json(topic)
     assert (doc["messages"], doc["entries"], doc["pushdown"]) == (9, 3, None) and "topic" not in doc
+    # a topic's skipped ledger names its topic (the manifest's document of it, as --json's)
+    assert doc["skipped"] == [
+        {"ledger_id": 5, "topic": "persistent://t/n/a", "reason": "listed by the managed ledger but deleted"}
+    ]
+    assert json.loads(encode_json(topic)) == doc
     assert doc["left_out"] == {"markers": {}, "aborted": 2, "pending": 0, "pending_kept": 0}
     named = ExportedTopic(**{f.name: getattr(topic, f.name) for f in dataclasses.fields(topic)}, topic="t")
     assert to_json(named) == {**doc, "topic": "t"}

@@ -33,6 +33,7 @@ from .entry_source import EntrySource
 
 if TYPE_CHECKING:
     from ..metadata.store import LedgerRead, MetadataStore, StoredLedgerRead
+    from ..pulsar.offload_store import OffloadLocation
 
 __all__ = [
     "DEFAULT_SPLIT_ENTRIES",
@@ -43,6 +44,7 @@ __all__ = [
     "LedgerPlanning",
     "LedgerSpec",
     "NoSuchLedgers",
+    "OffloadedCopy",
     "SpecError",
     "parse_ctime",
     "parse_ledger_spec",
@@ -384,14 +386,28 @@ def plans_from_json(text: str) -> list[LedgerPlan]:
 @dataclass(frozen=True)
 class SkippedLedger:
     """A ledger the spec selects that the plan leaves out, and why (``reason``, as the
-    manifest and ``--json`` tell it)."""
+    manifest and ``--json`` tell it); ``topic``: the topic whose managed ledger lists it,
+    in a topic export's plan (:class:`~.topic_plan.TopicPlan`), None in a ledger export's."""
 
     ledger_id: int
     reason: str
+    topic: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The manifest's document of it: ``{"ledger_id", "reason"}``."""
-        return {"ledger_id": self.ledger_id, "reason": self.reason}
+        """The manifest's document of it: ``{"ledger_id", "reason"}``, and ``"topic"`` when
+        it has one."""
+        if self.topic is None:
+            return {"ledger_id": self.ledger_id, "reason": self.reason}
+        return {"ledger_id": self.ledger_id, "topic": self.topic, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class OffloadedCopy:
+    """A ledger BookKeeper no longer has that a Pulsar managed ledger offloaded whole: where its
+    copy is (the plan reads it there) and its last entry id, as the copy's index says."""
+
+    location: OffloadLocation
+    last: int
 
 
 @dataclass(frozen=True)
@@ -411,7 +427,7 @@ def plan_ledgers(
     since_ms: int | None = None,
     until_ms: int | None = None,
     lac_of: Callable[[int], int] | None = None,
-    offloaded: Callable[[list[int]], dict[int, tuple[Any, int]]] | None = None,
+    offloaded: Callable[[list[int]], dict[int, OffloadedCopy]] | None = None,
 ) -> LedgerPlanning:
     """Read the metadata of every ledger the spec selects and plan what to read
     (:class:`LedgerPlanning`).
@@ -427,7 +443,7 @@ def plan_ledgers(
     ``lac_of(ledger_id)`` gives the last add confirmed of a ledger that is not
     closed (open it without recovery); it is needed only with ``include_open``.
     ``offloaded(ids)`` gives, of the named ledgers BookKeeper no longer has, those a Pulsar
-    managed ledger offloaded to tiered storage: ``{id: (location, last entry id)}``; they are
+    managed ledger offloaded to tiered storage, by id (:class:`OffloadedCopy`); they are
     planned to be read from there (their ctime unknown: ``--since``/``--until`` leave them out).
     """
     from ..metadata.errors import MetadataStoreError
@@ -436,15 +452,15 @@ def plan_ledgers(
         raise ValueError("include_open needs lac_of")
     probe: _Probe[LedgerRead] = _Probe({}, []) if spec.all else _probe(store, spec, store.ledgers.read_many)
     gone = [i for i in spec.ids if i not in probe.present]
-    found: dict[int, tuple[Any, int]] = {}
+    found: dict[int, OffloadedCopy] = {}
     if gone and offloaded is not None and since_ms is None and until_ms is None:
         found = offloaded(gone)
     missing = [str(i) for i in gone if i not in found] + probe.empty_ranges(spec)
     if missing:
         raise NoSuchLedgers(missing)
     plans: list[LedgerPlan] = [
-        LedgerPlan(ledger_id, "CLOSED", None, {}, 0, last, None, 0, location)
-        for ledger_id, (location, last) in found.items()
+        LedgerPlan(ledger_id, "CLOSED", None, {}, 0, copy.last, None, 0, copy.location)
+        for ledger_id, copy in found.items()
     ]
     skipped: list[SkippedLedger] = []
     listed = store.ledgers.ids() if spec.all else probe.listed

@@ -176,13 +176,13 @@ class TopicRange:
 @dataclass
 class TopicPlan:
     """What :func:`plan_topic` planned: a :class:`~.ledger_plan.LedgerPlan` per ledger read, the
-    tasks, the ledgers left out and why (``{"ledger_id", "topic", "reason"}``), and ``details``:
+    tasks, the ledgers left out and why (each with its topic), and ``details``:
     ``"topics"`` describes each managed ledger, ``"warnings"`` the subscriptions whose position
     fell back to the znode, ``"pushdown"`` what the ``--from``/``--to`` window skipped."""
 
     plans: list[LedgerPlan]
     tasks: list[TopicRange]
-    skipped: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[ledger_plan.SkippedLedger] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
 
@@ -317,16 +317,14 @@ def plan_topic(
                 follows = 0
                 if offload is not None and offload.complete and offload.bookkeeperDeleted:
                     out.skipped.append(
-                        {
-                            "ledger_id": ledger_id,
-                            "topic": name,
-                            "reason": "offloaded to tiered storage and deleted from BookKeeper",
-                        }
+                        ledger_plan.SkippedLedger(
+                            ledger_id, "offloaded to tiered storage and deleted from BookKeeper", name
+                        )
                     )
                     continue
                 missing.append(f"{ledger_id} (of {name})")
                 out.skipped.append(
-                    {"ledger_id": ledger_id, "topic": name, "reason": "listed by the managed ledger but deleted"}
+                    ledger_plan.SkippedLedger(ledger_id, "listed by the managed ledger but deleted", name)
                 )
                 continue
             if location is not None:
@@ -344,7 +342,7 @@ def plan_topic(
                 past_lac.append({"ledger_id": ledger_id, "lac": tail.lac, "last": last, "entries": last - tail.lac})
             if cursor is not None and state.first_unacked(ledger_id) > last:
                 out.skipped.append(
-                    {"ledger_id": ledger_id, "topic": name, "reason": f"wholly acknowledged by {spec.subscription}"}
+                    ledger_plan.SkippedLedger(ledger_id, f"wholly acknowledged by {spec.subscription}", name)
                 )
                 follows = 0
                 continue
