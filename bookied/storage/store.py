@@ -376,12 +376,13 @@ class EntryStore:
             if active is None and flushing is None and min(entry_ids) >= 0:
                 flushed: Sequence[int] = range(len(out))  # none cached: all from the index, no loop either
             else:
-                flushed = missing = []
+                missing: list[int] = []  # not cached: from the index
                 for i, entry_id in enumerate(entry_ids):
                     if out[i] is None:
                         out[i] = flushing.get(entry_id) if flushing is not None else None
                         if out[i] is None and entry_id >= 0:
                             missing.append(i)
+                flushed = missing
         if not flushed or ledger_id not in self._ledgers:
             return out
         for _attempt in range(3):
