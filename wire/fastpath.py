@@ -88,7 +88,7 @@ SWITCH = "BKCTL_FASTPATHS"
 #: module is the only one that imports them (tests/repo/test_twin_selection.py)
 FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
-RECORDS_API = 3
+RECORDS_API = 4
 #: what ``_plain``'s ``API`` must be
 PLAIN_API = 7
 #: what ``_ledgerpb``'s ``API`` must be

@@ -5,6 +5,7 @@
 * ``index`` -- EntryLocationIndex: the LMDB index (entry locations, ledger rows, per-log live counts).
 * ``ledger_state`` -- a ledger's master key, fenced flag, explicit LAC, last entry id.
 * ``store`` -- EntryStore, one ledger directory composed of the above.
+* ``flush`` -- a flush's batches of the write cache and its index transaction.
 * ``compactor`` -- EntryLogCompactor and its Throttle: rewriting mostly-dead logs, crash-safely.
 * ``offline`` -- a read-only view of a stopped store (``bkctl bookie inspect``/``check``).
 * ``errors`` -- the errors of all of them.
@@ -12,9 +13,10 @@
 
 from .entry_log import LOG_SUFFIX, DamagedRecord, encode_log_record, log_name, scan_log, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
+from .flush import FlushResult
 from .index import INDEX_DIR, Location
 from .offline import OfflineIndex
-from .store import EntryStore, FlushResult
+from .store import EntryStore
 
 __all__ = [
     "DamagedRecord",

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from .entry_log import DamagedRecord
+from .entry_log import DamagedRecord, Placed
 from .index import IndexRow, LogDeltas, Move
 
 log = logging.getLogger("bookied.compaction")
@@ -111,8 +111,8 @@ class CompactionWriter(Protocol):
     """Appends copies into a compaction log of their own (:class:`~.entry_log.LogWriter`)."""
 
     def append(
-        self, batches: Iterable[tuple[int, list[tuple[int, bytes]]]], pause: Callable[[], None] | None = None
-    ) -> tuple[list[tuple[bytes, bytes]], LogDeltas]: ...
+        self, batches: Iterable[tuple[int, list[int], list[bytes]]], pause: Callable[[], None] | None = None
+    ) -> tuple[list[Placed], LogDeltas]: ...
 
 
 @runtime_checkable
@@ -360,7 +360,8 @@ class EntryLogCompactor:
         if batch:
             if self.writer is None:
                 raise RuntimeError("compaction outside its writer (use the compactor as a context manager)")
-            rows, added = self.writer.append([(r.ledger_id, [(r.entry_id, r.data)]) for r in batch])
+            placed, added = self.writer.append([(r.ledger_id, [r.entry_id], [r.data]) for r in batch])
+            rows = [row for p in placed for row in p.rows()]
         _reached(CompactionPhase.COPIED, log_id)
         moves = [Move(key, rec.location, new) for (key, new), rec in zip(rows, batch)]
         return self.store.switch_locations(

@@ -35,7 +35,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from bkctl.wire.bookie_disk import layout
-from bkctl.wire.bookie_disk.records import KEY, encode_log_record, log_record_data  # noqa: F401 (its users' import)
+from bkctl.wire.bookie_disk.records import KEY, LOC, START, encode_log_record, log_record_data  # noqa: F401 (its users' import)
 from bkctl.wire.fastpath import Twins
 
 from .errors import EntryCorrupted
@@ -70,6 +70,29 @@ def log_name(log_id: int) -> str:
 def encode_log_header(log_id: int) -> bytes:
     head = _LOG_HEADER.pack(LOG_MAGIC, FORMAT_VERSION, log_id, int(time.time() * 1000))
     return (head + _U32.pack(crc32c(head))).ljust(LOG_HEADER_SIZE, b"\0")
+
+
+class Placed(NamedTuple):
+    """Entries of one ledger that an append wrote back to back into one entry log:
+    ``entry_ids`` (in the order given), and ``offsets``, where each one's record starts
+    and, last, where the last one ends (a big-endian u32 each, ``START``: one more than
+    the entries).  Packed, not a row per entry: the index stores them a run at a time."""
+
+    ledger_id: int
+    log_id: int
+    entry_ids: list[int]
+    offsets: bytes
+
+    def locations(self) -> list[tuple[int, int, int, int]]:
+        """``(entry id, log id, offset, length)`` of each entry."""
+        offs = struct.unpack(f">{len(self.entry_ids) + 1}I", self.offsets)
+        log_id = self.log_id
+        return [(eid, log_id, offs[j], offs[j + 1] - offs[j]) for j, eid in enumerate(self.entry_ids)]
+
+    def rows(self) -> list[tuple[bytes, bytes]]:
+        """The index rows ``(KEY bytes, LOC bytes)`` of its entries, in order."""
+        key, loc, lid = KEY.pack, LOC.pack, self.ledger_id
+        return [(key(lid, eid), loc(log_id, off, length)) for eid, log_id, off, length in self.locations()]
 
 
 class DamagedRecord(NamedTuple):
@@ -389,15 +412,17 @@ class LogWriter:
         self.created.append(self.log_id)
         self.offset = LOG_HEADER_SIZE
 
-    def append(self, batches: Iterable[tuple[int, list]], pause: Callable[[], None] | None = None) -> tuple[list, dict]:
+    def append(
+        self, batches: Iterable[tuple[int, list[int], list[bytes]]], pause: Callable[[], None] | None = None
+    ) -> tuple[list[Placed], dict]:
         """Append records (rolling as needed) and fdatasync what was written;
         ``pause()`` after each chunk written (a paced flush's, see ``FlushPace``).
 
-        ``batches`` is ``[(ledger_id, [(entry_id, data), ...]), ...]``. Returns
-        ``(rows, added)``: the index rows ``(key bytes, location bytes)`` in
-        input order, and per log id ``[end offset, bytes added, entries added]``.
+        ``batches`` is ``[(ledger_id, entry_ids, bodies), ...]``. Returns ``(placed, added)``:
+        where the entries went (a :class:`Placed` per ledger and log, in input order), and
+        per log id ``[end offset, bytes added, entries added]``.
         """
-        rows: list = []
+        placed: list[Placed] = []
         added: dict[int, list[int]] = {}
         parts: list = []
         limit = self.logger.log_size_limit
@@ -435,23 +460,29 @@ class LogWriter:
             count = 0
 
         build = self.log_records
+        end = START.pack
         try:
-            for ledger_id, pairs in batches:
-                i = 0
-                while i < len(pairs):
-                    # the records from pairs[i] on while they fit in the log and the write chunk
-                    # has room (at least pairs[i], placed here)
-                    _entry_id, data = pairs[i]
-                    if not wlog or (pos > LOG_HEADER_SIZE and pos + len(data) + 24 > limit):
+            for ledger_id, ids, bodies in batches:
+                i = since = 0  # the next entry, the first of the ledger's in this log
+                starts: list[bytes] = []
+                while i < len(ids):
+                    # the records from ids[i] on while they fit in the log and the write chunk
+                    # has room (at least ids[i]'s, placed here)
+                    if not wlog or (pos > LOG_HEADER_SIZE and pos + len(bodies[i]) + 24 > limit):
+                        if starts:
+                            placed.append(Placed(ledger_id, wlog, ids[since:i], b"".join(starts) + end(pos)))
+                            starts, since = [], i
                         roll()
-                    chunk, got = build(ledger_id, pairs, i, wlog, pos, limit, _WRITE_CHUNK - (pos - written))
+                    chunk, got = build(ledger_id, ids, bodies, i, pos, limit, _WRITE_CHUNK - (pos - written))
                     parts.append(chunk)
-                    rows += got
+                    starts.append(got)
                     pos += len(chunk)
-                    count += len(got)
-                    i += len(got)
+                    count += len(got) >> 2
+                    i += len(got) >> 2
                     if pos - written >= _WRITE_CHUNK:
                         write_out()
+                if starts:
+                    placed.append(Placed(ledger_id, wlog, ids[since:] if since else ids, b"".join(starts) + end(pos)))
             write_out()
             account()
             if added:
@@ -461,4 +492,4 @@ class LogWriter:
             # committed index row covers are cut off at the next open
             self.close()
             raise
-        return rows, added
+        return placed, added

@@ -43,6 +43,7 @@ import lmdb
 # a row's key and location, as the entry log's record twins make them
 from bkctl.wire.bookie_disk.records import KEY, LOC
 
+from .entry_log import Placed
 from .errors import IndexUnavailable
 from .ledger_state import LedgerState
 
@@ -154,6 +155,32 @@ def encode_runs(ledger_id: int, entries: Iterable[Entry]) -> list[tuple[bytes, b
     return out
 
 
+def placed_runs(placed: Placed) -> list[tuple[bytes, bytes]]:
+    """:func:`encode_runs` of the entries an append placed (ascending ids, their records back to
+    back in one log), a run at a time: a row's value is the log id and a slice of the placed
+    offsets, so only a window whose ids skip is looked into (a binary search for where)."""
+    ids, offs, lid = placed.entry_ids, placed.offsets, placed.ledger_id
+    log = U64.pack(placed.log_id)
+    out = []
+    n = len(ids)
+    a = 0
+    while a < n:
+        b = min(n, a + RUN_MAX)
+        first = ids[a]
+        if ids[b - 1] - first != b - 1 - a:  # ids skip in this window: the run ends at the first skip
+            lo, hi = a, b - 1  # ids[lo] - first == lo - a; ids[hi] - first != hi - a
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if ids[mid] - first == mid - a:
+                    lo = mid
+                else:
+                    hi = mid
+            b = hi
+        out.append((KEY.pack(lid, first), log + offs[4 * a : 4 * b + 4]))
+        a = b
+    return out
+
+
 def run_size(value: bytes) -> int:
     """Entries in a ``runs`` row."""
     return (len(value) - 8) // 4 - 1
@@ -214,16 +241,6 @@ def legacy_rows(cur, ledger_id: int | None = None) -> Iterator[tuple[int, Entry]
             return
         yield lid, (eid, *LOC.unpack(cur.value()))
         ok = cur.next()
-
-
-class FlushCommit(NamedTuple):
-    """A flush's index transaction: the log rows committed, the logs it left without a live entry
-    and their bytes, and per ledger the highest entry id flushed."""
-
-    logs: dict
-    emptied: list[int]
-    emptied_bytes: int
-    last_flushed: dict[int, int]
 
 
 def open_index(directory: str, map_size: int, has_logs: bool) -> tuple[EntryLocationIndex, int, dict[int, LedgerState]]:
@@ -476,6 +493,19 @@ class EntryLocationIndex:
                 held[eid] = entry
 
         self.change(txn, ledger_id, lo, hi, replace)
+
+    def put_placed(self, txn, placed: Placed, dead: dict) -> None:
+        """:meth:`put_entries` of the entries an append placed (ascending ids); above all the
+        ledger's rows (a flush's usual case) their runs are written with no loop per entry."""
+        ids = placed.entry_ids
+        if not ids:
+            return
+        cur = txn.cursor(db=self.runs)
+        below = run_before(cur, placed.ledger_id, ids[-1])
+        if below is None or below[0] + run_size(below[1]) <= ids[0]:
+            cur.putmulti(placed_runs(placed), dupdata=False, overwrite=True)
+        else:
+            self.put_entries(txn, placed.ledger_id, placed.locations(), dead)
 
     def change(self, txn, ledger_id: int, lo: int, hi: int, edit: Callable[[dict], None]) -> None:
         """Rewrite the ledger's runs holding entries ``lo`` .. ``hi`` and the ones either side:

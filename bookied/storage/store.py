@@ -15,7 +15,8 @@ DbLedgerStorage composes WriteCache, EntryLogger and EntryLocationIndex:
   (ledger, entry), appends them to the current entry log with one ``write`` per
   chunk, and fdatasyncs the log *before* committing the index rows that point
   into it. A log rolls at ``log_size_limit``; every open starts a new log
-  (lazily, at the first flush that has entries).
+  (lazily, at the first flush that has entries).  The flush's batches and its
+  index transaction live in :mod:`.flush`.
 * **Index** (``index``). ``(ledgerId, entryId) -> (log id, offset, length)``,
   the per-ledger state and each log's live byte/entry counts in LMDB. One write
   transaction per flush, committed with an fsync. Re-putting an entry (recovery
@@ -83,7 +84,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from itertools import repeat
-from typing import NamedTuple
 
 from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
@@ -93,9 +93,10 @@ from .compactor import CompactionWriter, LiveRecord, LogsDeleted, LogUsage
 from .dir_lock import DirectoryLock
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
-from .index import KEY, LOC, FlushCommit, IndexRow, Location, LogDeltas, Move, apply_log_deltas, open_index
+from .flush import FlushResult, commit_flush, ledger_batches
+from .index import KEY, LOC, IndexRow, Location, LogDeltas, Move, apply_log_deltas, open_index
 from .ledger_state import LedgerState
-from .pacing import FLUSH_SLICE, FlushPace, let_go, sorted_in_slices
+from .pacing import FlushPace, let_go, sorted_in_slices
 from .write_cache import WriteCache
 
 log = logging.getLogger("bookied.entrystore")
@@ -103,13 +104,6 @@ log = logging.getLogger("bookied.entrystore")
 #: :meth:`EntryStore.delete_ledgers` deletes at most this many ledgers per index transaction
 #: (one fsync each; the flush lock is held meanwhile)
 DELETE_BATCH = 1000
-
-
-class FlushResult(NamedTuple):
-    entries: int
-    bytes: int
-    ledgers: int
-    seconds: float
 
 
 class EntryStore:
@@ -489,37 +483,33 @@ class EntryStore:
         return sorted(self._writing_logs())
 
     def _write_flush(self, flushing: dict, dirty: list, pause: Callable[[], None] | None) -> tuple[int, int]:
-        batches = []
-        nbytes = 0
-        for lid in sorted(flushing):
-            cache = flushing[lid]
-            if cache:
-                pairs = sorted(cache.items())
-                batches.append((lid, pairs))
-                nbytes += sum(map(len, cache.values()))
-                if pause is not None:
-                    pause()
+        batches = ledger_batches(flushing, pause)
         if not batches and not dirty:
             return 0, 0
-        index, writer = self.index, self._writer
+        writer = self._writer
         touched = len(writer.created), writer.log_id
         try:
-            rows, added = writer.append(batches, pause)
-            new_logs, emptied, sizes, max_flushed = self._commit_flush(batches, dirty, added, rows, pause)
+            placed, added = writer.append(batches, pause)
+            new_logs, emptied, sizes, max_flushed = commit_flush(
+                self.index, batches, placed, added, dirty, self.entry_log.next_log, self._writing_logs(), pause
+            )
         except BaseException:
             self._cut_uncommitted(writer.created[touched[0] :] + [touched[1]])
             raise
         with self._lock:
-            index.logs = new_logs
+            self.index.logs = new_logs
             for lid, last in max_flushed.items():
                 led = self._ledgers.get(lid)
                 if led is not None and last > led.persisted_last:
                     led.persisted_last = last
         self._unlink_whole(emptied, sizes)
-        written = len(rows)
-        let_go(rows, pause)
-        for _lid, pairs in batches:
-            let_go(pairs, pause)
+        del placed
+        written = nbytes = 0
+        for batch in batches:
+            written += len(batch.entry_ids)
+            nbytes += sum(map(len, batch.bodies))
+            let_go(batch.entry_ids, pause)
+            let_go(batch.bodies, pause)
         return written, nbytes
 
     def _cut_uncommitted(self, log_ids: list[int]) -> None:
@@ -527,30 +517,6 @@ class EntryStore:
         room the next checkpoint needs.  The writer leaves its log (the next flush starts a new one)."""
         self._writer.close()
         self.entry_log.cut_to_committed(log_ids, {lid: row[0] for lid, row in self.index.logs.items()})
-
-    def _commit_flush(self, batches: list, dirty: list, added: LogDeltas, rows: list, pause) -> FlushCommit:
-        """The flush's index transaction."""
-        index = self.index
-        with index.write() as txn:
-            # a re-put entry (entry id not above what the index had) replaces a row: the
-            # old record's log loses it from its live counts
-            dead: dict[int, list[int]] = {}
-            i = 0
-            locs = iter(LOC.iter_unpack(b"".join(loc for _key, loc in rows)))
-            for lid, pairs in batches:
-                index.put_entries(txn, lid, [(eid, *loc) for (eid, _data), loc in zip(pairs, locs)], dead)
-                if pause is not None and i // FLUSH_SLICE != (i + len(pairs)) // FLUSH_SLICE:  # see let_go
-                    pause()
-                i += len(pairs)
-            new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
-            emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), self._writing_logs())
-            sizes = self._bytes_of(emptied)
-            max_flushed = {lid: pairs[-1][0] for lid, pairs in batches}
-            for lid, led in dirty:
-                last = max(led.persisted_last, max_flushed.get(lid, -1))
-                index.put_ledger(txn, lid, led.encode(last))
-            index.put_next_log(txn, self.entry_log.next_log)
-        return FlushCommit(new_logs, emptied, sizes, max_flushed)
 
     # ------------------------------------------------------------ GC
     def delete_ledger(self, ledger_id: int) -> int:

@@ -1,6 +1,6 @@
 """The C twin of LogWriter.append's record loop (``_records.log_records``) against its Python
 twin (:func:`~bkctl.wire.bookie_disk.records.py_log_records`): the same log files byte for byte,
-the same index rows and the same per-log counts, across rolls to new logs (records bigger than
+the same placements (so the same index rows) and the same per-log counts, across rolls to new logs (records bigger than
 a log among them), write chunks, pairs the C twin hands its Python twin, and both CRC32C
 implementations of the C module; and it is the loop in use when built and fast paths are on.
 The same for the read side (``span_records``) against check_record.  With the C module not
@@ -42,9 +42,19 @@ def patched(owner, name: str, value):
         setattr(owner, name, saved)
 
 
+def as_batches(batches: list) -> list:
+    """``[(ledger_id, [(entry_id, data), ...]), ...]`` as LogWriter.append takes them."""
+    return [(lid, [eid for eid, _data in pairs], [data for _eid, data in pairs]) for lid, pairs in batches]
+
+
+def rows_of(placed: list) -> list:
+    """The index rows ``(key, location)`` of an append's placements, in order."""
+    return [row for p in placed for row in p.rows()]
+
+
 def appended(calls: list, limit: int, records) -> tuple[list, dict, list]:
-    """Run ``calls`` (lists of batches) through one LogWriter of a new directory with the
-    record loop ``records``: ``(results, logs, writes)``, the results of
+    """Run ``calls`` (lists of batches of ``(ledger_id, pairs)``) through one LogWriter of a
+    new directory with the record loop ``records``: ``(results, logs, writes)``, the results of
     the appends, each log's bytes after its header (whose time differs), and the sizes of
     the writes made."""
     writes = []
@@ -57,7 +67,7 @@ def appended(calls: list, limit: int, records) -> tuple[list, dict, list]:
     with patched(disk_layout, "write_all", write_all), tempfile.TemporaryDirectory() as d:
         writer = LogWriter(EntryLogger(d, limit, twins=fastpath.selected()))
         writer.log_records = records
-        results = [writer.append(batches) for batches in calls]
+        results = [writer.append(as_batches(batches)) for batches in calls]
         writer.close()
         logs = {}
         for log_id, path in sorted(writer.logger.on_disk().items()):
@@ -103,7 +113,8 @@ def test_the_c_loop_writes_what_the_python_loop_writes(crc_kind, calls, limit, c
 def test_a_roll_starts_the_next_log_with_the_record_that_did_not_fit(crc_kind, tmp_path, slack):
     pairs = [(e, bytes([e]) * 100) for e in range(10)]  # 124-byte records
     per_log = 3 if slack >= 0 else 2
-    [(rows, added)], logs, writes = both([[(7, pairs)]], LOG_HEADER_SIZE + 3 * 124 + slack)
+    [(placed, added)], logs, writes = both([[(7, pairs)]], LOG_HEADER_SIZE + 3 * 124 + slack)
+    rows = rows_of(placed)
     counts = [min(per_log, 10 - first) for first in range(0, 10, per_log)]
     assert sorted(logs) == list(range(1, len(counts) + 1))
     assert [len(body) // 124 for body in logs.values()] == counts
@@ -129,9 +140,10 @@ def test_a_record_bigger_than_a_log_has_a_log_of_its_own(crc_kind):
 
 
 @needs_c
-def test_pairs_the_c_loop_does_not_cover_it_hands_its_python_twin(crc_kind):
+def test_entries_the_c_loop_does_not_cover_it_hands_its_python_twin(crc_kind):
     pairs = [(0, b"x"), (1, bytearray(b"y")), (2, b"z"), (3, memoryview(b"w")), (4, b"v"), (True, b"u")]
     _results, logs, _writes = both([[(9, pairs), (10, [(0, b"t")])]], 1 << 20)
+    [(_lid, ids, bodies)] = as_batches([(9, pairs)])
     handed = []
 
     def fallback(*args):
@@ -139,13 +151,26 @@ def test_pairs_the_c_loop_does_not_cover_it_hands_its_python_twin(crc_kind):
         return PY.log_records(*args)
 
     for ledger_id, start in ((9, 1), (9, 3), (9, 5), (9, 6)):
-        args = (ledger_id, pairs, start, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+        args = (ledger_id, ids, bodies, start, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
         assert C.c.log_records(fallback, *args) == PY.log_records(*args) == C.log_records(*args)
         assert handed.pop() == args
     with pytest.raises(struct.error):
-        C.log_records(1 << 63, pairs, 0, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
-    chunk, rows = C.c.log_records(fallback, 9, pairs, 2, 1, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
-    assert chunk == encode_log_record(9, 2, b"z") and len(rows) == 1 and not handed
+        C.log_records(1 << 63, ids, bodies, 0, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+    chunk, starts = C.c.log_records(fallback, 9, ids, bodies, 2, LOG_HEADER_SIZE, 1 << 20, 1 << 20)
+    assert chunk == encode_log_record(9, 2, b"z") and starts == twins.START.pack(LOG_HEADER_SIZE) and not handed
+    # ids and bodies that are not two lists of one length: all the Python twin's
+    args = (9, tuple(ids), bodies, 0, 64, 1 << 20, 1 << 20)
+    assert C.c.log_records(fallback, *args) == PY.log_records(*args) and handed.pop() == args
+    args = (9, ids, bodies[:-1], 0, 64, 1 << 20, 1 << 20)
+    with pytest.raises(IndexError):
+        C.c.log_records(fallback, *args)
+    assert handed.pop() == args
+
+
+def test_placements_give_the_rows_of_their_entries():
+    placed = entry_log.Placed(4, 2, [7, 8, 10], b"".join(twins.START.pack(o) for o in (64, 100, 130, 200)))
+    assert placed.locations() == [(7, 2, 64, 36), (8, 2, 100, 30), (10, 2, 130, 70)]
+    assert placed.rows() == [(twins.KEY.pack(4, e), twins.LOC.pack(2, o, n)) for e, _lg, o, n in placed.locations()]
 
 
 @needs_c

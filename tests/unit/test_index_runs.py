@@ -8,9 +8,12 @@ import struct
 
 import lmdb
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bkctl.bookied.storage import EntryStore
 from bkctl.bookied.storage import index as ix
+from bkctl.bookied.storage.entry_log import Placed
 from bkctl.bookied.storage.offline import OfflineIndex
 from bkctl.wire import fastpath
 
@@ -31,6 +34,12 @@ def lay_out(entries: list[int], log: int, start: int, rng: random.Random) -> lis
         out.append((eid, log, pos, length))
         pos += length
     return out
+
+
+def placed_of(ledger_id: int, entries: list[ix.Entry]) -> Placed:
+    """``entries`` (back to back in one log, :func:`lay_out`'s) as an append places them."""
+    ends = [off for _e, _lg, off, _n in entries] + [entries[-1][2] + entries[-1][3]]
+    return Placed(ledger_id, entries[0][1], [e[0] for e in entries], struct.pack(f">{len(ends)}I", *ends))
 
 
 def check(index: ix.EntryLocationIndex, model: dict) -> None:
@@ -76,7 +85,10 @@ def test_puts_switches_and_deletes_answer_as_rows_per_entry(index):
                             acc[0] += old[2]
                             acc[1] += 1
                         model[l, eid] = (lg, off, length)
-                    index.put_entries(txn, l, entries, dead)
+                    if entries and rng.random() < 0.5:  # as a flush puts them (re-puts: put_entries)
+                        index.put_placed(txn, placed_of(l, entries), dead)
+                    else:
+                        index.put_entries(txn, l, entries, dead)
             elif op < 0.85 and model:  # compaction of one log: its rows to a new log, in batches
                 old_log = rng.choice(sorted({v[0] for v in model.values()}))
                 log += 1
@@ -112,6 +124,22 @@ def test_puts_switches_and_deletes_answer_as_rows_per_entry(index):
                 index.delete_ledger_rows(txn, l, dead)
         assert dead == want_dead, step
         check(index, model)
+
+
+@given(
+    steps=st.lists(st.sampled_from([1, 1, 1, 1, 1, 1, 1, 2, 9]), min_size=1, max_size=700),  # mostly back to back
+    first=st.integers(0, 1 << 40),
+    seed=st.integers(0, 1 << 30),
+)
+def test_placed_runs_are_the_runs_of_their_entries(steps, first, seed):
+    """The runs made a window at a time from an append's placement are encode_runs' of its
+    entries, row for row: ids that skip (by one or more, anywhere in a window) end a run."""
+    ids, eid = [], first
+    for step in steps:
+        eid += step
+        ids.append(eid)
+    entries = lay_out(ids, 9, 64, random.Random(seed))
+    assert ix.placed_runs(placed_of(5, entries)) == ix.encode_runs(5, entries)
 
 
 def test_a_flush_of_a_ledger_is_one_row_per_run_max_entries(index):

@@ -10,15 +10,16 @@ follows it, a head and the entry's bytes (all integers big-endian)::
     entry log:  u32 crc | u32 len (16 + data) |           i64 ledgerId | i64 entryId | data
 
 This module is the one Python owner of their C twins (``wire/codecs/_records.c``): it holds
-the records' encoders and check, the index row the entry log's twin makes (:data:`KEY`,
-:data:`LOC`, which :mod:`bkctl.bookied.storage.index` stores), and :class:`RecordTwins`, the
+the records' encoders and check, an index row's key and location (:data:`KEY`, :data:`LOC`,
+which :mod:`bkctl.bookied.storage.index` stores), the record offsets the entry log's twin gives
+(:data:`START`), and :class:`RecordTwins`, the
 interface both twins implement whole:
 
 * :attr:`~RecordTwins.journal_entries` -- the journal records of a run of one ledger's entries,
   one after the other (:func:`py_journal_entries`);
-* :attr:`~RecordTwins.log_records` -- the entry log records (and their index rows) of one
-  ledger's entries from ``start`` on, while they fit in the log and the write chunk
-  (:func:`py_log_records`);
+* :attr:`~RecordTwins.log_records` -- the entry log records of one ledger's entries from
+  ``start`` on, while they fit in the log and the write chunk, and where each starts (packed,
+  no object per entry: the index stores runs of them) (:func:`py_log_records`);
 * :attr:`~RecordTwins.span_records` -- the entries whose records one ``pread`` read, checked,
   up to the first record that does not pass (:func:`py_span_records`): its reader then says
   why, with its own error (the C twin stops at a row of another shape too, which the reader's
@@ -46,6 +47,7 @@ __all__ = [
     "KEY",
     "LOC",
     "PYTHON",
+    "START",
     "RecordTwins",
     "RecordsModule",
     "encode_journal_entry",
@@ -69,11 +71,13 @@ _LOG_CHECK = struct.Struct(">IIqq")  # crc, len, ledger, entry
 
 #: an index row of an entry to read: ``(log id, offset, length, i)``, its bytes going to ``out[i]``
 Row = tuple[int, int, int, int]
-#: what :attr:`RecordTwins.log_records` gives: the records' bytes and their index rows ``(key, location)``
-LogChunk = tuple[bytes, list[tuple[bytes, bytes]]]
+#: where a record starts in its entry log, as :attr:`RecordTwins.log_records` gives it (u32 each)
+START = struct.Struct(">I")
+#: what :attr:`RecordTwins.log_records` gives: the records' bytes and where each starts (:data:`START` each)
+LogChunk = tuple[bytes, bytes]
 #: the interface's fields (see the module documentation), the NamedTuple's and the C slot's
 JournalEntries = Callable[[int, list[int], list[bytes], int], bytes]
-LogRecords = Callable[[int, list[tuple[int, bytes]], int, int, int, int, int], LogChunk]
+LogRecords = Callable[[int, list[int], list[bytes], int, int, int, int], LogChunk]
 SpanRecords = Callable[[bytes, int, list[Row], int, int, int, list[int], list[Any]], int]
 
 
@@ -111,30 +115,31 @@ def py_journal_entries(ledger_id: int, entry_ids: list[int], bodies: list[bytes]
 
 
 def py_log_records(
-    ledger_id: int, pairs: Sequence[tuple[int, bytes]], start: int, log_id: int, pos: int, limit: int, budget: int
+    ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes], start: int, pos: int, limit: int, budget: int
 ) -> LogChunk:
-    """The entry log records of ``pairs[start:]`` (one ledger's ``(entry_id, data)``) written
-    into log ``log_id`` from offset ``pos``, and their index rows: from ``pairs[start]`` (which
-    the caller placed) on, stopping before a record that would end past ``limit`` and after the
-    one that makes them ``budget`` bytes or more.  ``struct.error`` for an id past 64 bits or an
-    offset past 32."""
+    """The entry log records of one ledger's entries ``entry_ids[start:]`` (``bodies``
+    pairwise) written into an entry log from offset ``pos``, and where each starts (a
+    big-endian u32 each, :data:`START`): from ``entry_ids[start]`` (which the caller placed)
+    on, stopping before a record that would end past ``limit`` and after the one that makes
+    them ``budget`` bytes or more.  ``struct.error`` for an id past 64 bits or an offset
+    past 32."""
     parts: list[bytes] = []
-    rows: list[tuple[bytes, bytes]] = []
-    pack_head, pack_crc, pack_loc = _LOG_HEAD.pack, _U32.pack, LOC.pack
+    starts: list[bytes] = []
+    pack_head, pack_u32 = _LOG_HEAD.pack, _U32.pack
     total = 0
-    for i in range(start, len(pairs)):
-        entry_id, data = pairs[i]
+    for i in range(start, len(entry_ids)):
+        entry_id, data = entry_ids[i], bodies[i]
         n = len(data) + 24
         if i > start and pos + n > limit:
             break
         head = pack_head(n - 8, ledger_id, entry_id)
-        parts += (pack_crc(crc32c(data, crc32c(head))), head, data)
-        rows.append((head[4:], pack_loc(log_id, pos, n)))
+        parts += (pack_u32(crc32c(data, crc32c(head))), head, data)
+        starts.append(pack_u32(pos))
         pos += n
         total += n
         if total >= budget:
             break
-    return b"".join(parts), rows
+    return b"".join(parts), b"".join(starts)
 
 
 def py_span_records(
@@ -193,7 +198,7 @@ class RecordsModule(Protocol):
     @property
     def log_records(
         self,
-    ) -> Callable[[LogRecords, int, list[tuple[int, bytes]], int, int, int, int, int], LogChunk]: ...
+    ) -> Callable[[LogRecords, int, list[int], list[bytes], int, int, int, int], LogChunk]: ...
 
     @property
     def span_records(self) -> SpanRecords: ...

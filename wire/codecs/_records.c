@@ -38,19 +38,20 @@
 #define RECORDS_RELEASE_GIL 65536
 
 PyDoc_STRVAR(log_records_doc,
-"log_records(fallback, ledger_id, pairs, start, log_id, pos, limit, budget) -> (chunk, rows)\n\n"
-"The records LogWriter.append writes for pairs[start:] (one ledger's\n"
-"(entry_id, data) pairs) into log log_id from offset pos: chunk is their bytes\n"
-"(encode_log_record's, one after the other), rows their index rows\n"
-"(key, location), one per record.  It stops before a record that would end\n"
-"past limit (but always takes the first, which the caller placed), after the\n"
-"record that makes chunk at least budget bytes, and before a pair it does not\n"
-"cover (not a tuple of an int64 id and bytes, a row's field past 32 bits).\n"
-"When pairs[start] is one (or there is none) it returns what fallback, its\n"
-"Python twin, returns for the same arguments.\n"
-"The checksums and the copies of the data are made without the GIL (for a\n"
-"chunk of 64 KiB or more), so that the thread that flushes leaves the others\n"
-"their cores.");
+"log_records(fallback, ledger_id, entry_ids, bodies, start, pos, limit, budget) -> (chunk, starts)\n\n"
+"The records LogWriter.append writes for one ledger's entries entry_ids[start:]\n"
+"(bodies pairwise) into an entry log from offset pos: chunk is their bytes\n"
+"(encode_log_record's, one after the other), starts the offset of each record\n"
+"(a big-endian u32 each): no object per entry, so that a flush's index rows are\n"
+"made a run at a time.  It stops before a record that would end past limit (but\n"
+"always takes the first, which the caller placed), after the record that makes\n"
+"chunk at least budget bytes, and before an entry it does not cover (an id not\n"
+"an int64, a body not bytes, an offset or length past 32 bits).  When\n"
+"entry_ids[start] is one, there is none, or the arguments are not two lists of\n"
+"one length, it returns what fallback, its Python twin, returns for the same\n"
+"arguments.  The checksums and the copies of the data are made without the GIL\n"
+"(for a chunk of 64 KiB or more), so that the thread that flushes leaves the\n"
+"others their cores.");
 
 typedef struct {
     PyObject *data;
@@ -93,15 +94,16 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
     args++;
     nargs--;
     long long ledger = 0, start, pos0, limit, budget;
-    unsigned long long log_id;
-    PyObject *pairs = args[1];
-    if (!PyList_CheckExact(pairs))
-        return PyErr_Format(PyExc_TypeError, "log_records: pairs must be a list");
-    if (!as_i64(args[2], &start) || !as_u64(args[3], &log_id) || !as_i64(args[4], &pos0)
-            || !as_i64(args[5], &limit) || !as_i64(args[6], &budget) || start < 0 || pos0 < 0)
-        return PyErr_Format(PyExc_ValueError, "log_records: the log id and offsets must be 64-bit ints");
-    /* a ledger id that is not an int64: no record covered (the Python path says what is wrong) */
-    Py_ssize_t avail = as_i64(args[0], &ledger) ? PyList_GET_SIZE(pairs) - (Py_ssize_t)start : 0;
+    PyObject *ids = args[1], *bodies = args[2];
+    if (!as_i64(args[3], &start) || !as_i64(args[4], &pos0) || !as_i64(args[5], &limit) || !as_i64(args[6], &budget)
+            || start < 0 || pos0 < 0)
+        return PyErr_Format(PyExc_ValueError, "log_records: the offsets must be 64-bit ints");
+    /* not two lists of one length, or a ledger id that is not an int64: no record covered
+     * (the Python path says what is wrong) */
+    Py_ssize_t avail = 0;
+    if (PyList_CheckExact(ids) && PyList_CheckExact(bodies) && PyList_GET_SIZE(ids) == PyList_GET_SIZE(bodies)
+            && as_i64(args[0], &ledger))
+        avail = PyList_GET_SIZE(ids) - (Py_ssize_t)start;
     if (budget / 24 + 1 < avail) /* a record has 24 bytes at least: no more fill the budget */
         avail = budget > 0 ? (Py_ssize_t)(budget / 24 + 1) : 1;
     RecordSource *src = PyMem_Malloc(sizeof(RecordSource) * (size_t)(avail > 0 ? avail : 1));
@@ -111,11 +113,10 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_ssize_t k = 0;
     long long pos = pos0, total = 0;
     for (; k < avail; k++) {
-        PyObject *item = PyList_GET_ITEM(pairs, (Py_ssize_t)start + k);
         long long entry;
-        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 || !as_i64(PyTuple_GET_ITEM(item, 0), &entry))
+        if (!as_i64(PyList_GET_ITEM(ids, (Py_ssize_t)start + k), &entry))
             break;
-        PyObject *data = PyTuple_GET_ITEM(item, 1);
+        PyObject *data = PyList_GET_ITEM(bodies, (Py_ssize_t)start + k);
         if (!PyBytes_CheckExact(data))
             break;
         long long n = (long long)PyBytes_GET_SIZE(data) + 24;
@@ -131,42 +132,28 @@ static PyObject *log_records(PyObject *self, PyObject *const *args, Py_ssize_t n
             break;
         }
     }
-    PyObject *chunk = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    PyObject *rows = chunk != NULL ? PyList_New(k) : NULL;
-    unsigned char loc[16], key[16];
-    put_be64(loc, (uint64_t)log_id);
-    put_be64(key, (uint64_t)ledger);
-    pos = pos0;
-    for (Py_ssize_t i = 0; rows != NULL && i < k; i++) {
-        uint32_t n = (uint32_t)PyBytes_GET_SIZE(src[i].data) + 24;
-        put_be64(key + 8, (uint64_t)src[i].entry);
-        put_be32(loc + 8, (uint32_t)pos);
-        put_be32(loc + 12, n);
-        PyObject *row = pair(PyBytes_FromStringAndSize((const char *)key, 16),
-                             PyBytes_FromStringAndSize((const char *)loc, 16));
-        if (row == NULL)
-            Py_CLEAR(rows);
-        else
-            PyList_SET_ITEM(rows, i, row);
-        pos += n;
-    }
-    if (rows != NULL) {
+    PyObject *chunk = k > 0 ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total) : NULL;
+    PyObject *starts = chunk != NULL ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)k * 4) : NULL;
+    if (starts != NULL) {
+        unsigned char *at = (unsigned char *)PyBytes_AS_STRING(starts);
+        pos = pos0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            put_be32(at + 4 * i, (uint32_t)pos);
+            pos += (long long)PyBytes_GET_SIZE(src[i].data) + 24;
+        }
         /* the chunk is not shared yet and each data is held: no Python object changes here */
         write_records((unsigned char *)PyBytes_AS_STRING(chunk), src, k, ledger, -1, (size_t)total);
     }
     for (Py_ssize_t i = 0; i < k; i++)
         Py_DECREF(src[i].data);
     PyMem_Free(src);
-    if (rows == NULL) {
+    if (k == 0) /* not covered: the Python twin's */
+        return PyObject_Vectorcall(fallback, args, (size_t)nargs, NULL);
+    if (starts == NULL) {
         Py_XDECREF(chunk);
         return NULL;
     }
-    if (k == 0) { /* not covered: the Python twin's */
-        Py_DECREF(chunk);
-        Py_DECREF(rows);
-        return PyObject_Vectorcall(fallback, args, (size_t)nargs, NULL);
-    }
-    return pair(chunk, rows);
+    return pair(chunk, starts);
 }
 
 /* ------------------------------------------------------------ journal records */
@@ -390,7 +377,7 @@ PyMODINIT_FUNC PyInit__records(void)
     if (m == NULL)
         return NULL;
     /* what bkctl.wire.fastpath's RECORDS_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

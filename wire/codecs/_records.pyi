@@ -8,18 +8,16 @@ from typing import Any, Final
 API: Final[int]
 
 def log_records(
-    fallback: Callable[
-        [int, list[tuple[int, bytes]], int, int, int, int, int], tuple[bytes, list[tuple[bytes, bytes]]]
-    ],
+    fallback: Callable[[int, list[int], list[bytes], int, int, int, int], tuple[bytes, bytes]],
     ledger_id: int,
-    pairs: list[tuple[int, bytes]],
+    entry_ids: list[int],
+    bodies: list[bytes],
     start: int,
-    log_id: int,
     pos: int,
     limit: int,
     budget: int,
     /,
-) -> tuple[bytes, list[tuple[bytes, bytes]]]: ...
+) -> tuple[bytes, bytes]: ...
 def journal_entries(
     fallback: Callable[[int, list[int], list[bytes], int], bytes],
     ledger_id: int,

@@ -1,0 +1,94 @@
+"""The entry store's flush (a checkpoint's write of the write cache), the parts that are not the
+store's state: the cache's entries as the entry log's appends take them, and the index
+transaction that commits where they went.  :meth:`EntryStore.flush <.store.EntryStore.flush>`
+holds the locks, appends and publishes.
+
+A flush's CPU goes to every entry it writes (tens of thousands a second, beside the reactor on
+two cores), so nothing here makes an object per entry: a ledger's entries go to the entry log's
+record twin as two lists (ids, bodies), its records come back with their offsets packed, and
+the index stores them a run at a time (:meth:`~.index.EntryLocationIndex.put_placed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from .entry_log import LOG_HEADER_SIZE, Placed
+from .index import EntryLocationIndex, LogDeltas, apply_log_deltas
+from .ledger_state import LedgerState
+from .pacing import FLUSH_SLICE
+
+
+class FlushResult(NamedTuple):
+    entries: int
+    bytes: int
+    ledgers: int
+    seconds: float
+
+
+class LedgerBatch(NamedTuple):
+    """One ledger's entries in a flush: ids ascending, bodies pairwise."""
+
+    ledger_id: int
+    entry_ids: list[int]
+    bodies: list[bytes]
+
+
+class FlushCommit(NamedTuple):
+    """A flush's index transaction: the log rows committed, the logs it left without a live entry
+    and their bytes, and per ledger the highest entry id flushed."""
+
+    logs: dict
+    emptied: list[int]
+    emptied_bytes: int
+    last_flushed: dict[int, int]
+
+
+def ledger_batches(flushing: dict[int, dict[int, bytes]], pause: Callable[[], None] | None) -> list[LedgerBatch]:
+    """The write cache's half ``flushing`` (ledger id -> {entry id: bytes}) as the appends take
+    it: by ledger, each ledger's ids sorted (``pause()`` after each ledger, when pacing)."""
+    batches = []
+    for lid in sorted(flushing):
+        cache = flushing[lid]
+        if cache:
+            ids = sorted(cache)
+            batches.append(LedgerBatch(lid, ids, list(map(cache.__getitem__, ids))))
+            if pause is not None:
+                pause()
+    return batches
+
+
+def commit_flush(
+    index: EntryLocationIndex,
+    batches: list[LedgerBatch],
+    placed: list[Placed],
+    added: LogDeltas,
+    dirty: list[tuple[int, LedgerState]],
+    next_log: int,
+    writing: set[int],
+    pause: Callable[[], None] | None,
+) -> FlushCommit:
+    """The flush's index transaction: where ``placed`` the entries of ``batches`` (``added``
+    to the logs), the ``dirty`` ledgers' state, the next log id; ``writing``: the logs still
+    appended to (kept when left without a live entry)."""
+    with index.write() as txn:
+        # a re-put entry (entry id not above what the index had) replaces a row: the
+        # old record's log loses it from its live counts
+        dead: dict[int, list[int]] = {}
+        i = 0
+        for p in placed:
+            index.put_placed(txn, p, dead)
+            n = len(p.entry_ids)
+            if pause is not None and i // FLUSH_SLICE != (i + n) // FLUSH_SLICE:  # see let_go
+                pause()
+            i += n
+        new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
+        committed = index.logs  # (the logs emptied: their sizes before this commit)
+        emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), writing)
+        max_flushed = {b.ledger_id: b.entry_ids[-1] for b in batches}
+        for lid, led in dirty:
+            last = max(led.persisted_last, max_flushed.get(lid, -1))
+            index.put_ledger(txn, lid, led.encode(last))
+        index.put_next_log(txn, next_log)
+    return FlushCommit(new_logs, emptied, sum(committed[lid][0] for lid in emptied if lid in committed), max_flushed)
