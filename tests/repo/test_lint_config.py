@@ -18,7 +18,11 @@ GENERATED = {f"bkctl.wire.proto.{path.stem}" for path in (ROOT / "wire" / "proto
 def test_dev_test_and_ci_run_the_lint():
     dev = (ROOT / "dev").read_text()
     test_branch = dev.split("\n    test)\n", 1)[1].split(";;", 1)[0]
-    assert "lint ||" in test_branch and "test_all" in test_branch
+    assert "test_all" in test_branch
+    # test_all runs the lint beside the runs, and its exit status fails the whole command
+    test_all = dev.split("\ntest_all() {\n", 1)[1].split("\n}\n", 1)[0]
+    assert 'lint >"$lint_log" 2>&1 &' in test_all and 'wait "$lint_pid" || lint_rc=$?' in test_all
+    assert test_all.rstrip().endswith('&& [ "$lint_rc" = 0 ]')
     assert "exec ./dev test" in (ROOT / ".ci" / "run").read_text()
     extra = " ".join(PYPROJECT["project"]["optional-dependencies"]["test"])
     assert "ruff>=" in extra and "mypy>=" in extra
