@@ -39,6 +39,28 @@ def test_the_c_twin_gives_the_python_twins_parts(seed):
 
 
 @needs_c
+@pytest.mark.parametrize("hardware", [True, False], ids=["hardware-crc", "table-crc"])
+def test_the_c_twins_checksums_over_three_lanes_and_what_is_left_are_the_packages(hardware):
+    """The CPU's instruction runs three registers over three lanes of 256 bytes and joins them
+    (``_crc32c.h``): every length around a lane's and a round's edges, both implementations,
+    checked against the crc32c package's (what the Python twin uses)."""
+    if C_MODULE.hardware_crc32c(hardware) != hardware:
+        pytest.skip("this CPU has no CRC32C instruction")
+    try:
+        _lanes_checked()
+    finally:
+        C_MODULE.hardware_crc32c(True)
+
+
+def _lanes_checked() -> None:
+    rng = random.Random(74)
+    sizes = [n for edge in (0, 256, 512, 768, 1536, 2304, 4096) for n in range(max(0, edge - 9), edge + 10)]
+    sizes += [rng.randrange(1, 100_000) for _ in range(40)]
+    batch = [(i, rng.randbytes(n)) for i, n in enumerate(sizes)]
+    assert parts_twin(C_MODULE)(batch, 0) == py_archive_parts(batch, 0)
+
+
+@needs_c
 @pytest.mark.parametrize(
     "batch",
     [
