@@ -70,6 +70,20 @@ def mount_tmpfs(path: Path, size_mb: int) -> None:
         raise CannotMount(f"mount -t tmpfs failed: {out.stderr.strip() or out.returncode}")
 
 
+def mount_ramfs(path: Path) -> None:
+    """A ramfs: memory without a size limit (keep what goes in small) and without direct I/O,
+    whose open refuses O_DIRECT (EINVAL) where tmpfs now takes it (Linux 6.6 on)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        raise CannotMount("mounting a ramfs needs root")
+    _claim(path)
+    out = subprocess.run(
+        ["mount", "-t", "ramfs", "-o", "mode=0755", "ramfs", str(path)], capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise CannotMount(f"mount -t ramfs failed: {out.stderr.strip() or out.returncode}")
+
+
 def mount_ext4_image(path: Path, image: Path, size_mb: int) -> None:
     """A loop-mounted ext4 in ``image`` (a file on the real disk, so its fsyncs
     reach that disk: a competing writer there makes it a slow disk)."""
@@ -103,15 +117,21 @@ def small_filesystem(path: Path, size_mb: int):
 
 def mount_or_explain(path: Path, size_mb: int) -> None:
     """mount_tmpfs for a pytest test: skip outside CI, fail under CI=true."""
+    _or_explain(lambda: mount_tmpfs(path, size_mb), f"a {size_mb} MB tmpfs at {path}, to fill up")
+
+
+def ramfs_or_explain(path: Path) -> None:
+    """mount_ramfs for a pytest test: skip outside CI, fail under CI=true."""
+    _or_explain(lambda: mount_ramfs(path), f"a ramfs at {path}, which refuses O_DIRECT")
+
+
+def _or_explain(mount, wanted: str) -> None:
     import pytest
 
     try:
-        mount_tmpfs(path, size_mb)
+        mount()
     except CannotMount as e:
-        message = (
-            f"this test needs a small real filesystem (a {size_mb} MB tmpfs at {path}) to fill up, "
-            f"which needs root: {e}"
-        )
+        message = f"this test needs a real filesystem ({wanted}), which needs root: {e}"
         if os.environ.get("CI") == "true":
             pytest.fail(message, pytrace=False)
         pytest.skip(message)

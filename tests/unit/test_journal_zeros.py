@@ -271,3 +271,59 @@ def test_a_full_disk_is_reported_by_the_writer_as_without_zeros(tmp_path):
         assert replay_all(str(fs / "journal")) == [*acked, EntryRecord(1, 100, b"room again")]
     finally:
         smallfs.unmount(fs)
+
+
+def test_where_o_direct_is_refused_the_zeros_are_buffered_and_still_ahead(tmp_path, monkeypatch, caplog):
+    """On a file system whose open refuses O_DIRECT (a ramfs: EINVAL) the zeroer opens the file
+    buffered and goes on: zeros ahead of the writer, inside what it preallocated (the zeroer never
+    grows the file), never on a record."""
+    fs = tmp_path / "ramfs"
+    smallfs.ramfs_or_explain(fs)
+    try:
+        probe = fs / "probe"
+        probe.write_bytes(b"")
+        with pytest.raises(OSError) as refused:  # the premise: this file system refuses it
+            os.close(os.open(probe, os.O_WRONLY | os.O_DIRECT))
+        assert refused.value.errno == errno.EINVAL
+
+        ahead = 1 * MB  # zeroing_journal's zero_ahead_mb
+        told = [0]  # the writer's end, as last told to the zeroer
+        seen: list[tuple[int, int, int, int]] = []  # each pwrite of zeros: offset, length, writer's end, file size
+        real_after, real_pwrite = ZeroAhead.after_write, os.pwrite
+
+        def after_write(self, end):
+            real_after(self, end)
+            told[0] = end
+
+        def pwrite(fd, data, offset):  # only the zeroer writes with pwrite
+            seen.append((offset, len(data), told[0], os.fstat(fd).st_size))
+            return real_pwrite(fd, data, offset)
+
+        monkeypatch.setattr(ZeroAhead, "after_write", after_write)
+        monkeypatch.setattr(os, "pwrite", pwrite)
+        jdir = str(fs / "journal")
+        j = zeroing_journal(jdir, preallocate_mb=4, max_size_mb=8)
+        zeros = j.file.zeros
+        assert zeros is not None
+        records = [EntryRecord(1, i, payload(i, 1000)) for i in range(3008)]  # 3 MB in groups of 16
+        with caplog.at_level(logging.INFO, logger="bookied.journal"):
+            j.start()
+            for n in range(0, len(records), 16):
+                assert add_all(j, records[n : n + 16]) == [None] * 16
+            end = j.file.offset
+            wait_for(lambda: zeros.durable >= end + ZERO_MIN, timeout=WAIT, what="buffered zeros ahead of the records")
+        assert not caplog.records  # not stopped, for the file nor for good
+        durable, path = zeros.durable, current_path(j)
+        j.close()
+        monkeypatch.undo()
+        assert zeros.zeroed > 0 and len(seen) >= 3 and zeroer_threads() == []
+        # never closer than a quarter of the way ahead (see the test of the distance), never past
+        # the file's preallocated end; buffered: not page-aligned writes are fine too
+        assert all(offset >= writer + ahead // 4 for offset, _, writer, _ in seen), seen
+        assert all(offset + n <= size for offset, n, _, size in seen), seen
+        with open(path, "rb") as f:
+            data = f.read()
+        assert data[end:durable] == bytes(durable - end)
+        assert replay_all(jdir) == records  # a zero on a record would fail its checksum
+    finally:
+        smallfs.unmount(fs)
