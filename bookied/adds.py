@@ -163,8 +163,7 @@ class Adds:
         self.bookie.add_entries(
             ledger_id,
             key,
-            run.entry_ids,
-            run.bodies,
+            run,
             _AddRunReply(self, _now(), run.txn_ids, ledger_id, run.entry_ids, recovery),
             recovery=recovery,
             high_priority=high_priority,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from bkctl.wire.codecs.availability import encode_availability
-from bkctl.wire.codecs.plain import ReadOutcome
+from bkctl.wire.codecs.plain import ReadOutcome, RunOfAdds, lac_of_entry
 from bkctl.wire.codecs.protocol import LAST_ADD_CONFIRMED, RC
 from bkctl.wire.codecs.v2 import BATCH_ENTRY_OVERHEAD, BATCH_RESPONSE_OVERHEAD
 
@@ -31,7 +31,7 @@ from .storage import EntryCorrupted, WriteCacheFull
 
 log = logging.getLogger("bookied.bookie")
 
-_LAC_IN_ENTRY = struct.Struct(">q")  # at offset 16 of a packaged entry, offset 8 of a LAC body
+_LAC_IN_BODY = struct.Struct(">q")  # at offset 8 of a LAC body
 #: Java's default maxBatchReadSize.
 MAX_BATCH_READ_SIZE = 5 * 1024 * 1024
 #: Entries a BATCH_READ_ENTRY asks the store for at first, and at most, per call (the
@@ -47,12 +47,8 @@ class BatchRead(NamedTuple):
     entries: list[bytes]
 
 
-def _lac_of_entry(body: bytes) -> int:
-    return _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
-
-
 def _lac_of_body(body: bytes) -> int:
-    return _LAC_IN_ENTRY.unpack_from(body, 8)[0] if len(body) >= 16 else -1
+    return _LAC_IN_BODY.unpack_from(body, 8)[0] if len(body) >= 16 else -1
 
 
 class Bookie:
@@ -124,7 +120,7 @@ class Bookie:
             for record in journal.replay():
                 self._store(record.ledger_id).apply(record)
                 if type(record) is EntryRecord:
-                    self._raise_lac(record.ledger_id, _lac_of_entry(record.data))
+                    self._raise_lac(record.ledger_id, lac_of_entry(record.data))
                 elif type(record) is ExplicitLacRecord:
                     self._raise_lac(record.ledger_id, _lac_of_body(record.body))
                 n += 1
@@ -239,7 +235,7 @@ class Bookie:
             ),
         ):
             return
-        self._note_lac(ledger_id, _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1)
+        self._note_lac(ledger_id, lac_of_entry(body))
         if not write_data:
             callback(RC.EOK)
 
@@ -247,20 +243,21 @@ class Bookie:
         self,
         ledger_id: int,
         master_key: bytes,
-        entry_ids: list,
-        bodies: list,
+        run: RunOfAdds,
         reply,
         *,
         recovery: bool = False,
         high_priority: bool = False,
     ) -> None:
         """:meth:`add_entry` of a run of sync adds to one ledger with one key (a
-        request chunk's consecutive adds): checked once, put into the store under
-        one lock, journaled as one item, and answered together, ``reply(rc)`` once
-        for all of them.  Whenever a check would treat an entry apart (an error, a
+        request chunk's consecutive adds, as ``plain.add_run`` took them apart: their
+        entryIds and bodies, and the bodies' LAC and bytes): checked once, put into the
+        store under one lock, journaled as one item, and answered together, ``reply(rc)``
+        once for all of them.  Whenever a check would treat an entry apart (an error, a
         full write cache, adds already waiting for one), each entry goes through
         :meth:`add_entry` instead, with ``reply.one(k)`` as the k-th's callback, so
         the answers are exactly those of the one-by-one path."""
+        entry_ids, bodies, lac, size = run.entry_ids, run.bodies, run.lac, run.size
         store, journal = self._store(ledger_id), self._journal(ledger_id)
         if (
             ledger_id < 0
@@ -281,14 +278,15 @@ class Bookie:
                 return
             entry_ids, bodies = entry_ids[:put], bodies[:put]
             reply = reply.first(put)
-        self.bytes_written += sum(map(len, bodies))
+            lac, size = max(map(lac_of_entry, bodies)), sum(map(len, bodies))
+        self.bytes_written += size
         if self._journaled(
             journal,
             lambda: journal.append_entries(ledger_id, entry_ids, bodies, _Durable(self, journal, reply), recovery),
             reply,
             lambda: self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0, recovery, high_priority),
         ):
-            self._note_lac(ledger_id, max(map(_lac_of_entry, bodies)))
+            self._note_lac(ledger_id, lac)
 
     def _journaled(
         self, journal, append: Callable[[], None], callback: Callable[[int], None], wait: Callable[[], None]
@@ -611,7 +609,7 @@ class Bookie:
             except OSError:
                 body = None
             if body is not None:
-                lac = _lac_of_entry(body)
+                lac = lac_of_entry(body)
         explicit = store.get_explicit_lac(ledger_id)
         if explicit is not None:
             lac = max(lac, _lac_of_body(explicit))

@@ -90,7 +90,7 @@ FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
 RECORDS_API = 4
 #: what ``_plain``'s ``API`` must be
-PLAIN_API = 7
+PLAIN_API = 8
 #: what ``_ledgerpb``'s ``API`` must be
 LEDGERPB_API = 3
 #: what ``_avrocols``'s ``API`` must be

@@ -51,9 +51,9 @@ def served(
             env.journal.records.clear()
         runs = []
         add_entries = env.bookie.add_entries
-        env.bookie.add_entries = lambda lid, key, ids, bodies, reply, **kw: (
-            runs.append((lid, list(ids))),
-            add_entries(lid, key, ids, bodies, reply, **kw),
+        env.bookie.add_entries = lambda lid, key, run, reply, **kw: (
+            runs.append((lid, list(run.entry_ids))),
+            add_entries(lid, key, run, reply, **kw),
         )
 
         def snapshot():

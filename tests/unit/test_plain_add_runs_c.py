@@ -88,13 +88,22 @@ def test_v3_runs(case):
     want = plain.py_add_run(payloads, i, end, ledger, key, high, recovery)
     got = _plain.add_run(payloads, i, end, ledger, key, high, recovery)
     assert tuple(got) == tuple(want)
-    assert (got.end, got.txn_ids, got.entry_ids, got.bodies) == tuple(want)
+    assert (got.end, got.txn_ids, got.entry_ids, got.bodies, got.lac, got.size) == tuple(want)
     # the Python twin holds what the requests hold, up to the break
     stop, taken = expected_run(adds, i, end)
     n = len(want.entry_ids)
     assert want.end == i + n
     assert list(zip(want.txn_ids, want.entry_ids, want.bodies))[: len(taken)] == taken[:n]
     assert want.end == stop if exact else want.end >= stop
+    assert (want.lac, want.size) == bodies_seen(want.bodies)
+
+
+def bodies_seen(bodies: list[bytes]) -> tuple[int, int]:
+    """What a run says of its bodies, worked out apart: the largest LAC they carry (the
+    signed big-endian 8 bytes at 16 of a body that long, -1 for a shorter one; -1 for none),
+    and their bytes."""
+    lacs = [int.from_bytes(b[16:24], "big", signed=True) if len(b) >= 24 else -1 for b in bodies]
+    return max(lacs, default=-1), sum(len(b) for b in bodies)
 
 
 def v2_add(flags, key, ledger, entry, tail, version=2) -> bytes:
@@ -140,6 +149,7 @@ def test_v2_runs(case):
     assert tuple(got) == tuple(want) and got.txn_ids is None
     stop, taken = expected_run(adds, i, end)
     assert (want.end, [(None, e, b) for e, b in zip(want.entry_ids, want.bodies)]) == (stop, taken)
+    assert (want.lac, want.size) == bodies_seen(want.bodies)
 
 
 @needs_c

@@ -24,7 +24,7 @@
 
 /* Checked by v3.py before these twins are used: a build older than the
  * sources (another API) is not. */
-#define PLAIN_API 7
+#define PLAIN_API 8
 
 PyDoc_STRVAR(plain_add_request_doc,
 "plain_add_request(b: bytes) -> (txnId, ledgerId, entryId, masterKey, body, high_priority, recovery) | None\n\n"

@@ -18,10 +18,10 @@ def read_answers(
 ) -> tuple[bytes, int]: ...
 
 @final
-class AddRun(structseq[Any], tuple[int, list[int] | None, list[int], list[bytes]]):
+class AddRun(structseq[Any], tuple[int, list[int] | None, list[int], list[bytes], int, int]):
     """A run of plain ADDs taken apart (``bkctl.wire.codecs.plain.AddRun``)."""
 
-    __match_args__: Final = ("end", "txn_ids", "entry_ids", "bodies")
+    __match_args__: Final = ("end", "txn_ids", "entry_ids", "bodies", "lac", "size")
     @property
     def end(self) -> int: ...
     @property
@@ -30,6 +30,10 @@ class AddRun(structseq[Any], tuple[int, list[int] | None, list[int], list[bytes]
     def entry_ids(self) -> list[int]: ...
     @property
     def bodies(self) -> list[bytes]: ...
+    @property
+    def lac(self) -> int: ...
+    @property
+    def size(self) -> int: ...
 
 def add_run(
     payloads: list[bytes], i: int, end: int, ledger_id: int, key: bytes, high_priority: bool, recovery: bool, /

@@ -63,6 +63,8 @@ static PyStructSequence_Field add_run_fields[] = {
     {"txn_ids", "the txnIds of the adds in it (None for version-2 ADDs)"},
     {"entry_ids", "their entryIds"},
     {"bodies", "their bodies"},
+    {"lac", "the largest LAC the bodies carry (-1 for none)"},
+    {"size", "the bodies' bytes"},
     {NULL, NULL},
 };
 
@@ -70,15 +72,38 @@ static PyStructSequence_Desc add_run_desc = {
     "bkctl.wire.codecs._plain.AddRun",
     "A run of plain ADDs taken apart (add_run, v2_add_run): bkctl.wire.codecs.plain.AddRun.",
     add_run_fields,
-    4,
+    6,
 };
 
-/* An AddRun of (end, txn_ids, entry_ids, bodies), taking the three lists (txn_ids may be
+/* What a run keeps of its bodies as a whole while it cuts them out (plain.AddRun's lac, size). */
+typedef struct {
+    int64_t lac; /* -1 until a body is seen */
+    Py_ssize_t size;
+    int any;
+} bodies_seen_t;
+
+/* One more body of ``n`` bytes at ``b`` seen: plain.lac_of_entry's LAC (the int64 at offset 16
+ * of a body of 24 bytes or more, else -1) and its size. */
+static inline void see_body(bodies_seen_t *seen, const char *b, Py_ssize_t n)
+{
+    int64_t lac = n >= 24 ? (int64_t)get_be64((const uint8_t *)b + 16) : -1;
+    if (lac > seen->lac || !seen->any) /* the first sets it: its LAC may be below -1 */
+        seen->lac = lac;
+    seen->any = 1;
+    seen->size += n;
+}
+
+/* An AddRun of (end, txn_ids, entry_ids, bodies, lac, size), taking the three lists (txn_ids may be
  * Py_None, a borrowed one); NULL (an exception set, the lists released) when it cannot be made. */
-static PyObject *new_add_run(Py_ssize_t end, PyObject *txn_ids, PyObject *entry_ids, PyObject *bodies)
+static PyObject *new_add_run(Py_ssize_t end, PyObject *txn_ids, PyObject *entry_ids, PyObject *bodies,
+                             const bodies_seen_t *seen)
 {
     PyObject *run = PyStructSequence_New(AddRunType), *at = run == NULL ? NULL : PyLong_FromSsize_t(end);
-    if (at == NULL) {
+    PyObject *lac = at == NULL ? NULL : PyLong_FromLongLong(seen->lac);
+    PyObject *size = lac == NULL ? NULL : PyLong_FromSsize_t(seen->size);
+    if (size == NULL) {
+        Py_XDECREF(lac);
+        Py_XDECREF(at);
         Py_XDECREF(run);
         if (txn_ids != Py_None)
             Py_DECREF(txn_ids);
@@ -92,6 +117,8 @@ static PyObject *new_add_run(Py_ssize_t end, PyObject *txn_ids, PyObject *entry_
     PyStructSequence_SET_ITEM(run, 1, txn_ids);
     PyStructSequence_SET_ITEM(run, 2, entry_ids);
     PyStructSequence_SET_ITEM(run, 3, bodies);
+    PyStructSequence_SET_ITEM(run, 4, lac);
+    PyStructSequence_SET_ITEM(run, 5, size);
     return run;
 }
 
@@ -123,7 +150,7 @@ PyDoc_STRVAR(add_run_doc,
 "plain.py_add_run, in C: the run of payloads[i], payloads[i + 1], ... (before end and\n"
 "the list's end) that plain_add_request takes apart as ADD_ENTRYs of ledger_id with key\n"
 "and these flags (bools), up to the first that it does not or that differs in one of\n"
-"them: (end, txn_ids, entry_ids, bodies).  A payload that is not bytes is a TypeError.");
+"them: (end, txn_ids, entry_ids, bodies, lac, size).  A payload that is not bytes is a TypeError.");
 
 static PyObject *add_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -151,6 +178,7 @@ static PyObject *add_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs
             break;
     }
     Py_ssize_t n = j > start ? j - start : 0;
+    bodies_seen_t seen = {-1, 0, 0};
     PyObject *txn_ids = PyList_New(n), *entry_ids = PyList_New(n), *bodies = PyList_New(n);
     if (txn_ids == NULL || entry_ids == NULL || bodies == NULL)
         goto fail;
@@ -175,8 +203,9 @@ static PyObject *add_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         if (body == NULL)
             goto fail;
         PyList_SET_ITEM(bodies, k, body);
+        see_body(&seen, b + a.body_at, a.body_len);
     }
-    return new_add_run(start + n, txn_ids, entry_ids, bodies);
+    return new_add_run(start + n, txn_ids, entry_ids, bodies, &seen);
 fail:
     Py_XDECREF(txn_ids);
     Py_XDECREF(entry_ids);
@@ -221,6 +250,7 @@ static PyObject *v2_add_run(PyObject *self, PyObject *const *args, Py_ssize_t na
             break;
     }
     Py_ssize_t n = j > start ? j - start : 0;
+    bodies_seen_t seen = {-1, 0, 0};
     PyObject *entry_ids = PyList_New(n), *bodies = PyList_New(n);
     if (entry_ids == NULL || bodies == NULL)
         goto fail;
@@ -242,8 +272,9 @@ static PyObject *v2_add_run(PyObject *self, PyObject *const *args, Py_ssize_t na
         if (body == NULL)
             goto fail;
         PyList_SET_ITEM(bodies, k, body);
+        see_body(&seen, b + 4 + MASTER_KEY_LENGTH, size - 4 - MASTER_KEY_LENGTH);
     }
-    return new_add_run(start + n, Py_None, entry_ids, bodies);
+    return new_add_run(start + n, Py_None, entry_ids, bodies, &seen);
 fail:
     Py_XDECREF(entry_ids);
     Py_XDECREF(bodies);

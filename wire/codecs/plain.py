@@ -33,6 +33,7 @@ general parsers).
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
@@ -93,6 +94,12 @@ class RunOfAdds(Protocol):
     @property
     def bodies(self) -> list[bytes]: ...
 
+    @property
+    def lac(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
 
 AddRunParser = Callable[[list[bytes], int, int, int, bytes, bool, bool], RunOfAdds]
 V2AddRunParser = Callable[[list[bytes], int, int, int, bytes, int], RunOfAdds]
@@ -103,12 +110,31 @@ V2AddAnswers = Callable[[int, int, list[int]], bytes]
 class AddRun(NamedTuple):
     """A run of plain ADDs taken apart (:func:`py_add_run`, :func:`py_v2_add_run`):
     ``end`` the index of the first payload not in the run; the txnIds (None for
-    version-2 ADDs, which have none), entryIds and bodies of those in it, in order."""
+    version-2 ADDs, which have none), entryIds and bodies of those in it, in order;
+    what the bookie needs of the bodies as a whole, read while they were cut out (a
+    Python pass over them cost a third of an add's CPU): ``lac`` the largest LAC they
+    carry (:func:`lac_of_entry`; -1 for none) and ``size`` their bytes."""
 
     end: int
     txn_ids: list[int] | None
     entry_ids: list[int]
     bodies: list[bytes]
+    lac: int
+    size: int
+
+
+#: a packaged entry's LAC: the big-endian int64 at offset 16 (after ledgerId and entryId)
+_LAC_IN_ENTRY = struct.Struct(">q")
+
+
+def lac_of_entry(body: bytes) -> int:
+    """The LAC a packaged entry's body carries (-1 for a body too short to carry one)."""
+    return _LAC_IN_ENTRY.unpack_from(body, 16)[0] if len(body) >= 24 else -1
+
+
+def _run_of(end: int, txn_ids: list[int] | None, entry_ids: list[int], bodies: list[bytes]) -> AddRun:
+    lac = max(map(lac_of_entry, bodies), default=-1)
+    return AddRun(end, txn_ids, entry_ids, bodies, lac, sum(map(len, bodies)))
 
 
 def py_add_run(
@@ -134,7 +160,7 @@ def py_add_run(
         entry_ids.append(g_entry)
         bodies.append(g_body)
         j += 1
-    return AddRun(j, txn_ids, entry_ids, bodies)
+    return _run_of(j, txn_ids, entry_ids, bodies)
 
 
 def py_v2_add_run(payloads: list[bytes], i: int, end: int, ledger_id: int, key: bytes, flags: int) -> AddRun:
@@ -154,7 +180,7 @@ def py_v2_add_run(payloads: list[bytes], i: int, end: int, ledger_id: int, key: 
         entry_ids.append(g_entry)
         bodies.append(g_body)
         j += 1
-    return AddRun(j, None, entry_ids, bodies)
+    return _run_of(j, None, entry_ids, bodies)
 
 
 class ReadRun(NamedTuple):
