@@ -335,6 +335,11 @@ def restore_backup(
     selection = selection or Selection()
     began = time.monotonic()
     require_archive(storage)
+    # the bookies connected to in the background while the manifest, the journal and every
+    # ledger's record are read: the first adds found them ready (their look-up and connect
+    # were on the way of the first ledger's first entry: 100-200 ms under load)
+    writable = store.registration.writable_bookies()
+    bk.connect(writable)
     manifest = load_manifest(storage, backup_id, ledgers=False, notes=True)
     try:
         manifest, wanted = narrow(manifest, selection, manifest_ledgers(storage, manifest))
@@ -367,10 +372,9 @@ def restore_backup(
                 "nothing was written; --skip-damaged restores the rest without them",
                 FAILED,
             )
-        writable = len(store.registration.writable_bookies())
-        if checked.widest > writable:
+        if checked.widest > len(writable):
             raise CommandError(
-                f"the backup has ledgers on {checked.widest} bookies and the target has {writable} writable: "
+                f"the backup has ledgers on {checked.widest} bookies and the target has {len(writable)} writable: "
                 "start more bookies first",
                 CONFLICT,
             )

@@ -88,6 +88,9 @@ class CreatingBookKeeper:
     def close(self) -> None:
         pass
 
+    def connect(self, bookie_ids) -> None:
+        pass
+
 
 def _ids_kept(journal: Path, size: int) -> set[int]:
     """The new ids the first ``size`` bytes of ``journal`` give."""

@@ -48,6 +48,9 @@ class CountingBookKeeper:
     def close(self) -> None:
         pass
 
+    def connect(self, bookie_ids) -> None:
+        pass
+
 
 def _backup(tmp_path, n: int) -> tuple[LocalStorage, list[int]]:
     source = FakeMetadataStore().start()
