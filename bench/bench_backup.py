@@ -285,9 +285,7 @@ def add_child(
         bk.close()
         store.close()
     out: dict = {
-        what: {
-            k: statistics.median(r[i] for r in runs) for i, k in enumerate(("bkctl", "reactor", "bookies", "mib_s"))
-        }
+        what: {k: statistics.median(r[i] for r in runs) for i, k in enumerate(("bkctl", "reactor", "bookies", "mib_s"))}
         for what, runs in got.items()
     }
     out["notes"] = notes
