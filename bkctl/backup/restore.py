@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +64,9 @@ _INFLIGHT = 768
 _ID_BATCH = 1000
 #: the ids given are in the result up to this many (all of them in ``remap_table``)
 LISTED_IDS = 10_000
+#: writable bookies connected to before the ledgers are written, at most (a sample of them in a
+#: larger cluster: the others are connected to at their first add)
+_CONNECT_AHEAD = 64
 
 
 @dataclass(frozen=True)
@@ -336,10 +340,10 @@ def restore_backup(
     began = time.monotonic()
     require_archive(storage)
     # the bookies connected to in the background while the manifest, the journal and every
-    # ledger's record are read: the first adds found them ready (their look-up and connect
+    # ledger's record are read: the first adds find them ready (their look-up and connect
     # were on the way of the first ledger's first entry: 100-200 ms under load)
     writable = store.registration.writable_bookies()
-    bk.connect(writable)
+    bk.connect(random.sample(writable, min(len(writable), _CONNECT_AHEAD)))
     manifest = load_manifest(storage, backup_id, ledgers=False, notes=True)
     try:
         manifest, wanted = narrow(manifest, selection, manifest_ledgers(storage, manifest))

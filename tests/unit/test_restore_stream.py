@@ -113,6 +113,36 @@ def test_remap_draws_the_new_ids_many_at_once(tmp_path, monkeypatch):
     assert sorted(bk.created) == sorted(doc.ledger_ids.values()) and len(set(bk.created)) == 1500
 
 
+class ConnectingBookKeeper(CountingBookKeeper):
+    """Records, in order, the bookies it is asked to connect to and the ledgers it creates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, object]] = []
+
+    def connect(self, bookie_ids) -> None:
+        self.calls.append(("connect", sorted(bookie_ids)))
+
+    def create(self, *args, ledger_id: int, **kw):
+        self.calls.append(("create", ledger_id))
+        return super().create(*args, ledger_id=ledger_id, **kw)
+
+
+def test_the_writable_bookies_are_connected_to_before_the_first_ledger_is_created(tmp_path, monkeypatch):
+    storage, _ids = _backup(tmp_path, 3)
+    monkeypatch.setattr(restoring, "ChunkFeed", NoFeed)
+    target = _target()
+    target.registration.register("127.0.0.1:3184", readonly=True)  # not written to: not connected to
+    bk = ConnectingBookKeeper()
+    restoring.restore_backup(target, bk, storage, "zk://t", remap=True, journal_path=str(tmp_path / "j"))
+    assert bk.calls[0] == ("connect", BOOKIES) and [c for c, _ in bk.calls[1:]] == ["create"] * 3
+    # a larger cluster: a sample of its writable bookies, the others connected to at their first add
+    monkeypatch.setattr(restoring, "_CONNECT_AHEAD", 2)
+    bk = ConnectingBookKeeper()
+    restoring.restore_backup(_target(), bk, storage, "zk://t", remap=True, journal_path=str(tmp_path / "j2"))
+    assert bk.calls[0][0] == "connect" and len(bk.calls[0][1]) == 2 and set(bk.calls[0][1]) <= set(BOOKIES)
+
+
 def _data_object(tmp_path, sizes: list[int]):
     """A data object of ledger 7 with entries of ``sizes`` bytes in a local archive, and a
     record naming it."""
