@@ -54,17 +54,32 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Built from a copy: setuptools leaves build/ and *.egg-info in the tree it builds.
     src = tmp_path_factory.mktemp("src") / "bkctl"
-    shutil.copytree(
-        REPO,
-        src,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "*.egg-info", ".bkctl-sandbox", "__pycache__", ".hypothesis", "*.so"
-        ),
-    )
+    _copy_build_inputs(src)
     _plant_built_extensions(src)
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out, src)
     (whl,) = out.glob("bkctl-*.whl")
     return whl
+
+
+def _copy_build_inputs(src: Path) -> None:
+    """What the wheel's build reads of the checkout, copied to ``src``: pyproject.toml, setup.py,
+    the readme, the top-level modules and the package folders pyproject names (its ``package-dir``
+    and ``bkctl/``), without what a build or a run leaves in them.  Not the whole checkout: its
+    tests/ and the lint's .mypy_cache are most of its bytes, and ``./dev test`` runs the lint
+    beside the suite, so the cache's files come and go while this copies (a file listed and
+    gone before its copy fails the copy)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    setuptools_table = project["tool"]["setuptools"]
+    folders = {"bkctl", *setuptools_table["package-dir"].values()}
+    files = {"pyproject.toml", "setup.py", project["project"]["readme"]}
+    files |= {f"{module}.py" for module in setuptools_table["py-modules"]}
+    src.mkdir()
+    for name in files:
+        shutil.copy2(REPO / name, src / name)
+    for name in folders:
+        shutil.copytree(
+            REPO / name, src / name, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.so")
+        )
 
 
 def _plant_built_extensions(src: Path) -> None:
