@@ -11,7 +11,7 @@
  * returns (tests/unit/test_plain_add_runs_c.py, test_plain_read_runs_c.py, the fuzz target
  * ``plain_c_twins``).  A run is read
  * twice: first how far it goes (nothing made, so no Python code runs), then its values into
- * lists of that size.
+ * lists of that size (add_run: from what the first pass held of each request).
  */
 #define PY_SSIZE_T_CLEAN
 #include "_plain.h"
@@ -145,6 +145,22 @@ static const char *still_there(PyObject *payloads, Py_ssize_t j, PyObject **item
     return NULL;
 }
 
+/* A request of a run of v3 ADD_ENTRYs as its first pass took it apart (a reference held). */
+typedef struct {
+    PyObject *item;
+    uint64_t txn;
+    int64_t entry_id;
+    Py_ssize_t body_at, body_len;
+} taken_add_t;
+
+/* Let go of the first ``n`` requests held in ``taken``, and of ``taken``. */
+static void release_taken(taken_add_t *taken, Py_ssize_t n)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_DECREF(taken[k].item);
+    PyMem_Free(taken);
+}
+
 PyDoc_STRVAR(add_run_doc,
 "add_run(payloads, i, end, ledger_id, key, high_priority, recovery) -> AddRun\n\n"
 "plain.py_add_run, in C: the run of payloads[i], payloads[i + 1], ... (before end and\n"
@@ -167,15 +183,29 @@ static PyObject *add_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     if (end > PyList_GET_SIZE(payloads))
         end = PyList_GET_SIZE(payloads);
-    /* first how far the run goes (no object made, so no Python code runs), then its values */
+    /* first how far the run goes (no object made, so no Python code runs), each request held
+     * with where its fields lie; then its values, from what was held: each request is taken
+     * apart once, and a finalizer run by an allocation in between cannot change what is read */
+    taken_add_t *taken = end > start ? PyMem_Malloc(sizeof(taken_add_t) * (size_t)(end - start)) : NULL;
+    if (end > start && taken == NULL)
+        return PyErr_NoMemory();
     add_fields_t a;
     Py_ssize_t j = start;
     for (; ledger_ok && j < end; j++) {
         PyObject *item = PyList_GET_ITEM(payloads, j);
-        if (!need_bytes(item))
+        if (!need_bytes(item)) {
+            release_taken(taken, j - start);
             return NULL;
+        }
         if (!in_add_run(item, &a, ledger, key, high_priority, recovery))
             break;
+        taken_add_t *t = &taken[j - start];
+        Py_INCREF(item);
+        t->item = item;
+        t->txn = a.txn;
+        t->entry_id = a.entry_id;
+        t->body_at = a.body_at;
+        t->body_len = a.body_len;
     }
     Py_ssize_t n = j > start ? j - start : 0;
     bodies_seen_t seen = {-1, 0, 0};
@@ -183,30 +213,26 @@ static PyObject *add_run(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (txn_ids == NULL || entry_ids == NULL || bodies == NULL)
         goto fail;
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item;
-        const char *b = still_there(payloads, start + k, &item);
-        if (b == NULL)
-            goto fail;
-        if (!add_fields((const uint8_t *)b, PyBytes_GET_SIZE(item), &a)) {
-            PyErr_SetString(PyExc_RuntimeError, "a run's payloads changed while taken apart");
-            goto fail;
-        }
-        PyObject *txn = PyLong_FromUnsignedLongLong(a.txn);
+        const taken_add_t *t = &taken[k];
+        const char *b = PyBytes_AS_STRING(t->item);
+        PyObject *txn = PyLong_FromUnsignedLongLong(t->txn);
         if (txn == NULL)
             goto fail;
         PyList_SET_ITEM(txn_ids, k, txn);
-        PyObject *entry = PyLong_FromLongLong(a.entry_id);
+        PyObject *entry = PyLong_FromLongLong(t->entry_id);
         if (entry == NULL)
             goto fail;
         PyList_SET_ITEM(entry_ids, k, entry);
-        PyObject *body = PyBytes_FromStringAndSize(b + a.body_at, a.body_len);
+        PyObject *body = PyBytes_FromStringAndSize(b + t->body_at, t->body_len);
         if (body == NULL)
             goto fail;
         PyList_SET_ITEM(bodies, k, body);
-        see_body(&seen, b + a.body_at, a.body_len);
+        see_body(&seen, b + t->body_at, t->body_len);
     }
+    release_taken(taken, n);
     return new_add_run(start + n, txn_ids, entry_ids, bodies, &seen);
 fail:
+    release_taken(taken, n);
     Py_XDECREF(txn_ids);
     Py_XDECREF(entry_ids);
     Py_XDECREF(bodies);
