@@ -41,8 +41,11 @@ class OldZooKeeper:
         self.thread.start()
 
     def close(self) -> None:
+        # shut down first: closing alone leaves the thread in accept(), and the join waited 5 s
+        self.listener.shutdown(socket.SHUT_RDWR)
         self.listener.close()
         self.thread.join(5)
+        assert not self.thread.is_alive()
 
     def _serve(self) -> None:
         while True:
