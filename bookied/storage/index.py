@@ -36,6 +36,8 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
+from itertools import repeat
+from operator import sub
 from typing import NamedTuple
 
 import lmdb
@@ -407,6 +409,34 @@ class EntryLocationIndex:
                     n, log, j = run_size(value), U64.unpack_from(value)[0], eid - first
                 off, end = span(value, 8 + 4 * j)
                 append((log, off, end - off, tag))
+        finally:
+            txn.abort()
+        return out
+
+    def locate_range(self, ledger_id: int, first: int, count: int) -> list[tuple[int, int, int, int]]:
+        """:meth:`locate` of one ledger's entries ``first`` .. ``first + count - 1``, tagged
+        ``0`` .. ``count - 1`` (a run of reads): a row's entries are taken at once, with no loop
+        per entry in Python."""
+        out: list[tuple[int, int, int, int]] = []
+        eid, end = first, first + count
+        txn = self.env.begin(db=self.runs)
+        try:
+            cur = txn.cursor()
+            while eid < end:
+                found = run_covering(cur, ledger_id, eid)
+                if found is None:  # no row holds it: on from the ledger's next row
+                    if not cur.set_range(KEY.pack(ledger_id, eid)):
+                        break
+                    lid, eid = KEY.unpack(cur.key())
+                    if lid != ledger_id:
+                        break
+                    continue
+                start, value = found
+                k = min(end, start + run_size(value)) - eid
+                offs = struct.unpack_from(f">{k + 1}I", value, 8 + 4 * (eid - start))
+                tag = eid - first
+                out += zip(repeat(U64.unpack_from(value)[0], k), offs, map(sub, offs[1:], offs), range(tag, tag + k))
+                eid += k
         finally:
             txn.abort()
         return out

@@ -50,6 +50,9 @@ def check(index: ix.EntryLocationIndex, model: dict) -> None:
     assert [index.get(k) for k in keys[::37]] == want[::37]
     for l in range(4):
         assert index.entry_ids(l) == sorted(e for ll, e in model if ll == l)
+        for first, count in ((0, top), (1, 5), (top // 2, 300), (top - 3, 10)):  # runs of reads: as one by one
+            ids = zip([l] * count, range(first, first + count), range(count))
+            assert index.locate_range(l, first, count) == index.locate(ids), (l, first, count)
     assert sorted(index.rows()) == sorted((ix.KEY.pack(*k), ix.LOC.pack(*v)) for k, v in model.items())
 
 
