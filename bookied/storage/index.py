@@ -36,8 +36,8 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from itertools import repeat
-from operator import sub
+from itertools import compress, repeat
+from operator import ne, sub
 from typing import NamedTuple
 
 import lmdb
@@ -160,7 +160,8 @@ def encode_runs(ledger_id: int, entries: Iterable[Entry]) -> list[tuple[bytes, b
 def placed_runs(placed: Placed) -> list[tuple[bytes, bytes]]:
     """:func:`encode_runs` of the entries an append placed (ascending ids, their records back to
     back in one log), a run at a time: a row's value is the log id and a slice of the placed
-    offsets, so only a window whose ids skip is looked into (a binary search for where)."""
+    offsets.  A window of :data:`RUN_MAX` ids whose first and last say none skips (a flush's
+    usual case) is one row; in another, where they skip is found without a loop in Python."""
     ids, offs, lid = placed.entry_ids, placed.offsets, placed.ledger_id
     log = U64.pack(placed.log_id)
     out = []
@@ -168,18 +169,14 @@ def placed_runs(placed: Placed) -> list[tuple[bytes, bytes]]:
     a = 0
     while a < n:
         b = min(n, a + RUN_MAX)
-        first = ids[a]
-        if ids[b - 1] - first != b - 1 - a:  # ids skip in this window: the run ends at the first skip
-            lo, hi = a, b - 1  # ids[lo] - first == lo - a; ids[hi] - first != hi - a
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if ids[mid] - first == mid - a:
-                    lo = mid
-                else:
-                    hi = mid
-            b = hi
-        out.append((KEY.pack(lid, first), log + offs[4 * a : 4 * b + 4]))
-        a = b
+        if ids[b - 1] - ids[a] == b - 1 - a:
+            out.append((KEY.pack(lid, ids[a]), log + offs[4 * a : 4 * b + 4]))
+            a = b
+            continue
+        # the runs up to the window's last skip (the one after it may go on past the window)
+        for c in compress(range(a + 1, b), map(ne, map(sub, ids[a + 1 : b], ids[a:b]), repeat(1))):
+            out.append((KEY.pack(lid, ids[a]), log + offs[4 * a : 4 * c + 4]))
+            a = c
     return out
 
 
