@@ -15,6 +15,8 @@ the decoding and checking of ledger metadata (a walk over every ledger);
 ``bkctl.wire.client._addpath`` a connection's copies of a writer's ADDs (built, registered and
 answered), ``bkctl.wire.client._addentries`` a writer's entries, their addressing and their
 acknowledgements;
+``bkctl.wire.backup._archive`` a restore's decoding of a backup's data objects (a buffer's run of
+entries at once);
 ``bkctl.wire.pulsar._avrocols`` a typed topic export's AVRO values (Avro binary
 straight into Arrow buffers, by a plan built in ``_avrocols_plan.c``).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client
@@ -50,6 +52,13 @@ setup(
             depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"],
             optional=True,
             extra_compile_args=["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+        ),
+        Extension(
+            "bkctl.wire.backup._archive",
+            ["wire/backup/_archive.c"],
+            depends=["wire/codecs/_twins.h", "wire/codecs/_crc32c.h"],
+            optional=True,
+            extra_compile_args=["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
         ),
         Extension(
             "bkctl.wire.pulsar._avrocols",

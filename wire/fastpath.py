@@ -8,7 +8,8 @@ reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
 twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a
 connection's copies of a writer's ADDs in ``wire/client/_addpath.c``, of a
 writer's entries and acknowledgement counter in ``_addentries.c``, the bookie's
-journal and entry log records and a backup's data object entries in ``_records.c``, a burst's frames sent at once by
+journal and entry log records and a backup's data object entries in ``_records.c``, a restore's
+decoding of those entries in ``wire/backup/_archive.c``, a burst's frames sent at once by
 :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -18,7 +19,7 @@ reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that) and th
 imports the C extensions (:func:`c_module`; tests/repo/test_twin_selection.py holds that).
 The C twins give the same bytes and values as the Python functions they stand for
 (``_fastcodec``: tests/unit/test_fastcodec.py, test_client_take_answers.py; ``_records``:
-test_entry_log_records.py, test_journal_entries_c.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py,
+test_entry_log_records.py, test_journal_entries_c.py; ``_archive``: test_archive_runs.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py,
 test_plain_read_runs_c.py; ``_addpath``:
 test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metadata_twins.py;
 ``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
@@ -49,6 +50,7 @@ from typing import TYPE_CHECKING
 from bkctl.wire.text import parse_bool
 
 if TYPE_CHECKING:
+    import bkctl.wire.backup._archive as archive_c
     import bkctl.wire.client._addentries as addentries_c
     import bkctl.wire.client._addpath as addpath_c
     import bkctl.wire.codecs._fastcodec as fastcodec_c
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     import bkctl.wire.pulsar._avrocols as avrocols_c
     import bkctl.wire.pulsar._packed as packed_c
     from bkctl.wire.backup.archive import ArchiveParts
+    from bkctl.wire.backup.data_read import ArchiveModule, ArchiveReader
     from bkctl.wire.bookie_disk.records import RecordsModule, RecordTwins
     from bkctl.wire.client.add_twins import AddEntriesModule, AddPathModule, ConnectionAdds, WriterAdds
     from bkctl.wire.codecs.codec_twins import CodecTwins, FastcodecModule
@@ -89,6 +92,8 @@ SWITCH = "BKCTL_FASTPATHS"
 FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
 RECORDS_API = 4
+#: what ``_archive``'s ``API`` must be
+ARCHIVE_API = 1
 #: what ``_plain``'s ``API`` must be
 PLAIN_API = 8
 #: what ``_ledgerpb``'s ``API`` must be
@@ -104,6 +109,7 @@ ADDENTRIES_API = 4
 C_EXTENSIONS: Mapping[str, int | None] = {
     "bkctl.wire.codecs._fastcodec": FASTCODEC_API,
     "bkctl.wire.codecs._records": RECORDS_API,
+    "bkctl.wire.backup._archive": ARCHIVE_API,
     "bkctl.wire.codecs._plain": PLAIN_API,
     "bkctl.wire.metadata._ledgerpb": LEDGERPB_API,
     "bkctl.wire.pulsar._avrocols": AVROCOLS_API,
@@ -210,6 +216,16 @@ class Twins:
         return archive.parts_twin(c_module("bkctl.wire.codecs._records", RECORDS_API) if self.enabled else None)
 
     @functools.cached_property
+    def archive_reader(self) -> ArchiveReader:
+        """A backup's data object entries decoded a buffer's run at a time
+        (:class:`~bkctl.wire.backup.data_read.ArchiveReader`): ``_archive``'s, which walks them
+        without the interpreter's lock, or the Python twin.  Looked up on first use: only a
+        restore and a verify read them."""
+        from bkctl.wire.backup import data_read
+
+        return data_read.reader_of(c_module("bkctl.wire.backup._archive", ARCHIVE_API) if self.enabled else None)
+
+    @functools.cached_property
     def plain(self) -> PlainTwins:
         """The bookie's parsers of plain requests and builders of their answers
         (:class:`~bkctl.wire.codecs.plain.PlainTwins`: C ones or Python ones)."""
@@ -286,6 +302,7 @@ if TYPE_CHECKING:
     _ADDENTRIES_FITS: AddEntriesModule = addentries_c
     _FASTCODEC_FITS: FastcodecModule = fastcodec_c
     _RECORDS_FITS: RecordsModule = records_c
+    _ARCHIVE_FITS: ArchiveModule = archive_c
     _PLAIN_FITS: PlainModule = plain_c
     _LEDGERPB_FITS: LedgerpbModule = ledgerpb_c
     _AVROCOLS_FITS: AvrocolsModule = avrocols_c

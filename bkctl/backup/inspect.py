@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from bkctl.wire.backup.archive import LedgerRecord, Manifest, ManifestLedger, read_data, unb64
+from bkctl.wire.backup.archive import LedgerRecord, Manifest, ManifestLedger, unb64
+from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import FAILED, CommandError

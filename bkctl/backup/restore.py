@@ -37,7 +37,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from bkctl.wire.backup.archive import LedgerRecord, Manifest, read_data, unb64
+from bkctl.wire.backup.archive import LedgerRecord, Manifest, unb64
+from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for

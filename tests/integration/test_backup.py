@@ -243,7 +243,8 @@ def test_round_trip_through_s3_into_fresh_clusters_with_the_same_ids_and_with_re
     the restored ledgers hold; that a topic export runs on Spark is test_pulsar's."""
     from bkctl.backup.catalog import load_manifest
     from bkctl.backup.storage import S3Storage
-    from bkctl.wire.backup.archive import LedgerRecord, read_data
+    from bkctl.wire.backup.archive import LedgerRecord
+    from bkctl.wire.backup.data_read import read_data
 
     for key, value in s3_server.env().items():
         if key != "AWS_ENDPOINT_URL_S3":

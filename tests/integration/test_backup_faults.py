@@ -174,7 +174,8 @@ def test_a_second_backup_copies_only_the_new_ledgers_and_records_what_was_delete
 def test_a_restore_killed_midway_completes_when_run_again_with_nothing_twice(cluster, capsys, tmp_path):
     from bkctl.backup.catalog import load_manifest
     from bkctl.backup.storage import LocalStorage
-    from bkctl.wire.backup.archive import LedgerRecord, read_data
+    from bkctl.wire.backup.archive import LedgerRecord
+    from bkctl.wire.backup.data_read import read_data
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     archive = tmp_path / "archive"
@@ -241,7 +242,8 @@ def test_a_target_with_conflicting_metadata_is_refused_in_one_line_before_anythi
 def test_a_topic_written_during_its_backup_is_backed_up_as_a_consistent_prefix(cluster, capsys, tmp_path):
     from bkctl.backup.catalog import load_manifest
     from bkctl.backup.storage import LocalStorage
-    from bkctl.wire.backup.archive import LedgerRecord, read_data
+    from bkctl.wire.backup.archive import LedgerRecord
+    from bkctl.wire.backup.data_read import read_data
     from bkctl.wire.metadata.zk import ZKMetadataStore
 
     short = "busy"

@@ -52,7 +52,7 @@ def test_setup_and_the_dev_stamp_name_every_c_file():
 
 
 def test_setup_builds_the_extensions_we_know():
-    assert len(extensions()) == 8
+    assert len(extensions()) == 9
 
 
 def test_every_extension_has_a_stub_beside_its_source():

@@ -11,7 +11,8 @@ import random
 
 import pytest
 
-from bkctl.wire.backup.archive import DataWriter, parts_twin, py_archive_parts, read_data
+from bkctl.wire.backup.archive import DataWriter, parts_twin, py_archive_parts
+from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.fastpath import RECORDS_API, c_module
 
 C_MODULE = c_module("bkctl.wire.codecs._records", RECORDS_API)

@@ -8,8 +8,9 @@ import io
 import pytest
 
 from bkctl.backup.storage import LocalStorage
-from bkctl.wire.backup import archive
-from bkctl.wire.backup.archive import WRITE_PIECE, DataWriter, read_data
+from bkctl.wire.backup import data_read
+from bkctl.wire.backup.archive import WRITE_PIECE, DataWriter
+from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.errors import ArchiveDamaged
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
 from bkctl.wire.proto import pulsar_schema_pb2 as spb
@@ -68,7 +69,7 @@ def test_a_data_object_is_read_in_blocks_not_twice_an_entry():
 
 @pytest.mark.parametrize("most", [1, 7, 1000])
 def test_short_reads_and_entries_across_blocks_read_back_whole(monkeypatch, most):
-    monkeypatch.setattr(archive, "READ_BLOCK", 64)  # entries straddle the blocks
+    monkeypatch.setattr(data_read, "READ_BLOCK", 64)  # entries straddle the blocks
     entries = [b"x" * n for n in (0, 1, 63, 64, 65, 200, 3)]
     data, sha = _object(entries)
     assert [p for _e, p in read_data(CountedReads(data, most), 7, sha)] == entries

@@ -11,7 +11,8 @@ import pytest
 from bkctl.backup.catalog import manifest_ledgers
 from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, batch_entries, take_backup, unreadable
-from bkctl.wire.backup.archive import LedgerRecord, read_data
+from bkctl.wire.backup.archive import LedgerRecord
+from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.errors import ObjectDenied, ObjectMissing, ObjectUnreachable
 from tests.support.backup_fakes import FakeClient, closed_ledgers, payload
 

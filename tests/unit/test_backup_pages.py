@@ -13,7 +13,8 @@ import pytest
 
 from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, take_backup
-from bkctl.wire.backup.archive import LedgerRecord, read_data
+from bkctl.wire.backup.archive import LedgerRecord
+from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.objects import PageRecycler, sync_file_range
 from tests.support.backup_fakes import FakeClient, closed_ledgers, payload
 

@@ -19,7 +19,8 @@ from tests.support import c_twins
 def c_in_use(twins: fastpath.Twins) -> set[str]:
     """The fields of ``twins`` that hold a C twin."""
     found = set()
-    for name in ("codec", "records", "adds", "entries", "avro_columns"):  # interfaces: C twins or Python ones, whole
+    # interfaces: C twins or Python ones, whole
+    for name in ("codec", "records", "archive_reader", "adds", "entries", "avro_columns"):
         if getattr(twins, name).c is not None:
             found.add(name)
     if twins.plain.c is not None:

@@ -1,6 +1,6 @@
 """The archive's format (``bkctl-archive/1``, described for other readers in docs/backup-format.md):
-codecs, with no I/O beyond the object store's interface (a data object is written to a file and
-read from a :class:`~bkctl.wire.objects.ByteStream`).  What does not read as it should is
+codecs, with no I/O beyond the object store's interface (a data object is written to a file; it is
+read from a :class:`~bkctl.wire.objects.ByteStream` by :mod:`bkctl.wire.backup.data_read`).  What does not read as it should is
 :class:`~bkctl.wire.errors.ArchiveDamaged`.
 
 Objects, by name:
@@ -39,13 +39,12 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 from ..codecs import checksums
 from ..errors import ArchiveDamaged
-from ..objects import ByteStream
 
 if TYPE_CHECKING:
     from ..bookie_disk.records import RecordsModule
@@ -58,6 +57,9 @@ __all__ = [
     "MANIFEST_FORMAT_V2",
     "NOTE_KINDS",
     "MARKER",
+    "MAGIC",
+    "DATA_HEADER",
+    "ENTRY_HEAD",
     "ArchiveParts",
     "DataWriter",
     "WRITE_PIECE",
@@ -80,7 +82,6 @@ __all__ = [
     "ledger_object",
     "parts_twin",
     "py_archive_parts",
-    "read_data",
     "unb64",
 ]
 
@@ -96,8 +97,10 @@ MANIFEST_FORMAT_V1 = "bkctl-backup/1"
 #: ledger lines, and what it reads at a time of the previous backup's
 CHUNK_LEDGERS = 4096
 MAGIC = b"BKLEDGR1"
-_HEADER = struct.Struct(">8sQ")
-_ENTRY = struct.Struct(">QII")
+#: a data object's header: ``BKLEDGR1`` and the ledger id
+DATA_HEADER = struct.Struct(">8sQ")
+#: an entry's head in a data object: its id, its payload's length and CRC32C
+ENTRY_HEAD = struct.Struct(">QII")
 #: the archive's marker object
 MARKER = "archive.json"
 
@@ -179,7 +182,7 @@ def py_archive_parts(batch: list[tuple[int, bytes]], expected: int) -> tuple[lis
     """:data:`ArchiveParts` in Python: the reference (tests/unit/test_archive_parts.py)."""
     parts: list[bytes] = []
     append = parts.append
-    pack = _ENTRY.pack
+    pack = ENTRY_HEAD.pack
     crc32c = checksums.crc32c_function()  # (the package imported by the first batch: not by the C twin's)
     size = 0
     for entry_id, payload in batch:
@@ -229,7 +232,7 @@ class DataWriter:
         self.size = 0
         self.entries = 0
         self.payload_bytes = 0
-        self._write(_HEADER.pack(MAGIC, ledger_id))
+        self._write(DATA_HEADER.pack(MAGIC, ledger_id))
 
     def _write(self, data: bytes) -> None:
         self._emit([data])
@@ -269,81 +272,19 @@ class DataWriter:
     def _account(self, heads: list[bytes], size: int, expected: int) -> None:
         """The entries up to ``expected`` written: their heads hashed, the counts moved on."""
         self.sha.update(b"".join(heads))
-        self.size += size + _ENTRY.size * len(heads)
+        self.size += size + ENTRY_HEAD.size * len(heads)
         self.entries = expected
         self.payload_bytes += size
 
     def add(self, entry_id: int, payload: bytes) -> None:
         if entry_id != self.entries:
             raise ValueError(f"entry {entry_id} out of order (expected {self.entries})")
-        head = _ENTRY.pack(entry_id, len(payload), checksums.crc32c(payload))
+        head = ENTRY_HEAD.pack(entry_id, len(payload), checksums.crc32c(payload))
         self._emit([head, payload])  # the payload hashed through its CRC32C, in the head
         self.sha.update(head)
         self.size += len(head) + len(payload)
         self.entries += 1
         self.payload_bytes += len(payload)
-
-
-#: bytes a data object is read in at a time (:func:`read_data`): larger blocks cost more in
-#: fresh memory than they save in calls
-READ_BLOCK = 64 << 10
-
-
-def read_data(f: ByteStream, ledger_id: int, expect_sha256: str | None = None) -> Iterator[tuple[int, bytes]]:
-    """The entries of a data object, each checked against its CRC32C; at the end the SHA-256
-    of the object's index (:class:`DataWriter`) against ``expect_sha256``
-    (:class:`ArchiveDamaged` on any mismatch).  The object is read in blocks of
-    :data:`READ_BLOCK` (two reads an entry cost more than the entry's CRC, more still from S3)."""
-    sha = hashlib.sha256()
-    buf = b""
-    pos = 0
-    ended = False
-
-    def have(need: int) -> bool:
-        """Whether ``buf[pos:]`` holds ``need`` bytes, reading blocks until it does or the object ends."""
-        nonlocal buf, pos, ended
-        while len(buf) - pos < need and not ended:
-            block = f.read(max(READ_BLOCK, need - (len(buf) - pos)))
-            if not block:
-                ended = True
-            else:
-                buf = buf[pos:] + block
-                pos = 0
-        return len(buf) - pos >= need
-
-    if not have(_HEADER.size):
-        raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
-    magic, lid = _HEADER.unpack_from(buf, pos)
-    sha.update(buf[pos : pos + _HEADER.size])
-    pos += _HEADER.size
-    if magic != MAGIC or lid != ledger_id:
-        raise ArchiveDamaged(f"ledger {ledger_id}: not its data object (header {magic!r}, ledger {lid})")
-    expected = 0
-    head_size = _ENTRY.size
-    unpack = _ENTRY.unpack_from
-    crc32c = checksums.crc32c_function()
-    while True:
-        if len(buf) - pos < head_size and not have(head_size):
-            if pos == len(buf):
-                break  # the end, between two entries
-            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
-        entry_id, length, crc = unpack(buf, pos)
-        sha.update(buf[pos : pos + head_size])
-        if entry_id != expected:
-            raise ArchiveDamaged(f"ledger {ledger_id}: entry {entry_id} where {expected} was expected")
-        end = pos + head_size + length
-        if end > len(buf):
-            if not have(head_size + length):
-                raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
-            end = pos + head_size + length
-        payload = buf[end - length : end]
-        pos = end
-        if crc32c(payload) != crc:
-            raise ArchiveDamaged(f"ledger {ledger_id} entry {entry_id}: CRC32C does not match")
-        expected += 1
-        yield entry_id, payload
-    if expect_sha256 is not None and sha.hexdigest() != expect_sha256:
-        raise ArchiveDamaged(f"ledger {ledger_id}: the data object's index SHA-256 is not the recorded one")
 
 
 @dataclass
