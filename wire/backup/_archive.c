@@ -193,6 +193,7 @@ static PyObject *entry_run(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyMethodDef methods[] = {
     {"entry_run", (PyCFunction)(void (*)(void))entry_run, METH_FASTCALL, entry_run_doc},
+    {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
 
