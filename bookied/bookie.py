@@ -271,7 +271,7 @@ class Bookie:
         ):
             self._add_each(ledger_id, master_key, entry_ids, bodies, reply, 0, recovery, high_priority)
             return
-        put = store.put_entries(ledger_id, entry_ids, bodies)
+        put = store.put_entries(ledger_id, entry_ids, bodies, size)
         if put < len(entry_ids):  # the cache filled up: those left wait for it, one by one
             self._add_each(ledger_id, master_key, entry_ids, bodies, reply, put, recovery, high_priority)
             if not put:

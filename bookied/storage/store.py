@@ -203,18 +203,21 @@ class EntryStore:
         if not self.put_entries(ledger_id, (entry_id,), (data,)):
             raise WriteCacheFull(f"write cache full ({self.write_cache.used} bytes)")
 
-    def put_entries(self, ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes]) -> int:
+    def put_entries(
+        self, ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes], size: int | None = None
+    ) -> int:
         """:meth:`put_entry` of each entry of one ledger, in order, under one lock,
         until one would overflow the cache; returns how many were put (the rest:
         not, as put_entry would have raised WriteCacheFull for the next one).
-        Ids must be >= 0 (the caller checked).  A ledger gets its state with its first entry put."""
+        Ids must be >= 0 (the caller checked); ``size``, the bodies' bytes if counted
+        already.  A ledger gets its state with its first entry put."""
         notify = False
         cache = self.write_cache
         put = 0
         with self._lock:
             if self._closed:
                 raise EntryStoreClosed("entry store is closed")
-            if entry_ids and cache.put_new(ledger_id, entry_ids, bodies):  # all at once, as one by one
+            if entry_ids and cache.put_new(ledger_id, entry_ids, bodies, size):  # all at once, as one by one
                 led = self._ledger_put(ledger_id)
                 led.last_entry, put = max(led.last_entry, max(entry_ids)), len(entry_ids)
             else:

@@ -46,20 +46,34 @@ class WriteCache:
         cache[entry_id] = data
         self.active_bytes += len(data)
 
-    def put_new(self, ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes]) -> bool:
+    def put_new(
+        self, ledger_id: int, entry_ids: Sequence[int], bodies: Sequence[bytes], size: int | None = None
+    ) -> bool:
         """:meth:`put` of each entry at once, when they all fit and none of the ids is in
-        the active half already nor twice among them; False (nothing put) otherwise."""
-        size = sum(map(len, bodies))
+        the active half already nor twice among them; False (nothing put) otherwise.
+        ``size``: the bodies' bytes, when the caller has counted them already.
+
+        The ledger's dict takes the run in one ``update``: ids checked apart from it first,
+        a repeated id among them seen as the dict growing by less than the run, and then
+        taken back out (none of them was there before)."""
+        if size is None:
+            size = sum(map(len, bodies))
         if self.active_bytes + self.flushing_bytes + size > self.max_bytes:
             return False
-        new = dict(zip(entry_ids, bodies))
         cache = self.active.get(ledger_id)
-        if len(new) != len(entry_ids) or (cache is not None and not cache.keys().isdisjoint(new)):
-            return False
+        made = cache is None
         if cache is None:
-            self.active[ledger_id] = new
-        else:
-            cache.update(new)
+            cache = self.active[ledger_id] = {}
+        elif not cache.keys().isdisjoint(entry_ids):
+            return False
+        before = len(cache)
+        cache.update(zip(entry_ids, bodies))
+        if len(cache) - before != len(entry_ids):
+            for entry_id in entry_ids:
+                cache.pop(entry_id, None)
+            if made:
+                del self.active[ledger_id]
+            return False
         self.active_bytes += size
         return True
 

@@ -689,6 +689,7 @@ def _puts_one_by_one(store, ledger_id, entry_ids, bodies) -> int:
     return put
 
 
+@pytest.mark.parametrize("counted", [False, True], ids=["size-counted-here", "size-given"])
 @pytest.mark.parametrize(
     "before, entry_ids",
     [
@@ -696,19 +697,21 @@ def _puts_one_by_one(store, ledger_id, entry_ids, bodies) -> int:
         ([0, 1], [2, 3, 4]),  # the next ones
         ([0, 1], [1, 2, 3]),  # one of them replaces a cached entry
         ([], [5, 6, 6, 7]),  # one twice
+        ([0, 1], [2, 3, 3, 4]),  # one twice, after cached ones (which stay)
         ([], [9, 4, 7]),  # out of order: the highest is the last entry id
         ([0], list(range(1, 12))),  # more than the cache takes: those that fit
         ([], []),
     ],
 )
-def test_a_run_of_entries_is_put_as_one_by_one(tmp_path, before, entry_ids):
+def test_a_run_of_entries_is_put_as_one_by_one(tmp_path, before, entry_ids, counted):
     stores = [EntryStore(str(tmp_path / name), write_cache_max_bytes=1000, twins=fastpath.selected()) for name in "ab"]
     bodies = [data(1, e) + bytes([i]) for i, e in enumerate(entry_ids)]  # a replaced entry changes size
     try:
         for s in stores:
             for e in before:
                 s.put_entry(1, e, data(1, e))
-        counts = (stores[0].put_entries(1, entry_ids, bodies), _puts_one_by_one(stores[1], 1, entry_ids, bodies))
+        size = sum(map(len, bodies)) if counted else None
+        counts = (stores[0].put_entries(1, entry_ids, bodies, size), _puts_one_by_one(stores[1], 1, entry_ids, bodies))
         assert counts[0] == counts[1]
         for s in stores:
             assert (s.cached_bytes, s.last_entry_id(1), s.has_ledger(1)) == (
