@@ -241,6 +241,7 @@ def add_child(
     from bkctl.backup.take import Selection, take_backup
     from bkctl.ops.bench import drive_adds, handle_window
     from bkctl.wire.client.blocking import run_in_reactor
+    from bkctl.wire.fastpath import selected
 
     ports = [int(p) for p in bookie_ports.split(",")]
     pids = [int(p) for p in bookie_pids.split(",")]
@@ -255,7 +256,7 @@ def add_child(
         return entries * size
 
     def restore() -> int:
-        return restore_backup(store, bk, storage, uri, remap=True, parallel=int(parallel)).bytes
+        return restore_backup(store, bk, storage, uri, remap=True, parallel=int(parallel), twins=selected()).bytes
 
     def process_cpu() -> float:
         r = resource.getrusage(resource.RUSAGE_SELF)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from bkctl.wire.backup.archive import LedgerRecord, Manifest, ManifestLedger, unb64
-from bkctl.wire.backup.data_read import read_data
+from bkctl.wire.backup.data_read import PY_READER, ArchiveReader, read_runs
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
 
 from ..exitcodes import FAILED, CommandError
@@ -291,10 +291,12 @@ def verify_archive(
     *,
     parallel: int = 4,
     advance: Callable[[int], None] = lambda n: None,
+    reader: ArchiveReader = PY_READER,
 ) -> VerifyReport:
     """Re-read every manifest (or ``backup_id``'s), every ledger record they name and every
     data object: each entry's CRC32C, each object's index SHA-256, entry counts and sizes, the
-    Pulsar values' formats.  ``problems`` lists what is wrong (empty: the archive is whole)."""
+    Pulsar values' formats.  ``problems`` lists what is wrong (empty: the archive is whole).
+    ``reader``: how the entries are decoded (the twin selector's ``archive_reader``)."""
     from bkctl.wire.pulsar.managed_ledger import parse_cursor_info, parse_managed_ledger_info
 
     require_archive(storage)
@@ -329,10 +331,10 @@ def verify_archive(
                 raise ArchiveDamaged(f"{name}: record says {record.entries} entries, manifest {entries}")
             n = got = 0
             with storage.open_read(record.data_object) as f:
-                for _entry_id, payload in read_data(f, ledger_id, record.index_sha256):
-                    n += 1
-                    got += len(payload)
-                    advance(len(payload))
+                for run in read_runs(f, ledger_id, record.index_sha256, reader):
+                    n += len(run.payloads)
+                    got += run.size
+                    advance(run.size)
             if (n, got) != (record.entries, record.payload_bytes):
                 raise ArchiveDamaged(f"ledger {ledger_id}: {n} entries of {got} bytes, {record.entries} recorded")
             with lock:

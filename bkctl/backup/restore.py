@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from bkctl.wire.backup.archive import LedgerRecord, Manifest, unb64
-from bkctl.wire.backup.data_read import read_data
+from bkctl.wire.backup.data_read import PY_READER, ArchiveReader, read_runs
 from bkctl.wire.errors import ArchiveDamaged, ObjectMissing
+from bkctl.wire.fastpath import GENERAL, Twins
 
 from ..exitcodes import CONFLICT, FAILED, CommandError, describe, exit_code_for
 from .catalog import load_manifest, manifest_ledgers, require_archive
@@ -251,22 +252,29 @@ def _current(store, z: _Znode) -> bytes | None:
     return stored.cursors.get(parts[-1]) if is_cursor else stored.value
 
 
-def _entries(storage: ArchiveStorage, record: LedgerRecord) -> Iterator[list[bytes]]:
-    """The ledger's entries from the archive, checked, in chunks (:data:`_FIRST_CHUNK` entries,
-    then each twice the last, up to :data:`_CHUNK_ENTRIES` or :data:`_CHUNK_BYTES`)."""
+def _entries(storage: ArchiveStorage, record: LedgerRecord, reader: ArchiveReader = PY_READER) -> Iterator[list[bytes]]:
+    """The ledger's entries from the archive, checked (``reader``: the twin selector's), in
+    chunks (:data:`_FIRST_CHUNK` entries, then each twice the last, up to
+    :data:`_CHUNK_ENTRIES` or :data:`_CHUNK_BYTES`).  A run of entries read that reaches
+    neither limit joins the chunk whole; only one that does is cut entry by entry."""
     chunk: list[bytes] = []
     size = 0
     limit = _FIRST_CHUNK
     if not record.entries:  # no data object
         return
     with storage.open_read(record.data_object) as f:
-        for _entry_id, payload in read_data(f, record.ledger_id, record.index_sha256):
-            chunk.append(payload)
-            size += len(payload)
-            if len(chunk) >= limit or size >= _CHUNK_BYTES:
-                yield chunk
-                chunk, size = [], 0
-                limit = min(2 * limit, _CHUNK_ENTRIES)
+        for run in read_runs(f, record.ledger_id, record.index_sha256, reader):
+            if len(chunk) + len(run.payloads) < limit and size + run.size < _CHUNK_BYTES:
+                chunk += run.payloads
+                size += run.size
+                continue
+            for payload in run.payloads:
+                chunk.append(payload)
+                size += len(payload)
+                if len(chunk) >= limit or size >= _CHUNK_BYTES:
+                    yield chunk
+                    chunk, size = [], 0
+                    limit = min(2 * limit, _CHUNK_ENTRIES)
     if chunk:
         yield chunk
 
@@ -326,12 +334,14 @@ def restore_backup(
     selection: Selection | None = None,
     journal_path: str | None = None,
     remap_table: str | None = None,
+    twins: Twins = GENERAL,
 ) -> RestoreResult:
     """Restore backup ``backup_id`` (default: the newest) of ``storage`` into ``store``'s cluster;
     ``progress`` (a context manager, entered once ``confirm`` has said yes) counts the bytes written.
     Nothing is written to ``storage``.  The ids given (old -> new) are in the result's
     ``ledger_ids`` up to :data:`LISTED_IDS` of them (else None, ``ledger_ids_count`` says how
-    many), and all of them in ``remap_table`` (a JSON file) when it is given."""
+    many), and all of them in ``remap_table`` (a JSON file) when it is given.  ``twins``: the
+    process's record (the archive's entries decoded by its ``archive_reader``)."""
     from bkctl.wire.metadata.errors import ValueExists
 
     progress = progress or Silent()
@@ -429,7 +439,18 @@ def restore_backup(
             if s.ledger_id not in journal.done and s.ledger_id not in damaged
         )
         outcome = _restore_ledgers(
-            store, bk, storage, todo, ids, journal, progress, parallel, skip_damaged, remap, resumed
+            store,
+            bk,
+            storage,
+            todo,
+            ids,
+            journal,
+            progress,
+            parallel,
+            skip_damaged,
+            remap,
+            resumed,
+            twins.archive_reader,
         )
         damaged.update(outcome.damaged or {})
         if outcome.failure is not None:
@@ -491,6 +512,7 @@ def _restore_ledgers(
     skip_damaged: bool,
     remap: bool,
     resumed: bool,
+    reader: ArchiveReader,
 ) -> _Outcome:
     """Write the ``pending`` ledgers (handed to the pool a window at a time, as their chunks
     are read).  A ledger whose copy turns out damaged is deleted again (never left open or
@@ -551,7 +573,7 @@ def _restore_ledgers(
         feed = ChunkFeed(lh, bk.timeout)
         n = size = 0
         try:
-            for chunk in _entries(storage, record):
+            for chunk in _entries(storage, record, reader):
                 if rewrite is not None:
                     chunk = [rewrite(e) for e in chunk]
                 feed.add(chunk)  # returns once queued: the next chunk is read meanwhile

@@ -113,7 +113,9 @@ def backup(
         from ..backup.inspect import expected_bytes, verify_archive
 
         with app.progress(expected_bytes(storage, backup_id), "verifying") as bar:
-            report = verify_archive(storage, backup_id, parallel=parallel, advance=bar.advance)
+            report = verify_archive(
+                storage, backup_id, parallel=parallel, advance=bar.advance, reader=app.require_twins().archive_reader
+            )
         emit(app, report, lambda: _print_verify(app, report))
         if not report.ok:
             raise CommandError(f"{len(report.problems)} problems in {archive}", FAILED)
@@ -359,6 +361,7 @@ def restore(
         app.require_uri(),
         backup_id=backup_id,
         remap=remap,
+        twins=app.require_twins(),
         confirm=confirm,
         parallel=parallel,
         progress=app.progress(None, "restoring"),

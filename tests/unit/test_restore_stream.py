@@ -6,6 +6,7 @@ writers a window at a time -- so that what a restore holds does not grow with th
 from __future__ import annotations
 
 import gc
+import random
 
 import pytest
 
@@ -13,7 +14,9 @@ from bkctl.backup import restore as restoring
 from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, take_backup
 from bkctl.exitcodes import NOT_FOUND, CommandError
+from bkctl.wire import fastpath
 from bkctl.wire.backup.archive import LedgerRecord, ManifestLedger
+from bkctl.wire.backup.data_read import PY_READER
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 from tests.support.backup_fakes import NoFeed
 from tests.support.fake_store import FakeMetadataStore
@@ -161,17 +164,39 @@ def _data_object(tmp_path, sizes: list[int]):
     return storage, record
 
 
-def test_a_ledgers_adds_start_after_a_small_first_chunk_and_chunks_grow(tmp_path):
+#: how a restore decodes the entries: the Python twin, and the process's (the C twin with fast paths on)
+READERS = pytest.mark.parametrize("reader", [PY_READER, fastpath.selected().archive_reader], ids=["python", "selected"])
+
+
+@READERS
+def test_a_ledgers_adds_start_after_a_small_first_chunk_and_chunks_grow(tmp_path, reader):
     storage, record = _data_object(tmp_path, [3] * 5000)
-    chunks = list(restoring._entries(storage, record))
+    chunks = list(restoring._entries(storage, record, reader))
     assert [len(c) for c in chunks] == [128, 256, 512, 1024, 2000, 1080]
     assert [e for c in chunks for e in c] == [bytes([i % 251]) * 3 for i in range(5000)]
 
 
-def test_a_chunk_stays_under_its_bytes_however_few_its_entries(tmp_path, monkeypatch):
+@READERS
+def test_a_chunk_stays_under_its_bytes_however_few_its_entries(tmp_path, monkeypatch, reader):
     monkeypatch.setattr(restoring, "_CHUNK_BYTES", 10_000)
     storage, record = _data_object(tmp_path, [4096] * 20)
-    assert [len(c) for c in restoring._entries(storage, record)] == [3, 3, 3, 3, 3, 3, 2]
+    assert [len(c) for c in restoring._entries(storage, record, reader)] == [3, 3, 3, 3, 3, 3, 2]
+
+
+@READERS
+def test_runs_of_mixed_sizes_are_cut_into_the_same_chunks_as_entries_one_by_one(tmp_path, monkeypatch, reader):
+    monkeypatch.setattr(restoring, "_CHUNK_BYTES", 50_000)
+    sizes = [random.Random(5).choice([0, 10, 700, 4096, 30_000]) for _ in range(3000)]
+    storage, record = _data_object(tmp_path, sizes)
+    want, chunk, size, limit = [], [], 0, restoring._FIRST_CHUNK
+    for i, n in enumerate(sizes):  # the chunks as cut an entry at a time
+        chunk.append(bytes([i % 251]) * n)
+        size += n
+        if len(chunk) >= limit or size >= 50_000:
+            want.append(chunk)
+            chunk, size, limit = [], 0, min(2 * limit, restoring._CHUNK_ENTRIES)
+    want += [chunk] if chunk else []
+    assert list(restoring._entries(storage, record, reader)) == want
 
 
 def test_a_writer_begins_the_next_ledger_while_the_one_before_drains(tmp_path, monkeypatch):
