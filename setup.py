@@ -15,8 +15,8 @@ the decoding and checking of ledger metadata (a walk over every ledger);
 ``bkctl.wire.client._addpath`` a connection's copies of a writer's ADDs (built, registered and
 answered), ``bkctl.wire.client._addentries`` a writer's entries, their addressing and their
 acknowledgements;
-``bkctl.wire.backup._archive`` a restore's decoding of a backup's data objects (a buffer's run of
-entries at once);
+``bkctl.wire.backup._archive`` a backup's data objects (a batch's heads and payloads written, a
+buffer's run of entries decoded);
 ``bkctl.wire.pulsar._avrocols`` a typed topic export's AVRO values (Avro binary
 straight into Arrow buffers, by a plan built in ``_avrocols_plan.c``).  All are optional: where no C
 compiler is found the install goes on without them, and the export, the client

@@ -8,8 +8,8 @@ reads sent as one run per bookie, fsck's check of a healthy small ledger, the C
 twins of its per-entry codecs and of its answer loop in ``_fastcodec.c``, of a
 connection's copies of a writer's ADDs in ``wire/client/_addpath.c``, of a
 writer's entries and acknowledgement counter in ``_addentries.c``, the bookie's
-journal and entry log records and a backup's data object entries in ``_records.c``, a restore's
-decoding of those entries in ``wire/backup/_archive.c``, a burst's frames sent at once by
+journal and entry log records in ``_records.c``, a backup's data object entries, written and
+decoded, in ``wire/backup/_archive.c``, a burst's frames sent at once by
 :mod:`bkctl.wire.send_now`, ...).
 
 As aiokafka picks its C or Python record classes in one place, this module
@@ -19,7 +19,7 @@ reads ``BKCTL_FASTPATHS`` (tests/repo/test_private_reaches.py holds that) and th
 imports the C extensions (:func:`c_module`; tests/repo/test_twin_selection.py holds that).
 The C twins give the same bytes and values as the Python functions they stand for
 (``_fastcodec``: tests/unit/test_fastcodec.py, test_client_take_answers.py; ``_records``:
-test_entry_log_records.py, test_journal_entries_c.py; ``_archive``: test_archive_runs.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py,
+test_entry_log_records.py, test_journal_entries_c.py; ``_archive``: test_archive_parts.py, test_archive_runs.py; ``_plain``: test_plain_c.py, test_plain_add_runs_c.py,
 test_plain_read_runs_c.py; ``_addpath``:
 test_client_add_copies.py, test_client_acks.py; ``_ledgerpb``: test_ledger_metadata_twins.py;
 ``_avrocols``: test_avro_columns.py; ``_packed``: test_pulsar_packed.py), each C module's stub
@@ -91,9 +91,9 @@ SWITCH = "BKCTL_FASTPATHS"
 #: module is the only one that imports them (tests/repo/test_twin_selection.py)
 FASTCODEC_API = 5
 #: what ``_records``'s ``API`` must be
-RECORDS_API = 4
+RECORDS_API = 5
 #: what ``_archive``'s ``API`` must be
-ARCHIVE_API = 1
+ARCHIVE_API = 2
 #: what ``_plain``'s ``API`` must be
 PLAIN_API = 8
 #: what ``_ledgerpb``'s ``API`` must be
@@ -208,12 +208,12 @@ class Twins:
     @functools.cached_property
     def archive_parts(self) -> ArchiveParts:
         """A backup's data object entries, a batch's heads and payloads at once
-        (:data:`~bkctl.wire.backup.archive.ArchiveParts`): ``_records``'s, which checksums them
+        (:data:`~bkctl.wire.backup.archive.ArchiveParts`): ``_archive``'s, which checksums them
         without the interpreter's lock, or the Python twin.  Looked up on first use: only a
         backup writes them."""
         from bkctl.wire.backup import archive
 
-        return archive.parts_twin(c_module("bkctl.wire.codecs._records", RECORDS_API) if self.enabled else None)
+        return archive.parts_twin(c_module("bkctl.wire.backup._archive", ARCHIVE_API) if self.enabled else None)
 
     @functools.cached_property
     def archive_reader(self) -> ArchiveReader:

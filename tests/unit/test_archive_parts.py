@@ -1,5 +1,5 @@
 """A backup's data object entries (:data:`bkctl.wire.backup.archive.ArchiveParts`): the C twin
-of ``_records`` gives what the Python one gives -- the same heads and payloads, the same stop
+of ``_archive`` gives what the Python one gives -- the same heads and payloads, the same stop
 before an entry out of order, its Python twin's answer for what it does not cover -- and a
 data object written with either is the same bytes, to a descriptor and to a file without one."""
 
@@ -13,10 +13,10 @@ import pytest
 
 from bkctl.wire.backup.archive import DataWriter, parts_twin, py_archive_parts
 from bkctl.wire.backup.data_read import read_data
-from bkctl.wire.fastpath import RECORDS_API, c_module
+from bkctl.wire.fastpath import ARCHIVE_API, c_module
 
-C_MODULE = c_module("bkctl.wire.codecs._records", RECORDS_API)
-needs_c = pytest.mark.skipif(C_MODULE is None, reason="_records not built")
+C_MODULE = c_module("bkctl.wire.backup._archive", ARCHIVE_API)
+needs_c = pytest.mark.skipif(C_MODULE is None, reason="_archive not built")
 
 
 def _batch(rng: random.Random, first: int, n: int, big: bool = False) -> list[tuple[int, bytes]]:

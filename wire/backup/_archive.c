@@ -1,16 +1,19 @@
 /*
- * bkctl.wire.backup._archive: the C twin of the decoding of a backup's data
- * objects (its Python owner: bkctl.wire.backup.data_read: the interface,
- * DecodeRun, and the Python twin, py_entry_run, which is the
- * reference: tests/unit/test_archive_runs.py).
+ * bkctl.wire.backup._archive: the C twins of a backup's data objects, written
+ * and read.  archive_parts makes a batch's heads and payloads as a backup writes
+ * them (its Python owner: bkctl.wire.backup.archive: ArchiveParts and the Python
+ * twin, py_archive_parts, the reference: tests/unit/test_archive_parts.py);
+ * entry_run decodes them (bkctl.wire.backup.data_read: the interface, DecodeRun,
+ * and the Python twin, py_entry_run, the reference: tests/unit/test_archive_runs.py).
  *
- * A restore reads every entry of every data object back: in Python each is a
- * struct unpack, a slice of its head for the index SHA-256, a slice of its
- * payload, a CRC32C call and a tuple.  Here a buffer's run of entries is one
- * pass: the heads and checksums walked without the GIL (for 64 KiB and more,
- * so that a restore's writer threads leave each other and the client's thread
- * their cores), then the payloads copied out and the heads joined under it.
- * Used only with fast paths on (bkctl.wire.fastpath: Twins.archive_reader).
+ * A backup checksums every entry it copies; a restore reads every entry of
+ * every data object back.  In Python each is a struct pack or unpack, a CRC32C
+ * call and a tuple or two.  Here a batch's heads, or a buffer's run of entries,
+ * is one pass, its checksums made without the GIL (for 64 KiB and more, so that
+ * the client's thread and the other copy or writer threads keep their cores),
+ * then its objects made under it.
+ * Used only with fast paths on (bkctl.wire.fastpath: Twins.archive_parts and
+ * Twins.archive_reader).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -189,9 +192,104 @@ static PyObject *entry_run(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return run;
 }
 
+/* ------------------------------------------------------------ writing: a batch's parts */
+
+PyDoc_STRVAR(archive_parts_doc,
+"archive_parts(fallback, batch, expected) -> (parts, payload_bytes)\n\n"
+"What DataWriter.add_batch writes of batch, a list of (entry_id, payload):\n"
+"for each entry in order from entry id expected, its head (entry id as u64,\n"
+"the payload's length and CRC32C as u32, big-endian) and its payload, in one\n"
+"list, and the bytes of those payloads.  It stops before the first entry\n"
+"whose id is not the next one, as its Python twin does (the writer says\n"
+"why).  Anything else it does not cover (batch not a list of 2-tuples of an\n"
+"int and bytes, expected negative) it hands to fallback, its Python twin.\n"
+"The checksums are made without the GIL for 64 KiB of payloads or more, so\n"
+"that the client's thread is not kept waiting for them.");
+
+typedef struct {
+    PyObject *data;
+    long long entry;
+} PartSource;
+
+static PyObject *archive_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!bk_nargs("archive_parts", nargs, 3))
+        return NULL;
+    PyObject *fallback = args[0];
+    PyObject *batch = args[1];
+    long long expected;
+    if (!PyList_CheckExact(batch) || !as_i64(args[2], &expected) || expected < 0)
+        return PyObject_Vectorcall(fallback, args + 1, 2, NULL);
+    Py_ssize_t k = PyList_GET_SIZE(batch);
+    PartSource *src = PyMem_Malloc(sizeof(PartSource) * (size_t)(k > 0 ? k : 1));
+    if (src == NULL)
+        return PyErr_NoMemory();
+    /* under the GIL: each entry checked, its payload held while its checksum is made */
+    Py_ssize_t taken = 0;
+    size_t total = 0;
+    int covered = 1;
+    for (; taken < k; taken++) {
+        PyObject *item = PyList_GET_ITEM(batch, taken);
+        long long entry;
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 || !as_i64(PyTuple_GET_ITEM(item, 0), &entry)
+                || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1))
+                || (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1)) > 0xFFFFFFFFu) {
+            covered = 0;
+            break;
+        }
+        if (entry != expected + taken)
+            break; /* out of order: the entries before it are what it gives */
+        PyObject *data = PyTuple_GET_ITEM(item, 1);
+        Py_INCREF(data);
+        src[taken].data = data;
+        src[taken].entry = entry;
+        total += (size_t)PyBytes_GET_SIZE(data);
+    }
+    PyObject *result = NULL;
+    unsigned char *heads = covered ? PyMem_Malloc(16 * (size_t)(taken > 0 ? taken : 1)) : NULL;
+    if (covered && heads == NULL)
+        PyErr_NoMemory();
+    if (heads != NULL) {
+        PyThreadState *saved = total >= ARCHIVE_RELEASE_GIL ? PyEval_SaveThread() : NULL;
+        for (Py_ssize_t i = 0; i < taken; i++) {
+            const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(src[i].data);
+            size_t dn = (size_t)PyBytes_GET_SIZE(src[i].data);
+            unsigned char *h = heads + 16 * i;
+            put_be64(h, (uint64_t)src[i].entry);
+            put_be32(h + 8, (uint32_t)dn);
+            put_be32(h + 12, crc32c_two(data, dn, data + dn, 0));
+        }
+        if (saved != NULL)
+            PyEval_RestoreThread(saved);
+        PyObject *parts = PyList_New(2 * taken);
+        PyObject *size = parts != NULL ? PyLong_FromSize_t(total) : NULL;
+        Py_ssize_t i = 0;
+        for (; size != NULL && i < taken; i++) {
+            PyObject *head = PyBytes_FromStringAndSize((const char *)(heads + 16 * i), 16);
+            if (head == NULL)
+                break;
+            PyList_SET_ITEM(parts, 2 * i, head);
+            PyList_SET_ITEM(parts, 2 * i + 1, src[i].data); /* the reference held moves into the list */
+            src[i].data = NULL;
+        }
+        if (size != NULL && i == taken)
+            result = PyTuple_Pack(2, parts, size);
+        Py_XDECREF(parts); /* (a list cut short: its empty slots are NULL, which it frees as such) */
+        Py_XDECREF(size);
+        PyMem_Free(heads);
+    }
+    for (Py_ssize_t i = 0; i < taken; i++)
+        Py_XDECREF(src[i].data);
+    PyMem_Free(src);
+    if (!covered && !PyErr_Occurred()) /* not covered: the Python twin's */
+        return PyObject_Vectorcall(fallback, args + 1, 2, NULL);
+    return result;
+}
+
 /* ------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
+    {"archive_parts", (PyCFunction)(void (*)(void))archive_parts, METH_FASTCALL, archive_parts_doc},
     {"entry_run", (PyCFunction)(void (*)(void))entry_run, METH_FASTCALL, entry_run_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
@@ -199,7 +297,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_archive",
-    "The C twin of the decoding of a backup's data objects (see bkctl.wire.backup.data_read).", -1, methods,
+    "The C twins of a backup's data objects (see bkctl.wire.backup.archive and data_read).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
@@ -214,7 +312,7 @@ PyMODINIT_FUNC PyInit__archive(void)
     if (m == NULL)
         return NULL;
     /* what bkctl.wire.fastpath's ARCHIVE_API must be: a build older than the sources is not used */
-    if (PyModule_AddObjectRef(m, "EntryRun", (PyObject *)EntryRunType) < 0 || PyModule_AddIntConstant(m, "API", 1) < 0) {
+    if (PyModule_AddObjectRef(m, "EntryRun", (PyObject *)EntryRunType) < 0 || PyModule_AddIntConstant(m, "API", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -1,5 +1,5 @@
-"""Types of the C extension ``_archive.c`` (a restore's decoding of a backup's data objects); its
-Python owner, with the interface and the Python twin, is ``bkctl.wire.backup.data_read``.
+"""Types of the C extension ``_archive.c`` (a backup's data objects, written and read); its Python
+owners, with the interfaces and the Python twins, are ``bkctl.wire.backup.archive`` and ``data_read``.
 ``./dev lint`` checks this stub against the built module (mypy's stubtest)."""
 
 from collections.abc import Callable
@@ -31,5 +31,11 @@ class EntryRun(structseq[Any], tuple[list[bytes], bytes, int, int, int, int, int
     @property
     def found(self) -> int: ...
 
+def archive_parts(
+    fallback: Callable[[list[tuple[int, bytes]], int], tuple[list[bytes], int]],
+    batch: list[tuple[int, bytes]],
+    expected: int,
+    /,
+) -> tuple[list[bytes], int]: ...
 def hardware_crc32c(unused: object, /) -> bool: ...
 def entry_run(fallback: Callable[[bytes, int, int], Any], buf: bytes, pos: int, expected: int, /) -> EntryRun: ...

@@ -41,13 +41,10 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 from ..codecs import checksums
 from ..errors import ArchiveDamaged
-
-if TYPE_CHECKING:
-    from ..bookie_disk.records import RecordsModule
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -174,7 +171,7 @@ def _write_all(fd: int, parts: list[bytes]) -> None:
 #: a batch's entries as a data object holds them: ``(batch, expected)`` -> the head and the
 #: payload of each entry in order from entry id ``expected`` (``[head, payload, head, ...]``, a
 #: head ``[u64 entry id][u32 length][u32 CRC32C]``), stopping before the first out of order,
-#: and the bytes of those payloads (:func:`py_archive_parts`, and ``_records``'s C twin)
+#: and the bytes of those payloads (:func:`py_archive_parts`, and ``_archive``'s C twin)
 ArchiveParts = Callable[[list[tuple[int, bytes]], int], tuple[list[bytes], int]]
 
 
@@ -196,11 +193,19 @@ def py_archive_parts(batch: list[tuple[int, bytes]], expected: int) -> tuple[lis
     return parts, size
 
 
-def parts_twin(c: RecordsModule | None) -> ArchiveParts:
-    """The C twin of the module ``c`` (``_records``, which the twin selector loads and holds to
-    its slot, :class:`~bkctl.wire.bookie_disk.records.RecordsModule`: its checksums made without
-    the interpreter's lock, which the client's thread then has), given the Python twin;
-    :func:`py_archive_parts` for None."""
+class PartsModule(Protocol):
+    """What :func:`parts_twin` takes of ``_archive`` (C): its function given its Python twin
+    first (the fallback).  The module's whole slot, its reading too, is
+    :class:`~bkctl.wire.backup.data_read.ArchiveModule`."""
+
+    @property
+    def archive_parts(self) -> Callable[[ArchiveParts, list[tuple[int, bytes]], int], tuple[list[bytes], int]]: ...
+
+
+def parts_twin(c: PartsModule | None) -> ArchiveParts:
+    """The C twin of the module ``c`` (``_archive``, which the twin selector loads and holds to
+    its slot: its checksums made without the interpreter's lock, which the client's thread then
+    has), given the Python twin; :func:`py_archive_parts` for None."""
     if c is None:
         return py_archive_parts
     return functools.partial(c.archive_parts, py_archive_parts)

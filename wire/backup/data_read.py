@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 from ..codecs import checksums
 from ..errors import ArchiveDamaged
 from ..objects import ByteStream
-from .archive import DATA_HEADER, ENTRY_HEAD, MAGIC
+from .archive import DATA_HEADER, ENTRY_HEAD, MAGIC, PartsModule
 
 __all__ = [
     "PY_READER",
@@ -137,10 +137,11 @@ def py_entry_run(buf: bytes, pos: int, expected: int) -> EntryRun:
     return EntryRun(payloads, b"".join(heads), size, pos, expected, stop, need, found)
 
 
-class ArchiveModule(Protocol):
-    """The slot ``_archive`` (C) fills: what :func:`reader_of` takes, its function given its
-    Python twin first (the fallback); the twin selector holds the C module's stub to it
-    (:mod:`bkctl.wire.fastpath`, under TYPE_CHECKING: mypy fails when the stub does not fit)."""
+class ArchiveModule(PartsModule, Protocol):
+    """The slot ``_archive`` (C) fills: what :func:`reader_of` takes (and, of its writing,
+    :func:`~bkctl.wire.backup.archive.parts_twin`), each function given its Python twin first
+    (the fallback); the twin selector holds the C module's stub to it (:mod:`bkctl.wire.fastpath`,
+    under TYPE_CHECKING: mypy fails when the stub does not fit)."""
 
     @property
     def entry_run(self) -> Callable[[Callable[[bytes, int, int], EntryRun], bytes, int, int], RunOfEntries]: ...

@@ -181,12 +181,6 @@ class RecordTwins(NamedTuple):
     c: RecordsModule | None = None
 
 
-#: a batch of ``(entry_id, payload)``, and its parts in a backup's data object and their payload
-#: bytes (:data:`bkctl.wire.backup.archive.ArchiveParts`; not imported here: the archive imports this)
-Entries = list[tuple[int, bytes]]
-Parts = tuple[list[bytes], int]
-
-
 class RecordsModule(Protocol):
     """The slot ``_records`` (C) fills: what :func:`twins_of` takes, each function given its
     Python twin first (the fallback); the twin selector holds the C module's stub to it
@@ -202,12 +196,6 @@ class RecordsModule(Protocol):
 
     @property
     def span_records(self) -> SpanRecords: ...
-
-    @property
-    def archive_parts(self) -> Callable[[Callable[[Entries, int], Parts], Entries, int], Parts]:
-        """A backup's data object entries (``ArchiveParts`` of :mod:`bkctl.wire.backup.archive`,
-        whose ``parts_twin`` binds its fallback; this module does not use it)."""
-        ...
 
 
 #: The Python twins (the reference).

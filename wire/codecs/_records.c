@@ -1,6 +1,5 @@
 /*
- * bkctl.wire.codecs._records: the C twins of the bookie's disk records (and of
- * the entries of a backup's data objects).
+ * bkctl.wire.codecs._records: the C twins of the bookie's disk records.
  *
  * bookied writes every entry twice, once into its journal and once into an
  * entry log at checkpoint, and reads entry log records back with one pread
@@ -9,9 +8,6 @@
  * here a run of them is one allocation and one pass, and for 64 KiB and
  * more without the GIL, so that the thread that flushes leaves the others
  * their cores.
- *
- * archive_parts is the C twin of a backup's data object entries (its Python
- * owner: bkctl.wire.backup.archive, py_archive_parts, tests/unit/test_archive_parts.py).
  *
  * The disk records' Python owner is bkctl.wire.bookie_disk.records: the records'
  * format, the interface these implement (RecordTwins) and the Python twins,
@@ -264,102 +260,12 @@ static PyObject *span_records(PyObject *self, PyObject *const *args, Py_ssize_t 
     return PyLong_FromSsize_t(k);
 }
 
-/* ------------------------------------------------------------ a backup's data objects */
-
-PyDoc_STRVAR(archive_parts_doc,
-"archive_parts(fallback, batch, expected) -> (parts, payload_bytes)\n\n"
-"What DataWriter.add_batch writes of batch, a list of (entry_id, payload):\n"
-"for each entry in order from entry id expected, its head (entry id as u64,\n"
-"the payload's length and CRC32C as u32, big-endian) and its payload, in one\n"
-"list, and the bytes of those payloads.  It stops before the first entry\n"
-"whose id is not the next one, as its Python twin does (the writer says\n"
-"why).  Anything else it does not cover (batch not a list of 2-tuples of an\n"
-"int and bytes, expected negative) it hands to fallback, its Python twin.\n"
-"The checksums are made without the GIL for 64 KiB of payloads or more, so\n"
-"that the client's thread is not kept waiting for them.");
-
-static PyObject *archive_parts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (!bk_nargs("archive_parts", nargs, 3))
-        return NULL;
-    PyObject *fallback = args[0];
-    PyObject *batch = args[1];
-    long long expected;
-    if (!PyList_CheckExact(batch) || !as_i64(args[2], &expected) || expected < 0)
-        return PyObject_Vectorcall(fallback, args + 1, 2, NULL);
-    Py_ssize_t k = PyList_GET_SIZE(batch);
-    RecordSource *src = PyMem_Malloc(sizeof(RecordSource) * (size_t)(k > 0 ? k : 1));
-    if (src == NULL)
-        return PyErr_NoMemory();
-    /* under the GIL: each entry checked, its payload held while its checksum is made */
-    Py_ssize_t taken = 0;
-    size_t total = 0;
-    int covered = 1;
-    for (; taken < k; taken++) {
-        PyObject *item = PyList_GET_ITEM(batch, taken);
-        long long entry;
-        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 || !as_i64(PyTuple_GET_ITEM(item, 0), &entry)
-                || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1))
-                || (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 1)) > 0xFFFFFFFFu) {
-            covered = 0;
-            break;
-        }
-        if (entry != expected + taken)
-            break; /* out of order: the entries before it are what it gives */
-        PyObject *data = PyTuple_GET_ITEM(item, 1);
-        Py_INCREF(data);
-        src[taken].data = data;
-        src[taken].entry = entry;
-        total += (size_t)PyBytes_GET_SIZE(data);
-    }
-    PyObject *result = NULL;
-    unsigned char *heads = covered ? PyMem_Malloc(16 * (size_t)(taken > 0 ? taken : 1)) : NULL;
-    if (covered && heads == NULL)
-        PyErr_NoMemory();
-    if (heads != NULL) {
-        PyThreadState *saved = total >= RECORDS_RELEASE_GIL ? PyEval_SaveThread() : NULL;
-        for (Py_ssize_t i = 0; i < taken; i++) {
-            const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(src[i].data);
-            size_t dn = (size_t)PyBytes_GET_SIZE(src[i].data);
-            unsigned char *h = heads + 16 * i;
-            put_be64(h, (uint64_t)src[i].entry);
-            put_be32(h + 8, (uint32_t)dn);
-            put_be32(h + 12, crc32c_two(data, dn, data + dn, 0));
-        }
-        if (saved != NULL)
-            PyEval_RestoreThread(saved);
-        PyObject *parts = PyList_New(2 * taken);
-        PyObject *size = parts != NULL ? PyLong_FromSize_t(total) : NULL;
-        Py_ssize_t i = 0;
-        for (; size != NULL && i < taken; i++) {
-            PyObject *head = PyBytes_FromStringAndSize((const char *)(heads + 16 * i), 16);
-            if (head == NULL)
-                break;
-            PyList_SET_ITEM(parts, 2 * i, head);
-            PyList_SET_ITEM(parts, 2 * i + 1, src[i].data); /* the reference held moves into the list */
-            src[i].data = NULL;
-        }
-        if (size != NULL && i == taken)
-            result = PyTuple_Pack(2, parts, size);
-        Py_XDECREF(parts); /* (a list cut short: its empty slots are NULL, which it frees as such) */
-        Py_XDECREF(size);
-        PyMem_Free(heads);
-    }
-    for (Py_ssize_t i = 0; i < taken; i++)
-        Py_XDECREF(src[i].data);
-    PyMem_Free(src);
-    if (!covered && !PyErr_Occurred()) /* not covered: the Python twin's */
-        return PyObject_Vectorcall(fallback, args + 1, 2, NULL);
-    return result;
-}
-
 /* ------------------------------------------------------------ the module */
 
 static PyMethodDef methods[] = {
     {"log_records", (PyCFunction)(void (*)(void))log_records, METH_FASTCALL, log_records_doc},
     {"span_records", (PyCFunction)(void (*)(void))span_records, METH_FASTCALL, span_records_doc},
     {"journal_entries", (PyCFunction)(void (*)(void))journal_entries, METH_FASTCALL, journal_entries_doc},
-    {"archive_parts", (PyCFunction)(void (*)(void))archive_parts, METH_FASTCALL, archive_parts_doc},
     {"hardware_crc32c", hardware_crc32c, METH_O, hardware_crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -377,7 +283,7 @@ PyMODINIT_FUNC PyInit__records(void)
     if (m == NULL)
         return NULL;
     /* what bkctl.wire.fastpath's RECORDS_API must be: a build older than the sources is not used */
-    if (PyModule_AddIntConstant(m, "API", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "API", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

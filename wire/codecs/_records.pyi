@@ -37,10 +37,4 @@ def span_records(
     out: list[Any],
     /,
 ) -> int: ...
-def archive_parts(
-    fallback: Callable[[list[tuple[int, bytes]], int], tuple[list[bytes], int]],
-    batch: list[tuple[int, bytes]],
-    expected: int,
-    /,
-) -> tuple[list[bytes], int]: ...
 def hardware_crc32c(unused: object, /) -> bool: ...
