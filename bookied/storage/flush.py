@@ -84,11 +84,11 @@ def commit_flush(
                 pause()
             i += n
         new_logs = apply_log_deltas(index.logs, added, dead, LOG_HEADER_SIZE)
-        committed = index.logs  # (the logs emptied: their sizes before this commit)
         emptied = index.put_log_rows(txn, new_logs, set(added) | set(dead), writing)
+        emptied_bytes = index.committed_bytes(emptied)  # (their sizes before this commit)
         max_flushed = {b.ledger_id: b.entry_ids[-1] for b in batches}
         for lid, led in dirty:
             last = max(led.persisted_last, max_flushed.get(lid, -1))
             index.put_ledger(txn, lid, led.encode(last))
         index.put_next_log(txn, next_log)
-    return FlushCommit(new_logs, emptied, sum(committed[lid][0] for lid in emptied if lid in committed), max_flushed)
+    return FlushCommit(new_logs, emptied, emptied_bytes, max_flushed)

@@ -468,6 +468,12 @@ class EntryLocationIndex:
         """A write transaction (``with index.write() as txn``); commits with an fsync."""
         return self.env.begin(write=True)
 
+    def committed_bytes(self, log_ids: Iterable[int]) -> int:
+        """The committed sizes of ``log_ids`` summed (those :attr:`logs` has: taken before a
+        commit that drops them is published)."""
+        logs = self.logs
+        return sum(logs[lid][0] for lid in log_ids if lid in logs)
+
     # -- writes (the store's flush lock held)
     def put_log_rows(self, txn, new_logs: dict, changed: Iterable[int], keep: set) -> list[int]:
         """Write the ``logs`` rows of ``changed`` logs from ``new_logs``; those left without

@@ -562,16 +562,11 @@ class EntryStore:
                     count += index.delete_ledger_rows(txn, ledger_id, dead)
                 new_logs = apply_log_deltas(index.logs, {}, dead, LOG_HEADER_SIZE)
                 emptied = index.put_log_rows(txn, new_logs, dead, self._writing_logs())
-                sizes = self._bytes_of(emptied)
+                sizes = self.index.committed_bytes(emptied)
             with self._lock:
                 index.logs = new_logs
             self._unlink_whole(emptied, sizes)
             return count
-
-    def _bytes_of(self, log_ids: list[int]) -> int:
-        """The committed bytes of ``log_ids`` (call before ``index.logs`` drops them)."""
-        logs = self.index.logs
-        return sum(logs[lid][0] for lid in log_ids if lid in logs)
 
     def _unlink_whole(self, log_ids: list[int], nbytes: int) -> None:
         """Unlink logs deleted whole (their rows already gone from the committed index) and count them."""
@@ -594,7 +589,7 @@ class EntryStore:
             empty = [lid for lid, row in index.logs.items() if row[2] == 0 and lid not in writing]
             if not empty:
                 return []
-            sizes = self._bytes_of(empty)
+            sizes = self.index.committed_bytes(empty)
             with index.write() as txn:
                 new_logs = dict(index.logs)
                 for lid in empty:
