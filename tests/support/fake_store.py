@@ -109,10 +109,9 @@ def _tell(listener: Callable, *args) -> None:
 class _Listeners:
     """Persistent watchers of one thing, told only when what they see changed."""
 
-    def __init__(self, store: FakeMetadataStore, look: Callable[[], Any]):
+    def __init__(self, look: Callable[[], Any]):
         self._look = look
         self._watchers: list[list] = []  # [listener, last value seen]
-        store._watch_sets.append(self)
 
     def __len__(self) -> int:
         return len(self._watchers)
@@ -361,9 +360,9 @@ class FakeRegistrationManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
-        self._writable_watch = _Listeners(store, self._writable)
-        self._readonly_watch = _Listeners(store, self._readonly)
-        self._cookie_watch = _Listeners(store, lambda: sorted(self._store.cookies._nodes))
+        self._writable_watch = store.listeners(self._writable)
+        self._readonly_watch = store.listeners(self._readonly)
+        self._cookie_watch = store.listeners(lambda: sorted(self._store.cookies._nodes))
 
     def _writable(self) -> list[str]:
         return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
@@ -507,8 +506,8 @@ class FakeUnderreplicationManager(_Manager):
         self.store_ctime = store_ctime
         self._enabled = True
         self._delay: tuple[bytes, int] | None = None  # the node: (value, version)
-        self._delay_watch = _Listeners(store, self._delay_node)
-        self._enabled_watch = _Listeners(store, lambda: self._enabled)
+        self._delay_watch = store.listeners(self._delay_node)
+        self._enabled_watch = store.listeners(lambda: self._enabled)
         self._statuses: dict[str, bytes] = {}  # our daemons' (ephemeral) status nodes
         self._marks: dict[int, tuple[UR.UnderreplicatedLedger, int]] = {}  # id -> (mark, version)
         self._locks: dict[int, str] = {}  # ledger id -> holder (this session's: they go with it)
@@ -978,7 +977,7 @@ class FakeRackMap(_Manager):
         super().__init__(store)
         self._node: tuple[bytes, int] | None = None  # (value, version)
         self._doc: RackMapDoc = {}  # the last map that parsed, what watchers are told
-        self._watch = _Listeners(store, lambda: self._doc)
+        self._watch = store.listeners(lambda: self._doc)
 
     @_call
     def read(self) -> tuple[RackMapDoc, int | None]:
@@ -1279,6 +1278,12 @@ class FakeMetadataStore:
 
     def reconnect(self) -> None:
         self._lost = False
+
+    def listeners(self, look: Callable[[], Any]) -> _Listeners:
+        """A manager's persistent watches of what ``look()`` gives, counted by :meth:`live_watches`."""
+        watches = _Listeners(look)
+        self._watch_sets.append(watches)
+        return watches
 
     def live_watches(self) -> int:
         """(Tests.)  The watches set and not yet stopped: the persistent ones (bookie lists,
