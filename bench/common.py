@@ -1,6 +1,6 @@
-"""What every benchmark prints beside its figures: the machine's load, CPU
-seconds of a process, percentiles, the bookies' own histograms and section titles;
-and a ZooKeeper client of the bench's own, for what it writes as another program would.
+"""What every benchmark prints beside its figures: the machine's load, CPU seconds of a process,
+percentiles, the bookies' own histograms and section titles; and a ZooKeeper client of the
+bench's own, for what it writes as another program would.
 
 The benchmarks run as scripts (``python bench/bench_x.py``), so ``bench/`` is
 on ``sys.path`` and they import this module as ``common``.
@@ -69,9 +69,9 @@ compile_sources()
 
 
 def load_note() -> str:
-    """The machine's load while we measure (others may share it): the 1, 5
-    and 15 minute load averages and, where the kernel has it, CPU pressure; and whether the
-    tree's C builds are current (:func:`builds_note`)."""
+    """The machine's load while we measure (others may share it): the 1, 5 and 15 minute load
+    averages and, where the kernel has it, CPU pressure; and whether the tree's C builds are
+    current (:func:`builds_note`)."""
     one, five, fifteen = os.getloadavg()
     note = f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
     try:
@@ -95,14 +95,15 @@ def builds_note() -> str:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a live process so far, every thread's, those ended too: its CPU
-    clock (``clock_gettime`` of the clock id ``clock_getcpuclockid`` would give, which ``time``
-    does not offer), in nanoseconds.  ``/proc/<pid>/stat`` counts in ticks of 10 ms: a bookie
-    serving 78 MiB of reads spends 40-70 ms, so three bookies' figure moved by up to 0.4 ms a
-    MiB from one run to the next on rounding alone -- a median of three turns showed the
-    bookies 1.43x dearer serving a backup than a read, where their clocks, over nine turns
-    alternated, say 1.07x.  Falls
-    back to the ticks where the clock is not to be read (not Linux, a process being reaped)."""
+    """User + system CPU seconds of a live process so far, every thread's, those ended too.
+
+    Read from the process's CPU clock (the clock id ``clock_getcpuclockid`` would give, which
+    ``time`` does not offer), counted in nanoseconds, where ``/proc/<pid>/stat`` counts in ticks
+    of 10 ms: a bookie serving 78 MiB of reads spends 40-70 ms, so three bookies' figure moved
+    by up to 0.4 ms a MiB from one run to the next on rounding alone -- a median of three turns
+    showed the bookies 1.43x dearer serving a backup than a read, where their clocks, over nine
+    turns alternated, say 1.07x.  Falls back to the ticks where the clock cannot be read (not
+    Linux, a process being reaped)."""
     if sys.platform == "linux":
         with suppress(OSError):
             return time.clock_gettime(((~pid) << 3) | _CPUCLOCK_SCHED)
@@ -164,8 +165,8 @@ def section(title: str) -> None:
 
 
 def bookie_metrics(*http_ports: int) -> dict[str, float]:
-    """Every sample of the bookies' ``/metrics`` (Prometheus text) on these
-    HTTP ports, keyed by series (name and labels) and summed over the bookies."""
+    """Every sample of the bookies' ``/metrics`` (Prometheus text) on these HTTP ports, keyed by
+    series (name and labels) and summed over the bookies."""
     import urllib.request
 
     total: dict[str, float] = {}
@@ -227,10 +228,9 @@ def _le_last(series: str) -> str:
 def histogram_quantile(
     before: dict[str, float], after: dict[str, float], name: str, q: float, labels: str = ""
 ) -> float:
-    """Upper bound of the bucket holding quantile ``q`` (0..1) of what histogram
-    ``name`` observed between two :func:`bookie_metrics` scrapes; ``labels`` as
-    the bookie renders them before ``le`` (e.g. ``op="add",``).  NaN when it
-    observed nothing."""
+    """Upper bound of the bucket holding quantile ``q`` (0..1) of what histogram ``name`` observed
+    between two :func:`bookie_metrics` scrapes; ``labels`` as the bookie renders them before
+    ``le`` (e.g. ``op="add",``).  NaN when it observed nothing."""
     prefix = f'{name}_bucket{{{labels}le="'
     buckets = sorted(
         (float(series[len(prefix) : -2]), value - before.get(series, 0.0))
@@ -266,11 +266,10 @@ def raw_zookeeper(uri: str):
 
 
 def in_sandbox(folder: str | None, prefix: str, run, *, zk_heap_mb: int | None = None) -> int:
-    """``run(uri, work)`` against a sandbox (ZooKeeper + 3 bookieds) in ``folder``
-    (None: a new temporary one, removed afterwards); the sandbox is stopped at the end.
-    ``zk_heap_mb``: its ZooKeeper's heap (None: the sandbox's default, 256 MiB)."""
+    """``run(uri, work)`` against a sandbox (ZooKeeper + 3 bookieds) in ``folder`` (None: a new
+    temporary one, removed afterwards); the sandbox is stopped at the end.  ``zk_heap_mb``: its
+    ZooKeeper's heap (None: the sandbox's default, 256 MiB)."""
     import shutil
-    import sys
     import tempfile
     from pathlib import Path
 
