@@ -36,6 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from bkctl.wire.errors import CodecError
@@ -92,7 +93,7 @@ def _call(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        self._store._enter(f"{self._name}.{method.__name__}", args, kwargs)
+        self._store.admit(f"{self._name}.{method.__name__}", args, kwargs)
         return method(self, *args, **kwargs)
 
     return wrapper
@@ -137,11 +138,67 @@ class _Listeners:
                 _tell(entry[0], now)
 
 
+@dataclass(frozen=True)
+class FakeRegistrations:
+    """The registrations a session had: bookie id -> (read-only, service info bytes)."""
+
+    nodes: dict[str, tuple[bool, bytes]]
+
+
 class _Manager:
     _name = ""
 
     def __init__(self, store: FakeMetadataStore):
         self._store = store
+
+
+class FakeAppendLocks:
+    """The ledgers' append locks of the store's session: each lock path's contenders, the holder
+    first, as kazoo's recipe queues them; they go with the session (:meth:`clear`)."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
+        self._changed = threading.Condition()
+
+    def acquire(self, lock: FakeLedgerLock, timeout: float) -> bool:
+        """Queue ``lock`` and wait up to ``timeout`` seconds for its turn: whether it holds the
+        lock now (if not, it left the queue again)."""
+        with self._changed:
+            queue = self._queues.setdefault(lock.path, [])
+            queue.append(lock)
+            deadline = time.monotonic() + (timeout if timeout and timeout > 0 else 0)
+            while queue and queue[0] is not lock and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
+            if queue and queue[0] is lock:
+                return True
+            if lock in queue:
+                queue.remove(lock)
+            return False
+
+    def holders(self, path: str) -> list[str]:
+        with self._changed:
+            return [lock.holder for lock in self._queues.get(path, []) if lock.holder]
+
+    def release(self, lock: FakeLedgerLock) -> None:
+        """``lock`` leaves its queue; the next contender's turn."""
+        with self._changed:
+            queue = self._queues.get(lock.path, [])
+            if lock in queue:
+                queue.remove(lock)
+            if not queue:
+                self._queues.pop(lock.path, None)
+            self._changed.notify_all()
+
+    def clear(self) -> None:
+        """The session ended: no lock is held, nobody waits."""
+        with self._changed:
+            self._queues.clear()
+            self._changed.notify_all()
+
+    def paths(self) -> list[str]:
+        """(Tests.)  The lock paths held or waited for."""
+        with self._changed:
+            return sorted(self._queues)
 
 
 class FakeLedgerLock:
@@ -155,41 +212,23 @@ class FakeLedgerLock:
         self._held = False
 
     def _enter(self, name: str, *args) -> None:
-        self._store._enter(f"ledgers.append_lock.{name}", (self.path,) + args, {})
+        self._store.admit(f"ledgers.append_lock.{name}", (self.path,) + args, {})
 
     def acquire(self, timeout: float = 0.0) -> bool:
         self._enter("acquire", timeout)
-        locks, queue = self._store._append_locks, None
-        with self._store._append_changed:
-            queue = locks.setdefault(self.path, [])
-            queue.append(self)
-            deadline = time.monotonic() + (timeout if timeout and timeout > 0 else 0)
-            while queue and queue[0] is not self and time.monotonic() < deadline:
-                self._store._append_changed.wait(deadline - time.monotonic())
-            if queue and queue[0] is self:
-                self._held = True
-                return True
-            if self in queue:
-                queue.remove(self)
-            return False
+        self._held = self._store.append_locks.acquire(self, timeout)
+        return self._held
 
     def holders(self) -> list[str]:
         self._enter("holders")
-        with self._store._append_changed:
-            return [lock.holder for lock in self._store._append_locks.get(self.path, []) if lock.holder]
+        return self._store.append_locks.holders(self.path)
 
     def release(self) -> None:
         self._enter("release")
         if not self._held:
             return
         self._held = False
-        with self._store._append_changed:
-            queue = self._store._append_locks.get(self.path, [])
-            if self in queue:
-                queue.remove(self)
-            if not queue:
-                self._store._append_locks.pop(self.path, None)
-            self._store._append_changed.notify_all()
+        self._store.append_locks.release(self)
 
 
 class FakeLedgerManager(_Manager):
@@ -210,7 +249,7 @@ class FakeLedgerManager(_Manager):
     @_call
     def create(self, md: LedgerMetadata, ledger_id: int | None = None) -> tuple[int, int]:
         if ledger_id is None:
-            ledger_id = self._store.ledger_ids._next()
+            ledger_id = self._store.ledger_ids.next_id()
         P.ledger_path(ledger_id)  # the real store's check of the id
         if ledger_id in self._znodes:
             raise LedgerExists(ledger_id)
@@ -333,6 +372,10 @@ class FakeLedgerManager(_Manager):
     def count(self) -> int:
         return len(self._znodes)
 
+    def wipe(self) -> None:
+        """(Format, nuke.)  Every ledger goes."""
+        self._znodes.clear()
+
 
 class FakeLedgerIdGenerator(_Manager):
     _name = "ledger_ids"
@@ -341,17 +384,22 @@ class FakeLedgerIdGenerator(_Manager):
         super().__init__(store)
         self._sequence = 0  # ZooKeeper's first sequential node is 0000000000
 
-    def _next(self) -> int:
+    def next_id(self) -> int:
+        """The next id, not logged as a call (the ledgers' create without an id takes it so)."""
         seq, self._sequence = self._sequence, self._sequence + 1
         return seq
 
+    def reset(self) -> None:
+        """(Format, nuke.)  The sequence starts again at 0."""
+        self._sequence = 0
+
     @_call
     def generate(self) -> int:
-        return self._next()
+        return self.next_id()
 
     @_call
     def generate_many(self, count: int) -> list[int]:
-        return [self._next() for _ in range(count)]
+        return [self.next_id() for _ in range(count)]
 
 
 class FakeRegistrationManager(_Manager):
@@ -360,22 +408,38 @@ class FakeRegistrationManager(_Manager):
     def __init__(self, store):
         super().__init__(store)
         self._nodes: dict[str, tuple[bool, bytes]] = {}  # bookie id -> (readonly, service info)
-        self._writable_watch = store.listeners(self._writable)
-        self._readonly_watch = store.listeners(self._readonly)
-        self._cookie_watch = store.listeners(lambda: sorted(self._store.cookies._nodes))
+        self._writable_watch = store.listeners(self.writable)
+        self._readonly_watch = store.listeners(self.readonly)
+        self._cookie_watch = store.listeners(lambda: self._store.cookies.bookie_ids())
 
-    def _writable(self) -> list[str]:
+    def writable(self) -> list[str]:
+        """The writable bookies, not logged as a call (:meth:`writable_bookies` is)."""
         return sorted(b for b, (ro, _) in self._nodes.items() if not ro)
 
-    def _readonly(self) -> list[str]:
+    def readonly(self) -> list[str]:
+        """The read-only bookies, not logged as a call (:meth:`readonly_bookies` is)."""
         return sorted(b for b, (ro, _) in self._nodes.items() if ro)
 
     def _changed(self) -> None:
         self._writable_watch.changed()
         self._readonly_watch.changed()
 
-    def _end_session(self) -> None:
+    def cookies_changed(self) -> None:
+        """(From the cookies.)  A cookie was written or deleted: the watchers of all bookies
+        are told when the list changed."""
+        self._cookie_watch.changed()
+
+    def end_session(self) -> FakeRegistrations:
+        """The session ended: the registrations go (watchers told); what they were, for a
+        new session to :meth:`restore`."""
+        gone = FakeRegistrations(dict(self._nodes))
         self._nodes.clear()
+        self._changed()
+        return gone
+
+    def restore(self, registrations: FakeRegistrations) -> None:
+        """A new session registers again what the last one had (as ZKRegistrationManager)."""
+        self._nodes.update(registrations.nodes)
         self._changed()
 
     @_call
@@ -400,11 +464,11 @@ class FakeRegistrationManager(_Manager):
 
     @_call
     def writable_bookies(self) -> list[str]:
-        return self._writable()
+        return self.writable()
 
     @_call
     def readonly_bookies(self) -> list[str]:
-        return self._readonly()
+        return self.readonly()
 
     @_call
     def watch_writable_bookies(self, listener: Callable[[list[str]], None]) -> Callable[[], None]:
@@ -420,7 +484,7 @@ class FakeRegistrationManager(_Manager):
 
     @_call
     def all_bookies(self) -> list[str]:
-        return sorted(self._store.cookies._nodes)
+        return self._store.cookies.bookie_ids()
 
     @_call
     def is_registered(self, bookie_id: str) -> bool:
@@ -450,6 +514,14 @@ class FakeCookieManager(_Manager):
         super().__init__(store)
         self._nodes: dict[str, tuple[bytes, int]] = {}
 
+    def bookie_ids(self) -> list[str]:
+        """The bookies with a cookie, not logged as a call (every bookie known to the cluster)."""
+        return sorted(self._nodes)
+
+    def wipe(self) -> None:
+        """(Format, nuke.)  Every cookie goes."""
+        self._nodes.clear()
+
     def _get(self, bookie_id: str) -> tuple[Cookie, int] | None:
         node = self._nodes.get(bookie_id)
         if node is None:
@@ -477,7 +549,7 @@ class FakeCookieManager(_Manager):
             if node is not None:
                 raise CookieExists(bookie_id)
             self._nodes[bookie_id] = (data, 0)
-            self._store.registration._cookie_watch.changed()
+            self._store.registration.cookies_changed()
             return 0
         if node is None:
             raise NoSuchCookie(bookie_id)
@@ -495,7 +567,7 @@ class FakeCookieManager(_Manager):
         if version not in (-1, node[1]):
             raise self._conflict(bookie_id, version)
         del self._nodes[bookie_id]
-        self._store.registration._cookie_watch.changed()
+        self._store.registration.cookies_changed()
 
 
 class FakeUnderreplicationManager(_Manager):
@@ -519,9 +591,16 @@ class FakeUnderreplicationManager(_Manager):
             return None
         return StoredValue(P.underreplication_node(P.UR_LOST_BOOKIE_RECOVERY_DELAY, self._store.root), *self._delay)
 
-    def _end_session(self) -> None:
+    def end_session(self) -> None:
+        """The session ended: its replication locks and status nodes go."""
         self._locks.clear()
         self._statuses.clear()
+
+    def wipe(self) -> None:
+        """(Format, nuke.)  Every mark goes, and its lock."""
+        self._marks.clear()
+        self._locks.clear()
+        self._lock_ctimes.clear()
 
     @_call
     def ensure_layout(self) -> None:
@@ -675,16 +754,19 @@ class FakeAuditorElection(_Manager):
         self.published: str | None = None  # who the auditor said it is
         self._vote_watches: dict[str, list[Callable[[], None]]] = {}  # one-shot
 
-    def _fire_vote_watches(self, names: Iterable[str] | None = None) -> None:
+    def fire_vote_watches(self, names: Iterable[str] | None = None) -> None:
+        """Tell and drop the vote watches of ``names`` (None: every one, as kazoo does when the
+        connection drops)."""
         for name in list(self._vote_watches) if names is None else list(names):
             for callback in self._vote_watches.pop(name, []):
                 _tell(callback)
 
-    def _end_session(self) -> None:
+    def end_session(self) -> None:
+        """The session ended: its votes go, and every vote watch fires."""
         gone = list(self._votes)
         self._votes.clear()
-        self._fire_vote_watches(gone)
-        self._fire_vote_watches()  # kazoo tells every watch when the session goes
+        self.fire_vote_watches(gone)
+        self.fire_vote_watches()  # kazoo tells every watch when the session goes
 
     @_call
     def cast_vote(self, bookie_id: str) -> str:
@@ -708,7 +790,7 @@ class FakeAuditorElection(_Manager):
     @_call
     def withdraw_vote(self, name: str) -> None:
         if self._votes.pop(name, None) is not None:
-            self._fire_vote_watches([name])
+            self.fire_vote_watches([name])
 
     @_call
     def watch_vote_gone(self, name: str, callback: Callable[[], None]) -> bool:
@@ -921,12 +1003,10 @@ class FakeClusterManager(_Manager):
     def _wipe(self) -> None:
         """What format and nuke delete: ledgers, id generators, cookies, marks and their locks."""
         store = self._store
-        store.ledgers._znodes.clear()
-        store.ledger_ids._sequence = 0
-        store.cookies._nodes.clear()
-        store.underreplication._marks.clear()
-        store.underreplication._locks.clear()
-        store.underreplication._lock_ctimes.clear()
+        store.ledgers.wipe()
+        store.ledger_ids.reset()
+        store.cookies.wipe()
+        store.underreplication.wipe()
 
     @_call
     def format(self, confirm: Callable[[], bool] | None = None) -> bool:
@@ -951,7 +1031,7 @@ class FakeClusterManager(_Manager):
         if not self._root:
             return False
         registration = self._store.registration
-        writable, readonly = registration._writable(), registration._readonly()
+        writable, readonly = registration.writable(), registration.readonly()
         if writable or readonly:
             raise NukeRefused(
                 "bookies are still registered ("
@@ -1070,7 +1150,8 @@ class FakeSavedRebalance(_Manager):
         self._run = None
         return True
 
-    def _end_session(self) -> None:
+    def end_session(self) -> None:
+        """The session ended: a run it held goes."""
         if self._run is not None and self._run[2] == self._store.session_id:
             self._run = None
 
@@ -1192,8 +1273,7 @@ class FakeMetadataStore:
         self._failure: BaseException | None = None
         self._hooks: dict[str, list[Callable[..., Any]]] = {}
         self._in_hook = False
-        self._append_locks: dict[str, list[FakeLedgerLock]] = {}  # lock path -> contenders, holder first
-        self._append_changed = threading.Condition()
+        self.append_locks = FakeAppendLocks()
         self._lost_listeners: list[Callable[[], None]] = []
         self._watch_sets: list[_Listeners] = []  # every manager's persistent watches
         self.cluster = FakeClusterManager(self)
@@ -1222,16 +1302,16 @@ class FakeMetadataStore:
             self._started = False
             self._end_session()
 
-    def _end_session(self) -> None:
-        with self._append_changed:
-            self._append_locks.clear()
-            self._append_changed.notify_all()
-        self.registration._end_session()
-        self.underreplication._end_session()
-        self.auditor._end_session()
-        self.rebalance._end_session()
+    def _end_session(self) -> FakeRegistrations:
+        """Its ephemeral nodes go; the registrations there were."""
+        self.append_locks.clear()
+        registered = self.registration.end_session()
+        self.underreplication.end_session()
+        self.auditor.end_session()
+        self.rebalance.end_session()
         for callback in list(self._lost_listeners):
             _tell(callback)
+        return registered
 
     def on_session_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
         # as ZooKeeper's: no session needed to listen, and listening never fails
@@ -1265,16 +1345,14 @@ class FakeMetadataStore:
 
     def lose_connection(self) -> None:
         self._lost = True
-        self.auditor._fire_vote_watches()  # kazoo tells every watch when the connection drops
+        self.auditor.fire_vote_watches()  # kazoo tells every watch when the connection drops
 
     def expire_session(self) -> None:
         """The session expired: its ephemeral nodes go, the session-lost listeners are
         told, and a new session restores the registrations (as ZKRegistrationManager)."""
-        registered = dict(self.registration._nodes)
-        self._end_session()
+        registered = self._end_session()
         self.session_id = next(_SESSION_IDS)
-        self.registration._nodes.update(registered)
-        self.registration._changed()
+        self.registration.restore(registered)
 
     def reconnect(self) -> None:
         self._lost = False
@@ -1296,7 +1374,9 @@ class FakeMetadataStore:
         """The arguments of every call of ``name`` so far."""
         return [args for called, args in self.calls if called == name]
 
-    def _enter(self, name: str, args: tuple, kwargs: dict) -> None:
+    def admit(self, name: str, args: tuple, kwargs: dict) -> None:
+        """(The managers, before each call.)  Refuse it as the real store would (not started, the
+        connection lost, a failure set by :meth:`fail_with`), else log it and run its hook."""
         if not self._started:
             raise ZKUnavailable("metadata store for the fake is not started")
         if self._lost:
