@@ -75,6 +75,9 @@ class AutoRecoveryDaemon(Service):
         self.stats = AutoRecoveryStats()
         self.store: ZKMetadataStore | None = None
         self.client: BookKeeperClient | None = None
+        #: the client's placement policy (:meth:`placement`), which watches the rack map from
+        #: the client's first read of the bookie lists: built at the start, closed at the stop
+        self.placement_policy: RandomPlacement | None = None
         self.election: AuditorElection | None = None
         self.auditor: Auditor | None = None
         self.worker: ReplicationWorker | None = None
@@ -94,8 +97,9 @@ class AutoRecoveryDaemon(Service):
         store = self.store = ZKMetadataStore(
             self.metadata_uri, timeout=self.zk_timeout, store_ctime=True, twins=self.twins
         )
+        placement = self.placement_policy = self.placement()
         client = self.client = BookKeeperClient(
-            store, self.reactor, placement=self.placement(), twins=self.twins, **self.client_options
+            store, self.reactor, placement=placement, twins=self.twins, **self.client_options
         )
         await client.run_blocking(store.underreplication.ensure_layout)
         self._say_which_delay(await client.run_blocking(store.underreplication.lost_bookie_recovery_delay))
@@ -139,7 +143,8 @@ class AutoRecoveryDaemon(Service):
             )
 
     def placement(self) -> RandomPlacement:
-        """The placement policy the config names, racks from the rack map znode and the script."""
+        """A new placement policy as the config names it, racks from the rack map znode and the
+        script; its owner closes it (the start builds :attr:`placement_policy`, the stop closes it)."""
         from bkctl.wire.metadata.racks import build_placement, policy_name
 
         c = self.config
@@ -186,6 +191,10 @@ class AutoRecoveryDaemon(Service):
             await self.worker.stop()
         if self.client is not None:
             await self.client.close()
+        if self.placement_policy is not None:
+            # its rack map watch: the policy is this daemon's to close, before the store it watches
+            policy, self.placement_policy = self.placement_policy, None
+            policy.close()
         if self.store is not None:
             store, self.store = self.store, None
             await self._in_thread(store.close)
