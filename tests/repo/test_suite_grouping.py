@@ -85,3 +85,27 @@ def test_the_longest_groups_are_handed_out_first(tmp_path):
         "test_loose",
         "test_unit",
     ], done.stdout + done.stderr
+
+
+def test_the_workers_are_handed_the_units_in_that_order(tmp_path):
+    """xdist sorts the units again by their number of tests unless told not to: a listed group of
+    one test still goes before an unlisted group of three, and that before a loose test.  One
+    worker runs its units in the order it is handed them."""
+    from tests.support.inner_suite import run_inner_suite
+
+    three = 'import pytest\npytestmark = pytest.mark.xdist_group("unlisted")\n\n@pytest.mark.parametrize("i", range(3))\ndef test_many(i):\n    pass\n'
+    done = run_inner_suite(
+        tmp_path,
+        {
+            "tests/integration/test_a_loose.py": "def test_loose():\n    pass\n",
+            "tests/integration/test_b_many.py": three,
+            "tests/integration/test_c_one.py": 'import pytest\npytestmark = pytest.mark.xdist_group("pulsar-schema")\n\ndef test_one():\n    pass\n',
+        },
+        "-n",
+        "1",
+        "--dist",
+        "loadgroup",
+        "-v",
+    )
+    ran = re.findall(r"\[gw0\] .*PASSED .*::(test_\w+)", done.stdout)
+    assert ran == ["test_one", "test_many", "test_many", "test_many", "test_loose"], done.stdout + done.stderr

@@ -8,6 +8,11 @@ worker busy while the others had nothing left: the suite waited for its tail.  S
 go first, the longest of them first, then the other integration tests, then the unit and
 repository checks, many short units that even out the end.  Only the order changes: a
 module's tests keep theirs, and every test still runs.
+
+pytest-xdist (3.6 on) sorts the work units again before it hands them out, by their number of
+tests (``--loadscope-reorder``, on unless ``--no-loadscope-reorder``): the repository checks'
+group of 47 quick tests went first and a Spark group of 4 after every bigger one.  A test's count
+says nothing of its time, so this plugin turns that sort off and its order is the one handed out.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ def _rank(item: pytest.Item) -> tuple[int, int]:
     if item.get_closest_marker("integration") is not None:
         return 1, 0
     return 2, 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's --no-loadscope-reorder
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(trylast=True)
