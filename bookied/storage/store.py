@@ -93,10 +93,10 @@ from .compactor import CompactionWriter, LiveRecord, LogsDeleted, LogUsage
 from .dir_lock import DirectoryLock
 from .entry_log import LOG_HEADER_SIZE, DamagedRecord, EntryLogger, LogWriter, check_record, log_name, scan_records
 from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
-from .flush import FlushResult, commit_flush, ledger_batches
+from .flush import FlushResult, LedgerBatch, commit_flush, drop_flushed, ledger_batches
 from .index import KEY, LOC, IndexRow, Location, LogDeltas, Move, apply_log_deltas, open_index
 from .ledger_state import LedgerState
-from .pacing import FlushPace, let_go, sorted_in_slices
+from .pacing import FlushPace, sorted_in_slices
 from .write_cache import WriteCache
 
 log = logging.getLogger("bookied.entrystore")
@@ -461,12 +461,14 @@ class EntryStore:
                 if self._closed:
                     raise EntryStoreClosed("entry store is closed")
                 flushing = self.write_cache.swap()
+                nbytes, ledgers = self.write_cache.flushing_bytes, len(flushing)
                 self._flush_requested = False
                 dirty = [(lid, led) for lid, led in self._ledgers.items() if led.dirty or lid in flushing]
                 for _lid, led in dirty:
                     led.dirty = False
+            pause = FlushPace(hurry=self._flush_asked) if paced else None
             try:
-                n, nbytes = self._write_flush(flushing, dirty, FlushPace(hurry=self._flush_asked) if paced else None)
+                batches = self._write_flush(flushing, dirty, pause)
             except BaseException:
                 with self._lock:
                     for lid, led in dirty:
@@ -475,7 +477,9 @@ class EntryStore:
                 raise
             with self._lock:
                 self.write_cache.flushed()
-            result = FlushResult(n, nbytes, len(flushing), time.perf_counter() - t0)
+            n = sum(len(b.entry_ids) for b in batches)
+            drop_flushed(flushing, batches, pause)  # (no reader reaches the half now)
+            result = FlushResult(n, nbytes, ledgers, time.perf_counter() - t0)
             self.last_flush = result
             return result
 
@@ -493,10 +497,13 @@ class EntryStore:
         never compacted until they roll."""
         return sorted(self._writing_logs())
 
-    def _write_flush(self, flushing: dict, dirty: list, pause: Callable[[], None] | None) -> tuple[int, int]:
+    def _write_flush(self, flushing: dict, dirty: list, pause: Callable[[], None] | None) -> list[LedgerBatch]:
+        """Append the half ``flushing`` to the entry log, commit its index rows and ``dirty``
+        ledgers' state, publish them; returns the batches written (freed by the caller, after
+        the write cache has let go of the half)."""
         batches = ledger_batches(flushing, pause)
         if not batches and not dirty:
-            return 0, 0
+            return batches
         writer = self._writer
         touched = len(writer.created), writer.log_id
         try:
@@ -514,14 +521,7 @@ class EntryStore:
                 if led is not None and last > led.persisted_last:
                     led.persisted_last = last
         self._unlink_whole(emptied, sizes)
-        del placed
-        written = nbytes = 0
-        for batch in batches:
-            written += len(batch.entry_ids)
-            nbytes += sum(map(len, batch.bodies))
-            let_go(batch.entry_ids, pause)
-            let_go(batch.bodies, pause)
-        return written, nbytes
+        return batches
 
     def _cut_uncommitted(self, log_ids: list[int]) -> None:
         """After a failed flush, what it wrote goes now, not at the next open: on a full disk it is the

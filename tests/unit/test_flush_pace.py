@@ -1,7 +1,7 @@
 """A periodic checkpoint's flush is paced (``EntryStore.flush(paced=True)``): after each
 piece of its work the flushing thread sleeps as long as the piece took, at most
 ``FlushPace.MAX_NAP``, and frees its rows a slice at a time -- and writes exactly
-what an unpaced flush writes."""
+what an unpaced flush writes.  Paced or not, a big ledger is batched and freed a slice at a time."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 from bkctl.bookied.storage import EntryStore, entry_log, pacing
 from bkctl.bookied.storage import store as store_module
+from bkctl.bookied.storage.flush import drop_flushed, ledger_batches
 from bkctl.bookied.storage.pacing import FlushPace, let_go
 from bkctl.wire import fastpath
 
@@ -59,6 +60,25 @@ def test_rows_are_freed_a_slice_at_a_time_with_a_pause_after_each():
     let_go(rows, lambda: pauses.append(len(rows)))
     assert rows == []
     assert pauses == [pacing.FLUSH_SLICE + 1, 1, 0]
+
+
+def test_a_flushed_half_is_batched_and_freed_a_ledger_and_a_slice_at_a_time():
+    """Neither end of a flush holds the GIL over a whole ledger: a big one is batched and
+    freed with a pause after each slice; what the batches hold is what the half held, ids in
+    order whichever order they came in, and nothing of the half is left after."""
+    n = 5 * pacing.FLUSH_SLICE
+    ids = list(range(n))
+    shuffled = ids[pacing.FLUSH_SLICE :] + ids[: pacing.FLUSH_SLICE]
+    half = {7: {e: b"%d" % e for e in shuffled}, 8: {e: b"x%d" % e for e in ids}, 9: {3: b"s", 1: b"f"}, 10: {}}
+    pauses: list[int] = []
+    batches = ledger_batches(half, lambda: pauses.append(1))
+    assert [(b.ledger_id, b.entry_ids) for b in batches] == [(7, ids), (8, ids), (9, [1, 3])]
+    assert batches[0].bodies == [b"%d" % e for e in ids] and batches[2].bodies == [b"f", b"s"]
+    assert len(pauses) >= 2 * 5 + 1  # each big ledger's slices looked up, and the small one
+    pauses.clear()
+    drop_flushed(half, batches, lambda: pauses.append(1))
+    assert half == {} and all(b.entry_ids == [] and b.bodies == [] for b in batches)
+    assert len(pauses) >= 2 * 2 * 5  # ids and bodies, a slice at a time, of both big ledgers
 
 
 def body(ledger: int, entry: int) -> bytes:

@@ -374,6 +374,66 @@ def test_reads_during_concurrent_flushes(sdir):
     s.close()
 
 
+def test_reads_at_every_piece_of_a_flush_of_big_ledgers_find_every_entry(sdir, monkeypatch):
+    """A flush works a big ledger a slice at a time and frees the flushed half after the write
+    cache let go of it: at each of its pauses (paced) another thread reads every entry, from the
+    cache or the log, and finds it; the log holds each ledger's entries in id order, however
+    they came in."""
+    from bkctl.bookied.storage import pacing
+    from bkctl.bookied.storage import store as store_module
+
+    n = 4 * pacing.FLUSH_SLICE + 100  # past where a ledger's dict is let go of in slices
+    ids = list(range(n))
+    late = ids[pacing.FLUSH_SLICE : 2 * pacing.FLUSH_SLICE]  # (recovery adds: a slice out of order)
+    order = {1: ids, 2: ids[: pacing.FLUSH_SLICE] + ids[2 * pacing.FLUSH_SLICE :] + late, 3: ids[::-1]}
+    s = EntryStore(sdir, twins=fastpath.selected())
+    for lid, eids in order.items():
+        s.put_entries(lid, eids, [data(lid, e, 40) for e in eids])
+    want = {lid: [data(lid, e, 40) for e in ids] for lid in order}
+    go, done = threading.Event(), threading.Event()
+    pauses, wrong = [], []
+
+    class ReadAtEachPause(pacing.FlushPace):
+        def __init__(self, hurry=None):
+            super().__init__(hurry=hurry)
+
+        def __call__(self) -> None:
+            pauses.append(s.cached_bytes)
+            go.set()
+            assert done.wait(30)
+            done.clear()
+
+    def reader():
+        while go.wait(30) and pauses[-1] >= 0:
+            go.clear()
+            for lid in order:
+                got = s.get_entries(lid, ids)
+                if got != want[lid] or s.get_entry(lid, n - 1) != want[lid][-1]:
+                    wrong.append((lid, len(pauses)))
+            done.set()
+
+    monkeypatch.setattr(store_module, "FlushPace", ReadAtEachPause)
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        result = s.flush(paced=True)
+    finally:
+        pauses.append(-1)
+        go.set()
+        t.join()
+    assert result.entries == 3 * n and result.bytes == 3 * n * 40 and result.ledgers == 3
+    assert not wrong and len(pauses) > 3 * 2 * (n // pacing.FLUSH_SLICE)  # (slices batched, freed)
+    assert pauses[0] > 0 and pauses[-2] == 0  # the last pauses: the half freed, not cached
+    assert s.cached_bytes == 0
+    for lid in order:
+        offsets = [s.location(lid, e).offset for e in ids]
+        assert offsets == sorted(offsets)
+    s.close()
+    s = EntryStore(sdir, twins=fastpath.selected())
+    assert all(s.get_entries(lid, ids) == want[lid] for lid in order)
+    s.close()
+
+
 def test_index_survives_reopen_many_ledgers(sdir):
     s = EntryStore(sdir, twins=fastpath.selected())
     for l in range(200):
