@@ -11,11 +11,11 @@ bounded pool of threads (``parallel``); a copy already in the archive is not cop
 again (the incremental backup), and the manifest, written last, says what the backup
 holds.
 
-A copy reads its ledger in batches sized by bytes (:func:`batch_entries`) and streams them
-into its data object; storing that object (its fsync and rename, or its upload) and then
-its record is handed to a :class:`_Finisher`, so that the thread reads its next ledger
-meanwhile -- the order a record follows its data object is kept, and the manifest waits
-for every one.
+A copy reads its ledger in batches sized by bytes (:func:`batch_entries`) and hands them over
+to a job of a :class:`~.storing.Finisher`, which streams them into its data object and stores
+that object (its fsync and rename, or its upload) and then its record, so that the thread
+reads on, and begins its next ledger, while the writer writes -- the order a record follows
+its data object is kept, and the manifest waits for every one.
 
 At a cluster's scale (issue 74) nothing is held a ledger: the whole cluster is walked as the
 store lists it (ascending ids, after the cursor ledgers), each ledger's manifest line goes into
@@ -31,7 +31,6 @@ import contextlib
 import heapq
 import os
 import secrets
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -62,6 +61,7 @@ from bkctl.wire.fastpath import GENERAL, Twins
 
 from .catalog import ensure_archive, latest_manifest, manifest_ledgers
 from .storage import ArchiveStorage
+from .storing import Abandoned, Finisher, Handover
 
 if TYPE_CHECKING:
     from bkctl.wire.metadata.store import StoredLedgerRead
@@ -270,8 +270,11 @@ def _plan_topics(store, selection: Selection, out: _Plan) -> tuple[list[int], li
     return cursor_ledgers, data_ledgers + schema_ledgers
 
 
-#: bytes of entries a copy asks for at once (:func:`batch_entries`)
-BATCH_BYTES = 4 << 20
+#: bytes of entries a copy asks for at once (:func:`batch_entries`): a batch is written once
+#: it is whole, so a copy's writer waits for its first batch, and after the backup's last byte
+#: is read what is left to write is its writers' batches (storing.py) -- 4 MiB batches made
+#: those ends longer than their hand-overs (a few hundred a GiB) cost
+BATCH_BYTES = 1 << 20
 
 
 def batch_entries(payload_bytes: int, entries: int) -> int:
@@ -282,63 +285,6 @@ def batch_entries(payload_bytes: int, entries: int) -> int:
     if entries <= 0 or payload_bytes <= 0:
         return 256
     return max(64, min(8192, BATCH_BYTES * entries // payload_bytes))
-
-
-class _Finisher:
-    """Stores what the copies wrote -- a data object, then its record -- in threads of its
-    own, at most ``slots`` at once (a copy waits for a slot), so that a copy's thread reads
-    its next ledger while the last one's data object is synced or uploaded.  :meth:`wait`
-    raises the first failure (an archive that cannot be written stops the backup)."""
-
-    def __init__(self, slots: int):
-        self.pool = ThreadPoolExecutor(max_workers=max(1, slots), thread_name_prefix="backup-store")
-        self.size = max(1, slots)
-        self.slots = threading.BoundedSemaphore(self.size)
-        #: the jobs that failed: a job done well is forgotten (a million-ledger backup does
-        #: not keep a million futures; the pool's shutdown waits for those under way)
-        self.failed: list[Future[None]] = []
-        self.lock = threading.Lock()
-
-    def submit(self, job: Callable[[], None]) -> None:
-        self.slots.acquire()
-
-        def run() -> None:
-            try:
-                job()
-            finally:
-                self.slots.release()
-
-        try:
-            future = self.pool.submit(run)
-        except BaseException:
-            self.slots.release()
-            raise
-        future.add_done_callback(self._settled)
-
-    def _settled(self, future: Future[None]) -> None:
-        if future.cancelled() or future.exception() is not None:
-            with self.lock:
-                self.failed.append(future)
-
-    def settle(self) -> None:
-        """Wait until the jobs submitted so far are done (the finisher stays open)."""
-        for _ in range(self.size):
-            self.slots.acquire()
-        for _ in range(self.size):
-            self.slots.release()
-
-    def check(self) -> None:
-        """Raise the first failure of a job done so far."""
-        if self.failed:
-            self.failed[0].result()
-
-    def wait(self) -> None:
-        """Wait for every job; the first failure raised (the others waited for too)."""
-        try:
-            self.pool.shutdown(wait=True)
-        finally:
-            for future in self.failed:
-                future.result()
 
 
 class _Slot:
@@ -371,7 +317,7 @@ class _Copier:
         bk,
         storage: ArchiveStorage,
         progress: Progress,
-        finisher: _Finisher,
+        finisher: Finisher,
         parts: ArchiveParts = py_archive_parts,
     ):
         self.store, self.bk, self.storage, self.progress = store, bk, storage, progress
@@ -484,32 +430,43 @@ class _Copier:
             batches = self.bk.read_closed(ledger_id, md, version, 0, last, batch)
         else:
             batches = handle.read_range(0, last, batch=batch, allow_unconfirmed=True)
-        data = self.storage.writing(stem + ".data")
-        f = data.__enter__()
-        try:
-            writer = DataWriter(f, ledger_id, self.storage.growing(f), self.parts)
-            for got in batches:
-                before = writer.payload_bytes
-                writer.add_batch(got)
-                self.progress.advance(writer.payload_bytes - before)
-            if writer.entries != entries:
-                raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
-        except BaseException as exc:
-            data.__exit__(type(exc), exc, exc.__traceback__)  # the partial object removed
-            raise
         record = self._record(slot, raw, md, entries, stem)
+        handover = Handover()
+        self.finisher.submit(lambda: self._write(slot, record, stem, handover))
+        try:
+            for got in batches:  # read on while the writer writes (storing.py)
+                handover.put(got)
+        except BaseException:
+            handover.abandon()  # (its writer removes the partial object)
+            raise
+        handover.close()
+
+    def _write(self, slot: _Slot, record: LedgerRecord, stem: str, handover: Handover) -> None:
+        """In the finisher's thread: the batches ``handover`` gives written into the copy's data
+        object ``stem.data``, stored (synced and renamed, or uploaded), then its record
+        ``stem.json``, then its line."""
+        ledger_id, entries = slot.ledger_id, record.entries
+        try:
+            with self.storage.writing(stem + ".data") as f:  # the partial object removed on a failure
+                writer = DataWriter(f, ledger_id, self.storage.growing(f), self.parts)
+                for got in handover:
+                    before = writer.payload_bytes
+                    writer.add_batch(got)
+                    self.progress.advance(writer.payload_bytes - before)
+                if writer.entries != entries:
+                    raise RuntimeError(f"ledger {ledger_id}: read {writer.entries} entries of {entries}")
+        except Abandoned:
+            return  # the reading failed: the copy's thread tells it
+        except BaseException as exc:
+            handover.failed(exc)
+            raise
+        # the data object stored (synced, renamed or uploaded) before the record naming it
         record.payload_bytes = writer.payload_bytes
         record.data_object = stem + ".data"
         record.index_sha256 = writer.sha.hexdigest()
         record.data_size = writer.size
-        done = ManifestLedger(ledger_id, record_name, entries, writer.payload_bytes, True)
-
-        def store() -> None:
-            data.__exit__(None, None, None)  # the data object stored (synced, renamed or uploaded)...
-            self.storage.put(record_name, record.encode())  # ...before the record naming it
-            self._finish(slot, done)
-
-        self.finisher.submit(store)
+        self.storage.put(stem + ".json", record.encode())
+        self._finish(slot, ManifestLedger(ledger_id, stem + ".json", entries, writer.payload_bytes, True))
 
     @staticmethod
     def _finish(slot: _Slot, line: ManifestLedger) -> None:
@@ -729,7 +686,7 @@ def take_backup(
         _connect(bk, work.read.values())
     backup_id = new_backup_id(started)
     parallel = max(1, parallel)
-    finisher = _Finisher(parallel)
+    finisher = Finisher(2 * parallel)  # a copy's writer may finish while its thread reads the next
     copier = _Copier(store, bk, storage, progress, finisher, twins.archive_parts)
     lines = _Lines(
         ChunkWriter(backup_id, storage.put, chunk_ledgers),

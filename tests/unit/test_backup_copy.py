@@ -18,7 +18,7 @@ from tests.support.backup_fakes import FakeClient, closed_ledgers, payload
 
 
 def test_a_batch_is_sized_by_bytes():
-    assert batch_entries(1024 * 4096, 1024) == 1024  # 4 KiB entries: 4 MiB a batch
+    assert batch_entries(1024 * 4096, 1024) == 256  # 4 KiB entries: 1 MiB a batch
     assert batch_entries(100 * 100_000, 100_000) == 8192  # small entries: many a batch, at most 8192
     assert batch_entries(1 << 30, 64) == 64  # large entries: at least 64
     assert batch_entries(0, 10) == 256  # an open ledger: its length is not known
@@ -41,7 +41,7 @@ def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
         def writing(self, name):
             with super().writing(name) as f:
                 yield f
-                if name.endswith(".data") and not overlapped:
+                if name.startswith(f"ledgers/{ids[0]}/") and name.endswith(".data"):
                     overlapped.append(bk.read_begun.wait(10))
 
     storage = SlowStore(str(tmp_path / "archive"))
@@ -49,7 +49,7 @@ def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
     assert overlapped == [True]  # one thread: the second ledger was read while the first was stored
     lines = list(manifest_ledgers(storage, manifest))
     assert [x.ledger_id for x in lines] == ids
-    assert bk.batches == [8192, 8192]  # 4 MiB of 512-byte entries: 8192 a batch (at most)
+    assert bk.batches == [2048, 2048]  # 1 MiB of 512-byte entries: 2048 a batch
     # each closed ledger's handle opened on the metadata the walk read: its znode not read again
     assert bk.opened == [] and bk.opened_closed == [(i, store.ledgers.read(i)[1]) for i in ids]
     for x in lines:  # every copy whole, its record written after its data
@@ -57,6 +57,58 @@ def test_a_copy_reads_its_next_ledger_while_the_last_one_is_stored(tmp_path):
         with storage.open_read(record.data_object) as f:
             got = list(read_data(f, x.ledger_id, record.index_sha256))
         assert got == [(e, payload(x.ledger_id, e, 512)) for e in range(300)]
+
+
+def test_a_copy_reads_its_next_ledger_while_the_last_one_is_still_written(tmp_path):
+    """The thread that reads a copy does not write it (storing.py): with one thread, the next
+    ledger's reads begin before a byte of the last one is written -- and what is stored is
+    still every entry, each data object before its record (test_backup_durable.py)."""
+    store, ids = closed_ledgers(entries=50, size=512)
+    bk = FakeClient(store, 512)
+    before_writing: list[bool] = []
+
+    class SlowStore(LocalStorage):
+        """Nothing of the first data object is written before the second ledger's read begins
+        (a bounded wait)."""
+
+        @contextlib.contextmanager
+        def writing(self, name):
+            with super().writing(name) as f:
+                if name.startswith(f"ledgers/{ids[0]}/") and name.endswith(".data"):
+                    before_writing.append(bk.read_begun.wait(10))
+                yield f
+
+    storage = SlowStore(str(tmp_path / "archive"))
+    manifest = take_backup(store, bk, storage, Selection(ledgers=",".join(map(str, ids))), "zk://fake", parallel=1)
+    assert before_writing == [True]
+    for x in manifest_ledgers(storage, manifest):
+        record = LedgerRecord.decode(storage.get(x.record))
+        with storage.open_read(record.data_object) as f:
+            assert [e for e, _ in read_data(f, x.ledger_id, record.index_sha256)] == list(range(50))
+
+
+def test_a_copy_whose_reading_fails_leaves_no_object_and_is_named_unreadable(tmp_path):
+    """A ledger whose reading fails midway (its bookies' answer) is unreadable; its writer,
+    in a thread of its own, removes what it wrote; the other ledgers are copied."""
+    from bkctl.backup.catalog import manifest_notes
+    from bkctl.wire.client.errors import NoSuchEntry
+
+    store, ids = closed_ledgers(entries=3000, size=512, ledgers=3)
+    bk = FakeClient(store, 512)
+    read_range = FakeClient.read_closed
+
+    def failing(self, ledger_id, *args):
+        for n, batch in enumerate(read_range(self, ledger_id, *args)):
+            if ledger_id == ids[1] and n == 1:
+                raise NoSuchEntry(f"ledger {ledger_id}: no bookie holds entry 2048")
+            yield batch
+
+    bk.read_closed = failing.__get__(bk)
+    storage = LocalStorage(str(tmp_path / "archive"))
+    manifest = take_backup(store, bk, storage, Selection(ledgers=",".join(map(str, ids))), "zk://fake", parallel=1)
+    assert [x.ledger_id for x in manifest_ledgers(storage, manifest)] == [ids[0], ids[2]]
+    assert [(n.ledger_id, n.kind) for n in manifest_notes(storage, manifest)] == [(ids[1], "unreadable")]
+    assert list(storage.list(f"ledgers/{ids[1]}/")) == [] and storage.clean_partial() == 0
 
 
 def test_a_record_that_cannot_be_stored_stops_the_backup_and_no_manifest_is_written(tmp_path):

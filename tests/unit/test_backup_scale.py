@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from bkctl.backup.catalog import manifest_ledgers
 from bkctl.backup.storage import LocalStorage
-from bkctl.backup.take import Silent, _Copier, _Finisher, submitted
+from bkctl.backup.storing import Finisher
+from bkctl.backup.take import Silent, _Copier, submitted
 from bkctl.wire.metadata.ledger import LedgerMetadata, parse_ledger_metadata
 from tests.support.fake_store import FakeMetadataStore
 
@@ -35,7 +36,7 @@ def test_a_closed_ledger_already_copied_opens_no_handle(tmp_path):
     ledger_id, _ = store.ledgers.create(LedgerMetadata.new(BOOKIES, 2, 2, password=b"").closed(-1, 0))
     bk = CountingBookKeeper()
     storage = LocalStorage(str(tmp_path))
-    first = _Copier(store, bk, storage, Silent(), _Finisher(1))
+    first = _Copier(store, bk, storage, Silent(), Finisher(1))
     slot = first.copy(ledger_id)
     first.finisher.wait()
     assert slot.line.copied and slot.line.inline is not None  # an empty ledger: its record in its line
@@ -81,7 +82,7 @@ def test_the_finisher_forgets_the_jobs_done_well_and_raises_a_failure():
 
     import pytest
 
-    finisher = _Finisher(2)
+    finisher = Finisher(2)
     for _ in range(500):
         finisher.submit(lambda: None)
     finisher.wait()
@@ -91,7 +92,7 @@ def test_the_finisher_forgets_the_jobs_done_well_and_raises_a_failure():
     def fails() -> None:
         raise OSError("archive not writable")
 
-    finisher = _Finisher(2)
+    finisher = Finisher(2)
     finisher.submit(lambda: None)
     finisher.submit(fails)
     with pytest.raises(OSError, match="not writable"):
