@@ -116,4 +116,4 @@ def test_a_stopped_auditor_hears_nothing_more():
     store.underreplication.set_lost_bookie_recovery_delay(0)
     reactor.run()
     assert auditor.stats.audits == audits and store.underreplication.count() == 0
-    assert store.registration._writable_watch._watchers == []  # every watch was let go
+    assert store.live_watches() == 0  # every watch was let go
