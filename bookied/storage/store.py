@@ -87,6 +87,7 @@ from itertools import repeat
 
 from bkctl.wire.bookie_disk import layout
 from bkctl.wire.fastpath import Twins
+from bkctl.wire.process.runtime import collector_held_off
 
 from ..journal import EntryRecord, ExplicitLacRecord, FenceRecord, MasterKeyRecord, Record
 from .compactor import CompactionWriter, LiveRecord, LogsDeleted, LogUsage
@@ -96,7 +97,7 @@ from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
 from .flush import FlushResult, LedgerBatch, commit_flush, drop_flushed, ledger_batches
 from .index import KEY, LOC, IndexRow, Location, LogDeltas, Move, apply_log_deltas, open_index
 from .ledger_state import LedgerState
-from .pacing import FlushPace, sorted_in_slices
+from .pacing import FlushPace, let_go, sorted_in_slices
 from .write_cache import WriteCache
 
 log = logging.getLogger("bookied.entrystore")
@@ -456,7 +457,7 @@ class EntryStore:
         cached (and readable) and the error propagates; the next flush retries them.
         """
         t0 = time.perf_counter()
-        with self._flush_lock:
+        with self._flush_lock, collector_held_off():  # (its lists walked by no collection)
             with self._lock:
                 if self._closed:
                     raise EntryStoreClosed("entry store is closed")
@@ -479,6 +480,7 @@ class EntryStore:
                 self.write_cache.flushed()
             n = sum(len(b.entry_ids) for b in batches)
             drop_flushed(flushing, batches, pause)  # (no reader reaches the half now)
+            let_go(dirty, pause)
             result = FlushResult(n, nbytes, ledgers, time.perf_counter() - t0)
             self.last_flush = result
             return result
@@ -521,6 +523,7 @@ class EntryStore:
                 if led is not None and last > led.persisted_last:
                     led.persisted_last = last
         self._unlink_whole(emptied, sizes)
+        let_go(placed, pause)
         return batches
 
     def _cut_uncommitted(self, log_ids: list[int]) -> None:

@@ -76,8 +76,9 @@ def test_a_flushed_half_is_batched_and_freed_a_ledger_and_a_slice_at_a_time():
     assert batches[0].bodies == [b"%d" % e for e in ids] and batches[2].bodies == [b"f", b"s"]
     assert len(pauses) >= 2 * 5 + 1  # each big ledger's slices looked up, and the small one
     pauses.clear()
+    held = list(batches)
     drop_flushed(half, batches, lambda: pauses.append(1))
-    assert half == {} and all(b.entry_ids == [] and b.bodies == [] for b in batches)
+    assert half == {} and batches == [] and all(b.entry_ids == [] and b.bodies == [] for b in held)
     assert len(pauses) >= 2 * 2 * 5  # ids and bodies, a slice at a time, of both big ledgers
 
 
@@ -157,3 +158,39 @@ def test_a_paced_flush_stops_napping_once_the_write_cache_asks_for_the_next_one(
         assert len(naps) == 1  # full speed from then on
     finally:
         store.close()
+
+
+def test_no_collection_walks_a_flush_and_the_collector_is_back_on_after_even_a_failed_one(tmp_path, monkeypatch):
+    """A flush's lists (two per ledger, every entry in them) are walked by no garbage collection
+    while it runs: the collector is off from its start to its end, and on again after it,
+    whether it succeeded or not."""
+    import gc
+
+    seen: list[bool] = []
+
+    class LookAtTheCollector(FlushPace):
+        def __init__(self, hurry=None):
+            super().__init__(sleep=lambda s: seen.append(gc.isenabled()), hurry=hurry)
+
+    monkeypatch.setattr(store_module, "FlushPace", LookAtTheCollector)
+    enabled = gc.isenabled()
+    store = EntryStore(str(tmp_path / "s"), twins=fastpath.selected())
+    try:
+        gc.enable()
+        fill(store, 4, 1500)
+        assert store.flush(paced=True).entries == 6000
+        assert seen and not any(seen) and gc.isenabled()
+        fill(store, 1, 10)
+
+        def full_disk(*args):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(entry_log.layout, "write_all", full_disk)
+        with pytest.raises(OSError):
+            store.flush()
+        assert gc.isenabled()
+    finally:
+        monkeypatch.undo()
+        store.close()
+        if not enabled:
+            gc.disable()

@@ -66,3 +66,44 @@ def test_what_loads_in_the_block_loads_with_the_collector_off_and_is_frozen_afte
         gc.unfreeze()
         if enabled:
             gc.enable()
+
+
+def test_the_collector_is_held_off_until_the_last_holder_leaves_and_left_off_if_it_was():
+    import gc
+    import threading
+
+    from bkctl.wire.process.runtime import collector_held_off
+
+    enabled = gc.isenabled()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other_holder():
+        with collector_held_off():
+            inside.set()
+            assert leave.wait(30)
+
+    try:
+        gc.enable()
+        t = threading.Thread(target=other_holder)
+        with collector_held_off():
+            assert not gc.isenabled()
+            t.start()
+            assert inside.wait(30)
+        assert not gc.isenabled()  # the other thread still holds it off
+        leave.set()
+        t.join()
+        assert gc.isenabled()  # the last one out turned it back on
+        with collector_held_off(), collector_held_off():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        gc.disable()
+        try:
+            with collector_held_off():
+                raise RuntimeError("a flush that fails")
+        except RuntimeError:
+            pass
+        assert not gc.isenabled()  # left off as found
+    finally:
+        leave.set()
+        if enabled:
+            gc.enable()
