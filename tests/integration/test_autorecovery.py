@@ -426,9 +426,12 @@ def test_a_decommission_the_daemons_cannot_finish_talks_and_says_why(
     its failure names the worker and its reason, and --json prints remaining_ledgers too."""
     import json
 
-    # a session that outlives the first decommission's start on a loaded machine (at 10 s it
-    # could expire first, and that decommission then waited instead of refusing)
-    procs = bookie_cluster(3, zkTimeout=30000)
+    # a session that outlives the first decommission's start on a loaded machine (at 10 s, when
+    # each bkctl run was a fresh Python importing bkctl, it could expire first, and that
+    # decommission then waited instead of refusing); a run forked from the worker's zygote
+    # (tests/support/cli.py) has nothing to import, and the wait below for the session to
+    # expire is this long, idle
+    procs = bookie_cluster(3, zkTimeout=15000)
     zkstore.underreplication.set_lost_bookie_recovery_delay(3600)
     ids = sorted(make_ledger(writer, 3, 2, entries=10) for _ in range(2))
     daemons(
