@@ -180,7 +180,10 @@ def s3_server(tmp_path_factory):
     try:
         yield S3Endpoint.of(server)
     finally:
-        server.stop()
+        # no grace: weed takes some 15 s to leave on SIGTERM, so a stop always waited out the 3 s
+        # grace before its SIGKILL, at the end of every worker that had used it: the suite's last
+        # seconds.  Its data goes with the session's temporary folders.
+        server.stop(grace=0)
 
 
 @pytest.fixture
