@@ -97,7 +97,7 @@ from .errors import EntryCorrupted, EntryStoreClosed, WriteCacheFull
 from .flush import FlushResult, LedgerBatch, commit_flush, drop_flushed, ledger_batches
 from .index import KEY, LOC, IndexRow, Location, LogDeltas, Move, apply_log_deltas, open_index
 from .ledger_state import LedgerState
-from .pacing import FlushPace, let_go, sorted_in_slices
+from .pacing import FLUSH_SLICE, FlushPace, let_go, sorted_in_slices
 from .write_cache import WriteCache
 
 log = logging.getLogger("bookied.entrystore")
@@ -464,9 +464,9 @@ class EntryStore:
                 flushing = self.write_cache.swap()
                 nbytes, ledgers = self.write_cache.flushing_bytes, len(flushing)
                 self._flush_requested = False
-                dirty = [(lid, led) for lid, led in self._ledgers.items() if led.dirty or lid in flushing]
-                for _lid, led in dirty:
-                    led.dirty = False
+                ids = list(self._ledgers)
+            dirty = self._take_dirty(ids, flushing)
+            del ids
             pause = FlushPace(hurry=self._flush_asked) if paced else None
             try:
                 batches = self._write_flush(flushing, dirty, pause)
@@ -484,6 +484,23 @@ class EntryStore:
             result = FlushResult(n, nbytes, ledgers, time.perf_counter() - t0)
             self.last_flush = result
             return result
+
+    def _take_dirty(self, ids: list[int], flushing: dict) -> list[tuple[int, LedgerState]]:
+        """Of the ledgers ``ids``, those whose state a flush writes (changed since their row was
+        written, or with entries in ``flushing``), their flags cleared: under the state lock a
+        slice at a time, which every add and read waits for (a whole scan held it 12 ms for
+        10^5 ledgers).  One changed meanwhile is written by this flush or the next: its row is
+        encoded at the commit, after its flag is cleared here."""
+        dirty = []
+        get = self._ledgers.get
+        for i in range(0, len(ids), FLUSH_SLICE):
+            with self._lock:
+                for lid in ids[i : i + FLUSH_SLICE]:
+                    led = get(lid)
+                    if led is not None and (led.dirty or lid in flushing):
+                        led.dirty = False
+                        dirty.append((lid, led))
+        return dirty
 
     def _flush_asked(self) -> bool:
         """Whether the write cache asked for another flush since this one began (a read

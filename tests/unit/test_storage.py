@@ -434,6 +434,44 @@ def test_reads_at_every_piece_of_a_flush_of_big_ledgers_find_every_entry(sdir, m
     s.close()
 
 
+def test_ledger_state_changed_while_a_flush_looks_for_it_is_written_by_that_flush_or_the_next(sdir):
+    """A flush takes the changed ledgers a slice at a time under the state lock: a ledger
+    fenced (or given its first entry) meanwhile, in another thread, is persisted by this flush
+    or the next -- none is lost once both have run."""
+    from bkctl.bookied.storage import pacing
+
+    n = 3 * pacing.FLUSH_SLICE
+    s = EntryStore(sdir, twins=fastpath.selected())
+    for lid in range(n):
+        s.set_master_key(lid, b"k%d" % lid)
+    s.flush()
+    start = threading.Barrier(2)
+
+    def change():
+        start.wait(30)
+        for lid in reversed(range(n)):
+            s.set_fenced(lid)
+            if lid % 3 == 0:
+                s.put_entry(lid, 0, data(lid, 0))
+
+    t = threading.Thread(target=change)
+    t.start()
+    try:
+        for lid in range(0, n, 2):  # (dirty again: this flush has rows to write)
+            s.set_explicit_lac(lid, b"lac")
+        start.wait(30)
+        s.flush()
+    finally:
+        t.join()
+    s.flush()
+    s.close(flush=False)
+    s = EntryStore(sdir, twins=fastpath.selected())
+    assert all(s.is_fenced(lid) for lid in range(n))
+    assert all(s.get_entry(lid, 0) == data(lid, 0) and s.last_entry_id(lid) == 0 for lid in range(0, n, 3))
+    assert all(s.get_explicit_lac(lid) == b"lac" for lid in range(0, n, 2))
+    s.close()
+
+
 def test_index_survives_reopen_many_ledgers(sdir):
     s = EntryStore(sdir, twins=fastpath.selected())
     for l in range(200):
