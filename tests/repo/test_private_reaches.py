@@ -6,7 +6,9 @@ ast, nothing imported:
   is a public method or property; a class's underscored names are its own -- ``self._store._nodes``
   too: an object's own attribute, but another object's underscored name.  The suite's stand-ins
   for the product's objects (tests/support: the fake store, bookies, clocks) are held to it as
-  well (:data:`SUPPORT`): the code under test meets them where it meets the real ones.  Dunder names
+  well: the code under test meets them where it meets the real ones; and so is the rest of the
+  suite (:data:`SUITE`): a test observes an object through what it offers a user or an operator
+  (or through its behaviour), not through its underscored names.  Dunder names
   (``__class__``, ``__name__``) are the language's, and the named tuple's documented API
   (``_asdict``, ``_replace``, ``_fields``, ``_make``) and ``os._exit`` are public despite the underscore.
   The few reaches into a *dependency's* internals that have no public equivalent are listed in
@@ -33,7 +35,7 @@ pytestmark = pytest.mark.xdist_group("product-sources")  # one worker parses the
 #: names that look private and are documented public API
 PUBLIC_UNDERSCORED = {"_asdict", "_replace", "_fields", "_make", "_field_defaults"}
 #: ``module.name`` reaches into the standard library's documented underscored functions
-PUBLIC_QUALIFIED = {"os._exit"}
+PUBLIC_QUALIFIED = {"os._exit", "sys._current_frames"}
 
 #: module -> the reaches into a dependency's internals it may make (no public equivalent exists)
 THIRD_PARTY = {
@@ -45,10 +47,59 @@ THIRD_PARTY = {
     # PySpark: whether a SparkContext runs in this process (SparkSession.getActiveSession is per
     # thread), and stopping its Py4J gateway JVM so that a stopped session leaves no process behind
     "bkctl.export.spark_session": {"SparkContext._active_spark_context", "SparkContext._gateway", "SparkContext._jvm"},
+    # the suite's: kazoo sends every request through KazooClient._call; counting or failing the
+    # requests a store sends is done there (kazoo has no request hook)
+    "tests.integration.test_client_bookie_watch": {"KazooClient._call"},
+    "tests.integration.test_metadata_store_conformance": {"KazooClient._call"},
+    # the JVM's arguments are read through Py4J's gateway, which PySpark offers only as _jvm
+    "tests.integration.test_export": {"spark.sparkContext._jvm"},
+    # argparse lists a parser's options only in _actions
+    "tests.repo.test_docs_in_sync": {"build_parser()._actions"},
+    # what send_now reads of Twisted's transport (above), the tests read to see what it queued
+    "tests.unit.test_send_now": {"transport._tempDataBuffer", "transport._tempDataLen"},
+    "tests.unit.test_bookie_outbox_throttle": {"transport._tempDataBuffer"},
 }
 
-#: the suite's support modules, which the first rule holds as it holds the product's
-SUPPORT = {name: path for name, path in suite_modules().items() if name.startswith("tests.support.")}
+#: the suite's modules (its support modules, the fakes, among them), which the first rule holds
+#: as it holds the product's
+SUITE = suite_modules()
+
+#: the suite's modules that still reach into the product's underscored names, each to be given
+#: what it observes through a public accessor or through behaviour; the list only shrinks: a
+#: module on it that no longer reaches fails the test (take it off), one not on it that reaches
+#: fails too
+NOT_YET_DONE = {
+    "tests.integration.test_watched_listing",
+    "tests.repo.test_suite_ports",
+    "tests.unit.test_autorecovery_daemon_stop",
+    "tests.unit.test_autorecovery_units",
+    "tests.unit.test_bench_java_peer",
+    "tests.unit.test_bookie_server",
+    "tests.unit.test_bookied_startup",
+    "tests.unit.test_client_add_runs",
+    "tests.unit.test_client_fastpath",
+    "tests.unit.test_client_ledger",
+    "tests.unit.test_client_ledger_recovery",
+    "tests.unit.test_client_read_fastpath",
+    "tests.unit.test_client_read_runs",
+    "tests.unit.test_entry_log_records",
+    "tests.unit.test_export_planning",
+    "tests.unit.test_export_spark_session",
+    "tests.unit.test_fastcodec",
+    "tests.unit.test_flush_pace",
+    "tests.unit.test_fsck",
+    "tests.unit.test_fsck_bookie_only",
+    "tests.unit.test_fsck_scale",
+    "tests.unit.test_garbage_collector",
+    "tests.unit.test_http_autorecovery",
+    "tests.unit.test_javadisk",
+    "tests.unit.test_ledger_metadata_twins",
+    "tests.unit.test_render_plain",
+    "tests.unit.test_repair_state",
+    "tests.unit.test_restore_stream",
+    "tests.unit.test_sandbox_zookeeper",
+    "tests.unit.test_service_readonly",
+}
 
 #: the one module that reads BKCTL_FASTPATHS
 SELECTOR = "bkctl.wire.fastpath"
@@ -136,17 +187,20 @@ def _where(module: str, line: str) -> str:
 
 
 def test_no_module_reaches_into_another_objects_underscored_names():
-    assert "tests.support.fake_store" in SUPPORT  # the stand-ins are read too
-    bad, allowed_seen = [], {m: set() for m in THIRD_PARTY}
-    for module, path in {**MODULES, **SUPPORT}.items():
+    assert "tests.support.fake_store" in SUITE and "tests.unit.test_repair_state" in SUITE  # the suite is read too
+    bad, allowed_seen, pending = [], {m: set() for m in THIRD_PARTY}, set()
+    for module, path in {**MODULES, **SUITE}.items():
         for found in reaches(path):
             what = found.split(": ", 1)[1]
             if what in THIRD_PARTY.get(module, ()):
                 allowed_seen[module].add(what)
+            elif module in NOT_YET_DONE:
+                pending.add(module)
             else:
                 bad.append(_where(module, found))
     assert not bad, "give the owner a public method or property:\n" + "\n".join(sorted(bad))
     assert allowed_seen == THIRD_PARTY, "a listed dependency reach is gone: take it off THIRD_PARTY"
+    assert pending == NOT_YET_DONE, f"these reach no more: take them off NOT_YET_DONE: {sorted(NOT_YET_DONE - pending)}"
 
 
 def test_no_module_imports_another_modules_underscored_names():
