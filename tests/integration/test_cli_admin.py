@@ -203,7 +203,8 @@ def test_metaformat_prompts_on_a_terminal(metadata_uri, zkstore):
 
 
 def test_unreachable_zookeeper_is_exit_5():
-    r = bkctl("zk+hierarchical://127.0.0.1:1/ledgers", "cluster", "info", env={})
+    # --timeout: the default waits 10 s for a port that refuses every connection
+    r = bkctl("zk+hierarchical://127.0.0.1:1/ledgers", "--timeout", "1", "cluster", "info", env={})
     assert r.returncode == 5
     assert len(r.stderr.strip().splitlines()) == 1
 

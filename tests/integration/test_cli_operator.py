@@ -471,7 +471,7 @@ def test_script_errors_name_their_line(metadata_uri, tmp_path):
 
 def test_completions_offer_paths_open_ledgers_and_stopped_bookies(bookie_cluster, metadata_uri, tmp_path, zkstore):
 
-    procs = bookie_cluster(3)
+    procs = bookie_cluster(3, zkTimeout=4000)  # the killed bookie's registration goes within 4-6 s, not 10-12
     env = bkctl_env(tmp_path, BKCTL_METADATA_URI=metadata_uri)
     open_id, closed_id = 97531, 97532  # ids that nothing else on the screen looks like
     md = LedgerMetadata.new(ENSEMBLE)
