@@ -29,6 +29,7 @@ __all__ = [
     "manifest_ids",
     "manifest_ledgers",
     "manifest_notes",
+    "new_marker",
     "read_manifest",
     "require_archive",
     "with_ledgers",
@@ -39,15 +40,24 @@ __all__ = [
 def ensure_archive(storage: ArchiveStorage, now: float) -> None:
     """Make ``storage`` an archive (its marker) unless it is one; another archive's marker, or
     other files where there is no marker: exit 2."""
+    marker = new_marker(storage, now)
+    if marker is not None:
+        storage.put(MARKER, marker)
+
+
+def new_marker(storage: ArchiveStorage, now: float) -> bytes | None:
+    """The marker that makes ``storage`` an archive, for the caller to store (:data:`MARKER`);
+    None when it is one already.  Another archive's marker, or other files where there is no
+    marker: exit 2."""
     if storage.exists(MARKER):
         require_archive(storage)
-        return
+        return None
     other = next(iter(storage.list("")), None)
     if other is not None:
         raise CommandError(
             f"{storage.url} holds other files ({other}, ...), not a backup archive: give an empty place", USAGE
         )
-    storage.put(MARKER, encode_marker(int(now * 1000)))
+    return encode_marker(int(now * 1000))
 
 
 def require_archive(storage: ArchiveStorage) -> None:

@@ -14,7 +14,7 @@ permissions ``ObjectDenied`` (6), a store that does not answer ``ObjectUnreachab
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Protocol
 
 from bkctl.wire.errors import ObjectMissing
@@ -63,6 +63,10 @@ class ArchiveStorage(Protocol):
 
     def delete(self, name: str) -> None:
         """Remove object ``name`` (a missing one is fine)."""
+
+    def make_folders(self, folders: Iterable[str]) -> None:
+        """The folders of ``folders`` (``/``-separated, relative) made and durable ahead of the
+        objects that go in them (a local folder: each fsynced in its parent; nothing in S3)."""
 
     def clean_partial(self) -> int:
         """Remove what an interrupted writer left (local temporary files); how many."""
@@ -114,6 +118,9 @@ class _ObjectArchive:
     def delete(self, name: str) -> None:
         self.objects.delete(self.key(name))
 
+    def make_folders(self, folders: Iterable[str]) -> None:
+        pass  # (an object store has no folders)
+
     def clean_partial(self) -> int:
         return 0
 
@@ -133,6 +140,10 @@ class LocalStorage(_ObjectArchive):
 
     def growing(self, f: IO[bytes]) -> Callable[[int], None] | None:
         return self.directory.recycler(f).grown
+
+    def make_folders(self, folders: Iterable[str]) -> None:
+        for folder in folders:
+            self.directory.make_dirs(self.directory.path(folder))
 
     def clean_partial(self) -> int:
         return self.directory.clean_partial() if self.directory.root.is_dir() else 0

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from bkctl.wire.backup.archive import (
     CHUNK_LEDGERS,
+    MARKER,
     ArchiveParts,
     ChunkRef,
     ChunkWriter,
@@ -52,6 +53,7 @@ from bkctl.wire.backup.archive import (
     TopicRecord,
     ValueRecord,
     b64,
+    backup_folders,
     cluster_tag,
     ledger_object,
     py_archive_parts,
@@ -59,7 +61,7 @@ from bkctl.wire.backup.archive import (
 from bkctl.wire.errors import ArchiveDamaged
 from bkctl.wire.fastpath import GENERAL, Twins
 
-from .catalog import ensure_archive, latest_manifest, manifest_ledgers
+from .catalog import latest_manifest, manifest_ledgers, new_marker
 from .storage import ArchiveStorage
 from .storing import Abandoned, Finisher, Handover
 
@@ -657,6 +659,15 @@ def _connect(bk, reads: Iterable[StoredLedgerRead]) -> None:
         bk.connect(bookies)
 
 
+def _ready(storage: ArchiveStorage, marker: bytes | None, backup_id: str) -> None:
+    """A new archive's ``marker`` stored and the folders of the backup's chunks and manifest
+    made (each durable), while the plan is read: not among the last steps, whose fsyncs the
+    backup waits for one after the other (the last chunk, the manifest)."""
+    if marker is not None:
+        storage.put(MARKER, marker)
+    storage.make_folders(backup_folders(backup_id))
+
+
 def take_backup(
     store,
     bk,
@@ -677,16 +688,24 @@ def take_backup(
     implementations in use (:mod:`bkctl.wire.fastpath`; the command's, the general paths else)."""
     progress = progress or Silent()
     started = clock()
-    ensure_archive(storage, started)
+    marker = new_marker(storage, started)  # (checked now: stored while the plan is read)
     storage.clean_partial()
     previous = latest_manifest(storage)
-    work = plan(store, selection)
-    same = previous is not None and previous.selection == selection.to_json()
-    if not same:  # (an incremental backup may read no bookie at all: connected at its first copy)
-        _connect(bk, work.read.values())
     backup_id = new_backup_id(started)
     parallel = max(1, parallel)
     finisher = Finisher(2 * parallel)  # a copy's writer may finish while its thread reads the next
+    finisher.submit(lambda: _ready(storage, marker, backup_id))
+    try:
+        work = plan(store, selection)
+        same = previous is not None and previous.selection == selection.to_json()
+        if not same:  # (an incremental backup may read no bookie at all: connected at its first copy)
+            _connect(bk, work.read.values())
+        finisher.settle()  # the marker stored before anything else is
+        finisher.check()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the plan's failure is the one told
+            finisher.wait()
+        raise
     copier = _Copier(store, bk, storage, progress, finisher, twins.archive_parts)
     lines = _Lines(
         ChunkWriter(backup_id, storage.put, chunk_ledgers),

@@ -15,6 +15,7 @@ from bkctl.backup.storage import LocalStorage
 from bkctl.backup.take import Selection, take_backup
 from bkctl.wire.backup.archive import Manifest
 from bkctl.wire.metadata.ledger import LedgerMetadata, LedgerState, parse_ledger_metadata
+from bkctl.wire.objects import PART_MARK
 from tests.support.backup_fakes import BOOKIES, FakeClient, NoFeed, closed_ledgers
 from tests.support.durability import DiskLog, DiskOp, Replay, objects_named
 from tests.support.fake_store import FakeMetadataStore
@@ -70,6 +71,36 @@ def test_a_backup_is_durable_in_order_before_it_says_done(tmp_path, monkeypatch)
     second = take_backup(store, bk, storage, Selection(ledgers=spec), "zk://fake", parallel=2, chunk_ledgers=2)
     _check(log, archive, second)
     assert second.totals()["copied_ledgers"] == 1
+
+
+def test_the_marker_comes_first_and_the_last_steps_are_the_chunks_and_the_manifest(tmp_path, monkeypatch):
+    """A new archive's marker is durable before any other object is renamed into place (a
+    backup stopped midway leaves an archive), and once the last copy's record is stored only
+    the last chunk and the manifest are written: their folders were made while the plan was
+    read, so nothing but a file's fsync, its rename and its folder's fsync each is left."""
+    store, ids = closed_ledgers(entries=40, size=64, ledgers=3)
+    archive = tmp_path / "archive"
+    log = DiskLog(tmp_path).install(monkeypatch)
+    spec = ",".join(map(str, ids))
+    manifest = take_backup(store, FakeClient(store, 64), LocalStorage(str(archive)), Selection(ledgers=spec), "zk://f")
+    replaced = [op for op in log.ops if op.op == "replace"]
+    assert replaced[0].path == archive / "archive.json"
+    replay = log.replay()
+    for op in log.ops:
+        replay.apply(op)
+        if op.op == "replace" and op.path != archive / "archive.json":
+            assert replay.durable(archive / "archive.json"), f"{op.path} stored before the archive's marker"
+    copies = [n for n, op in enumerate(log.ops) if op.path.is_relative_to(archive / "ledgers")]
+    chunk, head = archive / manifest.chunks[0].name, archive / manifest.name
+    last = [(op.op, Path(str(op.path).split(PART_MARK)[0])) for op in log.ops[copies[-1] + 1 :]]
+    assert last == [  # (a file fsynced under its temporary name)
+        ("fsync", chunk),
+        ("replace", chunk),
+        ("fsync", chunk.parent),
+        ("fsync", head),
+        ("replace", head),
+        ("fsync", head.parent),
+    ]
 
 
 class CreatingBookKeeper:

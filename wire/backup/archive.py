@@ -38,6 +38,7 @@ import functools
 import hashlib
 import json
 import os
+import posixpath
 import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -71,12 +72,14 @@ __all__ = [
     "UnreadableLedger",
     "ValueRecord",
     "b64",
+    "backup_folders",
     "check_marker",
     "decode_chunk",
     "decode_notes",
     "cluster_tag",
     "encode_marker",
     "ledger_object",
+    "manifest_name",
     "parts_twin",
     "py_archive_parts",
     "unb64",
@@ -406,6 +409,15 @@ def chunk_name(backup_id: str, seq: int) -> str:
     return f"chunks/{backup_id}/{seq:06d}.jsonl"
 
 
+def manifest_name(backup_id: str) -> str:
+    return f"backups/{backup_id}.json"
+
+
+def backup_folders(backup_id: str) -> list[str]:
+    """The folders backup ``backup_id``'s chunks and its manifest go in."""
+    return [posixpath.dirname(chunk_name(backup_id, 0)), posixpath.dirname(manifest_name(backup_id))]
+
+
 def _store_chunk(put: Callable[[str, bytes], None], name: str, lines: list[bytes], first: int, last: int) -> ChunkRef:
     """Store ``lines`` as chunk ``name`` (one line each) and return what the head says of it:
     the one form of a ledger chunk and a notes chunk alike."""
@@ -596,7 +608,7 @@ class Manifest:
 
     @property
     def name(self) -> str:
-        return f"backups/{self.id}.json"
+        return manifest_name(self.id)
 
     @property
     def chunked(self) -> bool:
