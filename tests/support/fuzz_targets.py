@@ -14,6 +14,7 @@ every target, without atheris.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import os
 import shutil
@@ -714,6 +715,357 @@ def java_index(data: bytes) -> None:
             parse(data)
         except CodecError:
             pass
+
+
+# ------------------------------------------------------------------ a backup's archive
+
+
+def _archive_c():
+    """``_archive`` (C) as the twin selector loads it, None where it is not built."""
+    return fastpath.build(True).archive_reader.c
+
+
+def _data_object(ledger_id: int, sizes: list[int], first_byte: int = 0) -> bytes:
+    """A data object as a backup writes it (DataWriter): ledger ``ledger_id``'s entries of ``sizes``."""
+    import io
+
+    from bkctl.wire.backup.archive import DataWriter
+
+    out = io.BytesIO()
+    w = DataWriter(out, ledger_id)
+    w.add_batch([(i, bytes((first_byte + i + k) % 256 for k in range(n))) for i, n in enumerate(sizes)])
+    return out.getvalue()
+
+
+def _entry_run_seeds() -> list[bytes]:
+    body = _data_object(7, [0, 1, 5, 100, 300])[16:]
+    later = _data_object(7, [3, 0, 40])[16:]  # entries 0..2, read from entry 0 or (flag 1) from the id the input says
+    return [
+        b"\x00" + body,
+        b"\x00" + body[:-3],
+        b"\x00" + body[:40] + bytes([body[40] ^ 4]) + body[41:],
+        b"\x80" + body,
+        b"\x01" + (2**64 - 1).to_bytes(8, "big") + later,
+        b"\x01" + (5).to_bytes(8, "big") + later,
+    ]
+
+
+@target(declared=(), seeds=_entry_run_seeds)
+def archive_entry_run(data: bytes) -> None:
+    """A data object's entries decoded a run at a time (data_read.DecodeRun): ``_archive.c``'s
+    entry_run against its Python twin py_entry_run on the same bytes, position and expected id
+    -- the same run, fields alike -- and the run what its fields say (skipped where the C one is
+    not built).  The first byte: bit 0, the expected id in the next 8 bytes (else 0); bits 1-6
+    the position; bit 7, 64 KiB of zeros after the bytes (the walk without the GIL)."""
+    from bkctl.wire.backup.data_read import RUN_BAD_CRC, RUN_BAD_ID, RUN_NEEDS_BYTES, py_entry_run
+
+    c = _archive_c()
+    if c is None or not data:
+        return
+    flags, buf = data[0], data[1:]
+    expected = 0
+    if flags & 1:
+        expected, buf = int.from_bytes(buf[:8], "big"), buf[8:]
+    if flags & 0x80:
+        buf += bytes(64 << 10)
+    pos = (flags >> 1) & 0x3F
+    want = py_entry_run(buf, pos, expected)
+    got = c.entry_run(py_entry_run, buf, pos, expected)
+    assert tuple(got) == tuple(want), (got, want)
+    assert got.next_id == expected + len(got.payloads) and got.size == sum(map(len, got.payloads))
+    assert len(got.heads) == 16 * len(got.payloads) and got.end >= pos
+    assert got.stop in (RUN_NEEDS_BYTES, RUN_BAD_ID, RUN_BAD_CRC)
+    if pos <= len(buf):
+        assert got.end == pos + len(got.heads) + got.size
+    if got.stop == RUN_NEEDS_BYTES:
+        assert got.need >= 16 and got.end + got.need > len(buf) and not got.found
+    else:
+        assert got.end + 16 <= len(buf) and not got.need
+
+
+def _read_seeds() -> list[bytes]:
+    whole = _data_object(7, [0, 1, 5, 100, 300, 2])
+    return [
+        b"\x00" + whole,
+        b"\x05" + whole,
+        b"\x00" + whole[:-1],
+        b"\x00" + whole[:50] + b"\xff" + whole[51:],
+        b"\x00" + whole[: 16 + 8] + b"\x7f" + whole[16 + 9 :],  # entry 0's length field
+        b"\x00" + _data_object(8, [1]),
+        b"\x00" + whole[:10],
+    ]
+
+
+class _Pieces:
+    """A data object read at most ``most`` bytes a call (a stream that answers short)."""
+
+    def __init__(self, data: bytes, most: int):
+        self.data, self.at, self.most = data, 0, most
+
+    def read(self, n: int = -1) -> bytes:
+        n = len(self.data) - self.at if n < 0 else n
+        piece = self.data[self.at : self.at + min(n, self.most)]
+        self.at += len(piece)
+        return piece
+
+    def close(self) -> None:
+        pass
+
+
+def _read_all(data: bytes, most: int, reader, sha: str | None) -> tuple[list[tuple[int, bytes]], str | None]:
+    """What read_data gives of ledger 7's object ``data``: its entries, and the ArchiveDamaged it ends with."""
+    from bkctl.wire.backup.data_read import read_data
+    from bkctl.wire.errors import ArchiveDamaged
+
+    got: list[tuple[int, bytes]] = []
+    try:
+        got.extend(read_data(_Pieces(data, most), 7, sha, reader))
+    except ArchiveDamaged as exc:
+        assert str(exc).startswith("ledger 7"), exc
+        return got, str(exc)
+    return got, None
+
+
+@target(declared=(), seeds=_read_seeds)
+def archive_read(data: bytes) -> None:
+    """A data object (ledger 7's) read as a restore reads it (read_data): its entries and then
+    an ArchiveDamaged naming the ledger, or all of them -- nothing else escapes; the C and the
+    Python readers give the same entries and the same error; a wrong index SHA-256 is always
+    an error, and the object's own one only where it was read whole.  The first byte: the most
+    bytes the stream gives a read (0: all it is asked for)."""
+    import hashlib
+    import struct
+
+    from bkctl.wire.backup.data_read import PY_READER, reader_of
+    from bkctl.wire.codecs.checksums import crc32c
+
+    if not data:
+        return
+    most = data[0] * 3 or len(data)
+    obj = data[1:]
+    entries, error = _read_all(obj, most, PY_READER, None)
+    c = _archive_c()
+    if c is not None:
+        assert _read_all(obj, most, reader_of(c), None) == (entries, error)
+    _, wrong = _read_all(obj, most, PY_READER, "0" * 64)
+    assert wrong is not None
+    if error is None:  # the index: the header and every entry's head
+        index = obj[:16] + b"".join(struct.pack(">QII", n, len(p), crc32c(p)) for n, p in entries)
+        assert _read_all(obj, most, PY_READER, hashlib.sha256(index).hexdigest()) == (entries, None)
+
+
+def _batch_of(data: bytes) -> tuple[list, int]:
+    """A batch and the expected id the input spells: the first byte's bit 0, the expected id in
+    the next 8 bytes (signed; else 0), bits 1-3 an entry of another shape (a list, a bytearray,
+    a float id); then for each entry a byte (its id: 0 the next, 1 the last one's again, 2 in the
+    next 8 bytes, signed, 3 one past the next; its payload's length: the byte's upper 6 bits),
+    and its payload."""
+    flags, rest = data[0], data[1:]
+    expected = 0
+    if flags & 1:
+        expected, rest = int.from_bytes(rest[:8], "big", signed=True), rest[8:]
+    batch: list = []
+    at, entry = 0, expected - 1
+    while at < len(rest):
+        b = rest[at]
+        at += 1
+        how, n = b & 3, b >> 2
+        if how == 0:
+            entry += 1
+        elif how == 2:
+            entry, at = int.from_bytes(rest[at : at + 8], "big", signed=True), at + 8
+        elif how == 3:
+            entry += 2
+        batch.append((entry, rest[at : at + n]))
+        at += n
+    if batch:
+        odd = batch[len(batch) // 2]
+        if flags & 2:
+            batch[len(batch) // 2] = list(odd)
+        if flags & 4:
+            batch[len(batch) // 2] = (odd[0], bytearray(odd[1]))
+        if flags & 8:
+            batch[len(batch) // 2] = (float(odd[0]), odd[1])
+    return batch, expected
+
+
+def _parts_outcome(parts, batch: list, expected: int):
+    try:
+        return parts(batch, expected)
+    except Exception as exc:  # what the Python twin raises, the C one must raise alike
+        return type(exc), str(exc)
+
+
+def _parts_seeds() -> list[bytes]:
+    plain = b"".join(bytes((n << 2,)) + bytes(range(n)) for n in (0, 1, 5, 63, 2))
+    return [
+        b"\x00" + plain,
+        b"\x01" + (41).to_bytes(8, "big") + plain,
+        b"\x01" + (2**63 - 2).to_bytes(8, "big") + plain,
+        b"\x00" + plain + b"\x01\x07" + plain,
+        b"\x00"
+        + b"\x02"
+        + (2**63 - 1).to_bytes(8, "big", signed=True)
+        + b"\x02"
+        + (-(2**63)).to_bytes(8, "big", signed=True),
+        b"\x0e" + plain,
+    ]
+
+
+@target(declared=(), seeds=_parts_seeds)
+def archive_parts_twins(data: bytes) -> None:
+    """A batch's entries as a backup writes them (archive.ArchiveParts): ``_archive.c``'s
+    archive_parts against its Python twin py_archive_parts on the same batch and expected id
+    -- the same parts and size, or the same error -- and what the parts hold reads back as the
+    entries taken (py_entry_run) (skipped where the C one is not built)."""
+    from bkctl.wire.backup.archive import py_archive_parts
+    from bkctl.wire.backup.data_read import RUN_NEEDS_BYTES, py_entry_run
+
+    c = _archive_c()
+    if c is None or not data:
+        return
+    batch, expected = _batch_of(data)
+    want = _parts_outcome(py_archive_parts, batch, expected)
+    got = _parts_outcome(functools.partial(c.archive_parts, py_archive_parts), batch, expected)
+    assert got == want, (got, want)
+    if isinstance(want[0], list) and expected >= 0:
+        parts, size = want
+        taken = len(parts) // 2
+        run = py_entry_run(b"".join(parts), 0, expected)
+        assert run.payloads == [bytes(p) for _, p in batch[:taken]] and run.size == size
+        assert (run.next_id, run.stop, run.need) == (expected + taken, RUN_NEEDS_BYTES, 16)
+        assert taken == len(batch) or batch[taken][0] != expected + taken
+
+
+def _manifest_seeds() -> list[bytes]:
+    from bkctl.wire.backup import archive as a
+
+    record = a.LedgerRecord(
+        5, "none", 1, 0, 0, "CLOSED", 3, 2, 2, "CRC32C", a.b64(b"pw"), {"k": a.b64(b"v")}, a.b64(b"md"), "", "", 0, 9
+    )
+    stored: dict[str, bytes] = {}
+    lines = a.ChunkWriter("b1", stored.__setitem__)
+    lines.add(a.ManifestLedger(5, record.name, 0, 0, True, record))
+    lines.add(a.ManifestLedger(9, "ledgers/9/none-1-3.json", 3, 30, False))
+    notes = a.NoteWriter("b1", stored.__setitem__)
+    notes.add(a.LedgerNote(11, "missing"))
+    notes.add(a.LedgerNote(12, "unreadable", "no bookie"))
+    head = dict(
+        id="b1",
+        started=1,
+        finished=2,
+        source={"zk": "x"},
+        selection={"all": True},
+        ledgers=[],
+        topics=[a.TopicRecord("t/n/x", a.b64(b"ml"), {"c": a.b64(b"cur")})],
+        schemas=[a.ValueRecord("s", a.b64(b"v"))],
+        partitioned=[],
+        missing=[],
+        deleted={"topics": []},
+    )
+    v3 = a.Manifest(**head, chunks=lines.finish(), counts=dict(lines.counts, missing=1), notes=notes.finish())
+    v1 = a.Manifest(
+        **dict(
+            head,
+            ledgers=[a.ManifestLedger(9, "ledgers/9/none-1-3.json", 3, 30, True)],
+            missing=[4],
+            deleted={"ledgers": [2], "topics": []},
+        ),
+        format=a.MANIFEST_FORMAT_V1,
+        unreadable=[a.UnreadableLedger(6, "gone")],
+    )
+    v2 = a.Manifest(**head, format=a.MANIFEST_FORMAT_V2, chunks=v3.chunks, counts=v3.counts)
+    return [v3.encode(), v1.encode(), v2.encode(), record.encode(), a.encode_marker(5), *stored.values()]
+
+
+def _ref_of(data: bytes):
+    """A chunk's entry in its manifest that fits ``data``: its SHA-256, its lines, the ids of its
+    first and last lines where they are JSON objects with one (so that the fuzzer reaches the lines)."""
+    import json
+
+    from bkctl.wire.backup.archive import ChunkRef
+
+    lines = data.splitlines()
+
+    def first_id(line: bytes) -> int:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return -1
+        return doc.get("ledger_id", -1) if isinstance(doc, dict) else -1
+
+    ends = (first_id(lines[0]), first_id(lines[-1])) if lines else (-1, -1)
+    return ChunkRef("chunks/b1/000000.jsonl", *ends, len(lines), hashlib.sha256(data).hexdigest())
+
+
+def _declared_archive() -> tuple[type[BaseException], ...]:
+    from bkctl.wire.errors import ArchiveDamaged
+
+    return (ArchiveDamaged,)
+
+
+@target(declared=(), seeds=_manifest_seeds)
+def archive_manifest(data: bytes) -> None:
+    """An archive's marker, a backup's manifest, a chunk of its ledger lines and one of its
+    notes, a ledger's record, as a restore decodes them (check_marker, Manifest.decode,
+    decode_chunk, decode_notes, LedgerRecord.decode): ArchiveDamaged or what the readers use
+    -- a manifest's totals and counts, a record's password and custom metadata, a ledger
+    line's inline record -- of the types its fields say; a manifest written again reads the
+    same."""
+    from bkctl.wire.backup import archive as a
+
+    damaged = _declared_archive()
+    for check in (
+        a.check_marker,
+        lambda d: _used_manifest(a.Manifest.decode(d, "m")),
+        lambda d: _used_record(a.LedgerRecord.decode(d, "r")),
+        lambda d: [_used_line(x) for x in a.decode_chunk(d, _ref_of(d))],
+        lambda d: [_used_note(x) for x in a.decode_notes(d, _ref_of(d))],
+    ):
+        try:
+            check(data)
+        except damaged:
+            pass
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _used_manifest(m) -> None:
+    from bkctl.wire.backup.archive import Manifest
+
+    assert isinstance(m.id, str) and _is_int(m.started) and _is_int(m.finished)
+    assert all(_is_int(v) for v in m.totals().values()) and all(_is_int(v) for v in m.note_counts().values())
+    for x in m.ledgers:
+        _used_line(x)
+    for t in m.topics:
+        assert isinstance(t.managed_ledger, str) and isinstance(t.value_b64, str) and isinstance(t.cursors_b64, dict)
+    for ref in m.chunks + m.notes:
+        assert isinstance(ref.name, str) and isinstance(ref.sha256, str) and _is_int(ref.ledgers)
+    assert all(_is_int(x) for x in m.missing) and all(_is_int(x.ledger_id) for x in m.unreadable)
+    assert Manifest.decode(m.encode(), "again") == m
+
+
+def _used_record(r) -> None:
+    assert _is_int(r.ledger_id) and _is_int(r.entries) and _is_int(r.ctoken) and _is_int(r.data_size)
+    assert isinstance(r.data_object, str) and isinstance(r.index_sha256, str) and isinstance(r.name, str)
+    assert isinstance(r.password, bytes) and all(isinstance(v, bytes) for v in r.custom_metadata.values())
+    assert _is_int(r.ensemble_size) and _is_int(r.write_quorum) and _is_int(r.ack_quorum)
+    assert isinstance(r.digest_type, str) and isinstance(r.state, str) and isinstance(r.metadata_b64, str)
+
+
+def _used_line(x) -> None:
+    assert _is_int(x.ledger_id) and isinstance(x.record, str) and _is_int(x.entries) and _is_int(x.payload_bytes)
+    assert isinstance(x.copied, bool) and isinstance(x.to_json(), dict)
+    if x.inline is not None:
+        _used_record(x.inline)
+
+
+def _used_note(x) -> None:
+    from bkctl.wire.backup.archive import NOTE_KINDS
+
+    assert _is_int(x.ledger_id) and x.kind in NOTE_KINDS and isinstance(x.error, str)
 
 
 # ------------------------------------------------------------------ Pulsar
