@@ -40,6 +40,21 @@ def test_the_c_twin_gives_the_python_twins_parts(seed):
 
 
 @needs_c
+@pytest.mark.parametrize(
+    ("batch", "first"),
+    [
+        ([(2**63 - 1, b"a"), (-(2**63), b"b")], 2**63 - 1),  # the next id past an i64's: no i64 id is it
+        ([(2**63 - 2, b"a"), (2**63 - 1, b"b"), (-(2**63), b"c")], 2**63 - 2),
+        ([(0, b"a"), (-1, b"b")], 0),
+    ],
+)
+def test_the_c_twin_stops_where_the_python_twin_does_at_the_ids_edges(batch, first):
+    """An id past 2**63-1 wrapped in C (a signed overflow: undefined, and the next id taken for
+    -2**63) -- found writing the fuzz target archive_parts_twins (a UBSan build says so)."""
+    assert parts_twin(C_MODULE)(batch, first) == py_archive_parts(batch, first)
+
+
+@needs_c
 @pytest.mark.parametrize("hardware", [True, False], ids=["hardware-crc", "table-crc"])
 def test_the_c_twins_checksums_over_three_lanes_and_what_is_left_are_the_packages(hardware):
     """The CPU's instruction runs three registers over three lanes of 256 bytes and joins them

@@ -237,7 +237,8 @@ static PyObject *archive_parts(PyObject *self, PyObject *const *args, Py_ssize_t
             covered = 0;
             break;
         }
-        if (entry != expected + taken)
+        /* (unsigned: past 2**63-1 the next id is one no i64 entry id has, as in Python) */
+        if (entry < 0 || (unsigned long long)entry != (unsigned long long)expected + (unsigned long long)taken)
             break; /* out of order: the entries before it are what it gives */
         PyObject *data = PyTuple_GET_ITEM(item, 1);
         Py_INCREF(data);
