@@ -250,6 +250,50 @@ def test_a_record_or_manifest_that_does_not_read_is_damaged_and_named():
         Manifest.decode(b'{"format": "bkctl-backup/0"}', "backups/b.json")
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("password_b64", "not base64!"),
+        ("entries", "40"),
+        ("ensemble_size", True),
+        ("custom_metadata_b64", {"k": 5}),
+        ("custom_metadata_b64", ["k"]),
+        ("index_sha256", None),
+    ],
+)
+def test_a_record_whose_fields_are_not_their_types_is_damaged_and_the_field_named(field, value):
+    """What a restore uses of a record (its password, its custom metadata, its counts) is
+    checked when it is read: a record that reads as JSON with a field of another type used to
+    fail later, out of the restore, as whatever Python raised there (found by bench/fuzz.py,
+    target archive_manifest: a password that is not base64)."""
+    import json
+
+    from bkctl.wire.backup.archive import LedgerRecord, b64
+
+    record = LedgerRecord(5, "none", 1, 3, 9, "CLOSED", 3, 2, 2, "CRC32C", b64(b"pw"), {}, b64(b"m"), "d", "s", 9, 1)
+    assert LedgerRecord.decode(record.encode()) == record
+    doc = json.loads(record.encode())
+    doc[field] = value
+    with pytest.raises(ArchiveDamaged, match=f"^r.json: not a ledger record \\({field}: "):
+        LedgerRecord.decode(json.dumps(doc).encode(), "r.json")
+
+
+def test_a_chunks_line_or_note_of_another_type_is_damaged():
+    import hashlib
+
+    from bkctl.wire.backup.archive import ChunkRef, decode_chunk, decode_notes
+
+    def ref(data: bytes) -> ChunkRef:
+        return ChunkRef("c", 3, 3, 1, hashlib.sha256(data).hexdigest())
+
+    line = b'{"copied":true,"entries":"1","ledger_id":3,"payload_bytes":1,"record":"r"}\n'
+    with pytest.raises(ArchiveDamaged, match=r"c: not a manifest chunk \(entries: str, not int\)"):
+        decode_chunk(line, ref(line))
+    note = b'{"kind":"missing","ledger_id":3,"error":7}\n'
+    with pytest.raises(ArchiveDamaged, match=r"c: not a chunk of notes \(error: int, not str\)"):
+        decode_notes(note, ref(note))
+
+
 def test_archive_damage_is_a_library_error_that_exits_1():
     from bkctl.exitcodes import FAILED, exit_code_for
     from bkctl.wire.errors import BKError
