@@ -135,35 +135,59 @@ def test_a_restore_reads_a_read_only_archive_and_keeps_its_journal_in_the_cluste
     assert json_lines(r.stdout)[0]["journal"] == str(journal) and journal.exists()
 
 
-def flip_a_byte(archive: Path, ledger_id: int) -> None:
+#: how a ledger's data object is damaged (``damage``), and what the restore then says of it
+DAMAGES = {
+    "flipped": "CRC32C does not match",  # a bit of the last entry's payload
+    "truncated": "ends early",  # cut in the middle of an entry's payload
+    "length": "ends early",  # an entry's length field saying 2 GiB
+}
+
+
+def damage(archive: Path, ledger_id: int, how: str) -> None:
     (data,) = [archive / f for f in files_of(archive) if f.startswith(f"ledgers/{ledger_id}/") and f.endswith(".data")]
     raw = bytearray(data.read_bytes())
-    raw[-3] ^= 0x40  # in the last entry's payload: its CRC32C no longer matches
+    if how == "flipped":
+        raw[-3] ^= 0x40  # its CRC32C no longer matches
+    elif how == "truncated":
+        del raw[len(raw) // 2 :]
+    else:  # the third entry's length field (after the 16-byte header and two entries)
+        at = 16
+        for _ in range(2):
+            at += 16 + int.from_bytes(raw[at + 8 : at + 12], "big")
+        raw[at + 8 : at + 12] = (0x7FFFFFFF).to_bytes(4, "big")
     data.write_bytes(bytes(raw))
 
 
 def test_a_damaged_ledger_stops_a_restore_cleanly_and_skip_damaged_restores_the_rest(
     bookie_cluster, metadata_uri, zkstore, writer, tmp_path
 ):
-    ledgers, archive = backed_up(bookie_cluster, metadata_uri, writer, tmp_path, 4)
-    bad = ledgers[1]
-    flip_a_byte(archive, bad)
+    ledgers, archive = backed_up(bookie_cluster, metadata_uri, writer, tmp_path, 5)
+    bad = dict(zip(ledgers[1:4], DAMAGES))  # a payload's bit flipped, an object cut short, a wrong length
+    for lid, how in bad.items():
+        damage(archive, lid, how)
+    before = set(zkstore.ledgers.ids())
 
     r = bkctl(metadata_uri, "restore", "--from", archive, "--remap", "--force", "--parallel", "1")
     assert r.returncode == 1, r.stderr
     line = r.stderr.strip()
-    assert len(line.splitlines()) == 1 and f"ledger {bad}" in line and "the cluster holds" in line
-    assert "--skip-damaged" in line and "Traceback" not in r.stderr
+    first = min(bad)
+    assert len(line.splitlines()) == 1 and f"ledger {first}" in line and "the cluster holds" in line
+    assert DAMAGES[bad[first]] in line and "--skip-damaged" in line and "Traceback" not in r.stderr
     assert set(states(zkstore).values()) == {"CLOSED"}  # no open, no half-written ledger left
+    assert len(set(zkstore.ledgers.ids()) - before) <= ledgers.index(first)  # none past the damaged one
 
     r = bkctl(metadata_uri, "--json", "restore", "--from", archive, "--remap", "--force", "--skip-damaged")
     assert r.returncode == PARTIAL, r.stderr
-    assert f"ledger {bad} not restored" in r.stderr
+    said = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    for lid, how in bad.items():
+        (why,) = [ln for ln in said if f"ledger {lid} not restored" in ln]
+        assert DAMAGES[how] in why, (how, why)
+    assert "Traceback" not in r.stderr
     doc = json_lines(r.stdout)[0]
-    assert [d["ledger_id"] for d in doc["damaged"]] == [bad]
+    assert [d["ledger_id"] for d in doc["damaged"]] == sorted(bad)
     for old in ledgers:
         new = doc["ledger_ids"][str(old)]
-        if old == bad:
+        if old in bad:
             assert not zkstore.ledgers.exists(new)
         else:
             assert entries_of(writer, new) == entries_of(writer, old)

@@ -44,6 +44,20 @@ def test_a_damaged_data_object_is_refused(damage):
         list(read_data(io.BytesIO(damage(data)), 7, sha))
 
 
+@pytest.mark.parametrize(
+    ("cut", "said"),
+    [
+        (lambda d: d[:-2], "entry 1's head says 3 bytes and 1 follow it"),  # cut in a payload
+        (lambda d: d[:-5], "within entry 1's head"),
+        (lambda d: d[:41] + b"\x7f\xff\xff\xff" + d[45:], "entry 1's head says 2147483647 bytes and 3 follow it"),
+    ],
+)
+def test_an_object_that_ends_early_names_the_entry_and_how_it_was_cut(cut, said):
+    data, sha = _object([b"a", b"bcd"])
+    with pytest.raises(ArchiveDamaged, match=f"^ledger 7: data object ends early, {said}$"):
+        list(read_data(io.BytesIO(cut(data)), 7, sha))
+
+
 class CountedReads(io.BytesIO):
     """A stream that counts its reads and gives at most ``most`` bytes a read (a network body)."""
 

@@ -216,9 +216,19 @@ def read_runs(
         if not have(run.need):
             if pos == len(buf):
                 break  # the end, between two entries
-            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early")
+            raise ArchiveDamaged(
+                f"ledger {ledger_id}: data object ends early, {_cut(run.need, len(buf) - pos, expected)}"
+            )
     if expect_sha256 is not None and sha.hexdigest() != expect_sha256:
         raise ArchiveDamaged(f"ledger {ledger_id}: the data object's index SHA-256 is not the recorded one")
+
+
+def _cut(need: int, left: int, entry_id: int) -> str:
+    """Where a data object that ends early was cut (``left`` bytes of entry ``entry_id``'s
+    ``need``): in its head, or in a payload shorter than its head says (a wrong length too)."""
+    if need == ENTRY_HEAD.size:
+        return f"within entry {entry_id}'s head"
+    return f"entry {entry_id}'s head says {need - ENTRY_HEAD.size} bytes and {left - ENTRY_HEAD.size} follow it"
 
 
 def read_data(
