@@ -32,25 +32,29 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass(frozen=True)
 class Extension:
-    """One extension of setup.py: its module and the files it is built from (sources, depends)."""
+    """One extension of setup.py: its module, its sources (the first one holds the module's
+    init function; its stub lies beside it) and every file it is built from (sources, depends)."""
 
     module: str
+    sources: tuple[str, ...]
     files: tuple[str, ...]
 
 
+def _strings(node: ast.AST) -> tuple[str, ...]:
+    return tuple(n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str))
+
+
 def extensions(setup_py: Path = ROOT / "setup.py") -> list[Extension]:
-    """setup.py's extensions, read with ast (nothing run)."""
+    """setup.py's extensions, read with ast (nothing run): this tool's reader and the suite's
+    (tests/repo/test_c_stubs.py)."""
     found = []
     for call in ast.walk(ast.parse(setup_py.read_text(), str(setup_py))):
         if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Extension":
-            name = call.args[0]
+            name, sources = call.args[0], call.args[1]
             assert isinstance(name, ast.Constant) and isinstance(name.value, str), "Extension(name, ...)"
-            files = tuple(
-                node.value
-                for node in ast.walk(call)
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith((".c", ".h"))
-            )
-            found.append(Extension(name.value, files))
+            assert isinstance(sources, ast.List) and sources.elts, "Extension(name, [sources...])"
+            files = tuple(f for f in _strings(call) if f.endswith((".c", ".h")))
+            found.append(Extension(name.value, _strings(sources), files))
     return found
 
 

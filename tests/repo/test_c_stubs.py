@@ -3,38 +3,23 @@ module (mypy's stubtest), and mypy reads it: no extension is left to ``ignore_mi
 
 from __future__ import annotations
 
-import ast
 import re
 import tomllib
 from pathlib import Path
+
+from tests.support import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def extensions() -> dict[str, str]:
     """setup.py's extensions: module name -> its first source."""
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Extension":
-            name, sources = node.args[0], node.args[1]
-            assert isinstance(name, ast.Constant) and isinstance(sources, ast.List)
-            first = sources.elts[0]
-            assert isinstance(first, ast.Constant)
-            found[name.value] = first.value
-    return found
+    return {ext.module: ext.sources[0] for ext in tools.c_builds().extensions()}
 
 
 def extension_files() -> set[str]:
     """Every file setup.py's extensions are built from: their sources and what they depend on."""
-    tree = ast.parse((ROOT / "setup.py").read_text())
-    return {
-        node.value
-        for call in ast.walk(tree)
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Extension"
-        for node in ast.walk(call)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith((".c", ".h"))
-    }
+    return {name for ext in tools.c_builds().extensions() for name in ext.files}
 
 
 def test_setup_and_the_dev_stamp_name_every_c_file():

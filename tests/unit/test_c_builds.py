@@ -7,28 +7,18 @@ import importlib.util
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from bkctl.wire import fastpath
-from tests.support import c_twins
+from tests.support import c_twins, tools
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAIN = "bkctl.wire.codecs._plain"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("tools_c_builds", ROOT / "tools" / "c_builds.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # (its dataclass looks its module up there)
-    spec.loader.exec_module(module)
-    return module
-
-
-c_builds = _tool()
+c_builds = tools.c_builds()
 
 
 def _tree(tmp_path: Path, age: float) -> Path:
@@ -55,6 +45,8 @@ def test_setup_py_is_read_whole():
     found = {ext.module: ext.files for ext in c_builds.extensions()}
     assert set(found) == set(fastpath.C_EXTENSIONS)
     assert "wire/codecs/_plain_runs.c" in found[PLAIN] and "wire/codecs/_twins.h" in found[PLAIN]  # depends too
+    plain = next(ext for ext in c_builds.extensions() if ext.module == PLAIN)
+    assert plain.sources == ("wire/codecs/_plain.c", "wire/codecs/_plain_runs.c")  # the depends are not sources
 
 
 def test_builds_newer_than_their_sources_are_current(built, tmp_path):
