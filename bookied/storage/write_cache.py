@@ -102,9 +102,15 @@ class WriteCache:
         if self.flushing is None:
             self.flushing, self.flushing_bytes = self.active, self.active_bytes
         else:
+            # counted by the entries replaced, not by walking the half (under the store's
+            # lock: a walk of 10^5s of entries there was as long a wait for every add)
+            replaced = 0
             for lid, cache in self.active.items():
-                self.flushing.setdefault(lid, {}).update(cache)
-            self.flushing_bytes = sum(len(d) for c in self.flushing.values() for d in c.values())
+                old = self.flushing.setdefault(lid, {})
+                if not old.keys().isdisjoint(cache):
+                    replaced += sum(map(len, map(old.__getitem__, old.keys() & cache.keys())))
+                old.update(cache)
+            self.flushing_bytes += self.active_bytes - replaced
         self.active, self.active_bytes = {}, 0
         return self.flushing
 
@@ -115,8 +121,8 @@ class WriteCache:
     def drop_ledger(self, ledger_id: int) -> None:
         cache = self.active.pop(ledger_id, None)
         if cache:
-            self.active_bytes -= sum(len(d) for d in cache.values())
+            self.active_bytes -= sum(map(len, cache.values()))
         if self.flushing:
             cache = self.flushing.pop(ledger_id, None)
             if cache:
-                self.flushing_bytes -= sum(len(d) for d in cache.values())
+                self.flushing_bytes -= sum(map(len, cache.values()))

@@ -273,24 +273,49 @@ def test_open_cleans_uncommitted_log_data(sdir):
     s.close()
 
 
-def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
-    s = EntryStore(sdir, twins=fastpath.selected())
-    s.put_entry(1, 0, b"a")
-    real = os.fdatasync
+def flush_failing(s: EntryStore, monkeypatch) -> None:
+    """A flush of ``s`` whose fdatasync fails (EIO): it raises, the entries stay cached."""
 
     def broken(fd):
         raise OSError(5, "EIO")
 
-    monkeypatch.setattr(os, "fdatasync", broken)
-    with pytest.raises(OSError):
-        s.flush()
+    with monkeypatch.context() as m:
+        m.setattr(os, "fdatasync", broken)
+        with pytest.raises(OSError):
+            s.flush()
+
+
+def test_flush_failure_keeps_entries_and_retries(sdir, monkeypatch):
+    s = EntryStore(sdir, twins=fastpath.selected())
+    s.put_entry(1, 0, b"a")
+    flush_failing(s, monkeypatch)
     s.put_entry(1, 1, b"b")
     assert s.get_entry(1, 0) == b"a" and s.get_entry(1, 1) == b"b"
-    monkeypatch.setattr(os, "fdatasync", real)
     assert s.flush().entries == 2
     s.close()
     s = EntryStore(sdir, twins=fastpath.selected())
     assert s.get_entry(1, 0) == b"a" and s.get_entry(1, 1) == b"b"
+    s.close()
+
+
+def test_after_a_failed_flush_the_cache_counts_its_bytes_as_they_are(sdir, monkeypatch):
+    """The next flush merges the adds since into the half a failed one left: newer copies win,
+    and the bytes counted are those held (a re-put of another size replaces its old count)."""
+    s = EntryStore(sdir, twins=fastpath.selected())
+    for e in range(10):
+        s.put_entry(1, e, data(1, e, 100))
+    s.put_entry(2, 0, data(2, 0, 50))
+    flush_failing(s, monkeypatch)
+    s.put_entry(1, 3, data(1, 3, 30))  # a newer copy of an entry in the failed flush's half
+    s.put_entry(1, 10, data(1, 10, 70))
+    s.put_entry(3, 0, data(3, 0, 20))
+    held = 9 * 100 + 30 + 70 + 50 + 20
+    assert s.cached_bytes == held + 100  # (both copies of 1/3 held until the halves merge)
+    flush_failing(s, monkeypatch)  # (merged, and left in the write cache again)
+    assert s.cached_bytes == held
+    result = s.flush()
+    assert (result.entries, result.bytes, s.cached_bytes) == (13, held, 0)
+    assert s.get_entry(1, 3) == data(1, 3, 30) and s.get_entry(3, 0) == data(3, 0, 20)
     s.close()
 
 
