@@ -21,15 +21,20 @@ from tests.support.ports import free_port
 
 @pytest.fixture
 def http_bookies(tmp_path, metadata_uri):
-    """``make(n)``: n bookieds with their HTTP admin API on (``proc.http_port``); killed at the end."""
+    """``make(n, **bk_server_conf)``: n bookieds with their HTTP admin API on (``proc.http_port``);
+    killed at the end."""
     started: list[BookieProcess] = []
 
-    def make(n: int) -> list[BookieProcess]:
+    def make(n: int, **settings) -> list[BookieProcess]:
         procs = []
         for i in range(n):
             port = free_port()
             p = BookieProcess(
-                tmp_path / f"bookie{len(started) + i}", metadata_uri, httpServerEnabled="true", httpServerPort=port
+                tmp_path / f"bookie{len(started) + i}",
+                metadata_uri,
+                httpServerEnabled="true",
+                httpServerPort=port,
+                **settings,
             )
             p.http_port = port
             procs.append(p)
@@ -100,7 +105,7 @@ def test_rack_aware_life_cycle(http_bookies, rack_map, metadata_uri, zkstore, zk
     from bkctl.app import App
     from bkctl.wire.client.blocking import BlockingBookKeeper
 
-    procs = http_bookies(6)
+    procs = http_bookies(6, zkTimeout=4000)  # the bookie killed below is gone in 4-6 s, not 10-12
     uri = metadata_uri
     racks = {p.bookie_id: f"/rack{i // 2}" for i, p in enumerate(procs)}
     for bookie, rack in racks.items():

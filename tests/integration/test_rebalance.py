@@ -197,7 +197,7 @@ def test_drain_empties_a_running_bookie_and_decommissions_it_once_stopped(bookie
 
 def test_drain_refuses_a_stopped_or_unknown_bookie(bookies, metadata_uri, zkstore, writer):
     uri = metadata_uri
-    procs = cluster(bookies, uri, 3)
+    procs = cluster(bookies, uri, 3, zkTimeout=4000)  # the killed one's registration goes in 4-6 s, not 10-12
     make_ledger(writer, 3, 2, entries=5)
     procs[2].kill()
     deadline = time.monotonic() + 30
