@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Storage benchmarks for bookied: disk fsync latency, journal group commit, entry store, index choice.
+"""Storage benchmarks for bookied: disk fsync latency, journal group commit, entry store, index choice,
+the reactor's stalls beside a flush.
 
 Prints figures, asserts nothing. Usage::
 
-    .venv/bin/python bench/bench_storage.py [--dir DIR] [--quick]
+    .venv/bin/python bench/bench_storage.py [--dir DIR] [--quick] [--flush-stall]
 
-``--dir`` picks the file system to measure (default: a temporary directory).
+``--dir`` picks the file system to measure (default: a temporary directory); ``--flush-stall``
+runs only the last section.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from bkctl.wire import fastpath
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common import pct, section  # noqa: E402
+from common import load_note, pct, section  # noqa: E402
 
 from bkctl.bookied.errors import JournalFull  # noqa: E402
 from bkctl.bookied.journal import EntryRecord, Journal  # noqa: E402
+from bkctl.bookied.service import SWITCH_INTERVAL  # noqa: E402
 from bkctl.bookied.storage import EntryStore  # noqa: E402
+from bkctl.wire.process.runtime import settle_garbage_collector  # noqa: E402
 
 
 # ------------------------------------------------------------------ disk
@@ -257,15 +261,75 @@ def _index_round(base: str, n: int) -> list:
     return out
 
 
+# ------------------------------------------------------------------ the reactor beside a flush
+def bench_flush_stall(base: str, mib: int, repeat: int) -> None:
+    """How late the reactor runs while a full write cache is flushed beside it.  This thread
+    stands in for the reactor: it sleeps 1 ms, does one add and one read, and notes how much
+    later than the 1 ms it woke; the flush runs in a thread of its own, as a checkpoint does,
+    with bookied's GIL switch interval and collector settings.  A stall is wall time, so the
+    scheduler's delays on a shared machine are in it too (the load is printed); the flush's
+    CPU is its thread's clock."""
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    settle_garbage_collector()
+    section(f"the reactor beside a flush of {mib} MiB of write cache, {repeat} flushes a case; {load_note()}")
+    for size, ledgers in ((100, 10), (100, 10_000), (4096, 10)):
+        late: list[float] = []
+        cpu = entries = 0.0
+        for _ in range(repeat):
+            d = tempfile.mkdtemp(dir=base)
+            s = EntryStore(d, write_cache_max_bytes=2 * mib << 20, twins=fastpath.selected())
+            per = (mib << 20) // size // ledgers
+            pad = os.urandom(size - 8)
+            for lid in range(1, ledgers + 1):
+                for first in range(0, per, 1000):
+                    ids = range(first, min(per, first + 1000))
+                    s.put_entries(lid, ids, [pad + struct.pack(">Q", lid << 32 | e) for e in ids])
+            done = threading.Event()
+            spent: list[float] = []
+
+            def flush(s=s, done=done, spent=spent) -> None:
+                t = time.thread_time()
+                spent.append(float(s.flush().entries))
+                spent.append(time.thread_time() - t)
+                done.set()
+
+            flusher = threading.Thread(target=flush)
+            woke = time.perf_counter()
+            flusher.start()
+            tick = 0
+            while not done.is_set():
+                time.sleep(0.001)
+                now = time.perf_counter()
+                late.append(now - woke - 0.001)
+                tick += 1
+                s.put_entry(ledgers + 1, tick, pad)
+                s.get_entry(1 + tick % ledgers, tick % per)
+                woke = time.perf_counter()
+            flusher.join()
+            entries += spent[0]
+            cpu += spent[1]
+            s.close(flush=False)
+            shutil.rmtree(d)
+        print(
+            f"  {size:5} B entries, {ledgers:6,} ledgers: reactor late by max {max(late) * 1e3:6.1f} ms, "
+            f"p99 {pct(late, 0.99) * 1e3:5.1f} ms, p50 {pct(late, 0.5) * 1e3:4.1f} ms ({len(late):,} wake-ups); "
+            f"flush {cpu / repeat:.3f} s CPU, {entries / cpu:,.0f} entries per CPU-second"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", help="directory on the disk to measure (default: a temp dir)")
     ap.add_argument("--quick", action="store_true", help="smaller runs")
+    ap.add_argument("--flush-stall", action="store_true", help="only the reactor beside a flush")
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="bench-storage-", dir=args.dir)
     scale = 0.2 if args.quick else 1.0
     try:
         print(f"bench_storage: {os.cpu_count()} cpus, python {sys.version.split()[0]}, dir {base}")
+        if args.flush_stall:
+            bench_flush_stall(base, 64 if scale == 1.0 else 16, 3)
+            return
         bench_fsync(base, int(3000 * scale))
         section("journal: 100 B entries, one producer thread, as fast as it can (includes encoding + CRC32C)")
         for wait in (0.0, 2.0):
@@ -275,6 +339,7 @@ def main() -> None:
             bench_journal_paced(base, 25_000, 2.0 * max(scale, 0.5), wait)
         bench_entrystore(base, int(500_000 * scale))
         bench_index(base, int(200_000 * scale))
+        bench_flush_stall(base, 64 if scale == 1.0 else 16, 3)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
