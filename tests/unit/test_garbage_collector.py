@@ -758,7 +758,11 @@ def forced_pass_deleting_at_the_second_collection(s, ledgers) -> tuple[GarbageCo
         return 0
 
     s.switch_locations = switch_and_tick
-    gc, _clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1, force_allow=True), [s], collect, time_.monotonic)
+    # minutes, not the default hour and day between periodic compactions: status() finds the next
+    # ones a gcWaitTime at a time, and at 1 ms a day was 90 million steps (some 4 CPU-s a call);
+    # the forced pass runs within a few manual milliseconds, long before either is due
+    policy = GcPolicy(gc_wait_ms=1, force_allow=True, minor_interval_ms=60_000, major_interval_ms=120_000)
+    gc, _clock, passes = gc_on_clock(policy, [s], collect, time_.monotonic)
     gc.trigger(force_major=True)
     passes[-1].callback(None)
     return gc, calls
