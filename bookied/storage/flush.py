@@ -27,7 +27,7 @@ from typing import NamedTuple
 from .entry_log import LOG_HEADER_SIZE, Placed
 from .index import EntryLocationIndex, LogDeltas, apply_log_deltas
 from .ledger_state import LedgerState
-from .pacing import FLUSH_SLICE, let_go
+from .pacing import FLUSH_SLICE, let_go, sorted_in_slices
 
 
 class FlushResult(NamedTuple):
@@ -57,10 +57,10 @@ class FlushCommit(NamedTuple):
 
 def ledger_batches(flushing: dict[int, dict[int, bytes]], pause: Callable[[], None] | None) -> list[LedgerBatch]:
     """The write cache's half ``flushing`` (ledger id -> {entry id: bytes}) as the appends take
-    it: by ledger, each ledger's ids sorted (``pause()`` after each ledger and each slice of a
-    big one, when pacing)."""
+    it: by ledger (ascending), each ledger's ids sorted (``pause()`` after each ledger and each
+    slice of a big one, when pacing)."""
     batches = []
-    for lid in sorted(flushing):
+    for lid in sorted_in_slices(list(flushing)):  # (10^5 ledgers: one sort held the GIL 17 ms)
         cache = flushing[lid]
         if len(cache) > FLUSH_SLICE:
             batches.append(_big_batch(lid, cache, pause))

@@ -82,6 +82,13 @@ def test_a_flushed_half_is_batched_and_freed_a_ledger_and_a_slice_at_a_time():
     assert len(pauses) >= 2 * 2 * 5  # ids and bodies, a slice at a time, of both big ledgers
 
 
+def test_the_ledgers_of_a_half_of_many_are_batched_in_id_order():
+    lids = list(range(1, 3 * pacing.SORT_SLICE, 2))
+    shuffled = lids[1::2] + lids[::2][::-1]  # (as a cache holds them: by their first add)
+    batches = ledger_batches({lid: {0: b"%d" % lid} for lid in shuffled}, None)
+    assert [b.ledger_id for b in batches] == lids and batches[5].bodies == [b"%d" % lids[5]]
+
+
 def body(ledger: int, entry: int) -> bytes:
     return hashlib.sha256(b"%d/%d" % (ledger, entry)).digest() * 5
 
