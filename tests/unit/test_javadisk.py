@@ -1,5 +1,6 @@
 """bkctl.wire.codecs.javadisk on the files of a real Java 4.17.2 bookie (tests/vectors/disk)."""
 
+import struct
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,6 @@ def test_a_negative_padding_length_ends_the_journal_records(padding):
     version, records = J.scan_journal(head)
     good = list(records)
     end = good[2].offset  # after two records
-    damaged = head[:end] + J._I32.pack(J.PADDING_MARK) + J._I32.pack(padding) + head[end + 8 :]
+    damaged = head[:end] + struct.pack(">ii", J.PADDING_MARK, padding) + head[end + 8 :]
     version, records = J.scan_journal(damaged)
     assert [r.offset for r in records] == [r.offset for r in good[:2]]

@@ -65,9 +65,11 @@ def test_discovery_order_and_install_hint(tmp_path, monkeypatch):
     assert [Path(p).name for p in cp] == ["zookeeper.jar", "slf4j-nop.jar"]
 
 
-def test_pyspark_classpath_is_minimal():
+def test_pyspark_classpath_is_minimal(tmp_path, monkeypatch):
     assert zkmod.pyspark_jars_dir() is not None  # pyspark comes with the test extra
-    names = [Path(p).name for p in zkmod._from_pyspark()]
+    monkeypatch.setattr(zkmod, "DEBIAN_JAR_DIR", tmp_path)  # no Debian package: pyspark's jars are taken
+    names = [Path(p).name for p in find_zookeeper_classpath(env={})]
+    assert all(str(zkmod.pyspark_jars_dir()) in p for p in find_zookeeper_classpath(env={}))
     for prefix in (
         "zookeeper-3",
         "zookeeper-jute-",
@@ -84,8 +86,10 @@ def test_pyspark_classpath_is_minimal():
 def test_pyspark_jars_are_located_without_importing_pyspark():
     """Finding the jars must not pay pyspark's import (the sandbox starts ZooKeeper on every `up`)."""
     probe = (
-        "import sys; from bkctl.sandbox import zookeeper as z; "
-        "assert z._from_pyspark(), 'no jars'; print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
+        "import sys; from pathlib import Path; from bkctl.sandbox import zookeeper as z; "
+        "z.DEBIAN_JAR_DIR = Path('/nonexistent'); "  # no Debian package: pyspark's jars are taken
+        "assert z.find_zookeeper_classpath({}), 'no jars'; "
+        "print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
