@@ -277,7 +277,7 @@ def _jit_threads(pid: int) -> list[str]:
 
 
 @dataclass
-class _JitWatch:
+class JitWatch:
     """A JVM's compiler threads as last seen, and the CPU they used in all
     (HotSpot starts and stops compiler threads as it needs: a thread's CPU counts
     from its start, found by a scan, until it exits)."""
@@ -302,7 +302,7 @@ class _JitWatch:
 
 
 @dataclass
-class _ThreadWatch:
+class ThreadWatch:
     """Every thread of a process, as last seen: its name (``comm``) and its CPU seconds
     over time, to find the thread that bounds the process (a thread runs on one core)."""
 
@@ -363,16 +363,16 @@ class CpuSampler:
     def __post_init__(self) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._jit: dict[str, _JitWatch] = {}
+        self._jit: dict[str, JitWatch] = {}
         #: a JVM added with ``jit=True``: its threads (kept after :meth:`remove`, for :meth:`busiest_thread`)
-        self._threads: dict[str, _ThreadWatch] = {}
+        self._threads: dict[str, ThreadWatch] = {}
         self._threads_at = float("-inf")
 
     def add(self, name: str, pid: int, jit: bool = False) -> None:
         self.pids[name] = pid
         if jit:
-            self._jit[name] = _JitWatch()
-            self._threads[name] = _ThreadWatch()
+            self._jit[name] = JitWatch()
+            self._threads[name] = ThreadWatch()
 
     def remove(self, name: str) -> None:
         self.pids.pop(name, None)

@@ -172,7 +172,9 @@ class OutputDir:
         # not hidden: Spark ignores paths whose name starts with "." or "_"
         self.staging = self.parent / f"{self.name}.bkctl-staging-{self.token}"
         self._old = self.parent / f".{self.name}.bkctl-old-{self.token}"
-        self._lock_path = self.parent / f".{self.name}.bkctl-lock"
+        #: the lock file beside DIR that :meth:`locked` holds (``.DIR.bkctl-lock``, named by
+        #: :class:`ExportLocked`); gone when no export of DIR runs
+        self.lock_path = self.parent / f".{self.name}.bkctl-lock"
         self._lock_fd: int | None = None
 
     # -- before writing ----------------------------------------------------------
@@ -198,7 +200,7 @@ class OutputDir:
         finally:
             self.discard()
             try:  # the file goes while it is locked: nothing is left beside DIR
-                os.unlink(self._lock_path)
+                os.unlink(self.lock_path)
             except FileNotFoundError:
                 pass
             try:
@@ -215,15 +217,15 @@ class OutputDir:
         import fcntl
 
         while True:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
-                raise ExportLocked(f"another export into {self.path} is running (lock {self._lock_path})") from None
+                raise ExportLocked(f"another export into {self.path} is running (lock {self.lock_path})") from None
             held = os.fstat(fd)
             try:
-                now = os.stat(self._lock_path)
+                now = os.stat(self.lock_path)
             except FileNotFoundError:
                 now = None
             if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):

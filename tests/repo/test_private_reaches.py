@@ -70,10 +70,8 @@ SUITE = suite_modules()
 #: fails too
 NOT_YET_DONE = {
     "tests.integration.test_watched_listing",
-    "tests.repo.test_suite_ports",
     "tests.unit.test_autorecovery_daemon_stop",
     "tests.unit.test_autorecovery_units",
-    "tests.unit.test_bench_java_peer",
     "tests.unit.test_bookie_server",
     "tests.unit.test_bookied_startup",
     "tests.unit.test_client_add_runs",
@@ -83,7 +81,6 @@ NOT_YET_DONE = {
     "tests.unit.test_client_read_fastpath",
     "tests.unit.test_client_read_runs",
     "tests.unit.test_entry_log_records",
-    "tests.unit.test_export_planning",
     "tests.unit.test_export_spark_session",
     "tests.unit.test_fastcodec",
     "tests.unit.test_flush_pace",

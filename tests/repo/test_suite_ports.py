@@ -17,7 +17,7 @@ def _block(monkeypatch, worker: str, first_block: int | None) -> int:
         monkeypatch.delenv("BKCTL_TEST_PORT_BLOCK", raising=False)
     else:
         monkeypatch.setenv("BKCTL_TEST_PORT_BLOCK", str(first_block))
-    return ports._block_start()
+    return ports.block_start()
 
 
 def test_two_runs_side_by_side_draw_ports_from_different_blocks(monkeypatch):

@@ -31,7 +31,10 @@ _lock = threading.Lock()
 _next: int | None = None
 
 
-def _block_start() -> int:
+def block_start() -> int:
+    """The first port of this worker's block: its xdist worker's number (gw0, gw1, ...) plus
+    ``BKCTL_TEST_PORT_BLOCK`` (the blocks a run side by side keeps to), among the blocks of
+    1,000 ports below the ephemeral range."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...
     index = int(worker[2:]) if worker[2:].isdigit() else 0
     index += int(os.environ.get("BKCTL_TEST_PORT_BLOCK") or 0)
@@ -53,7 +56,7 @@ def free_port() -> int:
     """A port on 127.0.0.1 that nothing holds, outside the ephemeral range, this worker's own."""
     global _next
     with _lock:
-        start = _block_start()
+        start = block_start()
         if _next is None:
             _next = random.randrange(_BLOCK)
         for _ in range(_BLOCK):

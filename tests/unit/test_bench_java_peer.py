@@ -120,7 +120,7 @@ def test_jit_watch_counts_compiler_threads_and_keeps_what_an_exited_one_used():
     compiler = _named_thread(b"C2 CompilerThre", 0.3, go, burnt)
     other = _named_thread(b"bookkeeper-io", 0.3, go, other_burnt)
     assert burnt.wait(30) and other_burnt.wait(30)
-    watch = jp._JitWatch()
+    watch = jp.JitWatch()
     used = watch.sample(os.getpid(), now=0.0, rescan=1.0)
     assert 0.2 <= used < 0.45  # the compiler thread's CPU from its start; the other thread's is not counted
     go.set()
@@ -152,7 +152,7 @@ def test_thread_watch_finds_the_busiest_thread_in_a_window_and_leaves_the_jit_ou
     import threading
 
     go, burnt, jit_burnt = threading.Event(), threading.Event(), threading.Event()
-    watch = jp._ThreadWatch()
+    watch = jp.ThreadWatch()
     watch.sample(os.getpid(), 0.0)
     worker = _named_thread(b"bk-worker", 0.3, go, burnt)
     jit = _named_thread(b"C2 CompilerThre", 0.6, go, jit_burnt)

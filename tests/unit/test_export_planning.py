@@ -474,15 +474,15 @@ def test_a_lock_on_a_deleted_lock_file_is_not_taken(tmp_path, monkeypatch):
 
     def flock_after_the_holder_left(fd, op):
         if not calls:  # the holder deletes the file between our open and our flock
-            os.unlink(target._lock_path)
+            os.unlink(target.lock_path)
         calls.append(fd)
         return real_flock(fd, op)
 
     monkeypatch.setattr(fcntl, "flock", flock_after_the_holder_left)
     with target.locked():
         assert len(calls) == 2  # the first lock was let go, the second is on the file at the path
-        assert target._lock_path.exists()
-    assert not target._lock_path.exists()
+        assert target.lock_path.exists()
+    assert not target.lock_path.exists()
 
 
 def test_spark_error_cause_finds_the_python_exception():
