@@ -331,7 +331,7 @@ def verify_archive(
                 raise ArchiveDamaged(f"{name}: record says {record.entries} entries, manifest {entries}")
             n = got = 0
             with storage.open_read(record.data_object) as f:
-                for run in read_runs(f, ledger_id, record.index_sha256, reader):
+                for run in read_runs(f, ledger_id, record.index_sha256, reader, record.data_size):
                     n += len(run.payloads)
                     got += run.size
                     advance(run.size)

@@ -263,7 +263,7 @@ def _entries(storage: ArchiveStorage, record: LedgerRecord, reader: ArchiveReade
     if not record.entries:  # no data object
         return
     with storage.open_read(record.data_object) as f:
-        for run in read_runs(f, record.ledger_id, record.index_sha256, reader):
+        for run in read_runs(f, record.ledger_id, record.index_sha256, reader, record.data_size):
             if len(chunk) + len(run.payloads) < limit and size + run.size < _CHUNK_BYTES:
                 chunk += run.payloads
                 size += run.size

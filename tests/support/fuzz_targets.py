@@ -801,9 +801,11 @@ class _Pieces:
 
     def __init__(self, data: bytes, most: int):
         self.data, self.at, self.most = data, 0, most
+        self.asked = 0  # the most bytes a read asked for
 
     def read(self, n: int = -1) -> bytes:
         n = len(self.data) - self.at if n < 0 else n
+        self.asked = max(self.asked, n)
         piece = self.data[self.at : self.at + min(n, self.most)]
         self.at += len(piece)
         return piece
@@ -812,17 +814,23 @@ class _Pieces:
         pass
 
 
-def _read_all(data: bytes, most: int, reader, sha: str | None) -> tuple[list[tuple[int, bytes]], str | None]:
-    """What read_data gives of ledger 7's object ``data``: its entries, and the ArchiveDamaged it ends with."""
-    from bkctl.wire.backup.data_read import read_data
+def _read_all(
+    data: bytes, most: int, reader, sha: str | None, size: int | None = None
+) -> tuple[list[tuple[int, bytes]], str | None]:
+    """What read_data gives of ledger 7's object ``data``: its entries, and the ArchiveDamaged it
+    ends with (told its ``size``: having asked no read for more than a block or the object)."""
+    from bkctl.wire.backup.data_read import READ_BLOCK, read_data
     from bkctl.wire.errors import ArchiveDamaged
 
     got: list[tuple[int, bytes]] = []
+    stream = _Pieces(data, most)
     try:
-        got.extend(read_data(_Pieces(data, most), 7, sha, reader))
+        got.extend(read_data(stream, 7, sha, reader, size))
     except ArchiveDamaged as exc:
         assert str(exc).startswith("ledger 7"), exc
         return got, str(exc)
+    finally:
+        assert size is None or stream.asked <= max(READ_BLOCK, size), (stream.asked, size)
     return got, None
 
 
@@ -831,8 +839,9 @@ def archive_read(data: bytes) -> None:
     """A data object (ledger 7's) read as a restore reads it (read_data): its entries and then
     an ArchiveDamaged naming the ledger, or all of them -- nothing else escapes; the C and the
     Python readers give the same entries and the same error; a wrong index SHA-256 is always
-    an error, and the object's own one only where it was read whole.  The first byte: the most
-    bytes the stream gives a read (0: all it is asked for)."""
+    an error, and the object's own one only where it was read whole; told the object's size,
+    the reader says the same, having read no block past it.  The first byte: the most bytes
+    the stream gives a read (0: all it is asked for)."""
     import hashlib
     import struct
 
@@ -847,6 +856,7 @@ def archive_read(data: bytes) -> None:
     c = _archive_c()
     if c is not None:
         assert _read_all(obj, most, reader_of(c), None) == (entries, error)
+    assert _read_all(obj, most, PY_READER, None, len(obj)) == (entries, error)
     _, wrong = _read_all(obj, most, PY_READER, "0" * 64)
     assert wrong is not None
     if error is None:  # the index: the header and every entry's head

@@ -58,6 +58,29 @@ def test_an_object_that_ends_early_names_the_entry_and_how_it_was_cut(cut, said)
         list(read_data(io.BytesIO(cut(data)), 7, sha))
 
 
+def test_told_its_size_a_wrong_length_is_found_before_the_rest_is_read():
+    """A length field saying 2 GiB had the reader ask the stream for 2 GiB (a file's read
+    allocates that at once; an object larger than memory read into it): told the object's
+    size, as the restore and verify are by its record, it stops at that head."""
+    data, sha = _object([b"a" * 10, b"bcd" * 30_000, b"e"])
+    bad = data[:50] + b"\x7f\xff\xff\xff" + data[54:]  # entry 1's length
+    asked = []
+
+    class Asked(io.BytesIO):
+        def read(self, n=-1):
+            asked.append(n)
+            return super().read(n)
+
+    said = "ledger 7: data object ends early, entry 1's head says 2147483647 bytes and 90017 follow it"
+    with pytest.raises(ArchiveDamaged, match=f"^{said}$"):
+        list(read_data(Asked(bad), 7, sha, size=len(bad)))
+    assert max(asked) == data_read.READ_BLOCK
+    with pytest.raises(ArchiveDamaged, match=f"^{said}$"):  # the same where the size is not known
+        list(read_data(Asked(bad), 7, sha))
+    assert max(asked) > 2**30
+    assert [p for _e, p in read_data(io.BytesIO(data), 7, sha, size=len(data))] == [b"a" * 10, b"bcd" * 30_000, b"e"]
+
+
 class CountedReads(io.BytesIO):
     """A stream that counts its reads and gives at most ``most`` bytes a read (a network body)."""
 

@@ -160,7 +160,9 @@ def _data_object(tmp_path, sizes: list[int]):
         w.add(i, bytes([i % 251]) * n)
     storage = LocalStorage(str(tmp_path / "archive"))
     storage.put("data/7", buf.getvalue())
-    record = SimpleNamespace(ledger_id=7, entries=len(sizes), data_object="data/7", index_sha256=w.sha.hexdigest())
+    record = SimpleNamespace(
+        ledger_id=7, entries=len(sizes), data_object="data/7", index_sha256=w.sha.hexdigest(), data_size=w.size
+    )
     return storage, record
 
 

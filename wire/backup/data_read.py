@@ -169,28 +169,37 @@ def reader_of(c: ArchiveModule | None) -> ArchiveReader:
 
 
 def read_runs(
-    f: ByteStream, ledger_id: int, expect_sha256: str | None = None, reader: ArchiveReader = PY_READER
+    f: ByteStream,
+    ledger_id: int,
+    expect_sha256: str | None = None,
+    reader: ArchiveReader = PY_READER,
+    size: int | None = None,
 ) -> Iterator[RunOfEntries]:
     """The entries of a data object a run at a time (``reader``'s :data:`DecodeRun`: each
     block's entries decoded and checked against their CRC32Cs at once), never an empty run;
     at the end the SHA-256 of the object's index (:class:`DataWriter`) against
     ``expect_sha256`` (:class:`ArchiveDamaged` on any mismatch, after the runs before the
     damage).  The object is read in blocks of :data:`READ_BLOCK` (two reads an entry cost more
-    than the entry's CRC, more still from S3)."""
+    than the entry's CRC, more still from S3), an entry larger than that in one read.  With
+    ``size``, the object's as its record says, an entry whose head says more bytes than the
+    object has left is damage found before they are read: a wrong length field (up to 4 GiB)
+    would otherwise have the rest of the object read into memory first."""
     sha = hashlib.sha256()
     buf = b""
     pos = 0
+    gone = 0  # the object's bytes before buf's
     ended = False
 
     def have(need: int) -> bool:
         """Whether ``buf[pos:]`` holds ``need`` bytes, reading blocks until it does or the object ends."""
-        nonlocal buf, pos, ended
+        nonlocal buf, pos, gone, ended
         while len(buf) - pos < need and not ended:
             block = f.read(max(READ_BLOCK, need - (len(buf) - pos)))
             if not block:
                 ended = True
             else:
                 buf = buf[pos:] + block
+                gone += pos
                 pos = 0
         return len(buf) - pos >= need
 
@@ -213,6 +222,9 @@ def read_runs(
             raise ArchiveDamaged(f"ledger {ledger_id}: entry {run.found} where {expected} was expected")
         if run.stop == RUN_BAD_CRC:
             raise ArchiveDamaged(f"ledger {ledger_id} entry {expected}: CRC32C does not match")
+        left = None if size is None else size - gone - pos  # (what the record says is left)
+        if left is not None and 0 < left < run.need:
+            raise ArchiveDamaged(f"ledger {ledger_id}: data object ends early, {_cut(run.need, left, expected)}")
         if not have(run.need):
             if pos == len(buf):
                 break  # the end, between two entries
@@ -232,8 +244,12 @@ def _cut(need: int, left: int, entry_id: int) -> str:
 
 
 def read_data(
-    f: ByteStream, ledger_id: int, expect_sha256: str | None = None, reader: ArchiveReader = PY_READER
+    f: ByteStream,
+    ledger_id: int,
+    expect_sha256: str | None = None,
+    reader: ArchiveReader = PY_READER,
+    size: int | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """:func:`read_runs`' entries one at a time, ``(entry id, payload)``."""
-    for run in read_runs(f, ledger_id, expect_sha256, reader):
+    for run in read_runs(f, ledger_id, expect_sha256, reader, size):
         yield from zip(range(run.next_id - len(run.payloads), run.next_id), run.payloads)
