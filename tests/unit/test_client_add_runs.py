@@ -38,7 +38,7 @@ def _encoded(entry_ids):
 
 def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     one, run = Harness(add_timeout=3.0), Harness(add_timeout=3.0)
-    (_p1, t1), (_p2, t2) = one.connected(), run.connected()
+    (p1, t1), (p2, t2) = one.connected(), run.connected()  # the protocols the connections took
     got_one, got_run = [], []
     adds = _encoded((4, 5, 6))
     for add, slot in zip(adds, (0, 1, 0)):
@@ -58,8 +58,8 @@ def test_a_run_is_what_adding_one_by_one_sends_and_registers():
     assert [r.addRequest.entryId for r in (r1, r2)] == [4, 5]
     assert r1.addRequest.body == entry(9, 4, b"p4") and r1.addRequest.masterKey == KEY
     chunk = v3_reply(r2) + v3_reply(r1, RC.EFENCED)
-    one.conn._proto.dataReceived(chunk)
-    run.conn._proto.dataReceived(chunk)
+    p1.dataReceived(chunk)
+    p2.dataReceived(chunk)
     one.reactor.advance(3.0)
     run.reactor.advance(3.0)  # entry 6 times out alike
 

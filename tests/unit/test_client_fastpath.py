@@ -7,7 +7,7 @@ from twisted.internet import defer
 
 from bkctl.wire import fastpath
 from bkctl.wire.client import errors as E
-from bkctl.wire.codecs import v2
+from bkctl.wire.codecs import v2, v3
 from bkctl.wire.codecs.framing import frame
 from bkctl.wire.codecs.protocol import RC
 from tests.support.connection import KEY, Harness, entry, sent_frames, v3_reply, v3_requests
@@ -82,14 +82,28 @@ def test_switched_off_sends_the_same_bytes_and_parses_every_answer():
     assert frames[0] == frames[1]
 
 
-def _no_parsing(proto):
-    def refuse(payload):
-        raise AssertionError("parsed an answer the fast path should take")
+class _Parsed:
+    """The answers the general parser (``v3.parse_response``, ``v2.decode_response``: the
+    protocol takes it when it is made) parsed since :meth:`clear`; ``refuse``: one more fails."""
 
-    proto._decode = refuse
+    def __init__(self, monkeypatch, module, name: str):
+        self.payloads: list[bytes] = []
+        self.refuse = False
+        general = getattr(module, name)
+
+        def parse(payload):
+            assert not self.refuse, "parsed an answer the fast path should take"
+            self.payloads.append(payload)
+            return general(payload)
+
+        monkeypatch.setattr(module, name, parse)
+
+    def clear(self) -> None:
+        self.payloads.clear()
 
 
-def test_eok_read_answers_are_taken_without_the_parser():
+def test_eok_read_answers_are_taken_without_the_parser(monkeypatch):
+    parsed = _Parsed(monkeypatch, v3, "parse_response")
     h = Harness()
     proto, t = h.connected()
     got = []
@@ -97,7 +111,7 @@ def test_eok_read_answers_are_taken_without_the_parser():
     h.conn.read_with_callback(1, 3, lambda *a: got.append(a), "ctx", 1)
     r2, r3 = v3_requests(t)
     assert len(h.conn.requests.v3_fast) == 2
-    _no_parsing(proto)
+    parsed.refuse = True
     proto.dataReceived(v3_reply(r3, body=b"three", max_lac=2) + v3_reply(r2, body=b"two"))
     assert got == [("ctx", 1, h.conn.bookie_id, b"three")]
     assert successResultOf(d) == b"two"
@@ -147,16 +161,15 @@ def test_switched_off_reads_send_the_same_bytes_and_get_the_same_results():
     assert seen[:2] == seen[2:]
 
 
-def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
+def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded(monkeypatch):
+    parsed = _Parsed(monkeypatch, v2, "decode_response")
     h = Harness("v2")
     proto, t = h.connected()
     got = []
     h.conn.read_with_callback(1, 2, lambda *a: got.append(a[3]), None, 0)
     d = h.conn.read(1, 3)
     d2 = h.conn.read(1, 4)
-    decoded = []
-    general = proto._decode
-    proto._decode = lambda p: decoded.append(p) or general(p)
+    parsed.clear()  # (the first request's answer, which connected() gave)
     proto.dataReceived(
         frame(v2.ReadResponse(2, RC.EOK, 1, 3, b"three").encode())
         + frame(v2.ReadResponse(2, RC.EOK, 1, 2, b"two").encode())
@@ -165,5 +178,5 @@ def test_v2_eok_read_answers_are_cut_without_the_decoder_errors_are_decoded():
     )
     assert got == [b"two"] and successResultOf(d) == b"three"
     failureResultOf(d2, E.NoSuchEntry)
-    assert len(decoded) == 2  # the error and the answer nobody waits for
+    assert len(parsed.payloads) == 2  # the error and the answer nobody waits for
     assert h.conn.outstanding == 0 and h.conn.requests.v2_pending == {}

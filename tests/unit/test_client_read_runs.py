@@ -33,7 +33,7 @@ def fast_paths_on(monkeypatch):
 
 def test_a_run_is_what_reading_one_by_one_sends_and_registers():
     one, run = Harness(read_timeout=3.0), Harness(read_timeout=3.0)
-    (_p1, t1), (_p2, t2) = one.connected(), run.connected()
+    (p1, t1), (p2, t2) = one.connected(), run.connected()  # the protocols the connections took
     got_one, got_run = [], []
     for e in (4, 7, 10):
         one.conn.read_with_callback(9, e, lambda *a: got_one.append(a), e, 0)
@@ -47,8 +47,8 @@ def test_a_run_is_what_reading_one_by_one_sends_and_registers():
     assert [d.getTime() for d in one.delayed()] == [d.getTime() for d in run.delayed()]
     r1, r2, r3 = v3_requests(t2)
     chunk = v3_reply(r2, body=b"seven") + v3_reply(r1, RC.ENOENTRY)
-    one.conn._proto.dataReceived(chunk)
-    run.conn._proto.dataReceived(chunk)
+    p1.dataReceived(chunk)
+    p2.dataReceived(chunk)
     one.reactor.advance(3.0)
     run.reactor.advance(3.0)  # entry 10 times out alike
     assert [(a[0], a[3] if type(a[3]) is bytes else type(a[3])) for a in got_run] == [
