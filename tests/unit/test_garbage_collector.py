@@ -977,3 +977,26 @@ def test_bookie_gc_status_shows_the_nearly_empty_compactions_when_the_rule_is_on
             )
         else:
             assert "nearly empty compaction" not in lines
+
+
+@pytest.mark.parametrize(
+    ("wait_ms", "interval_ms", "advanced_ms"),
+    [(1000, 10_000, 0), (1000, 10_000, 9_999), (1000, 10_000, 10_000), (3, 10_000, 17), (7, 1_000, 2_000)],
+)
+def test_the_next_compaction_is_the_first_periodic_pass_after_it_is_due(wait_ms, interval_ms, advanced_ms):
+    """The time a compaction will next run (the bookie's gc status) is the first pass of the
+    gc_wait_ms cycle strictly after it is due -- worked out at once, not a wait at a time."""
+    policy = GcPolicy(gc_wait_ms=wait_ms, minor_interval_ms=interval_ms, major_interval_ms=3 * interval_ms)
+    gc, clock, _ = gc_on_clock(policy)
+    clock.advance(advanced_ms / 1000)
+    for kind, interval in ((MINOR, interval_ms), (MAJOR, 3 * interval_ms)):
+        due = gc.last_minor_ms + interval if kind == MINOR else gc.last_major_ms + interval
+        nxt = gc.next_compaction_ms(kind)
+        assert nxt is not None and nxt > due and nxt - wait_ms <= due
+        assert (nxt - gc.next_run_ms) % wait_ms == 0  # on the passes' cycle
+
+
+def test_a_day_long_interval_and_a_1_ms_wait_say_the_next_compaction_at_once():
+    policy = GcPolicy(gc_wait_ms=1, minor_interval_ms=86_400_000, major_interval_ms=7 * 86_400_000)
+    gc, _clock, _ = gc_on_clock(policy)
+    assert gc.next_compaction_ms(MAJOR) == gc.last_major_ms + 7 * 86_400_000 + 1  # (a week of 1 ms steps before)
