@@ -86,7 +86,6 @@ NOT_YET_DONE = {
     "tests.unit.test_fsck_scale",
     "tests.unit.test_garbage_collector",
     "tests.unit.test_http_autorecovery",
-    "tests.unit.test_ledger_metadata_twins",
     "tests.unit.test_repair_state",
     "tests.unit.test_restore_stream",
     "tests.unit.test_service_readonly",
