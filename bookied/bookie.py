@@ -669,6 +669,15 @@ class Bookie:
         waiters.append((previous, callback, timer))
         return cancel
 
+    def long_polls(self, ledger_id: int) -> int:
+        """How many long polls (:meth:`wait_lac`) of ``ledger_id`` wait for its LAC now."""
+        return len(self._lac_waiters.get(ledger_id, ()))
+
+    def polled_ledgers(self) -> set[int]:
+        """The ledgers a long poll waits on now (tailing readers): each is kept, with a timer
+        per poll, until the poll is answered, times out or its connection goes."""
+        return set(self._lac_waiters)
+
     def read_lac(self, ledger_id: int) -> tuple[int, bytes | None, bytes | None]:
         store = self._store(ledger_id)
         explicit = store.get_explicit_lac(ledger_id)

@@ -72,7 +72,6 @@ NOT_YET_DONE = {
     "tests.integration.test_watched_listing",
     "tests.unit.test_autorecovery_daemon_stop",
     "tests.unit.test_autorecovery_units",
-    "tests.unit.test_bookie_server",
     "tests.unit.test_bookied_startup",
     "tests.unit.test_client_ledger",
     "tests.unit.test_client_ledger_recovery",

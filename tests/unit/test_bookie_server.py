@@ -759,9 +759,9 @@ def test_long_polls_of_a_closed_connection_are_forgotten_at_once(env):
     c.replies()
     for txn in range(2, 52):
         _long_poll(c, txn)
-    assert len(env.bookie._lac_waiters[1]) == 50 and len(env.clock.getDelayedCalls()) == 50
+    assert env.bookie.long_polls(1) == 50 and len(env.clock.getDelayedCalls()) == 50
     c.proto.connectionLost(None)
-    assert env.bookie._lac_waiters == {} and env.clock.getDelayedCalls() == []
+    assert env.bookie.polled_ledgers() == set() and env.clock.getDelayedCalls() == []
     # another connection's poll is not affected by the first one's going
     d = env.connect()
     _long_poll(d, 1)
