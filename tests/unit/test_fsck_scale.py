@@ -9,6 +9,7 @@ import weakref
 
 import pytest
 
+from bkctl.wire.fsck import check as fsck_check
 from bkctl.wire.fsck.findings import Finding, Grouping, Kind
 
 A, B = "10.0.3.1:3181", "10.0.3.2:3181"
@@ -57,14 +58,14 @@ def test_ledgers_with_nothing_on_the_bookies_are_judged_without_the_reactor(monk
     opened = [store.ledgers.create(new)[0] for _ in range(5)]
     full = store.ledgers.create(new.closed(9, 100))[0]  # no bookie is registered: a finding
     store.underreplication.mark(empty[0], [A])
-    handed: list[int] = []
-    check_one = ledger_fsck._check_one
+    handed: list[int] = []  # the ledgers checked one at a time, through the bookies
+    check_ledger = fsck_check.check_ledger
 
     def counted(requests, ledger_id, md, version, options):
         handed.append(ledger_id)
-        return check_one(requests, ledger_id, md, version, options)
+        return check_ledger(requests, ledger_id, md, version, options)
 
-    monkeypatch.setattr(ledger_fsck, "_check_one", counted)
+    monkeypatch.setattr(fsck_check, "check_ledger", counted)
     client = SimpleNamespace(store=store, pool=FakePool(auto=True), twins=fastpath.selected())
     run = ledger_fsck.FsckRun(SimpleNamespace(client=client))
     findings = list(run.findings())
