@@ -137,9 +137,11 @@ class FsckRun:
             self.progress.update(total=len(merged))
         return ledgers.read_many(merged, naming=naming)
 
-    def _bookie_lists(self, registered: frozenset[str]) -> BookieLists | None:
-        """The ledgers each registered bookie holds (a run over every ledger only: None else);
-        the bookies that cannot say go to :attr:`FsckTotals.not_checked`."""
+    def bookie_lists(self, registered: frozenset[str]) -> BookieLists | None:
+        """The ledgers each of ``registered`` holds, asked over its HTTP endpoint, an id list a
+        bookie at a time (a run over every ledger only: None else); the bookies that cannot say
+        go to :attr:`FsckTotals.not_checked`.  :meth:`findings` names the ledgers in them that
+        no metadata names."""
         from array import array
 
         from bkctl.wire.fsck.bookie_only import BookieLists, listed_ids
@@ -218,7 +220,7 @@ class FsckRun:
         check = crochet.run_in_reactor(_check_one)
         batches = _Batches(crochet.run_in_reactor(_check_many), requests, options, fast, max(1, self.window // 4))
         window: deque = deque()
-        lists = self._bookie_lists(registered)
+        lists = self.bookie_lists(registered)
         held_only = crochet.run_in_reactor(_bookie_only_one)
 
         def bookie_only(passed: Iterable[tuple[int, list[str]]]) -> Iterator[Finding]:

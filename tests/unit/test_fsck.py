@@ -372,7 +372,7 @@ def test_a_bookie_whose_http_admin_cannot_list_its_ledgers_is_named_not_checked(
     store = FakeMetadataStore().start()
     store.registration.register(HTTP_LESS, BookieServiceInfo.for_bookie("10.0.2.1", 3181))  # no HTTP endpoint
     run = FsckRun(SimpleNamespace(client=SimpleNamespace(store=store)))
-    assert run._bookie_lists(frozenset({HTTP_LESS, GONE})) is not None
+    assert run.bookie_lists(frozenset({HTTP_LESS, GONE})) is not None
     assert sorted(run.totals.not_checked) == sorted([HTTP_LESS, GONE])
     assert "publishes no HTTP endpoint" in run.totals.not_checked[HTTP_LESS]
     assert "is not registered" in run.totals.not_checked[GONE]

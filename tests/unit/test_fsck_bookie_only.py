@@ -84,7 +84,7 @@ def test_the_bookies_lists_are_read_into_arrays_never_as_lists_of_ints(monkeypat
     run = ledger_fsck.FsckRun(SimpleNamespace(client=SimpleNamespace(store=None)))
     tracemalloc.start()
     try:
-        lists = run._bookie_lists(frozenset({"b0", "b1", "b2", "b3", "b4"}))
+        lists = run.bookie_lists(frozenset({"b0", "b1", "b2", "b3", "b4"}))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
