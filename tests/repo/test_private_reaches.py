@@ -80,7 +80,6 @@ NOT_YET_DONE = {
     "tests.unit.test_export_spark_session",
     "tests.unit.test_fastcodec",
     "tests.unit.test_flush_pace",
-    "tests.unit.test_garbage_collector",
     "tests.unit.test_http_autorecovery",
     "tests.unit.test_repair_state",
     "tests.unit.test_restore_stream",

@@ -28,10 +28,11 @@ def compact_below(
     return stats
 
 
-def gc_on_clock(policy, stores=(), collect=lambda stores: 0, monotonic=None):
+def gc_on_clock(policy, stores=(), collect=lambda stores: 0, monotonic=None, on_pass_done=None):
     """A :class:`GarbageCollector` on a ``task.Clock`` whose passes wait in ``passes`` (each a
     Deferred the test fires to run it): ``(gc, clock, passes)``; ``monotonic``: the seconds its
-    compaction measures (default the wall clock's)."""
+    compaction measures (default the wall clock's); ``on_pass_done``: what the bookie does
+    after each pass (looks at its disks)."""
     clock = task.Clock()
     passes = []
 
@@ -42,4 +43,5 @@ def gc_on_clock(policy, stores=(), collect=lambda stores: 0, monotonic=None):
         return d
 
     extra = {} if monotonic is None else {"monotonic": monotonic}
-    return GarbageCollector(policy, list(stores), collect, clock, in_thread, **extra), clock, passes
+    gc = GarbageCollector(policy, list(stores), collect, clock, in_thread, on_pass_done=on_pass_done, **extra)
+    return gc, clock, passes

@@ -5,6 +5,7 @@ re-puts and deletions in a real entry store."""
 from __future__ import annotations
 
 import os
+import logging
 import threading
 import time
 
@@ -289,10 +290,21 @@ def test_full_disk_suspends_compaction_or_forces_it_with_limits_lifted(tmp_path)
     s.close()
 
 
-def test_a_full_disk_asks_again_after_each_forced_pass_even_a_failed_one():
-    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_when_no_space=True))
+def test_a_full_disk_asks_again_after_each_forced_pass_even_a_failed_one(caplog):
     checks = []
-    gc._on_pass_done = lambda: (checks.append(1), gc.disk_full())  # the bookie looks at its disks after a pass
+
+    def look_at_the_disks():  # what the bookie does after a pass
+        checks.append(1)
+        gc.disk_full()
+
+    def forced() -> int:
+        """The passes started forced so far (each says so in the log)."""
+        return sum(r.getMessage().startswith("garbage collection forced") for r in caplog.records)
+
+    caplog.set_level(logging.INFO, logger="bookied.gc")
+    gc, clock, passes = gc_on_clock(
+        GcPolicy(gc_wait_ms=1000, force_when_no_space=True), on_pass_done=look_at_the_disks
+    )
     gc.disk_full()
     assert len(passes) == 1
     passes[0].errback(OSError("No space left on device"))
@@ -300,11 +312,12 @@ def test_a_full_disk_asks_again_after_each_forced_pass_even_a_failed_one():
     gc.disk_full()  # ...the next periodic one does, although the pass failed
     assert len(passes) == 2
     passes[1].callback(None)
+    assert forced() == 2
     gc()  # a periodic pass while still full (force_gc dropped after the last): not forced
-    assert len(passes) == 3 and not gc._forced_now
+    assert len(passes) == 3 and forced() == 2
     gc.disk_full()  # asks for a forced pass after it
     passes[2].callback(None)
-    assert len(passes) == 4 and gc._forced_now
+    assert len(passes) == 4 and forced() == 3
 
 
 def test_an_almost_full_disk_forces_once_per_change():
