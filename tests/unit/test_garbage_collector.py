@@ -302,9 +302,7 @@ def test_a_full_disk_asks_again_after_each_forced_pass_even_a_failed_one(caplog)
         return sum(r.getMessage().startswith("garbage collection forced") for r in caplog.records)
 
     caplog.set_level(logging.INFO, logger="bookied.gc")
-    gc, clock, passes = gc_on_clock(
-        GcPolicy(gc_wait_ms=1000, force_when_no_space=True), on_pass_done=look_at_the_disks
-    )
+    gc, clock, passes = gc_on_clock(GcPolicy(gc_wait_ms=1000, force_when_no_space=True), on_pass_done=look_at_the_disks)
     gc.disk_full()
     assert len(passes) == 1
     passes[0].errback(OSError("No space left on device"))
