@@ -4,8 +4,8 @@ re-puts and deletions in a real entry store."""
 
 from __future__ import annotations
 
-import os
 import logging
+import os
 import threading
 import time
 
