@@ -9,7 +9,7 @@ workers run this interpreter and everything listens on 127.0.0.1.
 behind it.  Both wait through Ctrl-C (then raised): a JVM left half started
 or half stopped breaks every later export of the process (the shell).
 
-The JVM's stdout and stderr reach our stderr through :class:`_JvmStderr`, which drops the
+The JVM's stdout and stderr reach our stderr through :class:`JvmStderr`, which drops the
 one line every start printed and no user can act on, "WARNING: Using incubator modules:
 jdk.incubator.vector": Spark's launcher gives the JVM ``--add-modules=jdk.incubator.vector``
 (its hard-coded JavaModuleOptions), and no JVM option silences the module system's warning.
@@ -74,7 +74,7 @@ def _log4j2_file(verbose: bool = False) -> str:
 INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector"
 
 
-class _JvmStderr:
+class JvmStderr:
     """A pipe for the JVM's stdout and stderr, copied line by line by a thread to the
     file descriptor ``out`` until every writer has closed it (the JVM and the Python
     workers it spawned have exited): every line but :data:`INCUBATOR_WARNING`, as
@@ -116,12 +116,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 #: the copier of the JVM this process started (None: none started, or a quiet one)
-_jvm_stderr: _JvmStderr | None = None
+_jvm_stderr: JvmStderr | None = None
 
 
 @contextmanager
 def _stdout_to_stderr(quiet: bool = False):
-    """Point file descriptors 1 and 2 at a :class:`_JvmStderr` pipe while the JVM starts, so
+    """Point file descriptors 1 and 2 at a :class:`JvmStderr` pipe while the JVM starts, so
     that neither it nor the Python workers it spawns ever write to our stdout, and their
     stderr reaches ours without the incubator-module warning; ``quiet`` points both 1 and
     2 at /dev/null (its warnings included)."""
@@ -132,7 +132,7 @@ def _stdout_to_stderr(quiet: bool = False):
     if quiet:
         sink = os.open(os.devnull, os.O_WRONLY)
     else:
-        _jvm_stderr = _JvmStderr(os.dup(2))
+        _jvm_stderr = JvmStderr(os.dup(2))
         sink = _jvm_stderr.write_end
     try:
         os.dup2(sink, 1)

@@ -77,7 +77,6 @@ NOT_YET_DONE = {
     "tests.unit.test_client_ledger_recovery",
     "tests.unit.test_client_read_fastpath",
     "tests.unit.test_entry_log_records",
-    "tests.unit.test_export_spark_session",
     "tests.unit.test_fastcodec",
     "tests.unit.test_flush_pace",
     "tests.unit.test_http_autorecovery",

@@ -15,7 +15,7 @@ def through_the_copier(*writes: bytes) -> bytes:
     """What reaches our stderr when a child process (standing in for the JVM: an inherited
     descriptor, written in these pieces) writes to the copier's pipe."""
     out_r, out_w = os.pipe()
-    copier = S._JvmStderr(out_w)
+    copier = S.JvmStderr(out_w)
     script = "import os,sys\nfor piece in sys.argv[1:]:\n    os.write(2, bytes.fromhex(piece))\n"
     subprocess.run(
         [sys.executable, "-c", script, *(w.hex() for w in writes)],
@@ -44,7 +44,7 @@ def test_the_incubator_warning_is_dropped_and_nothing_else():
 
 def test_a_partial_line_that_cannot_be_the_warning_is_not_held_back():
     out_r, out_w = os.pipe()
-    copier = S._JvmStderr(out_w)
+    copier = S.JvmStderr(out_w)
     os.write(copier.write_end, b"Enter a value: ")
     ready, _, _ = select.select([out_r], [], [], 30)  # not held until a newline or the end
     assert ready and os.read(out_r, 100) == b"Enter a value: "
