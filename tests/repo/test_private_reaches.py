@@ -70,7 +70,6 @@ SUITE = suite_modules()
 #: fails too
 NOT_YET_DONE = {
     "tests.integration.test_watched_listing",
-    "tests.unit.test_autorecovery_daemon_stop",
     "tests.unit.test_autorecovery_units",
     "tests.unit.test_bookied_startup",
     "tests.unit.test_client_ledger",

@@ -41,10 +41,10 @@ def _errors(caplog) -> list[str]:
 
 def test_a_start_cut_short_by_the_stop_is_not_an_error(caplog):
     daemon, calls = _daemon()
-    daemon._elected()
+    daemon.elected()
     auditor = daemon.auditor
     assert auditor.running and len(calls) == 1  # preparing, in a thread
-    daemon._demoted()  # the stop steps down first, then closes the store
+    daemon.demoted()  # the stop steps down first, then closes the store
     assert daemon.auditor is None and not auditor.running
     with caplog.at_level(logging.DEBUG, logger="bkctl.wire.autorecovery.service"):
         calls[0].errback(Failure(MetadataStoreError("the metadata store is not started")))
@@ -54,7 +54,7 @@ def test_a_start_cut_short_by_the_stop_is_not_an_error(caplog):
 
 def test_a_start_that_fails_while_running_is_an_error(caplog):
     daemon, calls = _daemon()
-    daemon._elected()
+    daemon.elected()
     with caplog.at_level(logging.DEBUG, logger="bkctl.wire.autorecovery.service"):
         calls[0].errback(Failure(MetadataStoreError("connection loss")))
     assert _errors(caplog) == ["auditor could not start: connection loss"]

@@ -114,7 +114,7 @@ class AutoRecoveryDaemon(Service):
         )
         self.worker.start()
         self.election = AuditorElection(
-            store, self.bookie_id, self.reactor, client.run_blocking, self._elected, self._demoted
+            store, self.bookie_id, self.reactor, client.run_blocking, self.elected, self.demoted
         )
         await self.election.start()
         log.info("autorecovery started for %s (voting as %s)", self.metadata_uri, self.bookie_id)
@@ -157,7 +157,8 @@ class AutoRecoveryDaemon(Service):
             enforce=c.enforce_min_racks_per_write_quorum,
         )
 
-    def _elected(self) -> None:
+    def elected(self) -> None:
+        """(From the election.)  This daemon won the vote: its auditor starts (:attr:`auditor`)."""
         client = self.client
         if client is None:  # (elected only after the start made it)
             return
@@ -174,7 +175,9 @@ class AutoRecoveryDaemon(Service):
 
         auditor.start().addErrback(failed)
 
-    def _demoted(self) -> None:
+    def demoted(self) -> None:
+        """(From the election, and the stop.)  This daemon is the auditor no more: its auditor
+        stops; a start still under way ends quietly (its failure is the stop's doing)."""
         auditor, self.auditor = self.auditor, None
         if auditor is not None:
             auditor.stop()
@@ -186,7 +189,7 @@ class AutoRecoveryDaemon(Service):
     async def _stop(self) -> None:
         if self.election is not None:
             await self.election.stop()
-        self._demoted()
+        self.demoted()
         if self.worker is not None:
             await self.worker.stop()
         if self.client is not None:
