@@ -68,6 +68,7 @@ class _Session:
         self.fire_during_read = fire_during_read
         self.children = ["L0001"]
         self.asked = 0
+        self.watchers: dict = {}  # path -> the watcher its last read was given, as kazoo keeps it
 
     def on_disconnect(self, callback):
         return lambda: None
@@ -77,6 +78,7 @@ class _Session:
 
     def children_watched(self, path, watcher):
         self.asked += 1
+        self.watchers[path] = watcher
         answer = list(self.children)
         if self.fire_during_read:
             self.fire_during_read = False
@@ -99,7 +101,7 @@ def test_an_event_without_a_path_or_a_dropped_connection_forgets_everything():
     kept = WatchedChildren(session)  # type: ignore[arg-type]
     kept.children("/a", list)
     kept.children("/b", list)
-    kept._changed(WatchedEvent("NONE", "LOST", None))  # noqa: SLF001 - kazoo's call, as kazoo makes it
+    session.watchers["/a"](WatchedEvent("NONE", "LOST", None))  # kazoo's call to the watcher it was given
     kept.children("/a", list)
     assert session.asked == 3
     kept.forget()  # what the session's disconnect listener calls
