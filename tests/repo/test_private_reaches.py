@@ -69,7 +69,6 @@ SUITE = suite_modules()
 #: module on it that no longer reaches fails the test (take it off), one not on it that reaches
 #: fails too
 NOT_YET_DONE = {
-    "tests.unit.test_autorecovery_units",
     "tests.unit.test_bookied_startup",
     "tests.unit.test_client_ledger",
     "tests.unit.test_client_ledger_recovery",

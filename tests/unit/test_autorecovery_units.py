@@ -157,7 +157,7 @@ def test_a_workers_adds_leave_in_batches_on_its_grid():
     clock = task.Clock()
     worker = ReplicationWorker(type("Client", (), {"store": None})(), AutoRecoveryConfig(), clock)
     waits = [Held() for _ in range(3)]
-    assert [worker._pace(140, w) for w in waits] == [False] * 3
+    assert [worker.pace(140, w) for w in waits] == [False] * 3
     assert not any(w.called for w in waits)
     clock.advance(RateLimiter.TICK)
     assert all(w.called for w in waits)

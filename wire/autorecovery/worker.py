@@ -342,7 +342,7 @@ class ReplicationWorker:
                 ledger_id,
                 sorted(lost),
                 window=self.config.rereplication_entry_batch_size,
-                throttle=self._pace,
+                throttle=self.pace,
                 refill=set(writable) & lost,
                 on_unreadable=unreadable.append,
             )
@@ -426,9 +426,10 @@ class ReplicationWorker:
             self.stats.recovery_seconds_sum += waited
             self.stats.recovery_seconds_count += 1
 
-    def _pace(self, nbytes: int, fn: Callable[..., object], *args: object) -> bool:
-        """Count the bytes about to be written and hold their ``fn(*args)`` to the next
-        tick (and replicationRateByBytes)."""
+    def pace(self, nbytes: int, fn: Callable[..., object], *args: object) -> bool:
+        """(The copier's throttle, called before each write of a re-replication.)  Count the
+        bytes about to be written and hold their ``fn(*args)`` to the next tick of this
+        worker's grid (and replicationRateByBytes); True when it ran at once."""
         if self.stats is not None:
             self.stats.bytes_rereplicated += nbytes
         return self.throttle(nbytes, fn, *args)
