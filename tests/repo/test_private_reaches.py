@@ -71,7 +71,6 @@ SUITE = suite_modules()
 NOT_YET_DONE = {
     "tests.unit.test_bookied_startup",
     "tests.unit.test_client_ledger",
-    "tests.unit.test_client_ledger_recovery",
     "tests.unit.test_client_read_fastpath",
     "tests.unit.test_entry_log_records",
     "tests.unit.test_fastcodec",

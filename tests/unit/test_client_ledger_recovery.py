@@ -176,12 +176,12 @@ def test_bookie_ids_resolve_through_service_info_with_host_port_fallback():
     client, store, pool = make_client()
     store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 4181))
     store.registration.register("10.0.0.9:3181", BookieServiceInfo.legacy())
-    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)
-    assert successResultOf(settled(client._resolve("10.0.0.9:3181"))) == ("10.0.0.9", 3181)  # legacy: the id itself
-    assert successResultOf(settled(client._resolve("10.0.0.8:3181"))) == ("10.0.0.8", 3181)  # not registered
+    assert successResultOf(settled(client.resolve("bookie-a"))) == ("192.0.2.7", 4181)
+    assert successResultOf(settled(client.resolve("10.0.0.9:3181"))) == ("10.0.0.9", 3181)  # legacy: the id itself
+    assert successResultOf(settled(client.resolve("10.0.0.8:3181"))) == ("10.0.0.8", 3181)  # not registered
 
     store.fail_with(ZKUnavailable("ZooKeeper at the fake unavailable: connection lost"))
-    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)  # last known address
+    assert successResultOf(settled(client.resolve("bookie-a"))) == ("192.0.2.7", 4181)  # last known address
 
 
 def test_bookies_looked_up_in_one_go_are_connected_to_at_those_addresses_once():
@@ -207,9 +207,9 @@ def test_bookies_looked_up_in_one_go_are_connected_to_at_those_addresses_once():
     assert store.calls == [] and pool.conns["10.0.0.8:3181"].connects == 1
     store.registration.register("bookie-a", BookieServiceInfo.for_bookie("192.0.2.7", 5181))  # moved
     store.calls.clear()
-    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 4181)  # the first attempt's
+    assert successResultOf(settled(client.resolve("bookie-a"))) == ("192.0.2.7", 4181)  # the first attempt's
     assert store.calls == []
-    assert successResultOf(settled(client._resolve("bookie-a"))) == ("192.0.2.7", 5181)  # looked up again
+    assert successResultOf(settled(client.resolve("bookie-a"))) == ("192.0.2.7", 5181)  # looked up again
 
 
 def test_long_reads_answered_synchronously_do_not_recurse():
@@ -246,16 +246,20 @@ def test_the_read_window_is_refilled_half_a_window_at_a_time(monkeypatch):
 
 def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledger():
     client, store, pool = make_client()
-    released = []
-    h = successResultOf(settled(client.create_ledger(3, 2, 2)))
-    h._ending.on_close = lambda: released.append(True)
-    ensemble = h.metadata.last_ensemble
-    for b in ensemble:
+    for b in B[:4]:
         pool.get(b).auto = True
+    gone = successResultOf(settled(client.create_ledger(3, 2, 2)))  # its writer went away
+    h = successResultOf(settled(client.open_for_append(gone.ledger_id)))  # the release hook: its append lock
+
+    def released() -> int:
+        return len(store.called("ledgers.append_lock.release"))
+
+    ensemble = h.metadata.last_ensemble
     for i in range(3):
         h.add_entry(b"x%d" % i)
     away = ensemble[1]
     pool.get(away).down = True  # one bookie of the ensemble is away: best effort
+    assert released() == 0 and store.append_locks.paths() != []
     successResultOf(settled(h.release()))
     took = {b: pool.get(b).lacs for b in ensemble}
     assert [b for b in ensemble if took[b]] == [b for b in ensemble if b != away]
@@ -263,11 +267,11 @@ def test_release_publishes_the_lac_and_stops_the_handle_without_closing_the_ledg
         for ledger_id, lac, key, body in took[b]:
             assert (ledger_id, lac, key) == (h.ledger_id, 2, h.master_key)
             assert h.digest.verify_lac(body) == 2
-    assert released == [True]
+    assert released() == 1 and store.append_locks.paths() == []  # the hook ran: the lock let go
     assert isinstance(failureResultOf(settled(h.add_entry(b"late"))).value, HandleReleased)
     assert not store.ledgers.read(h.ledger_id)[0].is_closed
     successResultOf(settled(h.release()))  # again: nothing more happens
-    assert released == [True]
+    assert released() == 1
 
 
 def test_publish_lac_sends_nothing_before_the_first_add_or_over_v2():

@@ -200,7 +200,7 @@ class BookKeeperClient:
 
             pool = BookiePool(
                 reactor,
-                self._resolve,
+                self.resolve,
                 protocol=protocol,
                 add_timeout=add_timeout,
                 read_timeout=read_timeout,
@@ -306,7 +306,11 @@ class BookKeeperClient:
             return TLSRequired(f"bookie {bookie} requires TLS (use --tls-ca)", rc=exc.rc, bookie=bookie)
         return exc
 
-    def _resolve(self, bookie_id: str) -> defer.Deferred[tuple[str, int]]:
+    def resolve(self, bookie_id: str) -> defer.Deferred[tuple[str, int]]:
+        """Fires with the (host, port) a connection to ``bookie_id`` dials next (the pool's
+        resolver): the address :meth:`connect` was given for its first attempt, else the one
+        its registration publishes (the id itself for a legacy or unregistered bookie; the
+        last known one while the store does not answer)."""
         address = self._looked_up.pop(bookie_id, None)  # (:meth:`connect`'s: its first attempt's)
         if address is not None:
             return defer.succeed(address)
