@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -127,22 +128,18 @@ def _take(app, to, topics, namespaces, ledger_spec, parallel, s3_endpoint) -> No
 
     storage = _storage(app, to, s3_endpoint)
     selection = Selection(list(topics), list(namespaces), ledger_spec)
+    store, bk, twins = app.store, app.bk, app.require_twins()  # (connected: not the backup's own time)
     with app.progress(None, "backing up") as bar:
+        began = time.monotonic()
         manifest = take_backup(
-            app.store,
-            app.bk,
-            storage,
-            selection,
-            app.metadata_uri,
-            parallel=parallel,
-            progress=bar,
-            twins=app.require_twins(),
+            store, bk, storage, selection, app.metadata_uri, parallel=parallel, progress=bar, twins=twins
         )
+        seconds = time.monotonic() - began  # (the manifest's finished is taken before it is stored)
     counts = manifest.note_counts()
     # the notes read back a chunk at a time as they are written, never held as lists
     doc = {"archive": to, "backup": manifest.id, **manifest.totals(), "missing": noted(storage, manifest, "missing")}
     doc["unreadable"] = unreadable(storage, manifest)
-    doc["seconds"] = (manifest.finished - manifest.started) / 1000
+    doc["seconds"] = round(seconds, 3)
     doc["deleted"] = {"ledgers": noted(storage, manifest, "deleted"), "topics": manifest.deleted.get("topics", [])}
     if app.json:
         _stream_json(doc)
