@@ -583,31 +583,31 @@ def test_cookie_watch_sees_cookies_written_and_deleted(store):
 
 
 @pytest.mark.parametrize("wipe", ["format", "nuke"])
-def test_a_format_or_nuke_tells_the_cookie_watchers_and_ends_their_watch(store, wipe):
-    """Format and nuke delete ``cookies/`` itself: on ZooKeeper a children watch ends with its
-    znode (kazoo's ChildrenWatch stops when it finds the znode gone), after it told the list
-    emptied if it read it between the cookies' deletes and their parent's (it nearly always
-    does).  A cookie written afterwards is told to a watch set afterwards only."""
+def test_a_cookie_watch_outlives_a_format_or_nuke(store, wipe):
+    """Format and nuke delete ``cookies/`` itself, with a watching auditor still running: its
+    watch is told the list emptied and goes on hearing the cookies written after (kazoo's
+    ChildrenWatch alone ends, silently, where it finds its znode gone)."""
     cookies = Heard()
     store.registration.watch_all_bookies(cookies)
     store.cookies.put(A, Cookie(A, ("/j",), ("/l",), "instance"))
     cookies.settles_on([A], "A's cookie")
-    told = len(cookies.calls)
     if wipe == "format":
         store.cluster.format()
     else:
         store.cluster.nuke(store.cluster.instance_id())
         store.cluster.init()
     assert store.registration.all_bookies() == []
+    cookies.settles_on([], "the cookies gone")
     fresh = Heard()
     store.registration.watch_all_bookies(fresh)
     assert fresh.calls == [[]]
     store.cookies.put(B, Cookie(B, ("/j",), ("/l",), "instance"))
-    fresh.settles_on([B], "B's cookie, to a watch set after the wipe")
+    cookies.settles_on([B], "B's cookie, to the watch set before the wipe")
+    fresh.settles_on([B], "B's cookie, to a watch set after it")
     store.cookies.put(C, Cookie(C, ("/j",), ("/l",), "instance"))
-    fresh.settles_on([B, C], "C's cookie")  # (one session's watch events are told in order: an old
-    # watch still set would have been told B's cookie by now)
-    assert cookies.calls[told:] in ([[]], [])
+    cookies.settles_on([B, C], "C's cookie")
+    fresh.settles_on([B, C], "C's cookie, after the wipe")
+    assert cookies.calls[-4:] == [[A], [], [B], [B, C]]  # each list told once, in order
 
 
 def test_replication_switch_and_delay_watches(store):

@@ -137,12 +137,6 @@ class _Listeners:
                 entry[1] = now
                 _tell(entry[0], now)
 
-    def end(self) -> None:
-        """The watched node was deleted: the watchers are told what they see now (if it
-        changed), then dropped, as a ZooKeeper children watch ends with its znode."""
-        self.changed()
-        self._watchers.clear()
-
 
 @dataclass(frozen=True)
 class FakeRegistrations:
@@ -435,12 +429,6 @@ class FakeRegistrationManager(_Manager):
         are told when the list changed."""
         self._cookie_watch.changed()
 
-    def cookies_wiped(self) -> None:
-        """(From the cookies.)  Format or nuke deleted ``cookies/``: the watchers of all
-        bookies are told the list emptied, and their watch ends with the znode (as on
-        ZooKeeper: a cookie written afterwards is not told to them)."""
-        self._cookie_watch.end()
-
     def end_session(self) -> FakeRegistrations:
         """The session ended: the registrations go (watchers told); what they were, for a
         new session to :meth:`restore`."""
@@ -531,9 +519,10 @@ class FakeCookieManager(_Manager):
         return sorted(self._nodes)
 
     def wipe(self) -> None:
-        """(Format, nuke.)  Every cookie goes, and the watches of them end."""
+        """(Format, nuke.)  Every cookie goes: the watchers of all bookies are told the list
+        emptied, and go on watching (as the ZooKeeper store's watch outlives ``cookies/``)."""
         self._nodes.clear()
-        self._store.registration.cookies_wiped()
+        self._store.registration.cookies_changed()
 
     def _get(self, bookie_id: str) -> tuple[Cookie, int] | None:
         node = self._nodes.get(bookie_id)

@@ -688,21 +688,47 @@ class ZKSession:
         self, path: str, listener: Callable[[list[str]], None], keep: Callable[[str], bool] = lambda name: True
     ) -> Callable[[], None]:
         """Call ``listener(sorted children that keep)`` now and whenever that list changed
-        (kazoo's ChildrenWatch, from its thread) until the returned function is called."""
-        stopped = threading.Event()
-        last: list[list[str]] = []
+        (from kazoo's thread) until the returned function is called.
 
-        def changed(children: list[str]) -> bool | None:
-            if stopped.is_set():
-                return False  # kazoo drops the watch
-            now = sorted(c for c in children if keep(c))
-            if last and last[0] == now:
+        The watch outlives its znode.  Kazoo's ChildrenWatch ends, silently, where it finds
+        its znode gone -- and a format or a nuke deletes ``cookies/`` and ``available/``
+        with a watching auditor still running.  So a DataWatch on the znode itself stands
+        above it: the znode gone, the listener is told the list emptied; the znode there
+        again (a new one: its creation zxid differs), a ChildrenWatch is set on it, and any
+        older one drops itself at its next call."""
+        stopped = threading.Event()
+        lock = threading.Lock()
+        last: list[list[str]] = []
+        watched: list[int | None] = [None]  # the creation zxid of the znode the live ChildrenWatch is on
+
+        def tell(children: list[str]) -> None:
+            with lock:
+                if last and last[0] == children:
+                    return
+                last[:] = [children]
+                _call_listener(listener, children)
+
+        def children_of(czxid: int) -> Callable[[list[str]], bool | None]:
+            def changed(children: list[str]) -> bool | None:
+                if stopped.is_set() or watched[0] != czxid:
+                    return False  # kazoo drops the watch
+                tell(sorted(c for c in children if keep(c)))
                 return None
-            last[:] = [now]
-            _call_listener(listener, now)
+
+            return changed
+
+        def znode(_data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+            if stopped.is_set():
+                return False
+            if stat is None:
+                watched[0] = None
+                tell([])
+            elif stat.czxid != watched[0]:
+                watched[0] = stat.czxid
+                self.client.ChildrenWatch(path, children_of(stat.czxid))
             return None
 
-        self.client.ChildrenWatch(path, changed)
+        self.client.DataWatch(path, znode)
         return stopped.set
 
     def watch_data(self, path: str, listener: Callable[[bytes | None, Any], None]) -> Callable[[], None]:
