@@ -74,7 +74,7 @@ none).
 
 Reading (``read()``) runs in Spark's Python workers on the executors
 (:mod:`bkctl.export.executor`): each worker process runs one Twisted
-reactor in a background thread (crochet) and keeps one BookKeeper client
+reactor in a background thread (wire.client.blocking) and keeps one BookKeeper client
 per cluster for all the partitions it reads;
 entries are read with failover across replicas and digest verification,
 never past the last entry of a closed ledger nor the LAC of an open one.

@@ -9,7 +9,7 @@ entry reads):
 * :func:`new_client`: the one place a :class:`~bkctl.wire.client.blocking.BlockingBookKeeper`
   is made for an export, with one timeout policy;
 * :func:`process_client`: the client of this process for a cluster, made
-  once and reused by every task the process runs (its reactor is crochet's
+  once and reused by every task the process runs (its reactor is the process's
   one thread; a forked child makes its own);
 * :class:`LedgerReader`: the reads -- ``last_add_confirmed``, ``entries`` --
   through a client it makes on first use: on the driver one of its own on the

@@ -1,11 +1,12 @@
 """A blocking facade over :class:`~bkctl.wire.client.bookkeeper.BookKeeperClient`.
 
 For the CLI, scripts and tests: every call runs in the Twisted reactor,
-which crochet runs in a background thread (``crochet.setup()`` happens on
-first use, not at import: importing this module loads neither crochet nor a
-reactor), waits for the result and returns plain values.  Library exceptions
-are raised unchanged; a call that takes longer than ``timeout`` seconds is
-cancelled and raises :class:`OperationTimedOut`.
+which runs in a background thread (:class:`ReactorThread`, started on first
+use, not at import: importing this module loads neither crochet nor a
+reactor), waits for the result (crochet's calls across threads) and returns
+plain values.  Library exceptions are raised unchanged; a call that takes
+longer than ``timeout`` seconds is cancelled and raises
+:class:`OperationTimedOut`.
 
     with BlockingBookKeeper("zk+hierarchical://127.0.0.1:2181/ledgers") as bk:
         with bk.create(3, 2, 2, password=b"pw") as lh:
@@ -19,6 +20,7 @@ Do not call these methods from the reactor thread itself (crochet refuses).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -46,6 +48,7 @@ __all__ = [
     "BlockingLedger",
     "OperationTimedOut",
     "PendingCall",
+    "ReactorThread",
     "ensure_reactor",
     "handed_over",
     "run_in_reactor",
@@ -65,15 +68,115 @@ class OperationTimedOut(Unreachable, TimeoutError):
     """A blocking call did not finish within its timeout (it was cancelled)."""
 
 
+class _LogWriter:
+    """Twisted's log events handed to stdlib logging in a thread of their own (as crochet's
+    setup did): a slow logging handler does not hold the reactor up."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None]):
+        self._emit = emit
+        self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._write, name="CrochetLogWriter", daemon=True)
+        self.thread.start()
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self._events.put(event)
+
+    def _write(self) -> None:
+        while (event := self._events.get()) is not None:
+            try:
+                self._emit(event)
+            except Exception:  # noqa: BLE001, S112 - logging itself failed: nowhere left to tell
+                continue
+
+    def stop(self, wait: float) -> None:
+        """Write what is queued, then end (at most ``wait`` seconds)."""
+        self._events.put(None)
+        self.thread.join(wait)
+
+
+class ReactorThread:
+    """The process's one reactor, run in a daemon thread of its own, and stopped by an atexit
+    hook once the main thread and the other non-daemon threads are done.
+
+    crochet.setup() ran the reactor in a non-daemon thread and started a watchdog thread that
+    looked every 0.1 s whether the main thread had ended, and only then stopped the reactor:
+    every command that talked to bookies waited 0-100 ms at exit for that look.  Here crochet
+    is told the application runs the reactor (``crochet.no_setup()``: its calls across threads
+    work as before) and this does what its setup did that bkctl needs: Twisted's log to stdlib
+    logging, the reactor stopped at exit (an EventualResult still waited for fails with
+    crochet's ReactorStopped, as before).  Not its process reaping: nothing spawns processes
+    through this reactor (bookied's autorecovery child is spawned by bookied's own reactor,
+    which runs in its main thread with signal handlers).  The reactor's thread pool (DNS, the
+    metadata store's blocking calls) is started from this thread, so its threads are daemon
+    threads too: none of them holds the exit up.  The shell, a Spark executor and the
+    autorecovery daemon keep the one reactor until their process exits.
+
+    The threads keep crochet's names (CrochetReactor, CrochetLogWriter): stack dumps and the
+    test suite's leak check know them."""
+
+    #: seconds the exit waits for the reactor's shutdown (its triggers, its thread pool)
+    STOP_WAIT = 5.0
+
+    #: the running one (None until started, or where crochet.setup() ran first)
+    current: ReactorThread | None = None
+
+    def __init__(self, reactor: Any, log_writer: _LogWriter):
+        self.reactor = reactor
+        self.log_writer = log_writer
+        self.thread = threading.Thread(target=self._run, name="CrochetReactor", daemon=True)
+
+    @classmethod
+    def start(cls, crochet: ModuleType) -> ReactorThread | None:
+        """Tell crochet the reactor is ours and run it; None where crochet.setup() ran first
+        (a library or a test of its own did it: crochet's thread runs the reactor then)."""
+        try:
+            crochet.no_setup()
+        except RuntimeError:
+            return None
+        import warnings
+
+        from twisted.internet import reactor
+        from twisted.python.log import PythonLoggingObserver, startLoggingWithObserver
+
+        writer = _LogWriter(PythonLoggingObserver().emit)
+        showwarning = warnings.showwarning  # Twisted's log beginner takes Python's warnings over
+        startLoggingWithObserver(writer, setStdout=False)
+        warnings.showwarning = showwarning
+        running = cls(reactor, writer)
+        running.thread.start()
+        atexit.register(running.stop)
+        cls.current = running
+        return running
+
+    def _run(self) -> None:
+        self.reactor.run(installSignalHandlers=False)
+
+    def stop(self, wait: float = STOP_WAIT) -> None:
+        """Stop the reactor (its shutdown triggers run: crochet's fails the calls still waited
+        for) and wait for its thread, then for the log writer; at most ``wait`` seconds each."""
+        if self.thread.is_alive():
+            self.reactor.callFromThread(self._stop_reactor)
+            self.thread.join(wait)
+        self.log_writer.stop(wait)
+
+    def _stop_reactor(self) -> None:
+        from twisted.internet.error import ReactorNotRunning
+
+        try:
+            self.reactor.stop()
+        except ReactorNotRunning:  # stopping already
+            pass
+
+
 def _ensure_reactor() -> ModuleType:
-    """Start the reactor thread once (crochet.setup); returns the crochet module."""
+    """Start the reactor thread once (:class:`ReactorThread`); returns the crochet module."""
     global _crochet
     if _crochet is None:
         with _setup_lock:
             if _crochet is None:
                 import crochet
 
-                crochet.setup()
+                ReactorThread.start(crochet)
                 _crochet = crochet
     return _crochet
 
