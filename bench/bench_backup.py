@@ -16,7 +16,9 @@ and, in one process of its own with the imports and connections done (``--no-spl
 it), the same ledgers read as a copy reads them (the same batches, ``--parallel`` threads,
 nothing written) and backed up, alternated: the CPU per MiB of each, the client's reactor
 thread's apart and the bookies' beside it -- what the copy costs on top of reading, without
-Python's start and a command's fixed costs in the figure -- and the wall MiB/s of each: backup
+Python's start and a command's fixed costs in the figure -- the whole machine's busy CPU over
+each (:func:`common.machine_cpu_seconds`: the kernel's writeback of the copy's durable writes
+is in no process's clock) and how many of the cores that kept busy, and the wall MiB/s of each: backup
 over a read of the same ledgers, flushed to the bookies' entry logs as the backup finds them.
 ``bkctl bench``'s read is not that: it reads back the ledger it has just added, from the
 bookies' write caches, which cost the bookies 1.2 ms of CPU a MiB against 2.0 from the entry
@@ -76,7 +78,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
-from common import bookie_metrics, cpu_seconds, disk_write, load_note, settle_bookies, writes_note  # noqa: E402
+from common import (  # noqa: E402
+    bookie_metrics,
+    cpu_seconds,
+    disk_write,
+    load_note,
+    machine_cpu_seconds,
+    settle_bookies,
+    writes_note,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -184,7 +194,7 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
-    got: dict[str, list[tuple[float, float, float, float]]] = {"read": [], "backup": []}
+    got: dict[str, list[tuple[float, float, float, float, float]]] = {"read": [], "backup": []}
     try:
         read()  # warm: every connection made, every module imported
         for turn in range(repeat):
@@ -194,9 +204,16 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
                     run_in_reactor(time.thread_time),
                     sum(map(cpu_seconds, pids)),
                     time.monotonic(),
+                    machine_cpu_seconds(),
                 )
                 run_it()
-                after = (process_cpu(), run_in_reactor(time.thread_time), sum(map(cpu_seconds, pids)), time.monotonic())
+                after = (
+                    process_cpu(),
+                    run_in_reactor(time.thread_time),
+                    sum(map(cpu_seconds, pids)),
+                    time.monotonic(),
+                    machine_cpu_seconds(),
+                )
                 got[what].append(tuple(a - b for a, b in zip(after, before)))  # type: ignore[arg-type]
     finally:
         bk.close()
@@ -209,6 +226,8 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
                 for i, k in enumerate(("bkctl", "reactor", "bookies"))
             },
             "mib_s": statistics.median(mib / r[3] for r in runs),
+            "machine": statistics.median(r[4] for r in runs) / mib * 1000,
+            "cores": statistics.median(r[4] / r[3] for r in runs),
         }
         for what, runs in got.items()
     }
@@ -469,7 +488,8 @@ def run(args, info: dict, work: Path) -> int:
             for what in ("read", "backup"):
                 c = split[what]
                 print(
-                    f"  {what:<10} bkctl {c['bkctl']:5.2f} (its reactor thread {c['reactor']:5.2f}), bookies {c['bookies']:5.2f}"
+                    f"  {what:<10} bkctl {c['bkctl']:5.2f} (its reactor thread {c['reactor']:5.2f}), bookies {c['bookies']:5.2f};"
+                    f" the machine {c['machine']:5.2f} ({c['cores']:.2f} of its {os.cpu_count()} cores busy)"
                 )
             r, b = split["read"], split["backup"]
             print(

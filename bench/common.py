@@ -112,6 +112,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def machine_cpu_seconds() -> float:
+    """Every CPU's busy seconds since boot (``/proc/stat``: all but idle and I/O wait), in
+    ticks of 10 ms: the kernel's own threads too -- the writeback and the interrupts a durable
+    write costs, which no process's clock shows -- and the time a virtual machine's host stole.
+    Over a run, against its wall time, it says how many of the cores were busy."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in f.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / _TICK
+
+
 def disk_write(folder: str | os.PathLike[str], total: int, files: int, *, block: int = 4 << 20) -> float:
     """The disk's own durable write throughput under ``folder``, in bytes a second: ``total``
     bytes written into ``files`` new files there, one after another, in writes of ``block``
