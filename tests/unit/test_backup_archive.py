@@ -4,12 +4,13 @@ the ledger-id rewriting of a restore under new ids (wire/pulsar/remap.py)."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
 from bkctl.backup.storage import LocalStorage
 from bkctl.wire.backup import data_read
-from bkctl.wire.backup.archive import WRITE_PIECE, DataWriter
+from bkctl.wire.backup.archive import WRITE_PIECE, DataWriter, LedgerRecord, b64
 from bkctl.wire.backup.data_read import read_data
 from bkctl.wire.errors import ArchiveDamaged
 from bkctl.wire.proto import pulsar_ml_pb2 as ml
@@ -313,6 +314,30 @@ def test_a_record_whose_fields_are_not_their_types_is_damaged_and_the_field_name
     doc[field] = value
     with pytest.raises(ArchiveDamaged, match=f"^r.json: not a ledger record \\({field}: "):
         LedgerRecord.decode(json.dumps(doc).encode(), "r.json")
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"write_quorum": 4}, "ensemble 3, write quorum 4, ack quorum 2"),
+        ({"ack_quorum": 0}, "ensemble 3, write quorum 2, ack quorum 0"),
+        ({"ack_quorum": 3}, "ensemble 3, write quorum 2, ack quorum 3"),
+        ({"entries": -1}, "a negative id, count or size"),
+        ({"data_size": -9}, "a negative id, count or size"),
+        ({"state": "CLOSD"}, "state 'CLOSD'"),
+        ({"digest_type": "CRC32D"}, "digest type 'CRC32D'"),
+    ],
+)
+def test_a_record_that_no_copy_writes_is_damaged_and_says_why(changes, said):
+    """Records carry no hash: a flipped digit in a quorum or a state must be named as damage
+    here, not fail later in the ledger's creation as if the cluster refused it."""
+    record = LedgerRecord(5, "none", 1, 3, 9, "CLOSED", 3, 2, 2, "CRC32C", b64(b"pw"), {}, b64(b"m"), "d", "s", 9, 1)
+    for state in ("OPEN", "IN_RECOVERY"):  # what a copy of an open ledger says
+        assert LedgerRecord.decode(json.dumps({**json.loads(record.encode()), "state": state}).encode()).state == state
+    doc = {**json.loads(record.encode()), **changes}
+    with pytest.raises(ArchiveDamaged) as caught:
+        LedgerRecord.decode(json.dumps(doc).encode(), "r.json")
+    assert str(caught.value) == f"r.json: not a ledger record ({said})"
 
 
 def test_a_chunks_line_or_note_of_another_type_is_damaged():

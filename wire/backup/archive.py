@@ -40,14 +40,14 @@ import json
 import os
 import posixpath
 import struct
-import types
-import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import IO, Any, Protocol, TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any, Protocol
 
 from ..codecs import checksums
+from ..codecs.digest import DigestType
 from ..errors import ArchiveDamaged
+from .json_checks import checked
 
 __all__ = [
     "ARCHIVE_FORMAT",
@@ -139,89 +139,6 @@ def b64(data: bytes) -> str:
 
 def unb64(text: str) -> bytes:
     return base64.b64decode(text, validate=True)
-
-
-#: what is wrong with a decoded JSON value (None: nothing) -- :func:`_check_of` makes them
-_Check = Callable[[Any], "str | None"]
-
-
-def _fine(value: object) -> str | None:
-    return None
-
-
-def _check_of(hint: Any, b64_text: bool) -> _Check:
-    """The check of a decoded JSON value of type ``hint``: ints (not bools), strings (base64
-    where ``b64_text``), bools, lists, dicts with string keys, ``X | None`` and the dataclasses
-    below, field by field.  Made once a type (:func:`_fields_check`): a manifest's chunk holds
-    thousands of lines."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return _fine
-    if origin is types.UnionType:
-        inner = _check_of(args[0], b64_text)
-        return lambda v: None if v is None else inner(v)
-    if origin is list:
-        item = _check_of(args[0], b64_text)
-        return lambda v: (
-            f"{type(v).__name__}, not a list" if type(v) is not list else next(filter(None, map(item, v)), None)
-        )
-    if origin is dict:
-        value = _check_of(args[1], b64_text)
-        return lambda v: (
-            f"{type(v).__name__}, not an object"
-            if type(v) is not dict or not all(type(k) is str for k in v)
-            else next(filter(None, map(value, v.values())), None)
-        )
-    if is_dataclass(hint):
-        return lambda v: _fields_check(type(v))(v)
-    if b64_text:
-        return lambda v: f"{type(v).__name__}, not str" if type(v) is not str else _not_b64(v)
-    name = f"not {hint.__name__}"
-    return lambda v: None if type(v) is hint else f"{type(v).__name__}, {name}"
-
-
-def _not_b64(text: str) -> str | None:
-    try:
-        unb64(text)
-    except ValueError:
-        return "not base64"
-    return None
-
-
-#: :func:`_fields_check`'s, a dataclass at a time
-_FIELD_CHECKS: dict[type, _Check] = {}
-
-
-def _fields_check(cls: type) -> _Check:
-    """The check of a dataclass made of decoded JSON: each field of its type (a field named
-    ``*_b64`` holds base64), the first wrong one named."""
-    known = _FIELD_CHECKS.get(cls)
-    if known is not None:
-        return known
-    hints = typing.get_type_hints(cls)
-    checks = [(f.name, _check_of(hints[f.name], f.name.endswith("_b64"))) for f in fields(cls)]
-
-    def check(obj: Any) -> str | None:
-        for name, wrong_in in checks:
-            wrong = wrong_in(getattr(obj, name))
-            if wrong:
-                return f"{name}: {wrong}"
-        return None
-
-    _FIELD_CHECKS[cls] = check
-    return check
-
-
-_Decoded = TypeVar("_Decoded")
-
-
-def _typed(obj: _Decoded, what: str) -> _Decoded:
-    """``obj`` (a dataclass decoded from JSON), or :class:`ArchiveDamaged` (``what``: not a
-    ...) unless each of its fields is of the type it says."""
-    wrong = _fields_check(type(obj))(obj)
-    if wrong:
-        raise ArchiveDamaged(f"{what} ({wrong})")
-    return obj
 
 
 #: bytes of payload :meth:`DataWriter.add_batch` joins into one write (a file without a
@@ -428,7 +345,28 @@ class LedgerRecord:
             record = cls(**json.loads(data))
         except (ValueError, TypeError) as exc:
             raise ArchiveDamaged(f"{name}: not a ledger record ({exc})") from None
-        return _typed(record, f"{name}: not a ledger record")
+        record = checked(record, f"{name}: not a ledger record")
+        wrong = record.nonsense()
+        if wrong:
+            raise ArchiveDamaged(f"{name}: not a ledger record ({wrong})")
+        return record
+
+    def nonsense(self) -> str | None:
+        """What no copy's record says, and a damaged one can (records carry no hash: one flipped
+        digit is enough), else None: caught here, the ledger is named damaged and a restore with
+        --skip-damaged goes on, where a quorum above its ensemble failed later, in the ledger's
+        creation, as if the cluster had refused it."""
+        if min(self.ledger_id, self.entries, self.payload_bytes, self.data_size) < 0:
+            return "a negative id, count or size"
+        if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size:
+            return f"ensemble {self.ensemble_size}, write quorum {self.write_quorum}, ack quorum {self.ack_quorum}"
+        from ..metadata.ledger import LedgerState  # (protobuf with it: not at this module's import)
+
+        if self.state not in LedgerState.__members__:
+            return f"state {self.state!r}"
+        if self.digest_type not in DigestType.__members__:
+            return f"digest type {self.digest_type!r}"
+        return None
 
 
 @dataclass
@@ -522,7 +460,7 @@ def decode_chunk(data: bytes, ref: ChunkRef, after: int = -1) -> list[ManifestLe
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ArchiveDamaged(f"{ref.name}: not a manifest chunk ({exc})") from None
     for x in out:
-        _typed(x, f"{ref.name}: not a manifest chunk")
+        checked(x, f"{ref.name}: not a manifest chunk")
     ids = [x.ledger_id for x in out]
     if len(out) != ref.ledgers or ids[:1] != [ref.first] or ids[-1:] != [ref.last]:
         raise ArchiveDamaged(f"{ref.name}: {len(out)} ledgers, not the {ref.ledgers} its manifest records")
@@ -644,7 +582,7 @@ def decode_notes(data: bytes, ref: ChunkRef) -> list[LedgerNote]:
     except (ValueError, TypeError) as exc:
         raise ArchiveDamaged(f"{ref.name}: not a chunk of notes ({exc})") from None
     for x in out:
-        _typed(x, f"{ref.name}: not a chunk of notes")
+        checked(x, f"{ref.name}: not a chunk of notes")
     ids = [x.ledger_id for x in out]
     if len(out) != ref.ledgers or ids[:1] != [ref.first] or ids[-1:] != [ref.last]:
         raise ArchiveDamaged(f"{ref.name}: {len(out)} notes, not the {ref.ledgers} its manifest records")
@@ -748,7 +686,7 @@ class Manifest:
             manifest = cls(**doc)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise ArchiveDamaged(f"{name}: not a backup manifest ({exc})") from None
-        return _typed(manifest, f"{name}: not a backup manifest")
+        return checked(manifest, f"{name}: not a backup manifest")
 
     def note_counts(self) -> dict[str, int]:
         """How many ledgers it names of each :data:`NOTE_KINDS`."""
