@@ -194,27 +194,24 @@ def split_child(uri: str, spec: str, parallel: str, bookie_pids: str, folder: st
         r = resource.getrusage(resource.RUSAGE_SELF)
         return r.ru_utime + r.ru_stime
 
+    def clocks() -> tuple[float, float, float, float, float]:
+        """The process's CPU, its reactor thread's, the bookies', the wall's and the machine's."""
+        return (
+            process_cpu(),
+            run_in_reactor(time.thread_time),
+            sum(map(cpu_seconds, pids)),
+            time.monotonic(),
+            machine_cpu_seconds(),
+        )
+
     got: dict[str, list[tuple[float, float, float, float, float]]] = {"read": [], "backup": []}
     try:
         read()  # warm: every connection made, every module imported
         for turn in range(repeat):
             for what, run_it in (("read", read), ("backup", functools.partial(backup, turn))):
-                before = (
-                    process_cpu(),
-                    run_in_reactor(time.thread_time),
-                    sum(map(cpu_seconds, pids)),
-                    time.monotonic(),
-                    machine_cpu_seconds(),
-                )
+                before = clocks()
                 run_it()
-                after = (
-                    process_cpu(),
-                    run_in_reactor(time.thread_time),
-                    sum(map(cpu_seconds, pids)),
-                    time.monotonic(),
-                    machine_cpu_seconds(),
-                )
-                got[what].append(tuple(a - b for a, b in zip(after, before)))  # type: ignore[arg-type]
+                got[what].append(tuple(a - b for a, b in zip(clocks(), before)))  # type: ignore[arg-type]
     finally:
         bk.close()
         store.close()
