@@ -3,6 +3,7 @@
 
     python tools/c_builds.py           # one line naming each stale build, exit 1; silent, exit 0 when none
     python tools/c_builds.py --quiet   # the exit status alone, whatever BKCTL_FASTPATHS says
+    python tools/c_builds.py --files   # every file setup.py builds an extension from (./dev setup's stamp)
 
 (Exit 2: it could not tell, e.g. bkctl is not installed yet.)
 
@@ -96,7 +97,13 @@ def stale(root: Path | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quiet", action="store_true", help="the exit status alone, whatever BKCTL_FASTPATHS says")
+    parser.add_argument(
+        "--files", action="store_true", help="list the files the extensions are built from, a line each"
+    )
     args = parser.parse_args(argv)
+    if args.files:  # (setup.py read with ast: nothing installed needed)
+        print("\n".join(sorted({f for ext in extensions() for f in ext.files})))
+        return 0
     if not args.quiet:
         from bkctl.wire import fastpath
 

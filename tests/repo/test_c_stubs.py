@@ -3,6 +3,8 @@ module (mypy's stubtest), and mypy reads it: no extension is left to ``ignore_mi
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import tomllib
 from pathlib import Path
@@ -33,7 +35,17 @@ def test_setup_and_the_dev_stamp_name_every_c_file():
     assert extension_files() == on_disk
     stamp = re.search(r"want=\$\(cat ([^|]*)\|", (ROOT / "dev").read_text())
     assert stamp, "./dev setup stamps the install with the sha256 of its sources: want=$(cat ... | sha256sum ...)"
-    assert set(stamp.group(1).split()) == on_disk | {"pyproject.toml", "setup.py"}
+    assert stamp.group(1).split() == [
+        "pyproject.toml",
+        "setup.py",
+        '$("$VENV/bin/python"',
+        "tools/c_builds.py",
+        "--files)",
+    ]
+    listed = io.StringIO()
+    with contextlib.redirect_stdout(listed):
+        assert tools.c_builds().main(["--files"]) == 0
+    assert listed.getvalue().split() == sorted(on_disk)  # what the stamp hashes: every C file
 
 
 def test_setup_builds_the_extensions_we_know():
